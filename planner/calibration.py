@@ -1,0 +1,61 @@
+"""Every calibrated constant of the memory model, in one place, with the cases that set it.
+
+Physics lives in memory.py; what cannot be derived from first principles (allocator behaviour,
+CUDA context size, how a framework materialises the loss) is a named constant here. Case ids refer
+to ../shared/validation/memory_cases.yaml. Change a constant only together with the cases it lists,
+and re-run ``planner validate`` / ``benchmarks/accuracy.py``.
+"""
+
+from __future__ import annotations
+
+GIB = 2**30
+
+# --- loss / logits -----------------------------------------------------------------------------
+# Bytes per logit element (tokens x vocab) alive at the loss peak (end of forward / start of
+# backward) for a standard (unchunked) cross-entropy in 16-bit training:
+#   2 (16-bit logits from the output head) + 4 (fp32 upcast for the loss, kept in the model
+#   output by HF models) + 4 (fp32 log-softmax saved for backward) + 4 (fp32 gradient of the
+#   log-probabilities while the log-softmax backward runs) = 14.
+# Set by the long-sequence large-vocabulary cases where logits dominate: qwen-1.8b-lora-8192,
+# qwen-1.8b-full-8192, qwen-7b-lora-8192, qwen-14b-lora-8192 (vocab 151,851, 8192 tokens).
+LOGIT_BYTES_UNCHUNKED = 14.0
+# Chunked / fused cross-entropy (torchtune CEWithChunkedOutputLoss, Liger, Unsloth): the 16-bit
+# logits (2 B) plus one fp32 chunk of 1/8 at a time with its gradient (2 x 4 B / 8 = 1 B).
+# Set by torchtune-llama3.2-3b-full-packed-compile-chunkedce and -packed-ac.
+LOGIT_BYTES_CHUNKED = 3.0
+LOSS_CHUNKS = 8
+
+# --- activations ------------------------------------------------------------------------------
+# With full recomputation, backward of one layer re-materialises that layer's activations and
+# their gradients at the same time; the working set is this multiple of one layer's saved
+# activations. Set by torchtune-llama3.2-3b-full-packed-ac and torchtune2024-llama2-7b-lora-1x4090.
+RECOMPUTE_WORKING_SET_LAYERS = 2.0
+
+# --- framework buffers ------------------------------------------------------------------------
+# DeepSpeed ZeRO-1/2 gradient reduce buckets: two buckets (overlap_comm) of reduce_bucket_size
+# elements in 16 bit. Qwen's ds_config_zero2.json and DeepSpeed's documented examples use 2e8.
+# Set by qwen-1.8b-full-2048, qwen-7b-full-2gpu-256.
+ZERO_BUCKET_ELEMENTS = 2e8
+# ZeRO-3/FSDP keep the unit being computed plus one prefetched unit gathered.
+GATHERED_UNITS = 2
+
+# --- allocator and process overheads ---------------------------------------------------------
+# PyTorch's caching allocator reserves more than it allocates; the excess grows with the large
+# short-lived tensors (activations, logits, optimizer temporaries). reserved = allocated +
+# FRAGMENTATION_FRACTION * transient + FRAGMENTATION_FLOOR_GIB. Set by the torchtune rows that
+# report reserved/active pairs (torchtune-llama3.2-3b-* extra.peak_reserved_gib where given).
+FRAGMENTATION_FRACTION = 0.10
+FRAGMENTATION_FLOOR_GIB = 0.25
+# CUDA context, cuBLAS/cuDNN workspaces and kernels loaded by a training process, seen by
+# nvidia-smi but not by torch counters: 0.5-1.5 GiB per DESIGN.md section 4 (CUDA >= 12 lazy
+# loading at the low end).
+CUDA_CONTEXT_GIB = 0.8
+# NCCL communicator buffers per process when more than one GPU is used.
+NCCL_BUFFERS_GIB = 0.5
+
+# --- host RAM ---------------------------------------------------------------------------------
+# Resident memory of one training process (Python, torch, CUDA host allocations) besides the
+# offloaded tensors; typical 3-5 GiB per rank for HF/DeepSpeed processes.
+HOST_RAM_PER_PROCESS_GIB = 4.0
+# Pinned staging buffers that DeepSpeed/FSDP CPU offload adds on top of the offloaded tensors.
+HOST_OFFLOAD_OVERHEAD = 0.10

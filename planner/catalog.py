@@ -1,0 +1,193 @@
+"""Load and validate the catalog (shipped data plus user overlays) and look entries up.
+
+The catalog is data: one YAML file per GPU, model and platform under ``catalog/``. Loading
+validates every file and reports all problems at once, each naming its file and field.
+Lookups accept ids, Hugging Face repo ids, size aliases (``7b``) and, for models, a path to a
+local Hugging Face ``config.json``; unknown names get a did-you-mean suggestion.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from planner.errors import CatalogError, UnknownNameError, did_you_mean
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+
+KINDS: dict[str, type[BaseModel]] = {
+    "gpus": GpuSpec,
+    "models": ModelSpec,
+    "platforms": PlatformSpec,
+}
+SIZE_ALIASES_FILE = "size_aliases.yaml"
+# Suffixes of quantized checkpoints that share their base model's architecture.
+_QUANT_SUFFIX = re.compile(r"-(int4|int8|gptq(-int[48])?|awq|bnb-4bit|4bit|8bit)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model lookup: the spec used and the bit width of its stored weights if quantized."""
+
+    spec: ModelSpec
+    asked_as: str
+    weight_bits: int | None = None  # 4 for -Int4/GPTQ-Int4 checkpoints, None for 16-bit
+
+
+@dataclass(frozen=True)
+class Catalog:
+    gpus: dict[str, GpuSpec]
+    models: dict[str, ModelSpec]
+    platforms: dict[str, PlatformSpec]
+    size_aliases: dict[str, str] = field(default_factory=dict)
+
+    # ----- lookups -------------------------------------------------------------------------
+    def gpu(self, name: str) -> GpuSpec:
+        key = name.strip().lower()
+        if key in self.gpus:
+            return self.gpus[key]
+        raise UnknownNameError(
+            f"unknown GPU {name!r}{did_you_mean(key, self.gpus)}; "
+            "see 'planner catalog gpus' for the ids"
+        )
+
+    def platform(self, name: str) -> PlatformSpec:
+        key = name.strip().lower()
+        if key in self.platforms:
+            return self.platforms[key]
+        raise UnknownNameError(
+            f"unknown platform {name!r}{did_you_mean(key, self.platforms)}; "
+            "see 'planner catalog platforms'"
+        )
+
+    def model(self, name: str) -> ResolvedModel:
+        """Resolve an id, HF repo id, size alias, quantized variant, or local config.json path."""
+        text = name.strip()
+        if text.endswith(".json") or Path(text).is_dir():
+            from planner.hfconfig import model_from_hf_config
+
+            return ResolvedModel(spec=model_from_hf_config(Path(text)), asked_as=text)
+        index = self._model_index()
+        key = text.lower()
+        if key in self.size_aliases:
+            key = self.size_aliases[key]
+        if key in index:
+            return ResolvedModel(spec=index[key], asked_as=text)
+        base = _QUANT_SUFFIX.sub("", key)
+        if base != key and base in index:
+            bits = 8 if "8" in key[len(base) :] else 4
+            return ResolvedModel(spec=index[base], asked_as=text, weight_bits=bits)
+        names = list(self.models) + list(self.size_aliases)
+        raise UnknownNameError(
+            f"unknown model {name!r}{did_you_mean(key, names)}; use a catalog id "
+            "('planner catalog models'), a size alias (7b, 70b, ...), a Hugging Face repo id "
+            "in the catalog, or a path to a config.json"
+        )
+
+    def _model_index(self) -> dict[str, ModelSpec]:
+        return _index_models(tuple(self.models.values()))
+
+
+@lru_cache(maxsize=8)
+def _index_models(models: tuple[ModelSpec, ...]) -> dict[str, ModelSpec]:
+    index: dict[str, ModelSpec] = {}
+    for m in models:
+        for name in (m.id, m.hf_repo, *m.aliases):
+            if name:
+                index.setdefault(name.lower(), m)
+                index.setdefault(name.lower().split("/")[-1], m)
+    # Ids win over repo-name tails of other entries.
+    index.update({m.id: m for m in models})
+    return index
+
+
+def shipped_catalog_dir() -> Path:
+    """The catalog folder: the repository's ``catalog/`` or the installed package data."""
+    repo = Path(__file__).resolve().parents[1] / "catalog"
+    if repo.is_dir():
+        return repo
+    return Path(str(resources.files("planner._catalog")))
+
+
+def load_catalog(overlays: Sequence[str | Path] = ()) -> Catalog:
+    """Load the shipped catalog, then each overlay folder in order (same id replaces).
+
+    Raises CatalogError listing every invalid file and field at once.
+    """
+    return _load(tuple(str(Path(p)) for p in overlays))
+
+
+@lru_cache(maxsize=16)
+def _load(overlays: tuple[str, ...]) -> Catalog:
+    entries: dict[str, dict[str, BaseModel]] = {kind: {} for kind in KINDS}
+    aliases: dict[str, str] = {}
+    errors: list[str] = []
+    for folder in (shipped_catalog_dir(), *map(Path, overlays)):
+        if not folder.is_dir():
+            errors.append(f"{folder}: catalog folder not found")
+            continue
+        aliases.update(_read_aliases(folder / SIZE_ALIASES_FILE, errors))
+        for kind, schema in KINDS.items():
+            for path in sorted((folder / kind).glob("*.yaml")):
+                spec = _read_entry(path, schema, errors)
+                if spec is not None:
+                    entries[kind][spec.id] = spec  # type: ignore[attr-defined]
+    models = entries["models"]
+    for alias, target in aliases.items():
+        if target not in models:
+            errors.append(f"{SIZE_ALIASES_FILE}: alias {alias!r} names unknown model {target!r}")
+    if errors:
+        raise CatalogError(
+            f"{len(errors)} catalog error(s): " + "; ".join(errors)
+        )
+    return Catalog(
+        gpus=entries["gpus"],  # type: ignore[arg-type]
+        models=models,  # type: ignore[arg-type]
+        platforms=entries["platforms"],  # type: ignore[arg-type]
+        size_aliases=aliases,
+    )
+
+
+def _read_yaml(path: Path, errors: list[str]) -> object:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        errors.append(f"{path}: not readable YAML ({first})")
+        return None
+
+
+def _read_entry(path: Path, schema: type[BaseModel], errors: list[str]) -> BaseModel | None:
+    data = _read_yaml(path, errors)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        errors.append(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+        return None
+    try:
+        spec = schema.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "(entry)"
+            errors.append(f"{path}: field {where}: {err['msg']}")
+        return None
+    if spec.id != path.stem:  # type: ignore[attr-defined]
+        errors.append(f"{path}: id {spec.id!r} differs from the file name")  # type: ignore[attr-defined]
+        return None
+    return spec
+
+
+def _read_aliases(path: Path, errors: list[str]) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    data = _read_yaml(path, errors)
+    if not isinstance(data, dict):
+        errors.append(f"{path}: expected a mapping alias -> model id")
+        return {}
+    return {str(k).lower(): str(v) for k, v in data.items()}

@@ -1,0 +1,183 @@
+"""The `planner` command line: parse -> request -> library call -> render. Thin by design.
+
+Exit codes: 0 success (fits / plan found), 1 a well-formed request that does not fit or is
+infeasible, 2 bad input (one line on stderr naming the value and what is allowed).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from planner import render
+from planner.api import check as check_config
+from planner.catalog import load_catalog
+from planner.errors import PlannerError
+from planner.params import count_params
+from planner.request import (
+    CHECKPOINTINGS,
+    METHODS,
+    OFFLOADS,
+    OPTIMIZERS,
+    PRECISIONS,
+    TrainConfig,
+)
+from planner.validate import validate_file
+
+CATALOG_OPTION = click.option(
+    "--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False),
+    help="Overlay folder with gpus/, models/, platforms/ YAML (repeatable; same id replaces).",
+)
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="planner")
+def cli() -> None:
+    """Plan GPU hardware and training settings for large language models.
+
+    \b
+    Exit codes: 0 fits / found, 1 does not fit / infeasible, 2 bad input.
+    """
+
+
+def _choice(values: tuple[str, ...]) -> click.Choice:
+    return click.Choice(values, case_sensitive=False)
+
+
+@cli.command()
+@click.option("--model", required=True, help="Catalog id, HF repo id, size alias (7b) or config.json.")
+@click.option("--gpu", required=True, help="GPU id from 'planner catalog gpus'.")
+@click.option("--num-gpus", type=int, default=1, show_default=True)
+@click.option("--workload", type=_choice(("sft", "pretrain")), default="sft", show_default=True)
+@click.option("--method", type=_choice(METHODS), default="full", show_default=True)
+@click.option("--lora-rank", type=int, default=None, help="LoRA/DoRA/QLoRA rank [default: 16].")
+@click.option("--lora-targets", default="all-linear", show_default=True,
+              help="Comma list of q,k,v,o,gate,up,down or all-linear.")
+@click.option("--optimizer", type=_choice(OPTIMIZERS), default="adamw", show_default=True)
+@click.option("--precision", type=_choice(PRECISIONS), default="bf16", show_default=True)
+@click.option("--pure-bf16", is_flag=True, help="No fp32 master weights (torchtune-style).")
+@click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True)
+@click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding.")
+@click.option("--tp", type=int, default=1, show_default=True)
+@click.option("--pp", type=int, default=1, show_default=True)
+@click.option("--offload", type=_choice(OFFLOADS), default="none", show_default=True)
+@click.option("--checkpointing", type=_choice(CHECKPOINTINGS), default="full", show_default=True)
+@click.option("--micro-batch", type=int, default=1, show_default=True)
+@click.option("--grad-accum", type=int, default=1, show_default=True)
+@click.option("--seq-len", type=int, default=2048, show_default=True)
+@click.option("--no-flash-attention", is_flag=True, help="Eager attention (s^2 scores kept).")
+@click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
+@click.option("--memory-margin", type=float, default=0.02, show_default=True,
+              help="Fraction of GPU memory kept free.")
+@CATALOG_OPTION
+@JSON_OPTION
+def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
+          memory_margin: float, **opts: object) -> None:
+    """Does one configuration fit? Per-GPU memory breakdown against capacity.
+
+    \b
+    Example:
+      planner check --model 7b --gpu a100-80gb-sxm --num-gpus 2 --zero 2 --seq-len 4096
+    """
+    if not 0 <= memory_margin < 1:
+        raise PlannerError(f"--memory-margin {memory_margin} must be in [0, 1)")
+    cfg = _config(opts)
+    catalog = load_catalog(catalogs)
+    doc = check_config(model=model, gpu=gpu, config=cfg, catalog=catalog, margin=memory_margin)
+    click.echo(render.to_json(doc) if as_json else render.check_text(doc))
+    sys.exit(0 if doc["fits"] else 1)
+
+
+def _config(opts: dict[str, object]) -> TrainConfig:
+    targets = tuple(t.strip() for t in str(opts.pop("lora_targets")).split(",") if t.strip())
+    known = {"all-linear", "q", "k", "v", "o", "gate", "up", "down"}
+    bad = [t for t in targets if t not in known]
+    if bad:
+        raise PlannerError(f"--lora-targets {bad[0]!r} is not one of {', '.join(sorted(known))}")
+    mapping = {"micro_batch": "micro_batch_size", "no_flash_attention": "flash_attention"}
+    data = {mapping.get(k, k): v for k, v in opts.items()}
+    data["flash_attention"] = not data["flash_attention"]
+    data["lora_targets"] = targets
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = "--" + str(err["loc"][0]).replace("_size", "").replace("_", "-")
+        raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@CATALOG_OPTION
+@JSON_OPTION
+def validate(file: str, catalogs: tuple[str, ...], as_json: bool) -> None:
+    """Predict every case of a validation file and report the error.
+
+    \b
+    Example:
+      planner validate ../shared/validation/memory_cases.yaml
+    """
+    results, summary = validate_file(Path(file), load_catalog(catalogs))
+    if as_json:
+        cases = [{"id": r.id, "kind": r.kind, "usable": r.usable,
+                  "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
+                  "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
+                                                      "fits": r.predicted_fits},
+                  "reason": r.reason} for r in results]
+        click.echo(render.to_json({"cases": cases, "summary": summary}))
+    else:
+        click.echo(render.validate_text(results, summary))
+
+
+@cli.command("catalog")
+@click.argument("kind", type=_choice(("gpus", "models", "platforms")))
+@CATALOG_OPTION
+@JSON_OPTION
+def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
+    """List what the catalog holds: gpus, models or platforms.
+
+    \b
+    Example:
+      planner catalog gpus --json
+    """
+    cat = load_catalog(catalogs)
+    entries = list(getattr(cat, kind).values())
+    if as_json:
+        docs = [e.model_dump(mode="json") for e in entries]
+        if kind == "models":
+            for d, m in zip(docs, entries, strict=True):
+                d["params_total"] = count_params(m).total
+        if kind == "models":
+            docs.append({"size_aliases": cat.size_aliases})
+        click.echo(render.to_json(docs))
+    elif kind == "gpus":
+        click.echo(render.gpus_table(entries))
+    elif kind == "models":
+        click.echo(render.models_table(entries, {m.id: count_params(m).total for m in entries}))
+        click.echo("\nsize aliases: " + ", ".join(f"{k}={v}" for k, v in cat.size_aliases.items()))
+    else:
+        click.echo(render.platforms_table(entries))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every error becomes one line on stderr and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="planner", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("planner: aborted", err=True)
+        sys.exit(2)
+    except click.UsageError as exc:
+        click.echo(f"planner: error: {exc.format_message()}".replace("\n", " "), err=True)
+        sys.exit(2)
+    except PlannerError as exc:
+        click.echo(f"planner: error: {exc}".replace("\n", " "), err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"planner: error: {exc.format_message()}".replace("\n", " "), err=True)
+        sys.exit(2)

@@ -1,0 +1,124 @@
+"""Read a local Hugging Face ``config.json`` into a ModelSpec (no network).
+
+Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2 (SwiGLU/GeGLU,
+rotary), Mixtral/Qwen-MoE (MoE), OPT, GPT-NeoX, Falcon, BLOOM and MPT. The parameter count is
+computed from the architecture, so ``published_params_b`` is that count and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from planner.errors import PlannerError
+from planner.params import count_params
+from planner.specs import ModelSpec, MoeSpec
+
+_GELU_FAMILIES = {"gpt_neox", "falcon", "bloom", "mpt", "gpt2", "gptj"}
+
+
+def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return default
+
+
+def _activation(cfg: dict[str, Any], family: str) -> str:
+    act = str(_first(cfg, "hidden_act", "activation_function", default="")).lower()
+    if family == "opt" or act == "relu":
+        return "relu"
+    if family.startswith("gemma"):
+        return "geglu"
+    if family in _GELU_FAMILIES or (act.startswith("gelu") and family not in {"gemma", "gemma2"}):
+        return "gelu"
+    return "swiglu"
+
+
+def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
+    experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts")
+    if not experts or experts <= 1:
+        return None
+    return MoeSpec(
+        num_experts=experts,
+        experts_per_token=_first(cfg, "num_experts_per_tok", "moe_topk", default=2),
+        expert_ffn_hidden_size=_first(cfg, "moe_intermediate_size", "intermediate_size"),
+        num_shared_experts=_first(cfg, "n_shared_experts", default=0),
+        first_dense_layers=_first(cfg, "first_k_dense_replace", default=0),
+    )
+
+
+def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
+    """Map config.json keys to ModelSpec fields; raises PlannerError naming what is missing."""
+    family = str(cfg.get("model_type", "")).lower()
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _first(cfg, "num_attention_heads", "n_head", "n_heads")
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "n_layers")
+    if not (hidden and heads and layers):
+        raise PlannerError(
+            f"config.json {name!r} lacks hidden_size/num_attention_heads/num_hidden_layers; "
+            "a decoder-only transformer config is required"
+        )
+    kv = _first(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
+        kv = 1
+    ffn = _first(cfg, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden)
+    alibi = bool(cfg.get("alibi") or family in {"bloom", "mpt"})
+    learned = family in {"opt", "gpt2"}
+    data = {
+        "id": name.lower(),
+        "name": name,
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": kv,
+        "head_dim": _first(cfg, "head_dim", default=hidden // heads),
+        "ffn_hidden_size": ffn,
+        "activation": _activation(cfg, family),
+        "vocab_size": _first(cfg, "vocab_size", "padded_vocab_size"),
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", family in {"opt", "bloom", "mpt"})),
+        "max_position_embeddings": _first(
+            cfg, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", default=2048
+        ),
+        "position_embedding": "alibi" if alibi else "learned" if learned else "rotary",
+        "norm": "layernorm" if family in {"opt", "gpt_neox", "falcon", "bloom", "mpt"}
+        else "rmsnorm",
+        "attention_bias": bool(
+            _first(cfg, "attention_bias", default=family in {"opt", "gpt_neox", "bloom", "qwen2"})
+        ),
+        "attention_out_bias": False if family == "qwen2" else None,
+        "mlp_bias": bool(_first(cfg, "mlp_bias", default=family in {"opt", "gpt_neox", "bloom"})),
+        "parallel_attention_mlp": bool(
+            _first(cfg, "use_parallel_residual", "parallel_attn", default=family == "falcon")
+        ),
+        "embedding_norm": family == "bloom",
+        "moe": _moe(cfg),
+        "published_params_b": 1.0,
+        "params_source": "computed from the architecture in config.json",
+        "source_urls": [f"file:{name}"],
+    }
+    try:
+        spec = ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise PlannerError(f"config.json {name!r}: field {where}: {err['msg']}") from None
+    return spec.model_copy(update={"published_params_b": count_params(spec).total / 1e9})
+
+
+def model_from_hf_config(path: Path) -> ModelSpec:
+    """Read ``path`` (a config.json or a folder holding one) into a ModelSpec."""
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        cfg = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PlannerError(f"model config {str(file)!r} not found") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PlannerError(f"model config {str(file)!r} is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise PlannerError(f"model config {str(file)!r} must hold a JSON object")
+    name = file.parent.name if file.name == "config.json" else file.stem
+    return spec_from_hf_dict(cfg, name=name or "custom")

@@ -1,0 +1,412 @@
+"""Per-GPU peak memory and host RAM of one concrete training configuration (pure functions).
+
+The peak is the larger of two phases:
+
+* forward/backward: resident model states + the gathered ZeRO-3/FSDP working set + saved
+  activations + the loss (logits) buffers, plus accumulated gradients when grad_accum > 1;
+* optimizer step: resident model states + all gradients + optimizer temporaries.
+
+Each term is one function returning bytes on the most loaded GPU, with its formula and source.
+Byte counts per parameter follow Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models" (SC'20): mixed-precision Adam keeps 2 B weights + 2 B gradients +
+4 B fp32 master + 8 B fp32 moments = 16 B per trainable parameter. Activations follow
+Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022),
+recomputed for SwiGLU MLPs, GQA and flash attention. Calibrated constants are in calibration.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner import calibration as cal
+from planner.params import count_params, layer_linears, layer_params, lora_params
+from planner.request import TrainConfig
+from planner.specs import GpuSpec, ModelSpec
+
+GIB = cal.GIB
+
+# bitsandbytes NF4: 4-bit codes (0.5 B) + double-quantised block constants, 0.127 bit/param
+# (Dettmers et al., "QLoRA", 2023, section 3) = 0.5159 B/param.
+NF4_BYTES_PER_PARAM = 0.5 + 0.127 / 8
+# GPTQ int4 (group size 128): 0.5 B codes + one fp16 scale and a packed 4-bit zero per group
+# of 128 weights = 0.5 + (2 + 0.5)/128 B/param (Frantar et al., "GPTQ", 2023; AutoGPTQ packing).
+GPTQ_BYTES_PER_PARAM = 0.5 + 2.5 / 128
+
+
+def dtype_bytes(precision: str) -> int:
+    """Bytes of one weight/activation element in the compute precision (fp8 keeps bf16 copies)."""
+    return 4 if precision == "fp32" else 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters on one GPU
+# ---------------------------------------------------------------------------------------------
+def params_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Parameters held by the most loaded model-parallel rank before ZeRO/FSDP sharding.
+
+    Layers are split over pp stages and every matrix over tp (Megatron-style TP shards
+    attention, MLP, embedding and head). With pp > 1 the first stage holds the embedding and the
+    last the head; the larger of the two bounds the most loaded stage.
+    """
+    c = count_params(model)
+    per_stage_layers = c.layers / cfg.pp
+    ends = c.embedding + c.lm_head if cfg.pp == 1 else max(c.embedding, c.lm_head)
+    return (per_stage_layers + ends + c.final_norm) / cfg.tp
+
+
+def adapted_linears(model: ModelSpec, cfg: TrainConfig) -> list[tuple[int, int, int]]:
+    """(d_in, d_out, count) of every LoRA-adapted matrix in one layer (layer 0 shape)."""
+    targets = set(cfg.lora_targets)
+    every = "all-linear" in targets
+    out = []
+    for lin in layer_linears(model, model.num_layers - 1):
+        if lin.group == "router":
+            continue
+        if every or lin.name in targets:
+            out.append((lin.d_in, lin.d_out, lin.count))
+    return out
+
+
+def trainable_params(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Trainable parameters of the whole model.
+
+    full: all; freeze: the last k layers (LLaMA-Factory 'freeze' tuning); LoRA/QLoRA:
+    r*(d_in+d_out) per adapted matrix (Hu et al., "LoRA", 2021); DoRA adds a magnitude vector of
+    d_out per adapted matrix (Liu et al., "DoRA", 2024).
+    """
+    if cfg.method == "full":
+        return float(count_params(model).total)
+    if cfg.method == "freeze":
+        k = min(cfg.freeze_trainable_layers, model.num_layers)
+        return float(sum(layer_params(model, i) for i in range(model.num_layers - k, model.num_layers)))
+    n = float(lora_params(model, cfg.rank, cfg.lora_targets))
+    if cfg.method == "dora":
+        n += model.num_layers * sum(d_out * cnt for _, d_out, cnt in adapted_linears(model, cfg))
+    return n
+
+
+def trainable_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Trainable parameters on the most loaded model-parallel rank (before ZeRO sharding)."""
+    total = count_params(model).total
+    return trainable_params(model, cfg) * params_on_gpu(model, cfg) / total
+
+
+def _state_shards(cfg: TrainConfig) -> int:
+    """Data-parallel ranks that share optimizer states (ZeRO >= 1 or FSDP)."""
+    return cfg.dp if (cfg.zero_stage >= 1 or cfg.fsdp) else 1
+
+
+def _grad_shards(cfg: TrainConfig) -> int:
+    return cfg.dp if (cfg.zero_stage >= 2 or cfg.fsdp) else 1
+
+
+def _weight_shards(cfg: TrainConfig) -> int:
+    return cfg.dp if cfg.shards_weights else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Model states
+# ---------------------------------------------------------------------------------------------
+def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """Stored model weights on one GPU (base weights; adapters are separate).
+
+    16-bit: 2 B/param (4 B in fp32). QLoRA: transformer-layer matrices in NF4 or GPTQ int4,
+    embeddings, head, norms and biases in 16 bit. ZeRO-3/FSDP divide by dp. FSDP without pure
+    bf16 keeps the sharded flat parameters in fp32 for full training (PyTorch FSDP
+    MixedPrecision: param_dtype casts only the gathered copy), i.e. 4 B/param / dp.
+    Parameter offload moves them to host RAM.
+    """
+    if cfg.offload == "optimizer+params":
+        return 0.0
+    n = params_on_gpu(model, cfg)
+    if cfg.method == "qlora":
+        c = count_params(model)
+        linear = c.layer_linear / (cfg.pp * cfg.tp)
+        per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else NF4_BYTES_PER_PARAM
+        stored = linear * per + (n - linear) * 2
+    elif cfg.fsdp and cfg.method == "full" and not cfg.pure_bf16:
+        stored = n * 4
+    else:
+        stored = n * dtype_bytes(precision)
+    return stored / _weight_shards(cfg)
+
+
+def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """LoRA/DoRA adapter weights: fp32 (PEFT upcasts adapters under mixed precision), 2 B if
+    pure bf16; sharded with ZeRO-3/FSDP."""
+    if not cfg.is_peft:
+        return 0.0
+    per = 2 if cfg.pure_bf16 else 4
+    return trainable_on_gpu(model, cfg) * per / _weight_shards(cfg)
+
+
+def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """Gradients of the trainable parameters: same dtype as the trained weights (16-bit for full
+    training, fp32 for PEFT adapters and FSDP fp32 flat params); ZeRO-2/3 and FSDP keep only the
+    dp shard (ZeRO paper, stage P_os+g)."""
+    n = trainable_on_gpu(model, cfg)
+    if cfg.is_peft:
+        per = 2 if cfg.pure_bf16 else 4
+    elif cfg.fsdp and not cfg.pure_bf16:
+        per = 4
+    else:
+        per = dtype_bytes(precision)
+    return n * per / _grad_shards(cfg)
+
+
+def master_weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """fp32 master copy of 16-bit trained weights: 4 B/param, sharded by ZeRO>=1 (ZeRO paper).
+
+    None for PEFT (adapters are already fp32), pure bf16, fp32 training, FSDP (its fp32 flat
+    parameters are the master, counted in weight_bytes), or optimizer offload (on the host).
+    """
+    if cfg.is_peft or cfg.pure_bf16 or precision == "fp32" or cfg.fsdp:
+        return 0.0
+    if cfg.offload != "none":
+        return 0.0
+    return trainable_on_gpu(model, cfg) * 4 / _state_shards(cfg)
+
+
+def optimizer_state_bytes_per_param(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Optimizer state bytes per trainable parameter.
+
+    AdamW: momentum + variance in fp32 = 8 B (2 B each if pure bf16). 8-bit AdamW and paged
+    8-bit AdamW: 1 B each = 2 B (Dettmers et al., "8-bit Optimizers via Block-wise
+    Quantization", 2022). SGD: none; with momentum 4 B. Adafactor (no momentum, factored second
+    moment): a row and a column vector per matrix, ~ 4*(d_in+d_out)/(d_in*d_out) ~ 8/h B/param
+    (Shazeer & Stern, "Adafactor", 2018).
+    """
+    half = cfg.pure_bf16
+    return {
+        "adamw": 4.0 if half else 8.0,
+        "adamw-8bit": 2.0,
+        "paged-adamw-8bit": 2.0,
+        "sgd": 0.0,
+        "sgd-momentum": 2.0 if half else 4.0,
+        "adafactor": 8.0 / model.hidden_size,
+    }[cfg.optimizer]
+
+
+def optimizer_state_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Optimizer states on the GPU: per-param bytes x trainable / ZeRO shards; 0 if offloaded."""
+    if cfg.offload != "none":
+        return 0.0
+    per = optimizer_state_bytes_per_param(model, cfg)
+    return trainable_on_gpu(model, cfg) * per / _state_shards(cfg)
+
+
+def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Temporaries of the optimizer step: one fp32 gradient-sized buffer per trainable parameter
+    shard (DeepSpeed converts the 16-bit gradient partition to fp32 before the step; PyTorch's
+    multi-tensor AdamW allocates a full-size fp32 temporary for sqrt(v)). 8-bit optimizers work
+    block-wise in place (no full temporary); SGD without momentum needs none."""
+    if cfg.offload != "none" or cfg.optimizer in ("sgd", "adamw-8bit", "paged-adamw-8bit"):
+        return 0.0
+    return trainable_on_gpu(model, cfg) * 4 / _state_shards(cfg)
+
+
+def comm_buffer_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """Gradient communication buffers.
+
+    DDP (dp > 1, no ZeRO/FSDP): PyTorch DDP buckets hold a second 16-bit copy of all gradients
+    unless gradient_as_bucket_view (HF Trainer leaves it off). DeepSpeed ZeRO-1/2: two reduce
+    buckets of ZERO_BUCKET_ELEMENTS 16-bit elements (overlap_comm), capped at the gradients.
+    """
+    n = trainable_on_gpu(model, cfg)
+    b = dtype_bytes(precision)
+    if cfg.dp > 1 and cfg.zero_stage == 0 and not cfg.fsdp:
+        return n * b
+    if cfg.zero_stage in (1, 2):
+        return min(2 * cal.ZERO_BUCKET_ELEMENTS, n) * b
+    return 0.0
+
+
+def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """ZeRO-3/FSDP working set: the unit in use plus a prefetched one gathered in 16 bit
+    (GATHERED_UNITS x largest unit), plus the unsharded gradient of one trainable unit before its
+    reduce-scatter. Units are decoder layers; FSDP's root unit holds embedding + head.
+    Quantized (QLoRA) units are gathered as stored (4-bit)."""
+    if not cfg.shards_weights or cfg.dp == 1:
+        return 0.0
+    c = count_params(model)
+    unit = max(c.largest_layer, c.embedding + c.lm_head if cfg.fsdp else 0) / cfg.tp
+    per = NF4_BYTES_PER_PARAM if cfg.method == "qlora" else dtype_bytes(precision)
+    params = cal.GATHERED_UNITS * unit * per
+    grads = unit * dtype_bytes(precision) if cfg.method in ("full", "freeze") else 0.0
+    return params + grads
+
+
+# ---------------------------------------------------------------------------------------------
+# Activations and loss
+# ---------------------------------------------------------------------------------------------
+def tokens_per_gpu(cfg: TrainConfig) -> int:
+    """Tokens of one micro-batch on one GPU (context parallel splits the sequence)."""
+    return cfg.micro_batch_size * cfg.seq_len // cfg.cp
+
+
+def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """16-bit activations one layer saves for backward, per token, without recomputation.
+
+    Counting the tensors a Llama-style block saves (b = 2 bytes), with h hidden, g = kv/heads:
+      input norm: input + output                         2h b
+      q, k, v (read by flash attention), attention output  (2h + 2hg) b ... q,o = 2h, k,v = 2hg
+      post-attention norm: input + output                2h b
+      SwiGLU MLP: gate out, up out, act(gate), product    4f b
+    = (8h + 2hg + 4f) b ~ 37h bytes for Llama-2-7B, close to the 34h of Korthikanti et al.
+    (Table 2, GELU MLP with dropout). GELU/ReLU MLPs save 2f (pre- and post-activation) instead
+    of 4f. MoE layers save the MLP tensors of the k routed experts (+ shared) per token.
+    Without flash attention the scores and softmax add 4*a*s bytes per token (Korthikanti's
+    5as/h term without dropout). DoRA adds the base output of each adapted matrix (d_out) and
+    LoRA's A-projection output (r) per adapted matrix. Divided by tp (sequence parallel).
+    """
+    h, b = model.hidden_size, 2
+    g = model.num_kv_heads / model.num_attention_heads
+    q_dim = model.num_attention_heads * model.head_dim
+    attn = (q_dim * (2 + 2 * g)) * b + 4 * h * b
+    gated = model.activation in ("swiglu", "geglu")
+    per_f = 4 if gated else 2
+    if model.moe is not None:
+        moe = model.moe
+        shared_f = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
+        f_tokens = moe.experts_per_token * moe.expert_ffn_hidden_size
+        f_tokens += moe.num_shared_experts * shared_f
+        mlp = per_f * f_tokens * b + moe.num_experts * 4  # + fp32 router logits
+    else:
+        mlp = per_f * model.ffn_hidden_size * b
+    total = attn + mlp
+    if not cfg.flash_attention:
+        total += 4 * model.num_attention_heads * cfg.seq_len / cfg.cp
+    if cfg.is_peft:
+        adapted = adapted_linears(model, cfg)
+        total += sum(cnt * cfg.rank * b for _, _, cnt in adapted)
+        if cfg.method == "dora":
+            total += sum(cnt * d_out * b for _, d_out, cnt in adapted)
+    return total / cfg.tp
+
+
+def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Saved activations of the most loaded pipeline stage for the micro-batches in flight.
+
+    none/selective: every layer's saved tensors (flash attention already drops the s^2 term that
+    selective recomputation targets). full: only each layer's 16-bit input (2h bytes/token,
+    Korthikanti et al. section 4.1) plus the working set of recomputing one layer
+    (RECOMPUTE_WORKING_SET_LAYERS). Pipeline 1F1B keeps min(pp, grad_accum) micro-batches in
+    flight on the first stage (Narayanan et al. 2021).
+    """
+    tokens = tokens_per_gpu(cfg)
+    layers = model.num_layers / cfg.pp
+    per_layer = layer_activation_bytes_per_token(model, cfg) * tokens
+    in_flight = min(cfg.pp, cfg.grad_accum) if cfg.pp > 1 else 1
+    if cfg.checkpointing == "full":
+        kept = layers * 2 * model.hidden_size * tokens / cfg.tp * in_flight
+        return kept + cal.RECOMPUTE_WORKING_SET_LAYERS * per_layer
+    return layers * per_layer * in_flight
+
+
+def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Output logits and cross-entropy buffers on the last stage: tokens x vocab / tp x bytes per
+    element (LOGIT_BYTES_UNCHUNKED, or LOGIT_BYTES_CHUNKED for chunked/fused loss) plus the
+    final-norm output (2h bytes per token). Dominant for large vocabularies (Qwen 152k)."""
+    tokens = tokens_per_gpu(cfg)
+    per = cal.LOGIT_BYTES_CHUNKED if cfg.chunked_loss else cal.LOGIT_BYTES_UNCHUNKED
+    return tokens * model.vocab_size / cfg.tp * per + tokens * model.hidden_size * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Totals
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU peak (bytes) with its named terms, the phase that sets it, and host RAM."""
+
+    terms: dict[str, float]
+    phase: str
+    allocated: float
+    reserved: float
+    device: float
+    host_ram: float
+    capacity: float
+    precision: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def gib(self, name: str) -> float:
+        return getattr(self, name) / GIB
+
+    def fits(self, margin: float = 0.0) -> bool:
+        """Device-level use (reserved + CUDA context + NCCL) within capacity less a margin."""
+        return self.device <= self.capacity * (1.0 - margin)
+
+
+def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> float:
+    """Host RAM of one node: offloaded states of its GPUs (+ pinned staging overhead) plus the
+    resident memory of one process per GPU.
+
+    optimizer offload (DeepSpeed ZeRO-Offload / FSDP CPU offload): fp32 master (4) + moments
+    (state bytes) + fp32 gradients (4) per trainable parameter shard, on the host.
+    optimizer+params: also the 16-bit (QLoRA: 4-bit) weight shard.
+    """
+    ranks = min(gpus_per_node, cfg.num_gpus)
+    offloaded = 0.0
+    if cfg.offload != "none":
+        n = trainable_on_gpu(model, cfg) / _state_shards(cfg)
+        master = 0 if cfg.is_peft or cfg.pure_bf16 else 4
+        offloaded += n * (master + optimizer_state_bytes_per_param(model, cfg) + 4)
+    if cfg.offload == "optimizer+params":
+        offloaded += _stored_weight_bytes(model, cfg) / _weight_shards(cfg)
+    offloaded *= 1 + cal.HOST_OFFLOAD_OVERHEAD
+    return ranks * (offloaded + cal.HOST_RAM_PER_PROCESS_GIB * GIB)
+
+
+def _stored_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    onload = cfg.model_copy(update={"offload": "none", "fsdp": False, "zero_stage": 0})
+    return weight_bytes(model, onload, "bf16")
+
+
+def estimate_memory(
+    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, gpus_per_node: int | None = None
+) -> MemoryEstimate:
+    """The per-GPU peak of ``cfg`` on ``gpu``: allocated, reserved and device-level (nvidia-smi)."""
+    precision = cfg.effective_precision(gpu)
+    states = {
+        "weights": weight_bytes(model, cfg, precision),
+        "adapters": adapter_bytes(model, cfg),
+        "master_weights": master_weight_bytes(model, cfg, precision),
+        "optimizer_states": optimizer_state_bytes(model, cfg),
+        "comm_buffers": comm_buffer_bytes(model, cfg, precision),
+    }
+    grads = gradient_bytes(model, cfg, precision)
+    keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 1 or cfg.fsdp
+    fwd = {
+        **states,
+        "gradients": grads if keeps_grads else 0.0,
+        "gathered_params": gathered_bytes(model, cfg, precision),
+        "activations": activation_bytes(model, cfg),
+        "logits_and_loss": logits_bytes(model, cfg),
+    }
+    step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg)}
+    fwd_total, step_total = sum(fwd.values()), sum(step.values())
+    phase, terms = ("forward/backward", fwd) if fwd_total >= step_total else ("optimizer step", step)
+    allocated = sum(terms.values())
+    transient = sum(terms.get(k, 0.0) for k in ("activations", "logits_and_loss", "optimizer_step"))
+    reserved = allocated + cal.FRAGMENTATION_FRACTION * transient + cal.FRAGMENTATION_FLOOR_GIB * GIB
+    device = reserved + cal.CUDA_CONTEXT_GIB * GIB
+    if cfg.num_gpus > 1:
+        device += cal.NCCL_BUFFERS_GIB * GIB
+    notes = []
+    if precision != cfg.precision:
+        notes.append(
+            f"{gpu.id} has no {cfg.precision} support: trains in {precision} mixed precision"
+            + (" with loss scaling" if precision == "fp16" else "")
+        )
+    full_terms = {k: terms.get(k, 0.0) for k in (*fwd, "optimizer_step")}
+    return MemoryEstimate(
+        terms=full_terms,
+        phase=phase,
+        allocated=allocated,
+        reserved=reserved,
+        device=device,
+        host_ram=host_ram_bytes(model, cfg, gpus_per_node or gpu.max_gpus_per_node),
+        capacity=gpu.memory_gib * GIB,
+        precision=precision,
+        notes=tuple(notes),
+    )

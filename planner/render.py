@@ -1,0 +1,170 @@
+"""Turn results into JSON documents and readable tables. No decisions are made here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from planner.memory import GIB, MemoryEstimate
+from planner.request import TrainConfig
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+
+
+def to_json(doc: Any) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True)
+
+
+def _r(x: float, nd: int = 3) -> float:
+    return round(x, nd)
+
+
+def memory_doc(est: MemoryEstimate) -> dict[str, Any]:
+    """The memory block of check/plan JSON. breakdown_gib sums to per_gpu_gib (device level)."""
+    breakdown = {k: _r(v / GIB) for k, v in est.terms.items()}
+    breakdown["allocator_cache"] = _r((est.reserved - est.allocated) / GIB)
+    breakdown["cuda_context_and_nccl"] = _r((est.device - est.reserved) / GIB)
+    return {
+        "per_gpu_gib": _r(est.device / GIB),
+        "allocated_gib": _r(est.allocated / GIB),
+        "reserved_gib": _r(est.reserved / GIB),
+        "capacity_gib": _r(est.capacity / GIB),
+        "breakdown_gib": breakdown,
+        "peak_phase": est.phase,
+        "host_ram_gib": _r(est.host_ram / GIB),
+        "precision": est.precision,
+        "notes": list(est.notes),
+    }
+
+
+def check_doc(
+    *, model: ModelSpec, asked_as: str, gpu: GpuSpec, cfg: TrainConfig, est: MemoryEstimate,
+    fits: bool, margin: float,
+) -> dict[str, Any]:
+    return {
+        "fits": fits,
+        "model": model.id,
+        "model_asked_as": asked_as,
+        "gpu": gpu.id,
+        "num_gpus": cfg.num_gpus,
+        "memory_margin": margin,
+        "config": cfg.model_dump(mode="json"),
+        "memory": memory_doc(est),
+    }
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    for row in rows:
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    return "\n".join(out)
+
+
+def _layout(cfg: TrainConfig) -> str:
+    shard = "fsdp" if cfg.fsdp else f"zero{cfg.zero_stage}" if cfg.zero_stage else "ddp"
+    if cfg.num_gpus == 1 and not cfg.zero_stage and not cfg.fsdp:
+        shard = "single GPU"
+    return (f"dp={cfg.dp} tp={cfg.tp} pp={cfg.pp}" + (f" cp={cfg.cp}" if cfg.cp > 1 else "")
+            + f", {shard}, offload {cfg.offload}")
+
+
+def _method(cfg: TrainConfig) -> str:
+    if cfg.is_peft:
+        return f"{cfg.method} r={cfg.rank} on {','.join(cfg.lora_targets)}"
+    return cfg.method
+
+
+def check_text(doc: dict[str, Any]) -> str:
+    cfg, mem = doc["config"], doc["memory"]
+    tc = TrainConfig.model_validate(cfg)
+    head = [
+        f"model      {doc['model']}" + (f" (asked as {doc['model_asked_as']})"
+                                        if doc["model_asked_as"] != doc["model"] else ""),
+        f"hardware   {doc['num_gpus']} x {doc['gpu']} ({mem['capacity_gib']:.1f} GiB each)",
+        f"layout     {_layout(tc)}",
+        f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
+        + (" (pure, no fp32 master)" if tc.pure_bf16 else " mixed precision"),
+        f"batch      micro-batch {tc.micro_batch_size} x accumulation {tc.grad_accum} "
+        f"x dp {tc.dp} = {tc.global_batch_size} sequences of {tc.seq_len} tokens, "
+        f"checkpointing {tc.checkpointing}",
+        "",
+        f"per-GPU memory at the peak ({mem['peak_phase']}):",
+    ]
+    rows = [[k.replace("_", " "), f"{v:8.2f}"] for k, v in mem["breakdown_gib"].items() if v > 0]
+    rows.append(["total (device level)", f"{mem['per_gpu_gib']:8.2f}"])
+    rows.append(["capacity", f"{mem['capacity_gib']:8.2f}"])
+    table = _table(rows, ["term", "GiB"])
+    verdict = "FITS" if doc["fits"] else "DOES NOT FIT"
+    tail = [
+        "",
+        f"torch allocated {mem['allocated_gib']:.2f} GiB, reserved {mem['reserved_gib']:.2f} GiB; "
+        f"host RAM per node {mem['host_ram_gib']:.1f} GiB",
+        f"verdict: {verdict} (device-level peak {mem['per_gpu_gib']:.2f} GiB vs "
+        f"{mem['capacity_gib']:.2f} GiB less a {doc['memory_margin']:.0%} margin)",
+    ]
+    tail += [f"note: {n}" for n in mem["notes"]]
+    return "\n".join(head) + "\n" + table + "\n" + "\n".join(tail)
+
+
+def gpus_table(gpus: list[GpuSpec]) -> str:
+    rows = [[g.id, f"{g.memory_gib:g}", f"{g.bf16_dense_tflops:g}", g.interconnect,
+             _money(g.price_usd_new), _money(g.price_usd_used),
+             f"{g.price_usd_per_hour:.2f}" if g.price_usd_per_hour else "-",
+             g.price_as_of or "-"] for g in gpus]
+    return _table(rows, ["id", "GiB", "bf16 TFLOPS", "link", "new $", "used $", "$/h", "prices as of"])
+
+
+def models_table(models: list[ModelSpec], counts: dict[str, float]) -> str:
+    rows = [[m.id, f"{counts[m.id] / 1e9:.2f}B", str(m.num_layers), str(m.hidden_size),
+             f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.vocab_size),
+             f"moe {m.moe.num_experts}x top{m.moe.experts_per_token}" if m.moe else "dense",
+             m.hf_repo or "-"] for m in models]
+    return _table(rows, ["id", "params", "layers", "hidden", "heads/kv", "vocab", "mlp", "hf repo"])
+
+
+def platforms_table(platforms: list[PlatformSpec]) -> str:
+    rows = [[p.id, str(p.max_gpus), ",".join(p.form_factors), _money(p.price_usd),
+             f"{p.host_ram_gib:g}", f"{p.inter_node_bandwidth_gbps:g}", p.price_as_of or "-"]
+            for p in platforms]
+    return _table(rows, ["id", "GPUs", "takes", "host $", "RAM GiB", "net GB/s", "as of"])
+
+
+def _money(x: float | None) -> str:
+    return f"{x:,.0f}" if x else "-"
+
+
+def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
+    rows = []
+    for r in results:
+        pred = "-" if r.predicted_gib is None else f"{r.predicted_gib:.2f}"
+        meas = "-" if r.measured_gib is None else f"{r.measured_gib:.2f}"
+        err = "-" if r.rel_err is None else f"{r.rel_err:+.1%}"
+        fit = "-" if r.predicted_fits is None else ("fits" if r.predicted_fits else "oom")
+        rows.append([r.id[:48], r.kind, f"{r.workload}/{r.method}", meas, pred, err, fit,
+                     "yes" if r.usable else "", (r.reason or "")[:60]])
+    out = [_table(rows, ["case", "kind", "workload/method", "measured", "predicted", "error",
+                         "verdict", "usable", "not modelled because"]), ""]
+    out.append("summary (|relative error| of the per-GPU peak; verdicts: fits/OOM right)")
+    srows = []
+    named = [("usable cases", summary["usable"]), ("SFT-family usable (acceptance)",
+             summary["sft_acceptance"]), ("all cases", summary["all_cases"])]
+    named += [(k, v) for k, v in summary["by_workload_method"].items()]
+    for name, s in named:
+        srows.append([name, str(s["peak_cases"]), _pct(s.get("median_abs_err")),
+                      _pct(s.get("p90_abs_err")), _pct(s.get("bias"), signed=True),
+                      _pct(s.get("within_20")), str(s["fits_cases"]), _pct(s.get("fits_accuracy")),
+                      str(s["not_modelled"])])
+    out.append(_table(srows, ["group", "peaks", "median", "p90", "bias", "<=20%", "verdicts",
+                              "right", "not modelled"]))
+    if summary["not_modelled_reasons"]:
+        out.append("")
+        out.append("not modelled:")
+        out += [f"  {n} x {reason}" for reason, n in summary["not_modelled_reasons"].items()]
+    return "\n".join(out)
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.1%}" if signed else f"{x:.1%}"

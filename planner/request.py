@@ -1,0 +1,126 @@
+"""What the user asked: one concrete training configuration (TrainConfig), validated.
+
+A TrainConfig is one point of the planner's space: the memory and throughput models take it
+together with a ModelSpec and a GpuSpec. ``validate_config`` checks it against the model and GPU
+and raises PlannerError with a one-line message naming the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import PlannerError
+from planner.specs import GpuSpec, ModelSpec
+
+Workload = Literal["pretrain", "sft"]
+Method = Literal["full", "lora", "dora", "qlora", "freeze"]
+Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "sgd-momentum", "adafactor"]
+Offload = Literal["none", "optimizer", "optimizer+params"]
+Checkpointing = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp16", "fp32", "fp8"]
+QuantFormat = Literal["nf4", "gptq"]
+
+WORKLOADS: tuple[str, ...] = Workload.__args__  # type: ignore[attr-defined]
+METHODS: tuple[str, ...] = Method.__args__  # type: ignore[attr-defined]
+OPTIMIZERS: tuple[str, ...] = Optimizer.__args__  # type: ignore[attr-defined]
+OFFLOADS: tuple[str, ...] = Offload.__args__  # type: ignore[attr-defined]
+CHECKPOINTINGS: tuple[str, ...] = Checkpointing.__args__  # type: ignore[attr-defined]
+PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
+
+DEFAULT_LORA_RANK = 16
+DEFAULT_LORA_TARGETS = ("all-linear",)
+
+
+class TrainConfig(BaseModel):
+    """One concrete configuration. Defaults follow common Hugging Face/PEFT practice."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload: Workload = "sft"
+    method: Method = "full"
+    lora_rank: int | None = Field(default=None, gt=0)
+    lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    freeze_trainable_layers: int = Field(default=2, gt=0, description="method freeze: last k")
+    quant_format: QuantFormat = "nf4"
+    optimizer: Optimizer = "adamw"
+    precision: Precision = "bf16"
+    pure_bf16: bool = Field(
+        default=False, description="no fp32 master weights; optimizer states in 16 bit"
+    )
+    num_gpus: int = Field(default=1, gt=0)
+    zero_stage: int = Field(default=0, ge=0, le=3)
+    fsdp: bool = False
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    offload: Offload = "none"
+    checkpointing: Checkpointing = "full"
+    micro_batch_size: int = Field(default=1, gt=0)
+    grad_accum: int = Field(default=1, gt=0)
+    seq_len: int = Field(default=2048, gt=0)
+    flash_attention: bool = True
+    chunked_loss: bool = Field(default=False, description="logits/CE computed in chunks")
+
+    @property
+    def dp(self) -> int:
+        return self.num_gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def is_peft(self) -> bool:
+        return self.method in ("lora", "dora", "qlora")
+
+    @property
+    def rank(self) -> int:
+        return self.lora_rank or DEFAULT_LORA_RANK
+
+    @property
+    def shards_weights(self) -> bool:
+        return self.fsdp or self.zero_stage == 3
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.micro_batch_size * self.grad_accum * self.dp
+
+    def effective_precision(self, gpu: GpuSpec) -> Precision:
+        """bf16 on GPUs without bf16 (V100, T4) becomes fp16 mixed precision with loss scaling."""
+        if self.precision == "bf16" and not gpu.supports_bf16:
+            return "fp16"
+        if self.precision == "fp8" and gpu.fp8_dense_tflops is None:
+            return "bf16" if gpu.supports_bf16 else "fp16"
+        return self.precision
+
+
+def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
+    """Structural checks that need the model; raises PlannerError on the first violation."""
+    if cfg.lora_rank is not None and not cfg.is_peft:
+        raise PlannerError(
+            f"--lora-rank {cfg.lora_rank} needs --method lora, dora or qlora (got {cfg.method})"
+        )
+    if cfg.fsdp and cfg.zero_stage:
+        raise PlannerError(f"--fsdp and --zero {cfg.zero_stage} exclude each other; pick one")
+    if cfg.offload == "optimizer+params" and not cfg.shards_weights:
+        raise PlannerError("--offload optimizer+params needs --zero 3 or --fsdp")
+    if cfg.offload != "none" and not (cfg.zero_stage or cfg.fsdp):
+        raise PlannerError(f"--offload {cfg.offload} needs --zero 1, 2 or 3, or --fsdp")
+    mp = cfg.tp * cfg.pp * cfg.cp
+    if cfg.num_gpus % mp:
+        raise PlannerError(
+            f"tp*pp*cp = {mp} does not divide --num-gpus {cfg.num_gpus}; "
+            f"use a GPU count that is a multiple of {mp}"
+        )
+    if model.num_attention_heads % cfg.tp or model.num_kv_heads % cfg.tp:
+        allowed = [t for t in range(1, model.num_kv_heads + 1) if model.num_kv_heads % t == 0]
+        raise PlannerError(
+            f"--tp {cfg.tp} must divide the attention heads ({model.num_attention_heads}) and "
+            f"kv heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}"
+        )
+    if model.num_layers % cfg.pp:
+        allowed = [p for p in range(1, model.num_layers + 1) if model.num_layers % p == 0]
+        raise PlannerError(
+            f"--pp {cfg.pp} must divide the {model.num_layers} layers of {model.id}; "
+            f"allowed: {allowed}"
+        )
+    if cfg.seq_len % cfg.cp:
+        raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")

@@ -1,0 +1,185 @@
+"""Pydantic schemas for catalog entries: GPUs, models and platforms (hosts).
+
+Entries are frozen and reject unknown fields. Field names carry their units. Every number
+in the shipped catalog comes with a source (``source_urls`` / ``*_source``); see catalog/README.md.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Slug = str
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+Interconnect = Literal[
+    "nvlink2",
+    "nvlink3",
+    "nvlink4",
+    "nvlink5",
+    "nvlink3-bridge",
+    "nvlink4-bridge",
+    "pcie3",
+    "pcie4",
+    "pcie5",
+    "infinity-fabric",
+    "roce-100gbe",
+    "roce-200gbe",
+    "hccs",
+]
+
+FormFactor = Literal["consumer", "workstation", "pcie-datacenter", "sxm", "oam", "superchip"]
+
+
+class GpuSpec(_Frozen):
+    """One accelerator model. Prices are per card; a missing price stays ``None``."""
+
+    id: Slug
+    name: str
+    vendor: str
+    form_factor: FormFactor
+    memory_gib: float = Field(gt=0, description="device memory as labelled (HBM/GDDR 'GB' = GiB)")
+    memory_bandwidth_gbps: float = Field(gt=0, description="peak memory bandwidth, GB/s")
+    bf16_dense_tflops: float = Field(
+        gt=0, description="dense BF16 tensor TFLOPS (FP16 tensor for GPUs without BF16)"
+    )
+    fp8_dense_tflops: float | None = Field(default=None, gt=0)
+    supports_bf16: bool
+    interconnect: Interconnect
+    p2p_bandwidth_gbps: float = Field(gt=0, description="per-GPU GPU-to-GPU bandwidth, GB/s, bidir")
+    max_gpus_per_node: int = Field(gt=0)
+    tdp_watts: float = Field(gt=0)
+    price_usd_new: float | None = Field(default=None, gt=0)
+    price_usd_used: float | None = Field(default=None, gt=0)
+    price_usd_per_hour: float | None = Field(default=None, gt=0)
+    price_as_of: str | None = Field(default=None, description="YYYY-MM or YYYY-MM-DD")
+    cloud_price_source: str | None = None
+    spec_source_urls: list[str] = Field(min_length=1)
+    price_source_urls: list[str] = Field(default_factory=list)
+    notes: str = ""
+    unverified_fields: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _prices_have_date(self) -> GpuSpec:
+        has_price = any(
+            p is not None for p in (self.price_usd_new, self.price_usd_used, self.price_usd_per_hour)
+        )
+        if has_price and not self.price_as_of:
+            raise ValueError("a GPU with a price needs price_as_of")
+        if has_price and not self.price_source_urls:
+            raise ValueError("a GPU with a price needs price_source_urls")
+        return self
+
+
+Activation = Literal["swiglu", "geglu", "gelu", "relu"]
+PositionEmbedding = Literal["rotary", "alibi", "learned"]
+Norm = Literal["rmsnorm", "layernorm"]
+
+
+class MoeSpec(_Frozen):
+    """Mixture-of-experts MLP. Memory counts all experts; compute counts the active ones."""
+
+    num_experts: int = Field(gt=1, description="routed experts per MoE layer")
+    experts_per_token: int = Field(gt=0, description="top-k routed experts per token")
+    expert_ffn_hidden_size: int = Field(gt=0, description="intermediate size of one expert")
+    num_shared_experts: int = Field(default=0, ge=0)
+    shared_expert_ffn_hidden_size: int | None = Field(
+        default=None, gt=0, description="intermediate size of one shared expert (default: expert's)"
+    )
+    first_dense_layers: int = Field(
+        default=0, ge=0, description="leading layers with a dense MLP of ffn_hidden_size"
+    )
+
+
+class MlaSpec(_Frozen):
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank q and kv projections."""
+
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class ModelSpec(_Frozen):
+    """Architecture facts of a decoder-only transformer, as in its published config.json."""
+
+    id: Slug
+    name: str
+    hf_repo: str | None = None
+    aliases: list[str] = Field(
+        default_factory=list, description="other names: HF ids of variants with equal architecture"
+    )
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    ffn_hidden_size: int = Field(
+        gt=0, description="intermediate size of ONE MLP matrix (dense layers / dense model)"
+    )
+    activation: Activation
+    vocab_size: int = Field(gt=0)
+    tied_embeddings: bool
+    max_position_embeddings: int = Field(gt=0)
+    position_embedding: PositionEmbedding
+    norm: Norm = "rmsnorm"
+    attention_bias: bool = False
+    attention_out_bias: bool | None = Field(
+        default=None, description="bias on the output projection (default: attention_bias)"
+    )
+    mlp_bias: bool = False
+    parallel_attention_mlp: bool = Field(
+        default=False, description="attention and MLP read the same input (GPT-J/Falcon style)"
+    )
+    embedding_norm: bool = Field(default=False, description="LayerNorm after embeddings (BLOOM)")
+    word_embed_proj_dim: int | None = Field(
+        default=None, gt=0, description="OPT-350m: embeddings in a smaller dim, projected in/out"
+    )
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+    published_params_b: float = Field(gt=0, description="parameter count published by the authors")
+    params_source: str = Field(description="where published_params_b was read")
+    source_urls: list[str] = Field(min_length=1)
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _heads_consistent(self) -> ModelSpec:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads {self.num_attention_heads} is not a multiple of "
+                f"num_kv_heads {self.num_kv_heads}"
+            )
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+
+class PlatformSpec(_Frozen):
+    """A host that holds GPUs: its price without GPUs, host RAM and links."""
+
+    id: Slug
+    name: str
+    form_factors: list[FormFactor] = Field(min_length=1, description="GPU form factors it takes")
+    max_gpus: int = Field(gt=0)
+    price_usd: float | None = Field(default=None, gt=0, description="host without GPUs, new")
+    price_as_of: str | None = None
+    host_ram_gib: float = Field(gt=0, description="installed host RAM in the priced config")
+    max_host_ram_gib: float | None = Field(default=None, gt=0)
+    cpu_cores: int = Field(gt=0)
+    pcie_gen: int = Field(ge=3, le=6)
+    pcie_lanes_per_gpu: int = Field(default=16, gt=0)
+    inter_node_bandwidth_gbps: float = Field(
+        gt=0, description="network bandwidth per node to other nodes, GB/s (bytes)"
+    )
+    nvlink_switch: bool = Field(default=False, description="all GPUs on NVLink/NVSwitch (HGX)")
+    price_source_urls: list[str] = Field(default_factory=list)
+    source_urls: list[str] = Field(min_length=1)
+    notes: str = ""

@@ -1,0 +1,142 @@
+"""Memory terms against hand-computed values (arithmetic in the comments)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner import memory as mem
+from planner.catalog import load_catalog
+from planner.request import TrainConfig
+
+DATA = Path(__file__).parent / "data"
+N = 202_048  # tiny-llama parameters (see test_catalog.py)
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog([DATA / "catalog"])
+
+
+@pytest.fixture(scope="module")
+def tiny(cat):
+    return cat.model("tiny-llama").spec
+
+
+@pytest.fixture(scope="module")
+def gpu(cat):
+    return cat.gpu("test-gpu")
+
+
+def cfg(**kw) -> TrainConfig:
+    base = {"checkpointing": "none", "seq_len": 8, "micro_batch_size": 1}
+    return TrainConfig(**{**base, **kw})
+
+
+def test_full_adamw_single_gpu_is_16_bytes_plus_step(tiny, gpu):
+    # 2 B weights + 4 B master + 8 B Adam moments = 14N resident; the optimizer step adds
+    # 2 B gradients + 4 B fp32 temporary = 20N = 4,040,960 B.
+    est = mem.estimate_memory(tiny, gpu, cfg())
+    assert est.terms["weights"] == 2 * N
+    assert est.terms["master_weights"] == 4 * N
+    assert est.terms["optimizer_states"] == 8 * N
+    assert est.phase == "optimizer step"
+    assert est.allocated == 20 * N
+
+
+def test_activation_and_logit_terms(tiny):
+    # per token per layer: attention q,o 2*64 + k,v 2*32 -> 192 elements * 2 B = 384;
+    # two norms (input + output) 4*64*2 B = 512; SwiGLU 4*128*2 B = 1024 -> 1920 B.
+    c = cfg()
+    assert mem.layer_activation_bytes_per_token(tiny, c) == 1920
+    # 2 layers * 8 tokens * 1920 = 30,720
+    assert mem.activation_bytes(tiny, c) == 30_720
+    # logits 8 tokens * 1000 vocab * 14 B + final norm output 8 * 64 * 2 B = 113,024
+    assert mem.logits_bytes(tiny, c) == 113_024
+
+
+def test_full_recompute_keeps_layer_inputs(tiny):
+    # kept: 2 layers * 8 tokens * 64 * 2 B = 2048; recompute working set 2 layers' worth of
+    # one layer's activations: 2 * 8 * 1920 = 30,720
+    c = cfg(checkpointing="full")
+    assert mem.activation_bytes(tiny, c) == 2048 + 2 * 8 * 1920
+
+
+def test_zero_stages_shard_states(tiny, gpu):
+    # dp = 4: ZeRO-1 shards master + moments (12N/4), ZeRO-2 also gradients, ZeRO-3 weights.
+    z1 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, zero_stage=1)).terms
+    z3 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, zero_stage=3)).terms
+    assert z1["master_weights"] == pytest.approx(4 * N / 4)
+    assert z1["optimizer_states"] == pytest.approx(8 * N / 4)
+    assert z1["weights"] == 2 * N
+    assert z3["weights"] == pytest.approx(2 * N / 4)
+    assert z3["gradients"] == pytest.approx(2 * N / 4)
+    assert z3["gathered_params"] > 0
+
+
+def test_lora_trains_only_adapters(tiny, gpu):
+    # rank 4 on q and v: per layer 4*(64+64) + 4*(64+32) = 512 + 384 = 896; 2 layers = 1792
+    c = cfg(method="lora", lora_rank=4, lora_targets=("q", "v"))
+    assert mem.trainable_params(tiny, c) == 1792
+    est = mem.estimate_memory(tiny, gpu, c)
+    assert est.terms["adapters"] == 1792 * 4  # fp32 adapters
+    assert est.terms["optimizer_states"] == 1792 * 8
+    assert est.terms["master_weights"] == 0
+    assert est.terms["weights"] == 2 * N
+
+
+def test_qlora_quantizes_layer_matrices(tiny):
+    # layer matrices: 2 * (4096 + 2048 + 2048 + 4096 + 24,576) = 73,728 at 0.5159 B;
+    # the rest (202,048 - 73,728 = 128,320: embeddings, head, norms) at 2 B.
+    c = cfg(method="qlora", lora_rank=4)
+    expected = 73_728 * mem.NF4_BYTES_PER_PARAM + 128_320 * 2
+    assert mem.weight_bytes(tiny, c, "bf16") == pytest.approx(expected)
+
+
+def test_dora_adds_magnitude_and_activations(tiny):
+    lora = cfg(method="lora", lora_rank=4, lora_targets=("q", "v"))
+    dora = cfg(method="dora", lora_rank=4, lora_targets=("q", "v"))
+    # magnitude vectors: d_out of q (64) + v (32) per layer, 2 layers = 192
+    assert mem.trainable_params(tiny, dora) - mem.trainable_params(tiny, lora) == 192
+    assert mem.layer_activation_bytes_per_token(tiny, dora) > mem.layer_activation_bytes_per_token(
+        tiny, lora
+    )
+
+
+def test_optimizers(tiny):
+    # bytes of optimizer state per trainable parameter
+    per = {o: mem.optimizer_state_bytes_per_param(tiny, cfg(optimizer=o))
+           for o in ("adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor")}
+    assert per == {"adamw": 8, "adamw-8bit": 2, "sgd": 0, "sgd-momentum": 4,
+                   "adafactor": 8 / 64}
+    assert mem.optimizer_state_bytes_per_param(tiny, cfg(pure_bf16=True)) == 4
+
+
+def test_offload_moves_states_to_host(tiny, gpu):
+    on = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2))
+    off = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2, offload="optimizer"))
+    assert off.terms["optimizer_states"] == 0 and off.terms["master_weights"] == 0
+    assert off.host_ram > on.host_ram
+    assert off.allocated < on.allocated
+
+
+def test_fp16_on_gpu_without_bf16(tiny, gpu):
+    old = gpu.model_copy(update={"supports_bf16": False})
+    est = mem.estimate_memory(tiny, old, cfg())
+    assert est.precision == "fp16"
+    assert any("loss scaling" in n for n in est.notes)
+
+
+def test_tensor_and_pipeline_parallel_split(tiny, gpu):
+    one = mem.estimate_memory(tiny, gpu, cfg())
+    tp2 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, tp=2))
+    assert tp2.terms["weights"] == pytest.approx(one.terms["weights"] / 2)
+    # pp = 2, grad_accum 4: the first stage keeps min(2, 4) = 2 micro-batches of its layer
+    pp2 = cfg(num_gpus=2, pp=2, grad_accum=4)
+    assert mem.activation_bytes(tiny, pp2) == 1 * 8 * 1920 * 2
+
+
+def test_reserved_and_device_ordering(tiny, gpu):
+    est = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2))
+    assert est.allocated < est.reserved < est.device
