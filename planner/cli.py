@@ -166,7 +166,7 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every error becomes one line on stderr and exit code 2."""
     try:
-        cli.main(args=argv, prog_name="planner", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="planner", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
@@ -181,3 +181,4 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"planner: error: {exc.format_message()}".replace("\n", " "), err=True)
         sys.exit(2)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from planner.specs import ModelSpec
+from planner.specs import ModelSpec, MoeSpec
 
 ALL_LINEAR = "all-linear"
 _OPT_POSITION_OFFSET = 2
@@ -60,8 +61,9 @@ def _norm_params(m: ModelSpec, dim: int) -> int:
     return dim if m.norm == "rmsnorm" else 2 * dim
 
 
-def _is_moe_layer(m: ModelSpec, layer: int) -> bool:
-    return m.moe is not None and layer >= m.moe.first_dense_layers
+def _moe_of_layer(m: ModelSpec, layer: int) -> MoeSpec | None:
+    """The MoE block of ``layer``, or None for a dense layer (dense model or first_dense_layers)."""
+    return m.moe if m.moe is not None and layer >= m.moe.first_dense_layers else None
 
 
 def _mlp(m: ModelSpec, ffn: int, count: int, group: str, bias: bool) -> list[Linear]:
@@ -90,8 +92,10 @@ def _attention(m: ModelSpec) -> list[Linear]:
     if a.q_lora_rank is None:
         qs = [Linear("q", h, q_out, 1, False, g)]
     else:
-        qs = [Linear("q_a", h, a.q_lora_rank, 1, False, g),
-              Linear("q_b", a.q_lora_rank, q_out, 1, False, g)]
+        qs = [
+            Linear("q_a", h, a.q_lora_rank, 1, False, g),
+            Linear("q_b", a.q_lora_rank, q_out, 1, False, g),
+        ]
     return qs + [
         Linear("kv_a", h, a.kv_lora_rank + a.qk_rope_head_dim, 1, False, g),
         Linear("kv_b", a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim), 1, False, g),
@@ -99,23 +103,23 @@ def _attention(m: ModelSpec) -> list[Linear]:
     ]
 
 
-def layer_linears(m: ModelSpec, layer: int) -> list[Linear]:
+@lru_cache(maxsize=4096)
+def layer_linears(m: ModelSpec, layer: int) -> tuple[Linear, ...]:
     """Weight-matrix shapes of layer ``layer`` (0-based): attention, then the MLP or the MoE block.
 
     MoE layers (index >= ``first_dense_layers``) hold a router (h x E, no bias), E routed experts
     and the shared experts, each a gated MLP; earlier layers hold a dense MLP of ffn_hidden_size.
     """
     linears = _attention(m)
-    if not _is_moe_layer(m, layer):
-        return linears + _mlp(m, m.ffn_hidden_size, 1, "mlp", m.mlp_bias)
-    moe = m.moe
-    assert moe is not None
+    moe = _moe_of_layer(m, layer)
+    if moe is None:
+        return tuple(linears + _mlp(m, m.ffn_hidden_size, 1, "mlp", m.mlp_bias))
     linears.append(Linear("router", m.hidden_size, moe.num_experts, 1, False, "router"))
     linears += _mlp(m, moe.expert_ffn_hidden_size, moe.num_experts, "expert", m.mlp_bias)
     if moe.num_shared_experts:
         shared = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
         linears += _mlp(m, shared, moe.num_shared_experts, "shared_expert", m.mlp_bias)
-    return linears
+    return tuple(linears)
 
 
 def layer_params(m: ModelSpec, layer: int) -> int:
@@ -144,15 +148,16 @@ def _embedding_params(m: ModelSpec) -> int:
 
 def _inactive_expert_params(m: ModelSpec, layer: int) -> int:
     """Routed experts a token skips in one MoE layer: (E - top_k) experts' weights and biases."""
-    if not _is_moe_layer(m, layer):
+    moe = _moe_of_layer(m, layer)
+    if moe is None:
         return 0
-    assert m.moe is not None
     per_expert = sum(
         lin.params // lin.count for lin in layer_linears(m, layer) if lin.group == "expert"
     )
-    return (m.moe.num_experts - m.moe.experts_per_token) * per_expert
+    return (moe.num_experts - moe.experts_per_token) * per_expert
 
 
+@lru_cache(maxsize=256)
 def count_params(m: ModelSpec) -> ParamCounts:
     """total = embedding + lm_head + sum(layer_params) + final_norm; lm_head = vocab*e untied.
 
@@ -180,11 +185,18 @@ def count_params(m: ModelSpec) -> ParamCounts:
 
 
 def lora_params(m: ModelSpec, rank: int, targets: Sequence[str]) -> int:
-    """sum over layers and target Linears of rank * (d_in + d_out) * count (A: r x d_in, B: d_out x r).
+    """sum over layers and target Linears of rank * (d_in + d_out) * count.
+
+    A LoRA adapter on a d_in x d_out matrix adds A (r x d_in) and B (d_out x r).
 
     ``targets`` are Linear names ("q", "v", "gate", ...) or "all-linear": every attention, MLP and
     expert linear except the router (PEFT's ``target_modules="all-linear"`` skips the output head).
     """
+    return _lora_params(m, rank, tuple(targets))
+
+
+@lru_cache(maxsize=1024)
+def _lora_params(m: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
     names = set(targets)
     every = ALL_LINEAR in names
     return sum(

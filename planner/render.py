@@ -148,7 +148,8 @@ def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
     out.append("summary (|relative error| of the per-GPU peak; verdicts: fits/OOM right)")
     srows = []
     named = [("usable cases", summary["usable"]), ("SFT-family usable (acceptance)",
-             summary["sft_acceptance"]), ("all cases", summary["all_cases"])]
+             summary["sft_acceptance"]), ("SFT-family verdicts", summary["sft_verdicts"]),
+             ("all cases", summary["all_cases"])]
     named += [(k, v) for k, v in summary["by_workload_method"].items()]
     for name, s in named:
         srows.append([name, str(s["peak_cases"]), _pct(s.get("median_abs_err")),

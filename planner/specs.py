@@ -59,10 +59,10 @@ class GpuSpec(_Frozen):
     price_usd_per_hour: float | None = Field(default=None, gt=0)
     price_as_of: str | None = Field(default=None, description="YYYY-MM or YYYY-MM-DD")
     cloud_price_source: str | None = None
-    spec_source_urls: list[str] = Field(min_length=1)
-    price_source_urls: list[str] = Field(default_factory=list)
+    spec_source_urls: tuple[str, ...] = Field(min_length=1)
+    price_source_urls: tuple[str, ...] = Field(default_factory=tuple)
     notes: str = ""
-    unverified_fields: list[str] = Field(default_factory=list)
+    unverified_fields: tuple[str, ...] = Field(default_factory=tuple)
 
     @model_validator(mode="after")
     def _prices_have_date(self) -> GpuSpec:
@@ -112,8 +112,8 @@ class ModelSpec(_Frozen):
     id: Slug
     name: str
     hf_repo: str | None = None
-    aliases: list[str] = Field(
-        default_factory=list, description="other names: HF ids of variants with equal architecture"
+    aliases: tuple[str, ...] = Field(
+        default_factory=tuple, description="other names: HF ids of variants with equal architecture"
     )
     num_layers: int = Field(gt=0)
     hidden_size: int = Field(gt=0)
@@ -145,7 +145,7 @@ class ModelSpec(_Frozen):
     mla: MlaSpec | None = None
     published_params_b: float = Field(gt=0, description="parameter count published by the authors")
     params_source: str = Field(description="where published_params_b was read")
-    source_urls: list[str] = Field(min_length=1)
+    source_urls: tuple[str, ...] = Field(min_length=1)
     notes: str = ""
 
     @model_validator(mode="after")
@@ -167,7 +167,7 @@ class PlatformSpec(_Frozen):
 
     id: Slug
     name: str
-    form_factors: list[FormFactor] = Field(min_length=1, description="GPU form factors it takes")
+    form_factors: tuple[FormFactor, ...] = Field(min_length=1, description="GPU form factors it takes")
     max_gpus: int = Field(gt=0)
     price_usd: float | None = Field(default=None, gt=0, description="host without GPUs, new")
     price_as_of: str | None = None
@@ -180,6 +180,6 @@ class PlatformSpec(_Frozen):
         gt=0, description="network bandwidth per node to other nodes, GB/s (bytes)"
     )
     nvlink_switch: bool = Field(default=False, description="all GPUs on NVLink/NVSwitch (HGX)")
-    price_source_urls: list[str] = Field(default_factory=list)
-    source_urls: list[str] = Field(min_length=1)
+    price_source_urls: tuple[str, ...] = Field(default_factory=tuple)
+    source_urls: tuple[str, ...] = Field(min_length=1)
     notes: str = ""

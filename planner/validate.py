@@ -23,6 +23,7 @@ from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import TrainConfig, validate_config
 
 SFT_WORKLOADS = ("sft", "pretrain")
+EMULATING_GPU = "h100-sxm"
 SFT_METHODS = ("full", "lora", "qlora", "dora", "freeze")
 
 # What each framework does by default where the case does not say (sources: each framework's
@@ -172,9 +173,11 @@ def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
                           reason="throughput cases are predicted by the throughput model")
     try:
         cfg, resolved = case_config(case, catalog)
-        if not case.get("gpu"):
-            raise PlannerError("GPU not stated")
-        gpu = catalog.gpu(case["gpu"])
+        if not case.get("gpu") and not case.get("gpu_memory_gib"):
+            raise PlannerError("neither GPU nor its memory stated")
+        # A memory budget without a GPU model (e.g. budgets emulated on one large GPU) is
+        # predicted on a bf16-capable datacenter GPU with that capacity.
+        gpu = catalog.gpu(case.get("gpu") or EMULATING_GPU)
     except PlannerError as exc:
         return CaseResult(**base, predicted_gib=None, predicted_fits=None, reason=str(exc))
     capacity = case.get("gpu_memory_gib") or gpu.memory_gib
@@ -241,6 +244,9 @@ def summarise(results: list[CaseResult]) -> dict[str, Any]:
         "cases": len(results),
         "usable": error_stats(usable),
         "sft_acceptance": error_stats(sft_usable),
+        # verdicts: the usable SFT peaks (they ran, so "fits") plus every SFT fits/oom case
+        "sft_verdicts": error_stats(sft_usable + [
+            r for r in results if r.kind in ("fits", "oom") and r.workload in SFT_WORKLOADS]),
         "all_cases": error_stats(results),
         "by_workload_method": {k: error_stats(v) for k, v in sorted(groups.items())},
         "not_modelled_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),

@@ -1,0 +1,101 @@
+"""The command line: exit codes, one-line errors, JSON shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.cli import main
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def test_check_fits_json(capsys):
+    code, out, _ = run(capsys, "check", "--model", "7b", "--gpu", "a100-80gb-sxm",
+                       "--method", "lora", "--seq-len", "4096", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["fits"] is True
+    assert doc["model"] == "qwen2.5-7b" and doc["model_asked_as"] == "7b"
+    m = doc["memory"]
+    for key in ("per_gpu_gib", "reserved_gib", "capacity_gib", "breakdown_gib", "host_ram_gib"):
+        assert key in m
+    assert m["capacity_gib"] == 80
+    assert sum(m["breakdown_gib"].values()) == pytest.approx(m["per_gpu_gib"], abs=0.02)
+
+
+def test_check_does_not_fit_exit_1(capsys):
+    # full fine-tuning of a 70B model needs ~16 B/param = 1.1 TB: never on one 24 GB card
+    code, out, _ = run(capsys, "check", "--model", "70b", "--gpu", "rtx-4090")
+    assert code == 1
+    assert "DOES NOT FIT" in out
+
+
+def test_check_text_lists_terms(capsys):
+    code, out, _ = run(capsys, "check", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                       "--num-gpus", "8", "--zero", "3")
+    assert code == 0
+    for word in ("weights", "optimizer states", "activations", "capacity", "FITS"):
+        assert word in out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "llama-9b"], "unknown model 'llama-9b'"),
+        (["--gpu", "a100"], "unknown GPU 'a100'"),
+        (["--method", "full", "--lora-rank", "16"], "--lora-rank 16 needs --method lora"),
+        (["--tp", "3", "--num-gpus", "6"], "--tp 3 must divide"),
+        (["--tp", "2", "--num-gpus", "3"], "does not divide --num-gpus 3"),
+        (["--pp", "5", "--num-gpus", "5"], "--pp 5 must divide"),
+        (["--micro-batch", "0"], "--micro-batch 0"),
+        (["--seq-len", "-5"], "--seq-len -5"),
+        (["--method", "lorra"], "lorra"),
+        (["--lora-targets", "qq", "--method", "lora"], "--lora-targets 'qq'"),
+        (["--offload", "optimizer"], "--offload optimizer needs"),
+    ],
+)
+def test_bad_input_one_line_exit_2(capsys, args, needle):
+    base = {"--model": "llama-3.1-8b", "--gpu": "a100-80gb-sxm"}
+    argv = ["check"]
+    for k, v in base.items():
+        if k not in args:
+            argv += [k, v]
+    code, _, err = run(capsys, *argv, *args)
+    assert code == 2
+    assert needle in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_catalog_lists(capsys):
+    code, out, _ = run(capsys, "catalog", "gpus")
+    assert code == 0 and "h100-sxm" in out and "prices as of" in out
+    code, out, _ = run(capsys, "catalog", "models", "--json")
+    docs = json.loads(out)
+    assert any(d.get("id") == "llama-2-7b" for d in docs)
+
+
+def test_validate_json_shape(capsys, tmp_path):
+    case = {
+        "id": "mine", "workload": "sft", "method": "lora", "lora_rank": 8, "model":
+        "meta-llama/Llama-2-7b-hf", "gpu": "rtx-4090", "gpu_memory_gib": 24, "num_gpus": 1,
+        "sharding": "none", "offload": "none", "tp": 1, "pp": 1, "cp": 1,
+        "grad_checkpointing": "full", "micro_batch_size": 1, "seq_len": 1024,
+        "outcome": {"kind": "peak", "peak_gib": 16.0, "measured_as": "reserved"},
+        "usable_for_accuracy": True,
+    }
+    rl = {**case, "id": "rl", "workload": "grpo"}
+    f = tmp_path / "cases.yaml"
+    f.write_text(json.dumps({"schema_version": 1, "cases": [case, rl]}))
+    code, out, _ = run(capsys, "validate", str(f), "--json")
+    doc = json.loads(out)
+    assert code == 0
+    mine, other = doc["cases"]
+    assert mine["predicted"]["peak_gib"] > 0 and mine["reason"] is None
+    assert other["predicted"] is None and "grpo" in other["reason"]
+    assert "summary" in doc
