@@ -13,12 +13,17 @@ GIB = 2**30
 # --- loss / logits -----------------------------------------------------------------------------
 # Bytes per logit element (tokens x vocab) alive at the loss peak (end of forward / start of
 # backward) for a standard (unchunked) cross-entropy in 16-bit training:
-#   2 (16-bit logits from the output head) + 4 (fp32 upcast for the loss, kept in the model
-#   output by HF models) + 4 (fp32 log-softmax saved for backward) + 4 (fp32 gradient of the
-#   log-probabilities while the log-softmax backward runs) = 14.
+#   at the end of forward: 4 (fp32 logits, upcast for the loss: HF `logits.float()` or autocast)
+#   + 4 (their shifted contiguous copy, labels[1:]) + 4 (fp32 log-softmax saved for backward);
+#   in the log-softmax backward: 4 (saved output) + 4 (incoming gradient) + 4 (gradient of the
+#   input) after the forward copies are freed. Both moments hold 12 B per element.
 # Set by the long-sequence large-vocabulary cases where logits dominate: qwen-1.8b-lora-8192,
 # qwen-1.8b-full-8192, qwen-7b-lora-8192, qwen-14b-lora-8192 (vocab 151,851, 8192 tokens).
-LOGIT_BYTES_UNCHUNKED = 14.0
+LOGIT_BYTES_UNCHUNKED = 12.0
+# The same loss computed in 16 bit (no autocast, model code without an upcast: e.g. Qwen-1's
+# modeling code under DeepSpeed's fp16/bf16 engine): 2 + 2 + 2 at both moments. Set by
+# qwen-7b-qlora-8192, qwen-14b-qlora-8192, qwen-72b-qlora-8192.
+LOGIT_BYTES_16BIT_LOSS = 6.0
 # Chunked / fused cross-entropy (torchtune CEWithChunkedOutputLoss, Liger, Unsloth): the 16-bit
 # logits (2 B) plus one fp32 chunk of 1/8 at a time with its gradient (2 x 4 B / 8 = 1 B).
 # Set by torchtune-llama3.2-3b-full-packed-compile-chunkedce and -packed-ac.
@@ -26,10 +31,12 @@ LOGIT_BYTES_CHUNKED = 3.0
 LOSS_CHUNKS = 8
 
 # --- activations ------------------------------------------------------------------------------
-# With full recomputation, backward of one layer re-materialises that layer's activations and
-# their gradients at the same time; the working set is this multiple of one layer's saved
-# activations. Set by torchtune-llama3.2-3b-full-packed-ac and torchtune2024-llama2-7b-lora-1x4090.
-RECOMPUTE_WORKING_SET_LAYERS = 2.0
+# With full recomputation, backward of one layer re-materialises that layer's saved activations
+# and, while it runs, the gradients of its largest intermediates (the f-wide MLP tensors, about a
+# quarter of the layer's saved bytes for SwiGLU); the working set is this multiple of one
+# layer's saved activations. Set by torchtune-llama3.2-3b-full-packed-ac,
+# torchtune2024-llama2-7b-lora-1x4090 and the qwen-*-8192 LoRA rows.
+RECOMPUTE_WORKING_SET_LAYERS = 1.25
 
 # --- framework buffers ------------------------------------------------------------------------
 # DeepSpeed ZeRO-1/2 gradient reduce buckets: two buckets (overlap_comm) of reduce_bucket_size

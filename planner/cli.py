@@ -49,7 +49,8 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
 
 
 @cli.command()
-@click.option("--model", required=True, help="Catalog id, HF repo id, size alias (7b) or config.json.")
+@click.option("--model", required=True,
+              help="Catalog id, HF repo id, size alias (7b) or config.json.")
 @click.option("--gpu", required=True, help="GPU id from 'planner catalog gpus'.")
 @click.option("--num-gpus", type=int, default=1, show_default=True)
 @click.option("--workload", type=_choice(("sft", "pretrain")), default="sft", show_default=True)

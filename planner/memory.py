@@ -24,6 +24,7 @@ from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec
 
 GIB = cal.GIB
+TRANSIENT_TERMS = ("activations", "logits_and_loss", "optimizer_step")
 
 # bitsandbytes NF4: 4-bit codes (0.5 B) + double-quantised block constants, 0.127 bit/param
 # (Dettmers et al., "QLoRA", 2023, section 3) = 0.5159 B/param.
@@ -78,7 +79,8 @@ def trainable_params(model: ModelSpec, cfg: TrainConfig) -> float:
         return float(count_params(model).total)
     if cfg.method == "freeze":
         k = min(cfg.freeze_trainable_layers, model.num_layers)
-        return float(sum(layer_params(model, i) for i in range(model.num_layers - k, model.num_layers)))
+        last = range(model.num_layers - k, model.num_layers)
+        return float(sum(layer_params(model, i) for i in last))
     n = float(lora_params(model, cfg.rank, cfg.lora_targets))
     if cfg.method == "dora":
         n += model.num_layers * sum(d_out * cnt for _, d_out, cnt in adapted_linears(model, cfg))
@@ -110,9 +112,9 @@ def _weight_shards(cfg: TrainConfig) -> int:
 def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     """Stored model weights on one GPU (base weights; adapters are separate).
 
-    16-bit: 2 B/param (4 B in fp32). QLoRA: transformer-layer matrices in NF4 or GPTQ int4,
-    embeddings, head, norms and biases in 16 bit. ZeRO-3/FSDP divide by dp. FSDP without pure
-    bf16 keeps the sharded flat parameters in fp32 for full training (PyTorch FSDP
+    16-bit: 2 B/param (4 B in fp32). QLoRA: transformer-layer matrices in NF4 or GPTQ int4;
+    embeddings, head, norms and biases at qlora_unquantized_bytes. ZeRO-3/FSDP divide by dp.
+    FSDP without pure bf16 keeps the sharded flat parameters in fp32 for full training (PyTorch FSDP
     MixedPrecision: param_dtype casts only the gathered copy), i.e. 4 B/param / dp.
     Parameter offload moves them to host RAM.
     """
@@ -123,12 +125,22 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
         c = count_params(model)
         linear = c.layer_linear / (cfg.pp * cfg.tp)
         per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else NF4_BYTES_PER_PARAM
-        stored = linear * per + (n - linear) * 2
+        stored = linear * per + (n - linear) * qlora_unquantized_bytes(cfg)
     elif cfg.fsdp and cfg.method == "full" and not cfg.pure_bf16:
         stored = n * 4
     else:
         stored = n * dtype_bytes(precision)
     return stored / _weight_shards(cfg)
+
+
+def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
+    """Bytes per parameter of the parts QLoRA leaves unquantized (embeddings, head, norms).
+
+    PEFT's prepare_model_for_kbit_training (the Hugging Face QLoRA recipe) casts every
+    non-quantized 16-bit parameter of a bitsandbytes model to fp32 "for stability": 4 B. It
+    skips GPTQ models, and pure-bf16 stacks (torchtune) keep bf16: 2 B.
+    """
+    return 2 if cfg.pure_bf16 or cfg.quant_format == "gptq" else 4
 
 
 def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -143,7 +155,10 @@ def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
 def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     """Gradients of the trainable parameters: same dtype as the trained weights (16-bit for full
     training, fp32 for PEFT adapters and FSDP fp32 flat params); ZeRO-2/3 and FSDP keep only the
-    dp shard (ZeRO paper, stage P_os+g)."""
+    dp shard (ZeRO paper, stage P_os+g). With CPU offload the reduced gradient shards live on the
+    host (ZeRO-Offload, FSDP CPUOffload); only buckets stay on the GPU (comm/gathered terms)."""
+    if cfg.offload != "none":
+        return 0.0
     n = trainable_on_gpu(model, cfg)
     if cfg.is_peft:
         per = 2 if cfg.pure_bf16 else 4
@@ -196,13 +211,23 @@ def optimizer_state_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
 
 
 def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Temporaries of the optimizer step: one fp32 gradient-sized buffer per trainable parameter
-    shard (DeepSpeed converts the 16-bit gradient partition to fp32 before the step; PyTorch's
-    multi-tensor AdamW allocates a full-size fp32 temporary for sqrt(v)). 8-bit optimizers work
-    block-wise in place (no full temporary); SGD without momentum needs none."""
+    """Temporaries of the optimizer step, per trainable parameter shard.
+
+    DeepSpeed ZeRO-1/2 flattens the 16-bit gradient partition (2 B) and converts it to an fp32
+    gradient for the fp32 master partition (4 B) while the 16-bit gradients are still alive
+    (stage_1_and_2.py, step()). PyTorch's multi-tensor (foreach) AdamW allocates a full-size
+    temporary for sqrt(v) in the state dtype (4 B; 2 B pure bf16); the fused AdamW kernel works
+    in place. 8-bit optimizers update block-wise in place; SGD needs no temporary. Offloaded
+    optimizers step on the host.
+    """
     if cfg.offload != "none" or cfg.optimizer in ("sgd", "adamw-8bit", "paged-adamw-8bit"):
         return 0.0
-    return trainable_on_gpu(model, cfg) * 4 / _state_shards(cfg)
+    n = trainable_on_gpu(model, cfg) / _state_shards(cfg)
+    if cfg.zero_stage in (1, 2) and not cfg.is_peft:
+        return n * (2 + 4)
+    if cfg.fused_optimizer:
+        return 0.0
+    return n * (2 if cfg.pure_bf16 else 4)
 
 
 def comm_buffer_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
@@ -222,17 +247,28 @@ def comm_buffer_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> flo
 
 
 def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
-    """ZeRO-3/FSDP working set: the unit in use plus a prefetched one gathered in 16 bit
-    (GATHERED_UNITS x largest unit), plus the unsharded gradient of one trainable unit before its
-    reduce-scatter. Units are decoder layers; FSDP's root unit holds embedding + head.
-    Quantized (QLoRA) units are gathered as stored (4-bit)."""
+    """ZeRO-3/FSDP working set of gathered (unsharded) parameters and one unit's gradient.
+
+    Layers are gathered as stored (4-bit for QLoRA), the layer in use plus one prefetched
+    (GATHERED_UNITS). PyTorch FSDP with transformer-layer auto-wrap leaves embedding and head in
+    the root unit, which stays gathered from forward to backward: + (embedding + head). Where
+    they are units of their own (DeepSpeed ZeRO-3 gathers per module; torchtune's
+    custom_sharded_layers), the peak at the loss holds the head plus one prefetched layer.
+    A trainable layer's unsharded 16-bit gradient lives until its reduce-scatter.
+    """
     if not cfg.shards_weights or cfg.dp == 1:
         return 0.0
     c = count_params(model)
-    unit = max(c.largest_layer, c.embedding + c.lm_head if cfg.fsdp else 0) / cfg.tp
+    b16 = qlora_unquantized_bytes(cfg) if cfg.method == "qlora" else dtype_bytes(precision)
     per = NF4_BYTES_PER_PARAM if cfg.method == "qlora" else dtype_bytes(precision)
-    params = cal.GATHERED_UNITS * unit * per
-    grads = unit * dtype_bytes(precision) if cfg.method in ("full", "freeze") else 0.0
+    layer = c.largest_layer / cfg.tp * per
+    head = (c.lm_head or c.embedding) / cfg.tp * b16
+    if cfg.fsdp and not cfg.shard_embeddings:
+        params = (c.embedding + c.lm_head) / cfg.tp * b16 + cal.GATHERED_UNITS * layer
+    else:
+        params = max(cal.GATHERED_UNITS * layer, head + layer)
+    trains_layers = cfg.method in ("full", "freeze")
+    grads = c.largest_layer / cfg.tp * dtype_bytes(precision) if trains_layers else 0.0
     return params + grads
 
 
@@ -254,7 +290,9 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
       SwiGLU MLP: gate out, up out, act(gate), product    4f b
     = (8h + 2hg + 4f) b ~ 37h bytes for Llama-2-7B, close to the 34h of Korthikanti et al.
     (Table 2, GELU MLP with dropout). GELU/ReLU MLPs save 2f (pre- and post-activation) instead
-    of 4f. MoE layers save the MLP tensors of the k routed experts (+ shared) per token.
+    of 4f; so do gated MLPs under torch.compile, whose min-cut partitioner recomputes act(gate)
+    and the product in backward (torchtune's packed 3B ablation: 60.0 -> 51.0 GiB with compile).
+    MoE layers save the MLP tensors of the k routed experts (+ shared) per token.
     Without flash attention the scores and softmax add 4*a*s bytes per token (Korthikanti's
     5as/h term without dropout). DoRA adds the base output of each adapted matrix (d_out) and
     LoRA's A-projection output (r) per adapted matrix. Divided by tp (sequence parallel).
@@ -264,7 +302,7 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     q_dim = model.num_attention_heads * model.head_dim
     attn = (q_dim * (2 + 2 * g)) * b + 4 * h * b
     gated = model.activation in ("swiglu", "geglu")
-    per_f = 4 if gated else 2
+    per_f = 4 if gated and not cfg.compiled else 2
     if model.moe is not None:
         moe = model.moe
         shared_f = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
@@ -305,10 +343,16 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
 
 def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """Output logits and cross-entropy buffers on the last stage: tokens x vocab / tp x bytes per
-    element (LOGIT_BYTES_UNCHUNKED, or LOGIT_BYTES_CHUNKED for chunked/fused loss) plus the
+    element (LOGIT_BYTES_UNCHUNKED for an fp32 loss, LOGIT_BYTES_16BIT_LOSS without the upcast,
+    LOGIT_BYTES_CHUNKED for a chunked/fused loss) plus the
     final-norm output (2h bytes per token). Dominant for large vocabularies (Qwen 152k)."""
     tokens = tokens_per_gpu(cfg)
-    per = cal.LOGIT_BYTES_CHUNKED if cfg.chunked_loss else cal.LOGIT_BYTES_UNCHUNKED
+    if cfg.chunked_loss:
+        per = cal.LOGIT_BYTES_CHUNKED
+    elif cfg.loss_in_fp32:
+        per = cal.LOGIT_BYTES_UNCHUNKED
+    else:
+        per = cal.LOGIT_BYTES_16BIT_LOSS
     return tokens * model.vocab_size / cfg.tp * per + tokens * model.hidden_size * 2
 
 
@@ -385,10 +429,14 @@ def estimate_memory(
     }
     step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg)}
     fwd_total, step_total = sum(fwd.values()), sum(step.values())
-    phase, terms = ("forward/backward", fwd) if fwd_total >= step_total else ("optimizer step", step)
+    if fwd_total >= step_total:
+        phase, terms = "forward/backward", fwd
+    else:
+        phase, terms = "optimizer step", step
     allocated = sum(terms.values())
-    transient = sum(terms.get(k, 0.0) for k in ("activations", "logits_and_loss", "optimizer_step"))
-    reserved = allocated + cal.FRAGMENTATION_FRACTION * transient + cal.FRAGMENTATION_FLOOR_GIB * GIB
+    transient = sum(terms.get(k, 0.0) for k in TRANSIENT_TERMS)
+    reserved = allocated + cal.FRAGMENTATION_FRACTION * transient
+    reserved += cal.FRAGMENTATION_FLOOR_GIB * GIB
     device = reserved + cal.CUDA_CONTEXT_GIB * GIB
     if cfg.num_gpus > 1:
         device += cal.NCCL_BUFFERS_GIB * GIB

@@ -112,7 +112,8 @@ def gpus_table(gpus: list[GpuSpec]) -> str:
              _money(g.price_usd_new), _money(g.price_usd_used),
              f"{g.price_usd_per_hour:.2f}" if g.price_usd_per_hour else "-",
              g.price_as_of or "-"] for g in gpus]
-    return _table(rows, ["id", "GiB", "bf16 TFLOPS", "link", "new $", "used $", "$/h", "prices as of"])
+    header = ["id", "GiB", "bf16 TFLOPS", "link", "new $", "used $", "$/h", "prices as of"]
+    return _table(rows, header)
 
 
 def models_table(models: list[ModelSpec], counts: dict[str, float]) -> str:

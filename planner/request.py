@@ -62,6 +62,18 @@ class TrainConfig(BaseModel):
     seq_len: int = Field(default=2048, gt=0)
     flash_attention: bool = True
     chunked_loss: bool = Field(default=False, description="logits/CE computed in chunks")
+    loss_in_fp32: bool = Field(
+        default=True, description="logits upcast to fp32 for the loss (HF models, autocast)"
+    )
+    shard_embeddings: bool = Field(
+        default=False, description="FSDP: embedding and head wrapped as units of their own"
+    )
+    compiled: bool = Field(
+        default=False, description="torch.compile: cheap pointwise MLP outputs are recomputed"
+    )
+    fused_optimizer: bool = Field(
+        default=False, description="optimizer step without full-size temporaries (torch fused)"
+    )
 
     @property
     def dp(self) -> int:

@@ -66,9 +66,8 @@ class GpuSpec(_Frozen):
 
     @model_validator(mode="after")
     def _prices_have_date(self) -> GpuSpec:
-        has_price = any(
-            p is not None for p in (self.price_usd_new, self.price_usd_used, self.price_usd_per_hour)
-        )
+        prices = (self.price_usd_new, self.price_usd_used, self.price_usd_per_hour)
+        has_price = any(p is not None for p in prices)
         if has_price and not self.price_as_of:
             raise ValueError("a GPU with a price needs price_as_of")
         if has_price and not self.price_source_urls:
@@ -167,7 +166,9 @@ class PlatformSpec(_Frozen):
 
     id: Slug
     name: str
-    form_factors: tuple[FormFactor, ...] = Field(min_length=1, description="GPU form factors it takes")
+    form_factors: tuple[FormFactor, ...] = Field(
+        min_length=1, description="GPU form factors it takes"
+    )
     max_gpus: int = Field(gt=0)
     price_usd: float | None = Field(default=None, gt=0, description="host without GPUs, new")
     price_as_of: str | None = None

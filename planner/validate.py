@@ -30,10 +30,18 @@ SFT_METHODS = ("full", "lora", "qlora", "dora", "freeze")
 # shipped recipes/configs). rank/targets: LoRA defaults; pure_bf16: bf16 weights and optimizer
 # states without fp32 master copies.
 FRAMEWORK_DEFAULTS: dict[str, dict[str, Any]] = {
-    # torchtune recipes train in pure bf16 (dtype: bf16, AdamW states in bf16).
-    "torchtune": {"pure_bf16": True, "lora_rank": 8, "lora_targets": ("q", "v")},
-    # Qwen(1) finetune.py: lora_r 64 on c_attn, c_proj, w1, w2 (all linear layers).
-    "qwen-finetune": {"lora_rank": 64, "lora_targets": ("all-linear",)},
+    # torchtune recipes train in pure bf16 (dtype: bf16, AdamW states in bf16) with the fused
+    # AdamW (optimizer.fused: True) and, since v0.3 (Sep 2024), CEWithChunkedOutputLoss as the
+    # loss of every shipped LLM config; a case's explicit extra.chunked_ce overrides this.
+    # Its distributed Llama-3 configs shard tok_embeddings and output as FSDP units of their own
+    # (custom_sharded_layers).
+    "torchtune": {"pure_bf16": True, "fused_optimizer": True, "chunked_loss": True,
+                  "shard_embeddings": True, "lora_rank": 8, "lora_targets": ("q", "v")},
+    # Qwen(1) finetune.py: lora_r 64 on c_attn, c_proj, w1, w2 (all linear layers). Qwen-1's
+    # modeling code applies CrossEntropyLoss to the 16-bit logits; only autocast (HF Trainer
+    # without DeepSpeed) upcasts it, so runs under DeepSpeed keep a 16-bit loss.
+    "qwen-finetune": {"lora_rank": 64, "lora_targets": ("all-linear",),
+                      "fp32_loss_needs_autocast": True},
     # LLaMA-Factory: lora_rank 8, lora_target all.
     "llama-factory": {"lora_rank": 8, "lora_targets": ("all-linear",)},
     # PEFT's default LoRA targets for Llama-family models are q_proj, v_proj; rank 8.
@@ -104,6 +112,19 @@ def _grad_accum(case: dict[str, Any]) -> int:
     return int(found.group(1)) if found else 1
 
 
+def _chunked_loss(case: dict[str, Any], fw: dict[str, Any]) -> bool:
+    """A case's explicit extra.chunked_ce wins. Otherwise the framework default, except for
+    sources pinned to a commit before torchtune v0.3 (the May-2024 README, 30c75d4) and the rows
+    of torchtune's cumulative optimisation table, which add chunked cross-entropy as a step of
+    its own (recorded as extra.chunked_ce on the rows that have it)."""
+    extra = case.get("extra") or {}
+    if "chunked_ce" in extra:
+        return bool(extra["chunked_ce"])
+    if "30c75d4" in str(case.get("source")) or "optimisation table" in str(case.get("location")):
+        return False
+    return bool(fw.get("chunked_loss", False))
+
+
 def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, Any]:
     """(TrainConfig, resolved model) for one memory case; PlannerError when not expressible."""
     workload = case.get("workload")
@@ -119,6 +140,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
     quant = "gptq" if "gptq" in str(extra.get("weight_quant", "")).lower() else "nf4"
     if resolved.weight_bits and method != "qlora":
         raise PlannerError("quantized checkpoint trained without a QLoRA-style adapter")
+    zero = {"zero1": 1, "zero2": 2, "zero3": 3, "megatron": 1}.get(sharding, 0)
     cfg = TrainConfig(
         workload=workload,
         method=method,
@@ -130,7 +152,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         precision=case.get("precision") or "bf16",
         pure_bf16=fw.get("pure_bf16", False),
         num_gpus=case["num_gpus"],
-        zero_stage={"zero1": 1, "zero2": 2, "zero3": 3, "megatron": 1}.get(sharding, 0),
+        zero_stage=zero,
         fsdp=sharding == "fsdp",
         tp=case.get("tp") or 1,
         pp=case.get("pp") or 1,
@@ -140,7 +162,11 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         micro_batch_size=case.get("micro_batch_size") or 1,
         grad_accum=_grad_accum(case),
         seq_len=case.get("seq_len") or 2048,
-        chunked_loss=bool(extra.get("chunked_ce") or fw.get("chunked_loss", False)),
+        chunked_loss=_chunked_loss(case, fw),
+        loss_in_fp32=not (fw.get("fp32_loss_needs_autocast") and zero > 0),
+        fused_optimizer=fw.get("fused_optimizer", False),
+        compiled=bool(extra.get("compile", False)),
+        shard_embeddings=fw.get("shard_embeddings", False),
     )
     validate_config(cfg, resolved.spec)
     return cfg, resolved

@@ -52,15 +52,23 @@ def test_activation_and_logit_terms(tiny):
     assert mem.layer_activation_bytes_per_token(tiny, c) == 1920
     # 2 layers * 8 tokens * 1920 = 30,720
     assert mem.activation_bytes(tiny, c) == 30_720
-    # logits 8 tokens * 1000 vocab * 14 B + final norm output 8 * 64 * 2 B = 113,024
-    assert mem.logits_bytes(tiny, c) == 113_024
+    # logits 8 tokens * 1000 vocab * 12 B (fp32 loss) + final norm output 8 * 64 * 2 B = 97,024
+    assert mem.logits_bytes(tiny, c) == 97_024
+    # 16-bit loss: 8 * 1000 * 6 + 1024 = 49,024; chunked: 8 * 1000 * 3 + 1024 = 25,024
+    assert mem.logits_bytes(tiny, cfg(loss_in_fp32=False)) == 49_024
+    assert mem.logits_bytes(tiny, cfg(chunked_loss=True)) == 25_024
 
 
 def test_full_recompute_keeps_layer_inputs(tiny):
-    # kept: 2 layers * 8 tokens * 64 * 2 B = 2048; recompute working set 2 layers' worth of
-    # one layer's activations: 2 * 8 * 1920 = 30,720
+    # kept: 2 layers * 8 tokens * 64 * 2 B = 2048; recompute working set 1.25 x one layer's
+    # activations: 1.25 * 8 * 1920 = 19,200
     c = cfg(checkpointing="full")
-    assert mem.activation_bytes(tiny, c) == 2048 + 2 * 8 * 1920
+    assert mem.activation_bytes(tiny, c) == 2048 + 19_200
+
+
+def test_compile_saves_two_mlp_tensors(tiny):
+    # SwiGLU under torch.compile saves 2f instead of 4f: 1920 - 2*128*2 B = 1408
+    assert mem.layer_activation_bytes_per_token(tiny, cfg(compiled=True)) == 1408
 
 
 def test_zero_stages_shard_states(tiny, gpu):
@@ -88,10 +96,14 @@ def test_lora_trains_only_adapters(tiny, gpu):
 
 def test_qlora_quantizes_layer_matrices(tiny):
     # layer matrices: 2 * (4096 + 2048 + 2048 + 4096 + 24,576) = 73,728 at 0.5159 B;
-    # the rest (202,048 - 73,728 = 128,320: embeddings, head, norms) at 2 B.
+    # the rest (202,048 - 73,728 = 128,320: embeddings, head, norms) in fp32 (PEFT's
+    # prepare_model_for_kbit_training), in 16 bit for GPTQ and pure bf16.
     c = cfg(method="qlora", lora_rank=4)
-    expected = 73_728 * mem.NF4_BYTES_PER_PARAM + 128_320 * 2
+    expected = 73_728 * mem.NF4_BYTES_PER_PARAM + 128_320 * 4
     assert mem.weight_bytes(tiny, c, "bf16") == pytest.approx(expected)
+    gptq = cfg(method="qlora", lora_rank=4, quant_format="gptq")
+    expected = 73_728 * mem.GPTQ_BYTES_PER_PARAM + 128_320 * 2
+    assert mem.weight_bytes(tiny, gptq, "bf16") == pytest.approx(expected)
 
 
 def test_dora_adds_magnitude_and_activations(tiny):
