@@ -61,6 +61,11 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
 @click.option("--optimizer", type=_choice(OPTIMIZERS), default="adamw", show_default=True)
 @click.option("--precision", type=_choice(PRECISIONS), default="bf16", show_default=True)
 @click.option("--pure-bf16", is_flag=True, help="No fp32 master weights (torchtune-style).")
+@click.option("--paged-optimizer", is_flag=True, help="Optimizer states in CUDA managed memory.")
+@click.option("--optimizer-in-backward", is_flag=True,
+              help="Update each parameter as its gradient arrives (needs --grad-accum 1).")
+@click.option("--fused-optimizer", is_flag=True, help="Fused AdamW step (no temporaries).")
+@click.option("--compile", "compiled", is_flag=True, help="torch.compile (fewer saved tensors).")
 @click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True)
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding.")
 @click.option("--tp", type=int, default=1, show_default=True)

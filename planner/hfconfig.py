@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from planner.errors import PlannerError
 from planner.params import count_params
-from planner.specs import ModelSpec, MoeSpec
+from planner.specs import MlaSpec, ModelSpec, MoeSpec
 
 _GELU_FAMILIES = {"gpt_neox", "falcon", "bloom", "mpt", "gpt2", "gptj"}
 
@@ -51,6 +51,19 @@ def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
     )
 
 
+def _mla(cfg: dict[str, Any]) -> MlaSpec | None:
+    """DeepSeek-V2/V3 multi-head latent attention, when the config has kv_lora_rank."""
+    if not cfg.get("kv_lora_rank"):
+        return None
+    return MlaSpec(
+        q_lora_rank=cfg.get("q_lora_rank"),
+        kv_lora_rank=cfg["kv_lora_rank"],
+        qk_nope_head_dim=cfg["qk_nope_head_dim"],
+        qk_rope_head_dim=cfg["qk_rope_head_dim"],
+        v_head_dim=cfg["v_head_dim"],
+    )
+
+
 def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     """Map config.json keys to ModelSpec fields; raises PlannerError naming what is missing."""
     family = str(cfg.get("model_type", "")).lower()
@@ -66,6 +79,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
         kv = 1
     ffn = _first(cfg, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden)
+    if family == "qwen":  # Qwen-1 states w1 + w2 together: each matrix is half
+        ffn //= 2
+    mla = _mla(cfg)
     alibi = bool(cfg.get("alibi") or family in {"bloom", "mpt"})
     learned = family in {"opt", "gpt2"}
     data = {
@@ -75,7 +91,8 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
         "hidden_size": hidden,
         "num_attention_heads": heads,
         "num_kv_heads": kv,
-        "head_dim": _first(cfg, "head_dim", default=hidden // heads),
+        "head_dim": _first(cfg, "head_dim", default=hidden // heads)
+        if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim,
         "ffn_hidden_size": ffn,
         "activation": _activation(cfg, family),
         "vocab_size": _first(cfg, "vocab_size", "padded_vocab_size"),
@@ -96,6 +113,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
         ),
         "embedding_norm": family == "bloom",
         "moe": _moe(cfg),
+        "mla": mla,
         "published_params_b": 1.0,
         "params_source": "computed from the architecture in config.json",
         "source_urls": [f"file:{name}"],

@@ -156,8 +156,10 @@ def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     """Gradients of the trainable parameters: same dtype as the trained weights (16-bit for full
     training, fp32 for PEFT adapters and FSDP fp32 flat params); ZeRO-2/3 and FSDP keep only the
     dp shard (ZeRO paper, stage P_os+g). With CPU offload the reduced gradient shards live on the
-    host (ZeRO-Offload, FSDP CPUOffload); only buckets stay on the GPU (comm/gathered terms)."""
-    if cfg.offload != "none":
+    host (ZeRO-Offload, FSDP CPUOffload); only buckets stay on the GPU (comm/gathered terms).
+    With the optimizer step in backward (torchtune optimizer_in_bwd) each gradient is consumed
+    as soon as it is produced: no gradient buffer."""
+    if cfg.offload != "none" or cfg.optimizer_in_backward:
         return 0.0
     n = trainable_on_gpu(model, cfg)
     if cfg.is_peft:
@@ -203,8 +205,14 @@ def optimizer_state_bytes_per_param(model: ModelSpec, cfg: TrainConfig) -> float
 
 
 def optimizer_state_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Optimizer states on the GPU: per-param bytes x trainable / ZeRO shards; 0 if offloaded."""
-    if cfg.offload != "none":
+    """Optimizer states on the GPU: per-param bytes x trainable / ZeRO shards.
+
+    0 if offloaded, and 0 for paged optimizers: bitsandbytes allocates paged states in CUDA
+    managed memory, which torch's allocator counters do not see and the driver evicts to host
+    RAM under memory pressure (Dettmers et al., QLoRA 2023, "paged optimizers"); they are
+    counted in host RAM instead.
+    """
+    if cfg.offload != "none" or cfg.paged:
         return 0.0
     per = optimizer_state_bytes_per_param(model, cfg)
     return trainable_on_gpu(model, cfg) * per / _state_shards(cfg)
@@ -218,9 +226,11 @@ def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     (stage_1_and_2.py, step()). PyTorch's multi-tensor (foreach) AdamW allocates a full-size
     temporary for sqrt(v) in the state dtype (4 B; 2 B pure bf16); the fused AdamW kernel works
     in place. 8-bit optimizers update block-wise in place; SGD needs no temporary. Offloaded
-    optimizers step on the host.
+    optimizers step on the host; an optimizer step in backward updates one parameter at a time.
     """
-    if cfg.offload != "none" or cfg.optimizer in ("sgd", "adamw-8bit", "paged-adamw-8bit"):
+    if cfg.offload != "none" or cfg.optimizer_in_backward:
+        return 0.0
+    if cfg.optimizer in ("sgd", "adamw-8bit", "paged-adamw-8bit"):
         return 0.0
     n = trainable_on_gpu(model, cfg) / _state_shards(cfg)
     if cfg.zero_stage in (1, 2) and not cfg.is_peft:
@@ -397,6 +407,9 @@ def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> fl
         offloaded += n * (master + optimizer_state_bytes_per_param(model, cfg) + 4)
     if cfg.offload == "optimizer+params":
         offloaded += _stored_weight_bytes(model, cfg) / _weight_shards(cfg)
+    if cfg.paged and cfg.offload == "none":
+        n = trainable_on_gpu(model, cfg) / _state_shards(cfg)
+        offloaded += n * optimizer_state_bytes_per_param(model, cfg)  # worst case: all paged out
     offloaded *= 1 + cal.HOST_OFFLOAD_OVERHEAD
     return ranks * (offloaded + cal.HOST_RAM_PER_PROCESS_GIB * GIB)
 
@@ -419,7 +432,9 @@ def estimate_memory(
         "comm_buffers": comm_buffer_bytes(model, cfg, precision),
     }
     grads = gradient_bytes(model, cfg, precision)
-    keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 1 or cfg.fsdp
+    # Gradients exist during forward when they accumulate over micro-batches, or when ZeRO-2/3
+    # and FSDP keep their persistent gradient partition buffers.
+    keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2 or cfg.fsdp
     fwd = {
         **states,
         "gradients": grads if keeps_grads else 0.0,

@@ -71,6 +71,12 @@ class TrainConfig(BaseModel):
     compiled: bool = Field(
         default=False, description="torch.compile: cheap pointwise MLP outputs are recomputed"
     )
+    paged_optimizer: bool = Field(
+        default=False, description="optimizer states in CUDA managed memory (bitsandbytes paged)"
+    )
+    optimizer_in_backward: bool = Field(
+        default=False, description="each parameter is updated as its gradient arrives"
+    )
     fused_optimizer: bool = Field(
         default=False, description="optimizer step without full-size temporaries (torch fused)"
     )
@@ -86,6 +92,10 @@ class TrainConfig(BaseModel):
     @property
     def rank(self) -> int:
         return self.lora_rank or DEFAULT_LORA_RANK
+
+    @property
+    def paged(self) -> bool:
+        return self.paged_optimizer or self.optimizer == "paged-adamw-8bit"
 
     @property
     def shards_weights(self) -> bool:
@@ -116,6 +126,11 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
         raise PlannerError("--offload optimizer+params needs --zero 3 or --fsdp")
     if cfg.offload != "none" and not (cfg.zero_stage or cfg.fsdp):
         raise PlannerError(f"--offload {cfg.offload} needs --zero 1, 2 or 3, or --fsdp")
+    if cfg.optimizer_in_backward and cfg.grad_accum > 1:
+        raise PlannerError(
+            f"--optimizer-in-backward needs --grad-accum 1 (got {cfg.grad_accum}): gradients "
+            "are consumed as they are produced"
+        )
     mp = cfg.tp * cfg.pp * cfg.cp
     if cfg.num_gpus % mp:
         raise PlannerError(

@@ -166,6 +166,8 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         loss_in_fp32=not (fw.get("fp32_loss_needs_autocast") and zero > 0),
         fused_optimizer=fw.get("fused_optimizer", False),
         compiled=bool(extra.get("compile", False)),
+        paged_optimizer=bool(extra.get("paged_optimizer", False)),
+        optimizer_in_backward=bool(extra.get("optimizer_in_bwd", False)),
         shard_embeddings=fw.get("shard_embeddings", False),
     )
     validate_config(cfg, resolved.spec)
@@ -199,20 +201,19 @@ def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
                           reason="throughput cases are predicted by the throughput model")
     try:
         cfg, resolved = case_config(case, catalog)
-        if not case.get("gpu") and not case.get("gpu_memory_gib"):
-            raise PlannerError("neither GPU nor its memory stated")
-        # A memory budget without a GPU model (e.g. budgets emulated on one large GPU) is
-        # predicted on a bf16-capable datacenter GPU with that capacity.
+        # Without a GPU model (memory budgets emulated on one large GPU, or not stated) the
+        # peak is predicted on a bf16-capable datacenter GPU; with no capacity, no verdict.
         gpu = catalog.gpu(case.get("gpu") or EMULATING_GPU)
     except PlannerError as exc:
         return CaseResult(**base, predicted_gib=None, predicted_fits=None, reason=str(exc))
-    capacity = case.get("gpu_memory_gib") or gpu.memory_gib
-    gpu = gpu.model_copy(update={"memory_gib": capacity})
+    capacity = case.get("gpu_memory_gib") or (gpu.memory_gib if case.get("gpu") else None)
+    if capacity:
+        gpu = gpu.model_copy(update={"memory_gib": capacity})
     est = estimate_memory(resolved.spec, gpu, cfg)
     return CaseResult(
         **{**base, "capacity_gib": capacity},
         predicted_gib=round(_predicted_gib(est, base["measured_as"]), 3),
-        predicted_fits=est.fits(),
+        predicted_fits=est.fits() if capacity else None,
         reason=None,
     )
 
