@@ -132,7 +132,9 @@ def validate(file: str, catalogs: tuple[str, ...], as_json: bool) -> None:
         cases = [{"id": r.id, "kind": r.kind, "usable": r.usable,
                   "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
                   "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
+                                                      "range_gib": r.predicted_range_gib,
                                                       "fits": r.predicted_fits},
+                  "rel_err": r.rel_err,
                   "reason": r.reason} for r in results]
         click.echo(render.to_json({"cases": cases, "summary": summary}))
     else:

@@ -139,6 +139,8 @@ def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
     rows = []
     for r in results:
         pred = "-" if r.predicted_gib is None else f"{r.predicted_gib:.2f}"
+        if r.predicted_range_gib is not None:
+            pred = "{:.1f}..{:.1f}".format(*r.predicted_range_gib)
         meas = "-" if r.measured_gib is None else f"{r.measured_gib:.2f}"
         err = "-" if r.rel_err is None else f"{r.rel_err:+.1%}"
         fit = "-" if r.predicted_fits is None else ("fits" if r.predicted_fits else "oom")
@@ -146,7 +148,10 @@ def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
                      "yes" if r.usable else "", (r.reason or "")[:60]])
     out = [_table(rows, ["case", "kind", "workload/method", "measured", "predicted", "error",
                          "verdict", "usable", "not modelled because"]), ""]
-    out.append("summary (|relative error| of the per-GPU peak; verdicts: fits/OOM right)")
+    out.append("predicted: the counter the case measured (allocated, reserved or device level); "
+               "for an unknown counter the allocated..device range, error 0 inside it")
+    out.append("summary (|relative error| of the per-GPU peak; verdicts: fits/OOM right; "
+               "strict p90: unknown counters compared with reserved)")
     srows = []
     named = [("usable cases", summary["usable"]), ("SFT-family usable (acceptance)",
              summary["sft_acceptance"]), ("SFT-family verdicts", summary["sft_verdicts"]),
@@ -154,11 +159,12 @@ def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
     named += [(k, v) for k, v in summary["by_workload_method"].items()]
     for name, s in named:
         srows.append([name, str(s["peak_cases"]), _pct(s.get("median_abs_err")),
-                      _pct(s.get("p90_abs_err")), _pct(s.get("bias"), signed=True),
+                      _pct(s.get("p90_abs_err")), _pct(s.get("strict_p90_abs_err")),
+                      _pct(s.get("bias"), signed=True),
                       _pct(s.get("within_20")), str(s["fits_cases"]), _pct(s.get("fits_accuracy")),
                       str(s["not_modelled"])])
-    out.append(_table(srows, ["group", "peaks", "median", "p90", "bias", "<=20%", "verdicts",
-                              "right", "not modelled"]))
+    out.append(_table(srows, ["group", "peaks", "median", "p90", "strict p90", "bias", "<=20%",
+                              "verdicts", "right", "not modelled"]))
     if summary["not_modelled_reasons"]:
         out.append("")
         out.append("not modelled:")
