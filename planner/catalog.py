@@ -12,7 +12,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -112,7 +111,7 @@ def shipped_catalog_dir() -> Path:
     repo = Path(__file__).resolve().parents[1] / "catalog"
     if repo.is_dir():
         return repo
-    return Path(str(resources.files("planner._catalog")))
+    return Path(__file__).resolve().parent / "_catalog"  # installed package data
 
 
 def load_catalog(overlays: Sequence[str | Path] = ()) -> Catalog:
