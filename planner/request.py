@@ -59,7 +59,10 @@ class TrainConfig(BaseModel):
     checkpointing: Checkpointing = "full"
     micro_batch_size: int = Field(default=1, gt=0)
     grad_accum: int = Field(default=1, gt=0)
-    seq_len: int = Field(default=2048, gt=0)
+    seq_len: int = Field(
+        default=2048, gt=0, description="tokens per sequence as computed: the padded length of the "
+        "longest sample in a batch, or the pack length with packing"
+    )
     flash_attention: bool = True
     chunked_loss: bool = Field(default=False, description="logits/CE computed in chunks")
     loss_in_fp32: bool = Field(

@@ -99,3 +99,29 @@ def test_validate_json_shape(capsys, tmp_path):
     assert mine["predicted"]["peak_gib"] > 0 and mine["reason"] is None
     assert other["predicted"] is None and "grpo" in other["reason"]
     assert "summary" in doc
+
+
+def test_catalog_overlay_and_bad_overlay(capsys):
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data"
+    code, out, _ = run(capsys, "check", "--model", "tiny-llama", "--gpu", "test-gpu",
+                       "--catalog", str(data / "catalog"), "--json")
+    assert code == 0 and json.loads(out)["gpu"] == "test-gpu"
+    code, _, err = run(capsys, "catalog", "gpus", "--catalog", str(data / "bad_catalog"))
+    assert code == 2 and "broken.yaml" in err and err.count("\n") == 1
+
+
+def test_check_json_is_deterministic(capsys):
+    args = ("check", "--model", "qwen2.5-14b", "--gpu", "h100-sxm", "--num-gpus", "4",
+            "--fsdp", "--method", "dora", "--json")
+    first = run(capsys, *args)[1]
+    assert run(capsys, *args)[1] == first
+
+
+def test_quantized_checkpoint_needs_qlora(capsys):
+    code, _, err = run(capsys, "check", "--model", "Qwen/Qwen-7B-Chat-Int4", "--gpu", "rtx-4090")
+    assert code == 2 and "--method qlora" in err
+    code, out, _ = run(capsys, "check", "--model", "Qwen/Qwen-7B-Chat-Int4", "--gpu", "rtx-4090",
+                       "--method", "qlora", "--json")
+    assert json.loads(out)["config"]["quant_format"] == "gptq"
