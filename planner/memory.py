@@ -419,11 +419,12 @@ def _stored_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     return weight_bytes(model, onload, "bf16")
 
 
-def estimate_memory(
-    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, gpus_per_node: int | None = None
-) -> MemoryEstimate:
-    """The per-GPU peak of ``cfg`` on ``gpu``: allocated, reserved and device-level (nvidia-smi)."""
-    precision = cfg.effective_precision(gpu)
+FWD_PHASE = "forward/backward"
+STEP_PHASE = "optimizer step"
+
+
+def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str, dict[str, float]]:
+    """The allocated bytes of each term in each of the two phases that can set the peak."""
     states = {
         "weights": weight_bytes(model, cfg, precision),
         "adapters": adapter_bytes(model, cfg),
@@ -443,25 +444,45 @@ def estimate_memory(
         "logits_and_loss": logits_bytes(model, cfg),
     }
     step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg)}
-    fwd_total, step_total = sum(fwd.values()), sum(step.values())
-    if fwd_total >= step_total:
-        phase, terms = "forward/backward", fwd
-    else:
-        phase, terms = "optimizer step", step
+    return {FWD_PHASE: fwd, STEP_PHASE: step}
+
+
+def reserved_weight(term: str) -> float:
+    """How much one allocated byte of ``term`` adds to reserved memory: transient tensors also
+    leave allocator cache behind (FRAGMENTATION_FRACTION)."""
+    return 1.0 + (cal.FRAGMENTATION_FRACTION if term in TRANSIENT_TERMS else 0.0)
+
+
+def reserved_bytes(terms: dict[str, float]) -> float:
+    """reserved = allocated + FRAGMENTATION_FRACTION x transient + FRAGMENTATION_FLOOR_GIB."""
+    return sum(reserved_weight(k) * v for k, v in terms.items()) + cal.FRAGMENTATION_FLOOR_GIB * GIB
+
+
+def device_overhead_bytes(num_gpus: int) -> float:
+    """Memory outside torch's counters: CUDA context and workspaces, NCCL buffers if > 1 GPU."""
+    return (cal.CUDA_CONTEXT_GIB + (cal.NCCL_BUFFERS_GIB if num_gpus > 1 else 0.0)) * GIB
+
+
+def estimate_memory(
+    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, gpus_per_node: int | None = None
+) -> MemoryEstimate:
+    """The per-GPU peak of ``cfg`` on ``gpu``: allocated, reserved and device-level (nvidia-smi).
+
+    The peak phase is the one with the larger reserved memory (what must fit)."""
+    precision = cfg.effective_precision(gpu)
+    phases = phase_terms(model, cfg, precision)
+    phase = max(phases, key=lambda name: reserved_bytes(phases[name]))
+    terms = phases[phase]
     allocated = sum(terms.values())
-    transient = sum(terms.get(k, 0.0) for k in TRANSIENT_TERMS)
-    reserved = allocated + cal.FRAGMENTATION_FRACTION * transient
-    reserved += cal.FRAGMENTATION_FLOOR_GIB * GIB
-    device = reserved + cal.CUDA_CONTEXT_GIB * GIB
-    if cfg.num_gpus > 1:
-        device += cal.NCCL_BUFFERS_GIB * GIB
+    reserved = reserved_bytes(terms)
+    device = reserved + device_overhead_bytes(cfg.num_gpus)
     notes = []
     if precision != cfg.precision:
         notes.append(
             f"{gpu.id} has no {cfg.precision} support: trains in {precision} mixed precision"
             + (" with loss scaling" if precision == "fp16" else "")
         )
-    full_terms = {k: terms.get(k, 0.0) for k in (*fwd, "optimizer_step")}
+    full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
     return MemoryEstimate(
         terms=full_terms,
         phase=phase,

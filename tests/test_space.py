@@ -1,0 +1,67 @@
+"""The planner's memory decomposition reproduces the memory model exactly."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.catalog import load_catalog
+from planner.memory import (
+    GIB,
+    device_overhead_bytes,
+    estimate_memory,
+    phase_terms,
+    reserved_bytes,
+)
+from planner.space import PHASES, activation_reserved_bytes, states_coefficients
+
+CAT = load_catalog()
+MODELS = [CAT.model(m).spec for m in ("qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")]
+GPU = CAT.gpu("h100-sxm")
+FLOOR = reserved_bytes({})  # the constant allocator floor
+
+choices = st.fixed_dictionaries({
+    "method": st.sampled_from(["full", "lora", "dora", "qlora", "freeze"]),
+    "optimizer": st.sampled_from(["adamw", "adamw-8bit", "sgd"]),
+    "shard": st.sampled_from(["none", "zero1", "zero2", "zero3", "fsdp"]),
+    "offload": st.sampled_from(["none", "optimizer", "optimizer+params"]),
+    "checkpointing": st.sampled_from(["none", "full"]),
+    "micro_batch_size": st.sampled_from([1, 2, 8]),
+    "grad_accum": st.sampled_from([1, 4]),
+    "tp": st.sampled_from([1, 2, 8]),
+    "pp": st.sampled_from([1, 2, 4]),
+    "model": st.integers(0, len(MODELS) - 1),
+})
+
+
+def _config(c: dict, dp: int):
+    from planner.request import TrainConfig
+
+    shard = c["shard"]
+    offload = c["offload"]
+    if shard == "none" or (offload == "optimizer+params" and shard not in ("zero3", "fsdp")):
+        offload = "none"
+    return TrainConfig(
+        method=c["method"], optimizer=c["optimizer"], checkpointing=c["checkpointing"],
+        micro_batch_size=c["micro_batch_size"], grad_accum=c["grad_accum"], tp=c["tp"],
+        pp=c["pp"], zero_stage={"zero1": 1, "zero2": 2, "zero3": 3}.get(shard, 0),
+        fsdp=shard == "fsdp", offload=offload, num_gpus=c["tp"] * c["pp"] * dp,
+        seq_len=2048,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(choices, st.sampled_from([1, 3, 8, 16, 128]))
+def test_decomposition_is_exact(c, dp):
+    model = MODELS[c["model"]]
+    cfg = _config(c, dp)
+    coeffs = states_coefficients(model, cfg, "bf16")
+    acts = activation_reserved_bytes(model, cfg, "bf16")
+    terms = phase_terms(model, cfg, "bf16")
+    for phase in PHASES:
+        direct = reserved_bytes(terms[phase]) - FLOOR
+        assert coeffs[phase].at(dp) + acts[phase] == pytest.approx(direct, rel=1e-9, abs=1.0)
+    device = max(coeffs[p].at(dp) + acts[p] for p in PHASES) + FLOOR
+    device += device_overhead_bytes(cfg.num_gpus)
+    assert device / GIB == pytest.approx(estimate_memory(model, GPU, cfg).device / GIB, rel=1e-9)
