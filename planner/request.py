@@ -154,3 +154,48 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
         )
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
+
+
+Objective = Literal["cost", "time"]
+Pricing = Literal["buy", "rent"]
+PriceKind = Literal["new", "used"]
+Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
+DEFAULT_GLOBAL_BATCH = 64
+DEFAULT_MEMORY_MARGIN = 0.05
+
+
+class PlanRequest(BaseModel):
+    """What the planner is asked: the model, the money, and every choice pinned or left open.
+
+    A field left at None (or "auto") is a decision for the solver.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    workload: Workload = "sft"
+    objective: Objective = "cost"
+    pricing: Pricing = "buy"
+    price_kind: PriceKind | None = Field(
+        default=None, description="buy: new or used price; None = new where known, else used"
+    )
+    budget_usd: float | None = Field(default=None, gt=0)
+    gpus: tuple[str, ...] = Field(default=(), description="GPU types allowed; empty = all")
+    max_gpus: int = Field(default=1024, gt=0)
+    num_gpus: int | None = Field(default=None, gt=0)
+    method: Method | Literal["auto"] = "auto"
+    lora_rank: int | None = Field(default=None, gt=0)
+    optimizer: Optimizer | Literal["auto"] = "adamw"
+    sharding: Sharding | None = None
+    tp: int | None = Field(default=None, gt=0)
+    pp: int | None = Field(default=None, gt=0)
+    offload: Offload | Literal["auto"] = "auto"
+    checkpointing: Checkpointing | Literal["auto"] = "auto"
+    micro_batch_size: int | None = Field(default=None, gt=0)
+    grad_accum: int | None = Field(default=None, gt=0)
+    global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0)
+    seq_len: int = Field(default=2048, gt=0)
+    memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
+    max_hours: float | None = Field(default=None, gt=0)
+    min_tokens_per_s: float | None = Field(default=None, gt=0)
+    time_limit_s: float = Field(default=10.0, gt=0)

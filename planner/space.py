@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.catalog import Catalog
 from planner.memory import (
     FWD_PHASE,
     STEP_PHASE,
     phase_terms,
     reserved_weight,
 )
-from planner.request import TrainConfig
-from planner.specs import ModelSpec
+from planner.request import DEFAULT_LORA_RANK, OFFLOADS, PlanRequest, TrainConfig
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 ACTIVATION_TERMS = ("activations", "logits_and_loss")
 PHASES = (FWD_PHASE, STEP_PHASE)
@@ -70,6 +71,16 @@ def states_coefficients(
     return out
 
 
+def host_coefficients(model: ModelSpec, cfg: TrainConfig) -> tuple[int, int]:
+    """Host RAM of one training process in MiB as a + b/dp (offloaded shards + the process),
+    read off memory.host_ram_bytes at dp = 1 and 2."""
+    from planner.memory import host_ram_bytes
+
+    r1, r2 = (host_ram_bytes(model, _with_dp(cfg, dp), 1) for dp in (1, 2))
+    b = 2 * (r1 - r2)
+    return _ceil_mib(r1 - b), _ceil_mib(b)
+
+
 def activation_reserved_bytes(
     model: ModelSpec, cfg: TrainConfig, precision: str
 ) -> dict[str, float]:
@@ -77,3 +88,244 @@ def activation_reserved_bytes(
     terms = phase_terms(model, cfg, precision)
     return {phase: _reserved_part(terms[phase], activations=True) for phase in PHASES}
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The discrete options
+# ---------------------------------------------------------------------------------------------
+MIB = 2**20
+SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
+AUTO_METHODS = ("full", "lora", "dora", "qlora")
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """The non-numeric choices of one plan (everything but GPU type, counts and batch)."""
+
+    method: str
+    lora_rank: int | None
+    optimizer: str
+    sharding: str  # none | zero1 | zero2 | zero3 | fsdp
+    offload: str
+    checkpointing: str
+
+    def config_fields(self) -> dict[str, object]:
+        return {
+            "method": self.method,
+            "lora_rank": self.lora_rank,
+            "optimizer": self.optimizer,
+            "zero_stage": {"zero1": 1, "zero2": 2, "zero3": 3}.get(self.sharding, 0),
+            "fsdp": self.sharding == "fsdp",
+            "offload": self.offload,
+            "checkpointing": self.checkpointing,
+        }
+
+
+def valid_strategy(s: Strategy) -> bool:
+    """Combinations the frameworks offer: offload needs ZeRO/FSDP, parameter offload needs
+    ZeRO-3/FSDP; a LoRA rank only with an adapter method."""
+    if (s.lora_rank is not None) != (s.method in ("lora", "dora", "qlora")):
+        return False
+    if s.offload != "none" and s.sharding == "none":
+        return False
+    return not (s.offload == "optimizer+params" and s.sharding not in ("zero3", "fsdp"))
+
+
+def divisors(n: int, *, at_most: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def tensor_parallel_options(model: ModelSpec, gpus_per_node: int) -> tuple[int, ...]:
+    """tp divides attention and kv heads and stays inside one node (NVLink/PCIe domain)."""
+    return tuple(
+        t for t in divisors(model.num_kv_heads, at_most=gpus_per_node)
+        if model.num_attention_heads % t == 0
+    )
+
+
+def pipeline_parallel_options(model: ModelSpec, *, at_most: int = 16) -> tuple[int, ...]:
+    """pp divides the layers (equal stages)."""
+    return divisors(model.num_layers, at_most=at_most)
+
+
+def _ceil_mib(x: float) -> int:
+    """Requirements round up to whole MiB (DESIGN.md section 6)."""
+    return max(0, -(-int(round(x)) // MIB)) if x > 0 else 0
+
+
+@dataclass(frozen=True)
+class MemoryTables:
+    """Integer MiB coefficients per phase, keyed by choice indices.
+
+    states[phase][(s, tp, pp, accumulates)] = (a, b, c): a + ceil(b/dp) + c*[dp > 1]
+    acts[phase][(s, tp, pp, in_flight)] = MiB per sequence of the micro-batch
+    """
+
+    states: dict[str, dict[tuple[int, int, int, bool], tuple[int, int, int]]]
+    acts: dict[str, dict[tuple[int, int, int, int], int]]
+    host: dict[tuple[int, int, int], tuple[int, int]]  # (s, tp, pp) -> per-rank host RAM (a, b)
+    floor_mib: int  # allocator cache floor
+    overhead_mib: int  # CUDA context per process
+    multi_gpu_mib: int  # NCCL buffers when more than one GPU
+
+
+def memory_tables(
+    model: ModelSpec,
+    base: TrainConfig,
+    strategies: tuple[Strategy, ...],
+    tps: tuple[int, ...],
+    pps: tuple[int, ...],
+    *,
+    precision: str = "bf16",
+) -> MemoryTables:
+    """Evaluate the memory model once per key (states at dp = 1, 2, 4; activations at mb = 1)."""
+    from planner.memory import device_overhead_bytes, reserved_bytes
+
+    states: dict[str, dict] = {p: {} for p in PHASES}
+    acts: dict[str, dict] = {p: {} for p in PHASES}
+    host: dict[tuple[int, int, int], tuple[int, int]] = {}
+    for si, s in enumerate(strategies):
+        fields = s.config_fields()
+        for tp in tps:
+            for pp in pps:
+                for acc in (False, True):
+                    cfg = base.model_copy(update={
+                        **fields, "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
+                        "micro_batch_size": 1,
+                    })
+                    if not acc:
+                        host[(si, tp, pp)] = host_coefficients(model, cfg)
+                    for phase, co in states_coefficients(model, cfg, precision).items():
+                        states[phase][(si, tp, pp, acc)] = (
+                            _ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c)
+                        )
+                for in_flight in range(1, pp + 1):
+                    cfg = base.model_copy(update={
+                        **fields, "tp": tp, "pp": pp, "micro_batch_size": 1,
+                        "grad_accum": in_flight, "num_gpus": tp * pp,
+                    })
+                    for phase, v in activation_reserved_bytes(model, cfg, precision).items():
+                        acts[phase][(si, tp, pp, in_flight)] = _ceil_mib(v)
+    one, two = device_overhead_bytes(1), device_overhead_bytes(2)
+    return MemoryTables(
+        states=states, acts=acts, host=host, floor_mib=_ceil_mib(reserved_bytes({})),
+        overhead_mib=_ceil_mib(one), multi_gpu_mib=_ceil_mib(two - one),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The space of one request
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Offer:
+    """One way to get GPUs: a GPU type, and for purchases the host platform that holds them."""
+
+    gpu: GpuSpec
+    platform: PlatformSpec | None  # None when renting (the cloud instance is the host)
+    gpu_price_usd: float  # per GPU (buy) or per GPU-hour (rent)
+    host_price_usd: float  # per host (buy); 0 when renting
+    gpus_per_host: int
+    capacity_mib: int  # usable memory per GPU after the margin, rounded down
+    host_ram_mib: int | None  # installed host RAM of the platform (None: not known, renting)
+
+    @property
+    def label(self) -> str:
+        return self.gpu.id + (f" in {self.platform.id}" if self.platform else "")
+
+
+@dataclass(frozen=True)
+class PlanSpace:
+    model: ModelSpec
+    request: PlanRequest
+    offers: tuple[Offer, ...]
+    unoffered: tuple[str, ...]  # GPU ids left out, with the reason
+    strategies: tuple[Strategy, ...]
+    tps: tuple[int, ...]
+    pps: tuple[int, ...]
+    micro_batches: tuple[int, ...]
+    base: TrainConfig
+    memory: MemoryTables
+
+
+def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
+    """The price the request asks for: $/GPU-hour to rent; to buy, the new price (or used
+    where no new price is known), or exactly the kind the request names."""
+    if request.pricing == "rent":
+        return gpu.price_usd_per_hour
+    if request.price_kind == "used":
+        return gpu.price_usd_used
+    if request.price_kind == "new":
+        return gpu.price_usd_new
+    return gpu.price_usd_new or gpu.price_usd_used
+
+
+def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[str]]:
+    names = request.gpus or tuple(catalog.gpus)
+    offers: list[Offer] = []
+    unoffered: list[str] = []
+    for name in names:
+        gpu = catalog.gpu(name)
+        price = gpu_price(gpu, request)
+        if price is None:
+            unoffered.append(f"{gpu.id}: no {request.price_kind or ''} price".replace("  ", " "))
+            continue
+        cap = int(gpu.memory_gib * 1024 * (1 - request.memory_margin))
+        if request.pricing == "rent":
+            offers.append(Offer(gpu, None, price, 0.0, gpu.max_gpus_per_node, cap, None))
+            continue
+        hosts = [p for p in catalog.platforms.values()
+                 if gpu.form_factor in p.form_factors and p.price_usd is not None]
+        if not hosts:
+            unoffered.append(f"{gpu.id}: no priced host platform takes {gpu.form_factor} GPUs")
+        for p in hosts:
+            per_host = min(p.max_gpus, gpu.max_gpus_per_node)
+            ram = int(p.host_ram_gib * 1024)
+            offers.append(Offer(gpu, p, price, p.price_usd or 0.0, per_host, cap, ram))
+    return offers, unoffered
+
+
+def _strategies(request: PlanRequest) -> tuple[Strategy, ...]:
+    methods = AUTO_METHODS if request.method == "auto" else (request.method,)
+    optimizers = ("adamw", "adamw-8bit") if request.optimizer == "auto" else (request.optimizer,)
+    shardings = (request.sharding,) if request.sharding else ("none", "zero1", "zero2", "zero3")
+    offloads = (OFFLOADS if request.offload == "auto" else (request.offload,))
+    ckpts = ("none", "full") if request.checkpointing == "auto" else (request.checkpointing,)
+    out = []
+    for method in methods:
+        rank = (request.lora_rank or DEFAULT_LORA_RANK) if method in ("lora", "dora", "qlora") \
+            else None
+        for opt in optimizers:
+            for shard in shardings:
+                for off in offloads:
+                    for ck in ckpts:
+                        s = Strategy(method, rank, opt, shard, off, ck)
+                        if valid_strategy(s):
+                            out.append(s)
+    return tuple(out)
+
+
+def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
+    """Resolve the request against the catalog and tabulate memory for every open choice."""
+    model = catalog.model(request.model).spec
+    offers, unoffered = _offers(request, catalog)
+    per_node = max((o.gpus_per_host for o in offers), default=8)
+    tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node)
+    pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8)
+    mbs = (request.micro_batch_size,) if request.micro_batch_size else tuple(
+        m for m in MICRO_BATCHES if m <= request.global_batch_size
+    )
+    base = TrainConfig(workload=request.workload, seq_len=request.seq_len)
+    strategies = _strategies(request)
+    return PlanSpace(
+        model=model,
+        request=request,
+        offers=tuple(offers),
+        unoffered=tuple(unoffered),
+        strategies=strategies,
+        tps=tps,
+        pps=pps,
+        micro_batches=mbs,
+        base=base,
+        memory=memory_tables(model, base, strategies, tps, pps),
+    )

@@ -1,0 +1,156 @@
+"""plan(): build the space, solve lexicographically, extract, re-check with the analytic models.
+
+The tie-break chain makes the answer unique and deterministic (one worker, fixed seed):
+objective (cost or time) -> fewer GPUs -> fuller-fidelity strategy (full > DoRA > LoRA > QLoRA,
+no offload, no recomputation; the order of ``space.Strategy`` enumeration) -> catalog order of
+the offer -> smaller tp, pp -> larger micro-batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from planner.catalog import Catalog, load_catalog
+from planner.encoding import Encoding, build
+from planner.errors import PlannerError
+from planner.memory import GIB, estimate_memory
+from planner.request import PlanRequest, TrainConfig, validate_config
+from planner.result import Plan, PlanResult
+from planner.space import PlanSpace, build_space
+
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Solved:
+    """Raw values of one solve."""
+
+    status: str  # optimal | feasible
+    values: dict[str, int]
+    offer: int
+    strategy: int
+
+
+def _solver(time_limit: float) -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    s.parameters.num_workers = 1
+    s.parameters.random_seed = SEED
+    s.parameters.max_time_in_seconds = time_limit
+    return s
+
+
+def _read(enc: Encoding, solver: cp_model.CpSolver, status: str) -> Solved:
+    values = {name: solver.value(var) for name, var in enc.var.items()}
+    offer = next(i for i, x in enumerate(enc.offer) if solver.value(x))
+    strategy = next(i for i, x in enumerate(enc.strategy) if solver.value(x))
+    return Solved(status, values, offer, strategy)
+
+
+def tie_break_stages(enc: Encoding, objective: str) -> list[tuple[str, cp_model.LinearExpr]]:
+    """(name, expression to minimize) in order."""
+    v = enc.var
+    offer_idx = sum(i * x for i, x in enumerate(enc.offer))
+    return [
+        (objective, v["cost_usd"] if objective == "cost" else v["time_s"]),
+        ("num_gpus", v["num_gpus"]),
+        ("strategy", v["strategy_idx"]),
+        ("offer", offer_idx),
+        ("tp", v["tp"]),
+        ("pp", v["pp"]),
+        ("micro_batch", -v["micro_batch"]),
+    ]
+
+
+def solve_lexicographic(
+    enc: Encoding, objective: str, time_limit: float, *, stages: int | None = None
+) -> Solved | None:
+    """Minimize each stage in turn, fixing the optimum of the previous ones. None = infeasible.
+    A stage stopped by the time limit returns the best plan so far with status 'feasible'."""
+    m = enc.model
+    m.add_assumptions(list(enc.literal.values()))
+    solver = _solver(time_limit)
+    found: Solved | None = None
+    for _name, expr in tie_break_stages(enc, objective)[:stages]:
+        m.minimize(expr)
+        status = solver.solve(m)
+        if status == cp_model.INFEASIBLE:
+            return None
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return found
+        found = _read(enc, solver, "optimal" if status == cp_model.OPTIMAL else "feasible")
+        if status != cp_model.OPTIMAL:
+            return found
+        m.add(expr == int(round(solver.objective_value)))
+    return found
+
+
+def config_of(space: PlanSpace, solved: Solved) -> TrainConfig:
+    v = solved.values
+    strategy = space.strategies[solved.strategy]
+    return space.base.model_copy(update={
+        **strategy.config_fields(),
+        "num_gpus": v["num_gpus"], "tp": v["tp"], "pp": v["pp"],
+        "micro_batch_size": v["micro_batch"], "grad_accum": v["grad_accum"],
+    })
+
+
+def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) -> Plan:
+    """Evaluate one candidate with the pure models (used for solver output and enumeration)."""
+    offer = space.offers[offer_idx]
+    est = estimate_memory(space.model, offer.gpu, cfg, gpus_per_node=offer.gpus_per_host)
+    items = {"gpus": cfg.num_gpus * offer.gpu_price_usd}
+    if offer.platform is not None:
+        items[f"hosts ({offer.platform.id})"] = hosts * offer.host_price_usd
+    return Plan(
+        model=space.model.id, gpu=offer.gpu.id,
+        platform=offer.platform.id if offer.platform else None,
+        num_gpus=cfg.num_gpus, num_hosts=hosts, config=cfg, memory=est,
+        cost_usd=sum(items.values()), cost_items=items, cost_basis=space.request.pricing,
+    )
+
+
+def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
+    """Every rule re-checked with the analytic models; returns the violations (none expected)."""
+    req, cfg = space.request, plan.config
+    problems = []
+    try:
+        validate_config(cfg, space.model)
+    except PlannerError as exc:
+        problems.append(str(exc))
+    limit = plan.memory.capacity * (1 - req.memory_margin)
+    if plan.memory.device > limit:
+        problems.append(f"memory {plan.memory.device / GIB:.2f} GiB > {limit / GIB:.2f} GiB")
+    if cfg.global_batch_size != req.global_batch_size:
+        problems.append(f"global batch {cfg.global_batch_size} != {req.global_batch_size}")
+    if req.budget_usd is not None and plan.cost_usd > req.budget_usd:
+        problems.append(f"cost ${plan.cost_usd:,.0f} > budget ${req.budget_usd:,.0f}")
+    offer = next(o for o in space.offers if o.gpu.id == plan.gpu
+                 and (o.platform.id if o.platform else None) == plan.platform)
+    if offer.host_ram_mib is not None and plan.memory.host_ram > offer.host_ram_mib * 2**20:
+        problems.append(f"host RAM {plan.memory.host_ram / GIB:.1f} GiB > "
+                        f"{offer.host_ram_mib / 1024:.0f} GiB")
+    offer_per_host = next(o.gpus_per_host for o in space.offers if o.gpu.id == plan.gpu
+                          and (o.platform.id if o.platform else None) == plan.platform)
+    if plan.num_hosts * offer_per_host < plan.num_gpus or cfg.tp > offer_per_host:
+        problems.append("GPUs do not fit the hosts")
+    return problems
+
+
+def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
+    """The optimal plan for ``request``, re-checked; infeasible requests get explanations."""
+    space = build_space(request, catalog or load_catalog())
+    if not space.offers:
+        return PlanResult(status="infeasible", plan=None,
+                          notes=("no GPU type can be offered: " + "; ".join(space.unoffered),))
+    enc = build(space)
+    solved = solve_lexicographic(enc, request.objective, request.time_limit_s)
+    if solved is None:
+        return PlanResult(status="infeasible", plan=None)
+    cfg = config_of(space, solved)
+    result = make_plan(space, solved.offer, cfg, solved.values["hosts"])
+    problems = check_plan(space, result)
+    if problems:
+        raise AssertionError("solver plan failed the analytic re-check: " + "; ".join(problems))
+    return PlanResult(status=solved.status, plan=result)
