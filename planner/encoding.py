@@ -252,6 +252,8 @@ def _add_budget(enc: Encoding) -> None:
     m.add_multiplication_equality(hosts_cost, [v["hosts"], host_price])
     cost = m.new_int_var(0, BIG, "cost_usd")
     m.add(cost == gpus_cost + hosts_cost)
+    m.add(cost >= sum(round(o.gpu_price_usd + o.host_price_usd) * x
+                      for o, x in zip(sp.offers, enc.offer, strict=True)))
     v["cost_usd"] = cost
     if req.budget_usd is not None:
         lit = enc.rule("budget", "USD", f"raise --budget above ${req.budget_usd:,.0f}")

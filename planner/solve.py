@@ -60,6 +60,7 @@ def tie_break_stages(enc: Encoding, objective: str) -> list[tuple[str, cp_model.
         ("tp", v["tp"]),
         ("pp", v["pp"]),
         ("micro_batch", -v["micro_batch"]),
+        ("hosts", v["hosts"]),
     ]
 
 

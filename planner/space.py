@@ -247,6 +247,35 @@ class PlanSpace:
     base: TrainConfig
     memory: MemoryTables
 
+    @property
+    def dps(self) -> tuple[int, ...]:
+        """Data-parallel degrees: divisors of the global batch (mb x ga x dp = global batch)."""
+        gb = self.request.global_batch_size
+        return tuple(d for d in range(1, gb + 1) if gb % d == 0)
+
+    def grad_accum(self, dp: int, mb: int) -> int | None:
+        """The accumulation that completes the global batch, or None if mb x dp does not
+        divide it."""
+        gb = self.request.global_batch_size
+        return gb // (dp * mb) if gb % (dp * mb) == 0 else None
+
+    def gpu_need_mib(self, si: int, tp: int, pp: int, dp: int, mb: int) -> int:
+        """Per-GPU MiB of the worse phase, from the tables (the encoding's and the oracle's)."""
+        ga = self.grad_accum(dp, mb) or 1
+        mem = self.memory
+        worst = 0
+        for phase in PHASES:
+            a, b, c = mem.states[phase][(si, tp, pp, ga > 1)]
+            act = mem.acts[phase][(si, tp, pp, min(pp, ga))]
+            worst = max(worst, a + -(-b // dp) + (c if dp > 1 else 0) + mb * act)
+        n = tp * pp * dp
+        return worst + mem.floor_mib + mem.overhead_mib + (mem.multi_gpu_mib if n > 1 else 0)
+
+    def host_need_mib(self, si: int, tp: int, pp: int, dp: int, gpus_per_host: int) -> int:
+        """Host RAM of one host: its ranks (min(GPUs, per host)) x one process's MiB."""
+        a, b = self.memory.host[(si, tp, pp)]
+        return min(tp * pp * dp, gpus_per_host) * (a + -(-b // dp))
+
 
 def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
     """The price the request asks for: $/GPU-hour to rent; to buy, the new price (or used

@@ -1,0 +1,62 @@
+"""Exhaustive enumeration of a plan space: the test oracle for the CP-SAT encoding.
+
+Walks every (offer, strategy, tp, pp, dp, micro-batch) with the same integer tables and the
+same tie-break chain as ``solve``, and returns the lexicographically best candidate. Slow by
+design; used by tests on small spaces and by benchmarks/solver.py for the speed ratio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.space import PlanSpace
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """Sort key first (cost, GPUs, strategy, offer, tp, pp, -micro_batch), then the rest."""
+
+    cost: int
+    num_gpus: int
+    strategy: int
+    offer: int
+    tp: int
+    pp: int
+    neg_micro_batch: int
+    dp: int
+    grad_accum: int
+    hosts: int
+
+
+def enumerate_best(space: PlanSpace) -> Candidate | None:
+    """The best candidate by the cost objective and the tie-break chain, or None."""
+    req = space.request
+    max_gpus = req.num_gpus or req.max_gpus
+    best: Candidate | None = None
+    for oi, offer in enumerate(space.offers):
+        for si in range(len(space.strategies)):
+            for tp in space.tps:
+                if tp > offer.gpus_per_host:
+                    continue
+                for pp in space.pps:
+                    for dp in space.dps:
+                        n = tp * pp * dp
+                        if n > max_gpus or (req.num_gpus and n != req.num_gpus):
+                            continue
+                        hosts = -(-n // offer.gpus_per_host)
+                        if offer.host_ram_mib is not None and offer.host_ram_mib < \
+                                space.host_need_mib(si, tp, pp, dp, offer.gpus_per_host):
+                            continue
+                        cost = n * round(offer.gpu_price_usd) + hosts * round(offer.host_price_usd)
+                        if req.budget_usd is not None and cost > int(req.budget_usd):
+                            continue
+                        for mb in space.micro_batches:
+                            ga = space.grad_accum(dp, mb)
+                            if ga is None or (req.grad_accum and ga != req.grad_accum):
+                                continue
+                            if space.gpu_need_mib(si, tp, pp, dp, mb) > offer.capacity_mib:
+                                continue
+                            cand = Candidate(cost, n, si, oi, tp, pp, -mb, dp, ga, hosts)
+                            if best is None or cand < best:
+                                best = cand
+    return best

@@ -1,0 +1,60 @@
+"""The CP-SAT planner against exhaustive enumeration, and its re-checked plans."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.encoding import build
+from planner.oracle import enumerate_best
+from planner.request import PlanRequest
+from planner.solve import check_plan, config_of, make_plan, plan, solve_lexicographic
+from planner.space import build_space
+
+CAT = load_catalog()
+
+SMALL = [
+    dict(model="qwen2.5-0.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8, global_batch_size=8,
+         method="lora", offload="none"),
+    dict(model="llama-3.2-1b", gpus=("rtx-3090", "rtx-5090"), max_gpus=8, global_batch_size=16,
+         method="full", seq_len=4096),
+    dict(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,
+         global_batch_size=16, method="full", checkpointing="none", seq_len=8192),
+    dict(model="qwen2.5-3b", gpus=("rtx-4090", "h100-sxm"), max_gpus=16, global_batch_size=32,
+         method="full", budget_usd=40000, price_kind="new"),
+    dict(model="qwen2.5-0.5b", gpus=("rtx-3090",), max_gpus=4, global_batch_size=4,
+         budget_usd=100),
+]
+
+
+@pytest.mark.parametrize("kw", SMALL, ids=lambda kw: f"{kw['model']}-{kw['gpus'][0]}")
+def test_solver_matches_enumeration(kw):
+    space = build_space(PlanRequest(**kw), CAT)
+    solved = solve_lexicographic(build(space), "cost", 30)
+    best = enumerate_best(space)
+    if best is None:
+        assert solved is None
+        return
+    assert solved is not None and solved.status == "optimal"
+    v = solved.values
+    got = (v["cost_usd"], v["num_gpus"], solved.strategy, solved.offer, v["tp"], v["pp"],
+           -v["micro_batch"], v["dp"], v["grad_accum"], v["hosts"])
+    assert got == (best.cost, best.num_gpus, best.strategy, best.offer, best.tp, best.pp,
+                   best.neg_micro_batch, best.dp, best.grad_accum, best.hosts)
+    result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
+    assert check_plan(space, result) == []
+
+
+def test_plan_is_deterministic_and_rechecked():
+    req = PlanRequest(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,
+                      global_batch_size=16, method="full", checkpointing="none", seq_len=8192)
+    first, second = plan(req, CAT), plan(req, CAT)
+    assert first.status == "optimal" and first.plan == second.plan
+    space = build_space(req, CAT)
+    assert check_plan(space, first.plan) == []
+
+
+def test_budget_below_cheapest_is_infeasible():
+    req = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-3090",), max_gpus=4,
+                      global_batch_size=4, budget_usd=100)
+    assert plan(req, CAT).status == "infeasible"
