@@ -44,8 +44,9 @@ def test_more_tokens_never_need_less_memory(cfg):
     small = estimate_memory(MODEL, GPU, cfg)
     more = cfg.model_copy(update={"micro_batch_size": cfg.micro_batch_size + 1})
     longer = cfg.model_copy(update={"seq_len": cfg.seq_len * 2})
-    assert estimate_memory(MODEL, GPU, more).allocated >= small.allocated
-    assert estimate_memory(MODEL, GPU, longer).allocated >= small.allocated
+    # the peak (the phase with the larger reserved memory) never shrinks
+    assert estimate_memory(MODEL, GPU, more).reserved >= small.reserved
+    assert estimate_memory(MODEL, GPU, longer).reserved >= small.reserved
 
 
 @settings(max_examples=40, deadline=None)

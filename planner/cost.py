@@ -1,0 +1,191 @@
+"""What a training job costs: buying GPUs (and the hosts that hold them) or renting them (pure).
+
+The job is a number of training tokens, from one of three definitions (``define_job``): tokens;
+epochs x dataset tokens; or steps x global batch x sequence length. With none given the job is
+``DEFAULT_JOB_TOKENS`` and every output says so. Prices come from the catalog only: a missing price
+gives a "not offered" result naming what is missing, never an invented number.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from planner.errors import PlannerError
+from planner.specs import GpuSpec, PlatformSpec
+
+Pricing = Literal["buy", "rent"]
+PriceKind = Literal["new", "used"]
+
+# One stated default job: 100 M training tokens (about one epoch of a 50k-example instruction
+# set at 2k tokens per example). Named in every output that uses it.
+DEFAULT_JOB_TOKENS = 1e8
+
+
+@dataclass(frozen=True)
+class Job:
+    """The training work: tokens, and how that number was arrived at (shown to the user)."""
+
+    tokens: float
+    definition: str
+    is_default: bool = False
+
+
+def define_job(
+    *, tokens: float | None = None, epochs: float | None = None,
+    dataset_tokens: float | None = None, steps: int | None = None,
+    global_batch: int | None = None, seq_len: int | None = None,
+) -> Job:
+    """The job from exactly one definition; PlannerError on a partial or double definition."""
+    given = {
+        "tokens": tokens is not None,
+        "epochs": epochs is not None or dataset_tokens is not None,
+        "steps": steps is not None,
+    }
+    if sum(given.values()) > 1:
+        names = ", ".join(k for k, v in given.items() if v)
+        raise PlannerError(f"give the job one way only (--tokens, --epochs with --dataset-tokens, "
+                           f"or --steps); got {names}")
+    if tokens is not None:
+        if tokens <= 0:
+            raise PlannerError(f"--tokens must be positive (got {tokens:g})")
+        return Job(float(tokens), f"{tokens:.3g} training tokens")
+    if given["epochs"]:
+        if epochs is None or dataset_tokens is None or epochs <= 0 or dataset_tokens <= 0:
+            raise PlannerError("--epochs needs --dataset-tokens (both positive)")
+        return Job(epochs * dataset_tokens,
+                   f"{epochs:g} epoch(s) x {dataset_tokens:.3g} dataset tokens")
+    if steps is not None:
+        if steps <= 0 or not global_batch or not seq_len:
+            raise PlannerError("--steps needs a positive count, a global batch and a sequence "
+                               "length")
+        return Job(float(steps * global_batch * seq_len),
+                   f"{steps} steps x {global_batch} sequences x {seq_len} tokens")
+    return Job(DEFAULT_JOB_TOKENS,
+               f"default job: {DEFAULT_JOB_TOKENS:.3g} training tokens (no job given)", True)
+
+
+def job_hours(job: Job, tokens_per_s: float) -> float:
+    """Wall-clock hours of the job at a steady ``tokens_per_s`` (all GPUs together)."""
+    if tokens_per_s <= 0:
+        raise PlannerError("tokens per second must be positive")
+    return job.tokens / tokens_per_s / 3600
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """A cost with its basis and items (name -> USD, each name says what it covers)."""
+
+    status: Literal["ok", "not offered"]
+    basis: Pricing
+    usd: float | None
+    items: dict[str, float]
+    covers: str
+    hours: float
+    job: Job
+    reason: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def summary(self) -> dict[str, object]:
+        """The ``cost`` object of ``planner check --json`` (usd None when not offered)."""
+        return {
+            "usd": self.usd, "basis": self.basis, "items": dict(self.items),
+            "covers": self.covers, "status": self.status, "reason": self.reason,
+            "hours": self.hours, "job": self.job.definition,
+        }
+
+
+def gpu_purchase_price(gpu: GpuSpec, kind: PriceKind | None) -> tuple[float | None, str]:
+    """(price per card, kind used): the kind asked for, or new where known, else used."""
+    if kind == "used":
+        return gpu.price_usd_used, "used"
+    if kind == "new" or gpu.price_usd_new is not None:
+        return gpu.price_usd_new, "new"
+    return gpu.price_usd_used, "used"
+
+
+def hosts_needed(gpu: GpuSpec, num_gpus: int, platform: PlatformSpec) -> int:
+    """ceil(GPUs / GPUs per host), a host holding min(platform slots, GPU's node size)."""
+    if gpu.form_factor not in platform.form_factors:
+        raise PlannerError(
+            f"platform {platform.id} takes {', '.join(platform.form_factors)} GPUs, not "
+            f"{gpu.id} ({gpu.form_factor})"
+        )
+    per_host = min(platform.max_gpus, gpu.max_gpus_per_node)
+    return math.ceil(num_gpus / per_host)
+
+
+def power_cost(gpu: GpuSpec, num_gpus: int, hours: float, usd_per_kwh: float) -> float:
+    """GPU board power for the job: TDP x GPUs x hours / 1000 x $/kWh (an upper bound on the
+    boards' draw; host power is not in the catalog)."""
+    return gpu.tdp_watts * num_gpus * hours / 1000 * usd_per_kwh
+
+
+def _not_offered(basis: Pricing, hours: float, job: Job, reason: str) -> CostEstimate:
+    return CostEstimate("not offered", basis, None, {}, "nothing: a price is missing", hours,
+                        job, reason)
+
+
+def buy_cost(
+    gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job,
+    platform: PlatformSpec | None = None, price_kind: PriceKind | None = None,
+    power_usd_per_kwh: float | None = None,
+) -> CostEstimate:
+    """Purchase: GPUs x card price (+ hosts x host price) (+ optional job power)."""
+    price, kind = gpu_purchase_price(gpu, price_kind)
+    if price is None:
+        return _not_offered("buy", hours, job,
+                            f"{gpu.id} has no {price_kind or 'new or used'} purchase price")
+    items = {f"{num_gpus} x {gpu.id} GPU ({kind}, ${price:,.0f} each)": num_gpus * price}
+    covers = f"purchase of {num_gpus} {gpu.id} GPUs ({kind})"
+    notes = [f"GPU prices as of {gpu.price_as_of}"]
+    if platform is not None:
+        hosts = hosts_needed(gpu, num_gpus, platform)
+        if platform.price_usd is None:
+            return _not_offered("buy", hours, job, f"host platform {platform.id} has no price")
+        items[f"{hosts} x {platform.id} host (${platform.price_usd:,.0f} each, without GPUs)"] = (
+            hosts * platform.price_usd)
+        covers += f" and {hosts} {platform.id} host(s)"
+        notes.append(f"host price as of {platform.price_as_of}")
+    else:
+        covers += "; GPUs only (no host platform given)"
+    if power_usd_per_kwh is not None:
+        items[f"GPU power for the job ({gpu.tdp_watts:g} W TDP x {hours:.1f} h at "
+              f"${power_usd_per_kwh:g}/kWh)"] = power_cost(gpu, num_gpus, hours,
+                                                          power_usd_per_kwh)
+        covers += ", plus GPU power for the job"
+    return CostEstimate("ok", "buy", sum(items.values()), items, covers, hours, job,
+                        notes=tuple(notes))
+
+
+def rent_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job) -> CostEstimate:
+    """Rental for the job: $/GPU-hour x GPUs x hours (power and hosts are in the rate)."""
+    rate = gpu.price_usd_per_hour
+    if rate is None:
+        return _not_offered("rent", hours, job, f"{gpu.id} has no rental price in the catalog")
+    items = {f"rental of {num_gpus} x {gpu.id} for {hours:.2f} h at ${rate:g}/GPU-hour":
+             rate * num_gpus * hours}
+    return CostEstimate("ok", "rent", sum(items.values()), items,
+                        f"rental of {num_gpus} {gpu.id} GPUs for the job ({hours:.2f} h)",
+                        hours, job, notes=(f"rental price as of {gpu.price_as_of}: "
+                                           f"{gpu.cloud_price_source or 'catalog'}",))
+
+
+def job_cost(
+    gpu: GpuSpec, num_gpus: int, *, tokens_per_s: float, job: Job | None = None,
+    pricing: Pricing = "buy", platform: PlatformSpec | None = None,
+    price_kind: PriceKind | None = None, power_usd_per_kwh: float | None = None,
+) -> CostEstimate:
+    """Cost of ``job`` (default: DEFAULT_JOB_TOKENS) at ``tokens_per_s`` on ``num_gpus`` GPUs,
+    bought (GPUs, hosts of ``platform``, optional power) or rented."""
+    if num_gpus <= 0:
+        raise PlannerError(f"number of GPUs must be positive (got {num_gpus})")
+    job = job or define_job()
+    hours = job_hours(job, tokens_per_s)
+    if pricing == "rent":
+        if power_usd_per_kwh is not None:
+            raise PlannerError("--power-usd-per-kwh applies to --pricing buy (rent includes it)")
+        return rent_cost(gpu, num_gpus, hours=hours, job=job)
+    return buy_cost(gpu, num_gpus, hours=hours, job=job, platform=platform,
+                    price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)

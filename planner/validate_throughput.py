@@ -1,0 +1,342 @@
+"""Predict the throughput validation cases (``throughput_cases.yaml``) and summarise the error.
+
+Each case is predicted in its own ``metric``: tokens/s per GPU, TFLOP/s per GPU, MFU, time to
+train, step time or cost. Training cases become a TrainConfig through validate.case_config (the
+memory cases' translation, with its framework defaults); decode cases go through the decode
+model; RL and preference workloads return None with a reason until the RL issue models their
+roles. Error is (predicted - value) / value (../shared/validation/README.md, "How to count
+error"); summaries give median and p90 |error| per workload and per stack, decode apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.catalog import Catalog
+from planner.cost import define_job, rent_cost
+from planner.errors import PlannerError
+from planner.request import TrainConfig
+from planner.specs import GpuSpec, PlatformSpec
+from planner.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
+from planner.validate import _percentile, case_config, load_cases
+
+RL_WORKLOADS = ("ppo", "grpo", "dpo", "rm")
+PEFT_WORKLOADS = ("lora", "qlora", "dora")
+
+# Software stack of each framework slug (efficiency.STACKS / DECODE_STACKS).
+FRAMEWORK_STACK: dict[str, str] = {
+    "nemo": "megatron", "megatron-lm": "megatron", "nemo-rl": "megatron",
+    "deepspeed": "deepspeed", "deepspeed-chat": "deepspeed", "peft+deepspeed": "deepspeed",
+    "transformers+deepspeed": "deepspeed", "openrlhf": "deepspeed",
+    "torchtune": "fsdp", "pytorch": "fsdp", "llama-recipes": "fsdp", "fmengine": "deepspeed",
+    "llama-factory": "hf", "peft+transformers": "hf", "trl+peft": "hf", "dpo-reference": "fsdp",
+    "unsloth": "unsloth",
+    "tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi",
+}
+
+# Activation checkpointing where a case leaves it unstated (null): the framework's default.
+# LLaMA-Factory enables gradient checkpointing unless --disable_gradient_checkpointing is given
+# (its model-loading patcher); NeMo/Megatron performance recipes and torchtune rows that do not
+# state it ran without (the torchtune A6000 rows cannot have used it: with it the implied
+# throughput would exceed the GPU's peak).
+CHECKPOINTING_DEFAULT: dict[str, str] = {"llama-factory": "full"}
+
+# LoRA target modules where validate.FRAMEWORK_DEFAULTS has no entry for the framework:
+# NeMo 2 LoRA adapts linear_qkv and linear_proj (attention in and out projections) by default;
+# the MLPerf llama2_70b_lora reference adapts the same attention projections.
+LORA_TARGETS_DEFAULT: dict[str, str] = {"nemo": "q_proj,k_proj,v_proj,o_proj"}
+
+# Host platform by GPU form factor, for node size and links (catalog/platforms). GB200 NVL72:
+# the NVLink domain is the 72-GPU rack, so its node size is 72 (gb200-nvl72-tray notes).
+PLATFORM_BY_FORM_FACTOR = {
+    "sxm": "hgx-8gpu-sxm", "superchip": "gb200-nvl72-tray", "oam": "oam-8gpu-server",
+    "pcie-datacenter": "pcie-server-8gpu", "workstation": "workstation-4gpu-trpro-wrx90",
+    "consumer": "workstation-4gpu-trpro-wrx90",
+}
+NVLINK_DOMAIN_GPUS = {"superchip": 72}
+
+
+@dataclass(frozen=True)
+class ThroughputResult:
+    id: str
+    metric: str
+    workload: str
+    framework: str
+    stack: str
+    precision: str
+    family: str  # training | decode | rl
+    usable: bool
+    measured: float
+    predicted: float | None
+    limited_by: str | None
+    reason: str | None
+
+    @property
+    def rel_err(self) -> float | None:
+        if self.predicted is None or not self.measured:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+
+def stack_of(case: dict[str, Any]) -> str:
+    """The case's stack; LLaMA-Factory rows run on the Unsloth backend where the row says so."""
+    fw = str(case.get("framework"))
+    if fw == "llama-factory" and "unsloth" in str(case.get("location", "")).lower():
+        return "unsloth"
+    return FRAMEWORK_STACK.get(fw, "hf")
+
+
+def family_of(workload: str) -> str:
+    if workload == "decode":
+        return "decode"
+    return "rl" if workload in RL_WORKLOADS else "training"
+
+
+def _grad_accum(case: dict[str, Any], dp: int) -> int:
+    extra = case.get("extra") or {}
+    if extra.get("grad_accum"):
+        return int(extra["grad_accum"])
+    mb, gbs = case.get("micro_batch_size") or 1, case.get("global_batch_size")
+    if gbs and gbs % (mb * dp) == 0:
+        return gbs // (mb * dp)
+    if gbs:
+        raise PlannerError(f"global batch {gbs} is not a multiple of micro-batch {mb} x dp {dp}")
+    return 1
+
+
+def _memory_style_case(case: dict[str, Any]) -> dict[str, Any]:
+    """The throughput case in the memory schema that validate.case_config reads."""
+    out = dict(case)
+    extra = dict(case.get("extra") or {})
+    workload = case.get("workload")
+    if workload in PEFT_WORKLOADS:
+        out["workload"], out["method"] = "sft", workload
+    fw_targets = LORA_TARGETS_DEFAULT.get(str(case.get("framework")))
+    if fw_targets and not extra.get("target_modules"):
+        extra["target_modules"] = fw_targets
+    out.setdefault("method", None)
+    out["method"] = out.get("method") or "full"
+    out["lora_rank"] = case.get("lora_rank") or extra.get("lora_rank")
+    opt = str(extra.get("optimizer", ""))
+    if "paged-adamw-8bit" in opt:
+        out["optimizer"] = "paged-adamw-8bit"
+    if "in backward" in opt:
+        extra["optimizer_in_bwd"] = True
+    if extra.get("fsdp_cpu_offload"):
+        out["offload"] = "optimizer+params"
+    if case.get("grad_checkpointing") is None:
+        out["grad_checkpointing"] = CHECKPOINTING_DEFAULT.get(str(case.get("framework")), "none")
+    n = case["num_gpus"]
+    dp = n // ((case.get("tp") or 1) * (case.get("pp") or 1) * (case.get("cp") or 1))
+    extra["grad_accum"] = _grad_accum(case, dp)
+    out["extra"] = extra
+    return out
+
+
+def _platform(
+    gpu: GpuSpec, catalog: Catalog
+) -> tuple[PlatformSpec | None, int | None, float | None]:
+    """(platform, node size, network per node): an NVLink domain larger than the platform
+    (GB200 NVL72) is one node whose network is the sum of its hosts' (per-GPU share kept)."""
+    pid = PLATFORM_BY_FORM_FACTOR.get(gpu.form_factor)
+    platform = catalog.platforms.get(pid) if pid else None
+    domain = NVLINK_DOMAIN_GPUS.get(gpu.form_factor)
+    if platform is None or domain is None:
+        return platform, None, None
+    return platform, domain, platform.inter_node_bandwidth_gbps * domain / platform.max_gpus
+
+
+def training_estimate(
+    case: dict[str, Any], catalog: Catalog, **overrides: float
+) -> tuple[ThroughputEstimate, TrainConfig, GpuSpec]:
+    """The throughput estimate of one training case (PlannerError when not expressible);
+    ``overrides`` (utilisation, step_overhead_s) go to estimate_throughput."""
+    for need in ("gpu", "model", "seq_len"):
+        if not case.get(need):
+            raise PlannerError(f"case has no {need}")
+    mem_case = _memory_style_case(case)
+    pp = mem_case.get("pp") or 1
+    # Megatron splits layers unevenly when pp does not divide them (first/last stages take
+    # fewer, e.g. 126 layers over 8 stages in the MLPerf Llama 3.1 405B configs); TrainConfig
+    # validation asks for equal stages, so the layout is checked at pp = 1 and pp set after.
+    cfg, resolved = case_config({**mem_case, "pp": 1}, catalog)
+    cfg = cfg.model_copy(update={"pp": pp})
+    gpu = catalog.gpu(case["gpu"])
+    platform, per_node, network = _platform(gpu, catalog)
+    vp = int((case.get("extra") or {}).get("vp") or 1)
+    est = estimate_throughput(resolved.spec, gpu, cfg, platform=platform, stack=stack_of(case),
+                              gpus_per_node=per_node, inter_node_gbps=network,
+                              virtual_stages=vp, **overrides)
+    return est, cfg, gpu
+
+
+def _training_metric(case: dict[str, Any], est: ThroughputEstimate, gpu: GpuSpec) -> float:
+    metric = case["metric"]
+    if metric == "tokens_per_sec_per_gpu":
+        return est.tokens_per_s_per_gpu
+    if metric == "tflops_per_gpu":
+        return est.achieved_tflops_per_gpu
+    if metric == "mfu":
+        return est.mfu
+    if metric == "step_time_s":
+        return est.step_time_s
+    total = (case.get("extra") or {}).get("total_tokens")
+    if not total:
+        raise PlannerError(f"{metric} needs the total workload (extra.total_tokens)")
+    job = define_job(tokens=float(total))
+    if metric == "time_to_train_minutes":
+        return job.tokens / est.tokens_per_s / 60
+    if metric == "cost_usd":
+        cost = rent_cost(gpu, case["num_gpus"], hours=job.tokens / est.tokens_per_s / 3600,
+                         job=job)
+        if cost.usd is None:
+            raise PlannerError(cost.reason or "no price")
+        return cost.usd
+    raise PlannerError(f"unknown metric {metric!r}")
+
+
+def _decode_value(
+    case: dict[str, Any], catalog: Catalog, efficiency: float | None = None
+) -> tuple[float, str]:
+    rl = case.get("rl") or {}
+    if not (rl.get("prompt_len") and rl.get("response_len")):
+        raise PlannerError("decode case without input/output lengths")
+    if case["metric"] != "tokens_per_sec_per_gpu":
+        raise PlannerError(f"decode metric {case['metric']!r} is not modelled")
+    resolved = catalog.model(case["model"])
+    gpu = catalog.gpu(case["gpu"])
+    text = f"{case.get('id')} {case.get('location', '')}".lower()
+    bits = 4 if ("gptq" in text or "awq" in text or resolved.weight_bits == 4) else None
+    if "fp4" in text:
+        raise PlannerError("fp4 weights are not modelled")
+    tp = rl.get("rollout_tp") or case.get("tp") or 1
+    est = estimate_decode(
+        resolved.spec, gpu, prompt_len=int(rl["prompt_len"]),
+        response_len=int(rl["response_len"]), tp=int(tp), batch=case.get("micro_batch_size"),
+        precision=case.get("precision") or "bf16", weight_bits=bits, stack=stack_of(case),
+        efficiency=efficiency,
+    )
+    return est.output_tokens_per_s / case["num_gpus"], est.limited_by
+
+
+def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> ThroughputResult:
+    """Predict ``case`` in its own metric; predicted None with a reason when not modelled."""
+    workload = str(case.get("workload"))
+    family = family_of(workload)
+    base = {
+        "id": str(case.get("id")), "metric": str(case.get("metric")), "workload": workload,
+        "framework": str(case.get("framework")), "stack": stack_of(case),
+        "precision": str(case.get("precision")), "family": family,
+        "usable": bool(case.get("usable_for_accuracy")), "measured": float(case["value"]),
+    }
+    if family == "rl":
+        return ThroughputResult(**base, predicted=None, limited_by=None,
+                                reason=f"{workload} arrives with the RL issue")
+    try:
+        if not case.get("model"):
+            raise PlannerError("no public checkpoint: architecture unknown")
+        if family == "decode":
+            value, limit = _decode_value(case, catalog)
+        else:
+            if case.get("tp") is None or case.get("pp") is None:
+                raise PlannerError("parallel layout (tp/pp) not stated")
+            est, _cfg, gpu = training_estimate(case, catalog)
+            value, limit = _training_metric(case, est, gpu), est.limited_by
+    except PlannerError as exc:
+        return ThroughputResult(**base, predicted=None, limited_by=None, reason=str(exc))
+    return ThroughputResult(**base, predicted=value, limited_by=limit, reason=None)
+
+
+def implied_utilisation(
+    case: dict[str, Any], catalog: Catalog, *, step_overhead_s: float | None = None
+) -> float:
+    """The stack utilisation at which the prediction of a training case equals its value
+    (bisection in log space; predictions grow monotonically with utilisation). The calibrated
+    factor of a stack is the median of this over its usable cases (efficiency.STACK_CASES)."""
+    kw = {} if step_overhead_s is None else {"step_overhead_s": step_overhead_s}
+    target = float(case["value"])
+    slower = case["metric"] in ("step_time_s", "time_to_train_minutes", "cost_usd")
+    lo, hi = 0.02, 4.0
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        est, _cfg, gpu = training_estimate(case, catalog, utilisation=mid, **kw)
+        value = _training_metric(case, est, gpu)
+        too_fast = value < target if slower else value > target
+        lo, hi = (lo, mid) if too_fast else (mid, hi)
+    return (lo * hi) ** 0.5
+
+
+def implied_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> float:
+    """The roofline share at which the decode prediction equals the case's value (bisection in
+    log space); the calibrated factor of a serving stack is the median over its cases."""
+    target = float(case["value"])
+    lo, hi = 0.02, 4.0
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        value, _limit = _decode_value(case, catalog, efficiency=mid)
+        lo, hi = (lo, mid) if value > target else (mid, hi)
+    return (lo * hi) ** 0.5
+
+
+def error_stats(results: list[ThroughputResult]) -> dict[str, Any]:
+    """Cases, median and p90 |relative error|, bias (mean signed error), share within 20 %."""
+    errs = [r.rel_err for r in results if r.rel_err is not None]
+    out: dict[str, Any] = {"cases": len(results), "predicted": len(errs),
+                           "not_modelled": sum(1 for r in results if r.reason)}
+    if errs:
+        a = [abs(e) for e in errs]
+        out.update(median_abs_err=statistics.median(a), p90_abs_err=_percentile(a, 0.9),
+                   bias=statistics.fmean(errs),
+                   within_20=sum(e <= 0.20 for e in a) / len(a))
+    return out
+
+
+def _grouped(results: list[ThroughputResult], key: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[ThroughputResult]] = defaultdict(list)
+    for r in results:
+        groups[str(getattr(r, key))].append(r)
+    return {k: error_stats(v) for k, v in sorted(groups.items())}
+
+
+def summarise_throughput(results: list[ThroughputResult]) -> dict[str, Any]:
+    """Usable training cases (the acceptance set) overall, per workload, stack, framework and
+    precision; decode and RL separately; every reason a case is not modelled."""
+    usable = [r for r in results if r.usable]
+    training = [r for r in usable if r.family == "training"]
+    decode = [r for r in usable if r.family == "decode"]
+    reasons: dict[str, int] = defaultdict(int)
+    for r in results:
+        if r.reason:
+            reasons[r.reason] += 1
+    return {
+        "cases": len(results),
+        "training": error_stats(training),
+        "training_by_workload": _grouped(training, "workload"),
+        "training_by_stack": _grouped(training, "stack"),
+        "training_by_framework": _grouped(training, "framework"),
+        "training_by_precision": _grouped(training, "precision"),
+        "decode": error_stats(decode),
+        "decode_by_stack": _grouped(decode, "stack"),
+        "rl": error_stats([r for r in usable if r.family == "rl"]),
+        "all_predicted": error_stats([r for r in results if r.predicted is not None]),
+        "not_modelled_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def validate_throughput_file(
+    path: Path, catalog: Catalog
+) -> tuple[list[ThroughputResult], dict[str, Any]]:
+    results = [predict_throughput_case(c, catalog) for c in load_cases(path)]
+    return results, summarise_throughput(results)
+
+
+def is_throughput_file(path: Path) -> bool:
+    """True when the file's cases carry a ``metric`` (the throughput schema)."""
+    cases = load_cases(path)
+    return bool(cases) and all("metric" in c for c in cases)
+
+

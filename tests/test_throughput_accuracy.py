@@ -1,0 +1,102 @@
+"""Acceptance: the throughput model against ../shared/validation/throughput_cases.yaml.
+
+Bar (issue 3): on the usable public training cases, median |relative error| <= 20 % and
+p90 <= 50 %. Measured now: 34 cases, median 6.7 %, p90 30.1 % (per stack and the cases that
+are off: benchmarks/README.md). The stack factors are fitted on these same cases (the median of
+each case's implied factor), so the figure is in-sample; the tests below also pin that the
+factors in efficiency.py are exactly those medians, so nobody tunes them by hand.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner import efficiency as eff
+from planner.catalog import load_catalog
+from planner.validate_throughput import (
+    implied_decode_efficiency,
+    implied_utilisation,
+    predict_throughput_case,
+    stack_of,
+    summarise_throughput,
+)
+
+CASES = (Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+         / "throughput_cases.yaml")
+
+pytestmark = pytest.mark.skipif(
+    not CASES.is_file(), reason=f"validation data not found at {CASES} (CI has it beside the repo)"
+)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return yaml.safe_load(CASES.read_text(encoding="utf-8"))["cases"]
+
+
+@pytest.fixture(scope="module")
+def results(cases, catalog):
+    return [predict_throughput_case(c, catalog) for c in cases]
+
+
+@pytest.fixture(scope="module")
+def summary(results):
+    return summarise_throughput(results)
+
+
+def test_training_acceptance(summary):
+    s = summary["training"]
+    assert s["cases"] >= 30, s
+    assert s["not_modelled"] == 0, summary["not_modelled_reasons"]
+    assert s["median_abs_err"] <= 0.20, s
+    assert s["p90_abs_err"] <= 0.50, s
+
+
+def test_every_stack_and_workload_is_reported(summary):
+    assert set(summary["training_by_stack"]) == {"megatron", "deepspeed", "fsdp", "hf", "unsloth"}
+    assert {"pretrain", "sft", "lora", "qlora"} <= set(summary["training_by_workload"])
+
+
+def test_decode_reported_separately(summary):
+    d = summary["decode"]
+    assert d["predicted"] >= 9
+    assert d["median_abs_err"] <= 0.20, d  # measured 4.9 %; the TP 70B rows are far off
+
+
+def test_rl_cases_wait_for_the_rl_issue(results):
+    rl = [r for r in results if r.family == "rl"]
+    assert rl and all(r.predicted is None and "RL issue" in r.reason for r in rl)
+
+
+def _usable(cases, family):
+    from planner.validate_throughput import family_of
+
+    return [c for c in cases if c["usable_for_accuracy"] and family_of(c["workload"]) == family]
+
+
+def test_stack_factors_are_the_medians_of_their_cases(cases, catalog):
+    training = _usable(cases, "training")
+    for stack, ids in eff.STACK_CASES.items():
+        mine = [c for c in training if stack_of(c) == stack]
+        assert {c["id"] for c in mine} == set(ids), stack
+        implied = statistics.median(implied_utilisation(c, catalog) for c in mine)
+        precision = "fp8" if mine[0].get("precision") == "fp8" else "bf16"
+        assert eff.stack_utilisation(stack, precision) == pytest.approx(implied, abs=0.01), stack
+
+
+def test_decode_factors_are_the_medians_of_their_cases(cases, catalog):
+    decode = _usable(cases, "decode")
+    for stack, ids in eff.DECODE_CASES.items():
+        mine = [c for c in decode if stack_of(c) == stack]
+        assert {c["id"] for c in mine} == set(ids), stack
+        implied = statistics.median(implied_decode_efficiency(c, catalog) for c in mine)
+        assert eff.DECODE_EFFICIENCY[stack] == pytest.approx(implied, abs=0.01), stack
