@@ -13,6 +13,7 @@ from pathlib import Path
 from planner import render
 from planner.catalog import load_catalog
 from planner.validate import validate_file
+from planner.validate_throughput import validate_throughput_file
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
 
@@ -25,6 +26,9 @@ def main() -> None:
         print(f"== {name} ==")
         print(render.validate_text(results, summary))
         print()
+    t_results, t_summary = validate_throughput_file(folder / "throughput_cases.yaml", catalog)
+    print("== throughput_cases.yaml ==")
+    print(render.throughput_validate_text(t_results, t_summary))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from pydantic import ValidationError
 from planner import render
 from planner.api import check as check_config
 from planner.catalog import load_catalog
+from planner.cost import define_job
+from planner.efficiency import STACKS
 from planner.errors import PlannerError
 from planner.params import count_params
 from planner.request import (
@@ -26,6 +28,7 @@ from planner.request import (
     TrainConfig,
 )
 from planner.validate import validate_file
+from planner.validate_throughput import is_throughput_file, validate_throughput_file
 
 CATALOG_OPTION = click.option(
     "--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False),
@@ -79,10 +82,26 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
 @click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
 @click.option("--memory-margin", type=float, default=0.02, show_default=True,
               help="Fraction of GPU memory kept free.")
+@click.option("--stack", type=_choice(STACKS), default=None,
+              help="Software stack for the efficiency [default: from the layout].")
+@click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True)
+@click.option("--price-kind", type=_choice(("new", "used")), default=None,
+              help="Purchase price [default: new where known, else used].")
+@click.option("--platform", default=None,
+              help="Host platform id [default: cheapest priced host that takes the GPU].")
+@click.option("--tokens", type=float, default=None, help="Training tokens of the job.")
+@click.option("--epochs", type=float, default=None, help="Epochs (with --dataset-tokens).")
+@click.option("--dataset-tokens", type=float, default=None, help="Tokens in the data set.")
+@click.option("--steps", type=int, default=None, help="Optimizer steps of the job.")
+@click.option("--power-usd-per-kwh", type=float, default=None,
+              help="Add GPU power for the job to a purchase.")
 @CATALOG_OPTION
 @JSON_OPTION
 def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
-          memory_margin: float, **opts: object) -> None:
+          memory_margin: float, stack: str | None, pricing: str, price_kind: str | None,
+          platform: str | None, tokens: float | None, epochs: float | None,
+          dataset_tokens: float | None, steps: int | None, power_usd_per_kwh: float | None,
+          **opts: object) -> None:
     """Does one configuration fit? Per-GPU memory breakdown against capacity.
 
     \b
@@ -93,7 +112,11 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
         raise PlannerError(f"--memory-margin {memory_margin} must be in [0, 1)")
     cfg = _config(opts)
     catalog = load_catalog(catalogs)
-    doc = check_config(model=model, gpu=gpu, config=cfg, catalog=catalog, margin=memory_margin)
+    job = define_job(tokens=tokens, epochs=epochs, dataset_tokens=dataset_tokens, steps=steps,
+                     global_batch=cfg.global_batch_size, seq_len=cfg.seq_len)
+    doc = check_config(model=model, gpu=gpu, config=cfg, catalog=catalog, margin=memory_margin,
+                       stack=stack, pricing=pricing, price_kind=price_kind, platform=platform,
+                       job=job, power_usd_per_kwh=power_usd_per_kwh)
     click.echo(render.to_json(doc) if as_json else render.check_text(doc))
     sys.exit(0 if doc["fits"] else 1)
 
@@ -127,6 +150,16 @@ def validate(file: str, catalogs: tuple[str, ...], as_json: bool) -> None:
     Example:
       planner validate ../shared/validation/memory_cases.yaml
     """
+    if is_throughput_file(Path(file)):
+        t_results, t_summary = validate_throughput_file(Path(file), load_catalog(catalogs))
+        if as_json:
+            cases = [{"id": r.id, "metric": r.metric, "usable": r.usable, "measured": r.measured,
+                      "predicted": None if r.predicted is None else {"value": r.predicted},
+                      "rel_err": r.rel_err, "reason": r.reason} for r in t_results]
+            click.echo(render.to_json({"cases": cases, "summary": t_summary}))
+        else:
+            click.echo(render.throughput_validate_text(t_results, t_summary))
+        return
     results, summary = validate_file(Path(file), load_catalog(catalogs))
     if as_json:
         cases = [{"id": r.id, "kind": r.kind, "usable": r.usable,

@@ -104,7 +104,28 @@ def check_text(doc: dict[str, Any]) -> str:
         f"{mem['capacity_gib']:.2f} GiB less a {doc['memory_margin']:.0%} margin)",
     ]
     tail += [f"note: {n}" for n in mem["notes"]]
+    if "throughput" in doc:
+        tail += [""] + _speed_lines(doc)
     return "\n".join(head) + "\n" + table + "\n" + "\n".join(tail)
+
+
+def _speed_lines(doc: dict[str, Any]) -> list[str]:
+    t, cost = doc["throughput"], doc["cost"]
+    terms = ", ".join(f"{k} {v:.3g}" for k, v in t["terms_s"].items() if v > 0)
+    lines = [
+        f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} per GPU), "
+        f"step {t['step_time_s']:.3g} s, MFU {t['mfu']:.1%}, limited by {t['limited_by']} "
+        f"(stack {t['stack']}, {t['precision']})",
+        f"step time terms (s): {terms}",
+        f"job        {cost['job']}: {doc['time_hours']:,.2f} hours",
+    ]
+    if cost["usd"] is None:
+        lines.append(f"cost       not offered: {cost['reason']}")
+    else:
+        lines.append(f"cost       ${cost['usd']:,.0f} ({cost['basis']}: {cost['covers']})")
+        lines += [f"             {name}: ${usd:,.0f}" for name, usd in cost["items"].items()]
+    lines += [f"note: {n}" for n in t["notes"] + cost["notes"]]
+    return lines
 
 
 def gpus_table(gpus: list[GpuSpec]) -> str:
@@ -168,6 +189,30 @@ def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
     if summary["not_modelled_reasons"]:
         out.append("")
         out.append("not modelled:")
+        out += [f"  {n} x {reason}" for reason, n in summary["not_modelled_reasons"].items()]
+    return "\n".join(out)
+
+
+def throughput_validate_text(results: list[Any], summary: dict[str, Any]) -> str:
+    rows = []
+    for r in results:
+        pred = "-" if r.predicted is None else f"{r.predicted:,.4g}"
+        err = "-" if r.rel_err is None else f"{r.rel_err:+.1%}"
+        rows.append([r.id[:48], r.metric, f"{r.workload}/{r.stack}", f"{r.measured:,.4g}", pred,
+                     err, "yes" if r.usable else "", (r.reason or "")[:50]])
+    out = [_table(rows, ["case", "metric", "workload/stack", "measured", "predicted", "error",
+                         "usable", "not modelled because"]), ""]
+    named = [("usable training (acceptance)", summary["training"]),
+             ("usable decode", summary["decode"]), ("all predicted", summary["all_predicted"])]
+    for key in ("training_by_workload", "training_by_stack", "decode_by_stack"):
+        named += [(f"{key.split('_by_')[0]} {k}", v) for k, v in summary[key].items()]
+    srows = [[name, str(s.get("predicted", 0)), _pct(s.get("median_abs_err")),
+              _pct(s.get("p90_abs_err")), _pct(s.get("bias"), signed=True),
+              _pct(s.get("within_20"))] for name, s in named]
+    out.append("summary (|relative error| of each case's own metric)")
+    out.append(_table(srows, ["group", "cases", "median", "p90", "bias", "<=20%"]))
+    if summary["not_modelled_reasons"]:
+        out += ["", "not modelled:"]
         out += [f"  {n} x {reason}" for reason, n in summary["not_modelled_reasons"].items()]
     return "\n".join(out)
 

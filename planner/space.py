@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
+from planner.cost import gpu_purchase_price
 from planner.memory import (
     FWD_PHASE,
     STEP_PHASE,
@@ -278,15 +279,11 @@ class PlanSpace:
 
 
 def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
-    """The price the request asks for: $/GPU-hour to rent; to buy, the new price (or used
-    where no new price is known), or exactly the kind the request names."""
+    """The price the request asks for: $/GPU-hour to rent, else the purchase price of
+    cost.gpu_purchase_price (the kind named, or new where known, else used)."""
     if request.pricing == "rent":
         return gpu.price_usd_per_hour
-    if request.price_kind == "used":
-        return gpu.price_usd_used
-    if request.price_kind == "new":
-        return gpu.price_usd_new
-    return gpu.price_usd_new or gpu.price_usd_used
+    return gpu_purchase_price(gpu, request.price_kind)[0]
 
 
 def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[str]]:

@@ -125,3 +125,37 @@ def test_quantized_checkpoint_needs_qlora(capsys):
     code, out, _ = run(capsys, "check", "--model", "Qwen/Qwen-7B-Chat-Int4", "--gpu", "rtx-4090",
                        "--method", "qlora", "--json")
     assert json.loads(out)["config"]["quant_format"] == "gptq"
+
+
+def test_check_reports_throughput_time_and_cost(capsys):
+    code, out, _ = run(capsys, "check", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                       "--num-gpus", "8", "--zero", "2", "--pricing", "rent", "--tokens", "1e9",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 0
+    t = doc["throughput"]
+    assert t["tokens_per_s"] > 0 and 0 < t["mfu"] < 1 and t["limited_by"]
+    assert t["stack"] == "deepspeed"
+    assert doc["cost"]["basis"] == "rent" and doc["cost"]["usd"] > 0
+    # rent cost = $/GPU-hour x GPUs x hours
+    assert doc["cost"]["usd"] == pytest.approx(2.99 * 8 * doc["time_hours"], rel=1e-6)
+    assert doc["time_hours"] == pytest.approx(1e9 / t["tokens_per_s"] / 3600, rel=1e-6)
+
+
+def test_job_defined_twice_is_bad_input(capsys):
+    code, _, err = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--tokens", "1e9",
+                       "--steps", "100")
+    assert code == 2 and "one way only" in err
+
+
+def test_validate_throughput_file(capsys):
+    from pathlib import Path
+
+    cases = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+    f = cases / "throughput_cases.yaml"
+    if not f.is_file():
+        pytest.skip(f"validation data not found at {f} (CI has it beside the repo)")
+    code, out, _ = run(capsys, "validate", str(f), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["summary"]["training"]["predicted"] >= 30
+    assert any(c["predicted"] is None and c["reason"] for c in doc["cases"])
