@@ -1,7 +1,7 @@
 """plan(): build the space, solve lexicographically, extract, re-check with the analytic models.
 
 The tie-break chain makes the answer unique and deterministic (one worker, fixed seed):
-objective (cost or time) -> fewer GPUs -> fuller-fidelity strategy (full > DoRA > LoRA > QLoRA,
+cost -> fewer GPUs -> fuller-fidelity strategy (full > DoRA > LoRA > QLoRA,
 no offload, no recomputation; the order of ``space.Strategy`` enumeration) -> catalog order of
 the offer -> smaller tp, pp -> larger micro-batch.
 """
@@ -18,7 +18,7 @@ from planner.errors import PlannerError
 from planner.memory import GIB, estimate_memory
 from planner.request import PlanRequest, TrainConfig, validate_config
 from planner.result import Plan, PlanResult
-from planner.space import PlanSpace, build_space
+from planner.space import PlanSpace, build_space, candidate_rows, pareto_rows
 
 SEED = 0
 
@@ -41,22 +41,13 @@ def _solver(time_limit: float) -> cp_model.CpSolver:
     return s
 
 
-def _read(enc: Encoding, solver: cp_model.CpSolver, status: str) -> Solved:
-    values = {name: solver.value(var) for name, var in enc.var.items()}
-    offer = next(i for i, x in enumerate(enc.offer) if solver.value(x))
-    strategy = next(i for i, x in enumerate(enc.strategy) if solver.value(x))
-    return Solved(status, values, offer, strategy)
-
-
-def tie_break_stages(enc: Encoding, objective: str) -> list[tuple[str, cp_model.LinearExpr]]:
-    """(name, expression to minimize) in order."""
+def tie_break_stages(enc: Encoding) -> list[tuple[str, cp_model.LinearExpr]]:
+    """(name, expression to minimize) after the objective, in order."""
     v = enc.var
-    offer_idx = sum(i * x for i, x in enumerate(enc.offer))
     return [
-        (objective, v["cost_usd"] if objective == "cost" else v["time_s"]),
         ("num_gpus", v["num_gpus"]),
-        ("strategy", v["strategy_idx"]),
-        ("offer", offer_idx),
+        ("strategy", v["strategy"]),
+        ("offer", v["offer_idx"]),
         ("tp", v["tp"]),
         ("pp", v["pp"]),
         ("micro_batch", -v["micro_batch"]),
@@ -64,24 +55,50 @@ def tie_break_stages(enc: Encoding, objective: str) -> list[tuple[str, cp_model.
     ]
 
 
-def solve_lexicographic(
-    enc: Encoding, objective: str, time_limit: float, *, stages: int | None = None
-) -> Solved | None:
-    """Minimize each stage in turn, fixing the optimum of the previous ones. None = infeasible.
-    A stage stopped by the time limit returns the best plan so far with status 'feasible'."""
+def _status(code: int) -> str | None:
+    return {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible"}.get(code)
+
+
+def _min_hosts_cost(space: PlanSpace, oi: int, n: int) -> int:
+    o = space.offers[oi]
+    return round(o.gpu_price_usd) * n + round(o.host_price_usd) * -(-n // o.gpus_per_host)
+
+
+def solve_lexicographic(space: PlanSpace, time_limit: float) -> Solved | None:
+    """Cost first on the Pareto-minimal rows (enough to decide cost), then the tie-break chain
+    on every row and offer that can reach that cost. None = infeasible; a stage stopped by the
+    time limit returns the best plan so far with status 'feasible'."""
+    rows = candidate_rows(space)
+    if not rows or not space.offers:
+        return None
+    solver = _solver(time_limit)
+    first = build(space, pareto_rows(rows))
+    first.model.add_assumptions(list(first.literal.values()))
+    first.model.minimize(first.var["cost_usd"])
+    status = _status(solver.solve(first.model))
+    if status is None:
+        return None
+    best_cost = int(round(solver.objective_value))
+    reach = {(oi, n) for oi in range(len(space.offers)) for n in {r.num_gpus for r in rows}
+             if _min_hosts_cost(space, oi, n) == best_cost}
+    offers = sorted({oi for oi, _ in reach})
+    gpu_counts = {n for _, n in reach}
+    enc = build(space, [r for r in rows if r.num_gpus in gpu_counts], offers)
     m = enc.model
     m.add_assumptions(list(enc.literal.values()))
-    solver = _solver(time_limit)
+    m.add(enc.var["cost_usd"] == best_cost)
     found: Solved | None = None
-    for _name, expr in tie_break_stages(enc, objective)[:stages]:
+    for _name, expr in tie_break_stages(enc):
         m.minimize(expr)
-        status = solver.solve(m)
-        if status == cp_model.INFEASIBLE:
-            return None
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        code = solver.solve(m)
+        stage = _status(code)
+        if stage is None:
             return found
-        found = _read(enc, solver, "optimal" if status == cp_model.OPTIMAL else "feasible")
-        if status != cp_model.OPTIMAL:
+        values = {name: int(solver.value(var)) for name, var in enc.var.items()}
+        offer = enc.offers[next(i for i, x in enumerate(enc.offer) if solver.value(x))]
+        found = Solved("optimal" if status == stage == "optimal" else "feasible", values, offer,
+                       values["strategy"])
+        if stage != "optimal":
             return found
         m.add(expr == int(round(solver.objective_value)))
     return found
@@ -145,8 +162,7 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     if not space.offers:
         return PlanResult(status="infeasible", plan=None,
                           notes=("no GPU type can be offered: " + "; ".join(space.unoffered),))
-    enc = build(space)
-    solved = solve_lexicographic(enc, request.objective, request.time_limit_s)
+    solved = solve_lexicographic(space, request.time_limit_s)
     if solved is None:
         return PlanResult(status="infeasible", plan=None)
     cfg = config_of(space, solved)

@@ -355,3 +355,65 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         base=base,
         memory=memory_tables(model, base, strategies, tps, pps),
     )
+
+
+@dataclass(frozen=True)
+class Row:
+    """One candidate layout: strategy, tp, pp, dp, micro-batch, with its integer needs."""
+
+    strategy: int
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    grad_accum: int
+    num_gpus: int
+    gpu_need_mib: int
+    host_need_mib: tuple[int, ...]  # per entry of PlanSpace.host_sizes
+
+    @property
+    def resources(self) -> tuple[int, ...]:
+        return (self.gpu_need_mib, *self.host_need_mib)
+
+
+def host_sizes(space: PlanSpace) -> tuple[int, ...]:
+    """The distinct GPUs-per-host counts of the offers (host RAM depends on ranks per host)."""
+    return tuple(sorted({o.gpus_per_host for o in space.offers}))
+
+
+def candidate_rows(space: PlanSpace) -> list[Row]:
+    """Every (strategy, tp, pp, dp, micro-batch) that completes the global batch, respects the
+    GPU-count limit and fits the largest offered GPU; needs from the memory tables."""
+    req = space.request
+    max_gpus = req.num_gpus or req.max_gpus
+    largest = max((o.capacity_mib for o in space.offers), default=0)
+    sizes = host_sizes(space)
+    rows = []
+    for si in range(len(space.strategies)):
+        for tp in space.tps:
+            for pp in space.pps:
+                for dp in space.dps:
+                    n = tp * pp * dp
+                    if n > max_gpus:
+                        continue
+                    host = tuple(space.host_need_mib(si, tp, pp, dp, h) for h in sizes)
+                    for mb in space.micro_batches:
+                        ga = space.grad_accum(dp, mb)
+                        if ga is None:
+                            continue
+                        need = space.gpu_need_mib(si, tp, pp, dp, mb)
+                        if need <= largest:
+                            rows.append(Row(si, tp, pp, dp, mb, ga, n, need, host))
+    return rows
+
+
+def pareto_rows(rows: list[Row]) -> list[Row]:
+    """Per (GPUs, tp), the rows whose resource needs no other row beats in every component;
+    enough to decide feasibility and cost (cost depends on GPUs and the offer only)."""
+    groups: dict[tuple[int, int], list[Row]] = {}
+    for r in sorted(rows, key=lambda r: (r.resources, r.strategy, r.pp, r.dp, r.micro_batch)):
+        kept = groups.setdefault((r.num_gpus, r.tp), [])
+        if not any(all(a <= b for a, b in zip(k.resources, r.resources, strict=True))
+                   for k in kept):
+            kept.append(r)
+    return [r for kept in groups.values() for r in kept]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from planner.catalog import load_catalog
-from planner.encoding import build
 from planner.oracle import enumerate_best
 from planner.request import PlanRequest
 from planner.solve import check_plan, config_of, make_plan, plan, solve_lexicographic
@@ -30,7 +29,7 @@ SMALL = [
 @pytest.mark.parametrize("kw", SMALL, ids=lambda kw: f"{kw['model']}-{kw['gpus'][0]}")
 def test_solver_matches_enumeration(kw):
     space = build_space(PlanRequest(**kw), CAT)
-    solved = solve_lexicographic(build(space), "cost", 30)
+    solved = solve_lexicographic(space, 30)
     best = enumerate_best(space)
     if best is None:
         assert solved is None
