@@ -7,24 +7,12 @@ from typing import Any
 from planner import render
 from planner.catalog import Catalog, load_catalog
 from planner.cost import Job, job_cost
+from planner.efficiency import default_stack
 from planner.errors import PlannerError
 from planner.memory import estimate_memory
 from planner.request import TrainConfig, validate_config
 from planner.specs import GpuSpec, PlatformSpec
 from planner.throughput import estimate_throughput
-
-
-def default_stack(cfg: TrainConfig) -> str:
-    """The software stack a layout usually runs on, when the user names none: Megatron for
-    tensor/pipeline parallelism, PyTorch FSDP for --fsdp, DeepSpeed for ZeRO or offload, else
-    Hugging Face Trainer/PEFT."""
-    if cfg.tp > 1 or cfg.pp > 1:
-        return "megatron"
-    if cfg.fsdp:
-        return "fsdp"
-    if cfg.zero_stage or cfg.offload != "none":
-        return "deepspeed"
-    return "hf"
 
 
 def default_platform(gpu: GpuSpec, catalog: Catalog) -> PlatformSpec | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from planner.request import TrainConfig
 from planner.specs import GpuSpec
 
 Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth"]
@@ -228,3 +229,16 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # max_num_seqs default is 256 (engine arguments); the same cap is used for the others.
 # Cases that state their batch use it.
 MAX_DECODE_BATCH = 256
+
+
+def default_stack(cfg: TrainConfig) -> str:
+    """The software stack a layout usually runs on, when the user names none: Megatron for
+    tensor/pipeline parallelism, PyTorch FSDP for --fsdp, DeepSpeed for ZeRO or offload, else
+    Hugging Face Trainer/PEFT."""
+    if cfg.tp > 1 or cfg.pp > 1:
+        return "megatron"
+    if cfg.fsdp:
+        return "fsdp"
+    if cfg.zero_stage or cfg.offload != "none":
+        return "deepspeed"
+    return "hf"

@@ -159,6 +159,16 @@ def _add_cost(enc: Encoding) -> None:
         m.add(cost <= int(req.budget_usd)).only_enforce_if(lit)
 
 
+def add_step_time(enc: Encoding, times: dict[tuple[int, int], int]) -> None:
+    """step_time_us of the chosen (offer, row): times[(offer position, row position)], linear in
+    the row literals under each offer's literal."""
+    m = enc.model
+    t = m.new_int_var(0, BIG, "step_time_us")
+    for k, x in enumerate(enc.offer):
+        m.add(t == enc.row_sum([times[(k, r)] for r in range(len(enc.rows))])).only_enforce_if(x)
+    enc.var["step_time_us"] = t
+
+
 def _add_pins(enc: Encoding) -> None:
     """Values the user fixed: each pin is a rule, so a conflict can name it."""
     m, v, req = enc.model, enc.var, enc.space.request

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.space import PlanSpace
+from planner.space import PlanSpace, Row, step_time_us
 
 
 @dataclass(frozen=True, order=True)
 class Candidate:
-    """Sort key first (cost, GPUs, strategy, offer, tp, pp, -micro_batch), then the rest."""
+    """Sort key first (cost, step time, GPUs, strategy, offer, tp, pp, -micro_batch), then the
+    rest."""
 
     cost: int
+    step_time_us: int
     num_gpus: int
     strategy: int
     offer: int
@@ -56,7 +58,9 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                                 continue
                             if space.gpu_need_mib(si, tp, pp, dp, mb) > offer.capacity_mib:
                                 continue
-                            cand = Candidate(cost, n, si, oi, tp, pp, -mb, dp, ga, hosts)
+                            row = Row(si, tp, pp, dp, mb, ga, n, 0, ())
+                            time_us = step_time_us(space, oi, row)
+                            cand = Candidate(cost, time_us, n, si, oi, tp, pp, -mb, dp, ga, hosts)
                             if best is None or cand < best:
                                 best = cand
     return best

@@ -221,3 +221,81 @@ def _pct(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "-"
     return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def plan_doc(result: Any) -> dict[str, Any]:
+    """The `planner plan --json` document (keys as issue 4 specifies)."""
+    p = result.plan
+    plan = None
+    if p is not None:
+        c = p.config
+        plan = {
+            "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
+            "num_hosts": p.num_hosts, "method": c.method,
+            "lora_rank": c.rank if c.is_peft else None, "optimizer": c.optimizer,
+            "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,
+            "offload": c.offload, "checkpointing": c.checkpointing,
+            "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
+            "global_batch_size": c.global_batch_size, "seq_len": c.seq_len,
+            "memory": memory_doc(p.memory),
+            "throughput": p.throughput.summary(),
+            "time_hours": p.time_hours,
+            "cost": p.cost.summary(),
+        }
+    return {
+        "status": result.status,
+        "plan": plan,
+        "binding": [{"name": b.name, "used": b.used, "limit": b.limit, "unit": b.unit,
+                     "slack": b.slack, "binding": b.binding, "relaxed": b.relaxed}
+                    for b in result.binding],
+        "conflicts": [{"name": c.name, "detail": c.detail, "fix": c.fix}
+                      for c in result.conflicts],
+        "alternatives": [],
+        "notes": list(result.notes),
+    }
+
+
+def plan_text(doc: dict[str, Any]) -> str:
+    if doc["plan"] is None:
+        lines = [f"status: {doc['status']}: no plan satisfies the request"]
+        lines += [f"  conflict: {c['detail']}\n    smallest fix: {c['fix']}"
+                  for c in doc["conflicts"]]
+        lines += [f"  note: {n}" for n in doc["notes"]]
+        return "\n".join(lines)
+    p = doc["plan"]
+    tc = TrainConfig.model_validate({
+        "method": p["method"], "lora_rank": p["lora_rank"], "optimizer": p["optimizer"],
+        "zero_stage": p["zero_stage"], "fsdp": p["fsdp"], "tp": p["tp"], "pp": p["pp"],
+        "num_gpus": p["num_gpus"], "offload": p["offload"], "checkpointing": p["checkpointing"],
+        "micro_batch_size": p["micro_batch_size"], "grad_accum": p["grad_accum"],
+        "seq_len": p["seq_len"]})
+    mem, t, cost = p["memory"], p["throughput"], p["cost"]
+    lines = [
+        f"status     {doc['status']}" + ("" if doc["status"] == "optimal"
+                                         else " (not proven optimal)"),
+        f"model      {p['model']}",
+        f"buy        {p['num_gpus']} x {p['gpu']} in {p['num_hosts']} x {p['platform']}",
+        f"layout     {_layout(tc)}",
+        f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
+        f"batch      micro-batch {tc.micro_batch_size} x accumulation {tc.grad_accum} x dp "
+        f"{tc.dp} = {tc.global_batch_size} sequences of {tc.seq_len} tokens, checkpointing "
+        f"{tc.checkpointing}",
+        f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "
+        f"(peak in {mem['peak_phase']}); host RAM {mem['host_ram_gib']:.0f} GiB per host",
+        "           " + ", ".join(f"{k.replace('_', ' ')} {v:.1f}"
+                                  for k, v in mem["breakdown_gib"].items() if v >= 0.05),
+        f"speed      {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, limited by "
+        f"{t['limited_by']} (stack {t['stack']})",
+        f"job        {cost['job']}: {p['time_hours']:,.1f} hours",
+        f"cost       ${cost['usd']:,.0f}: {cost['covers']}",
+    ]
+    if doc["binding"]:
+        lines.append("")
+        lines.append("constraints at the plan (binding = relaxing it would make the plan cheaper, "
+                     "or under 5 % slack):")
+        rows = [[b["name"], f"{b['used']:,.4g}", f"{b['limit']:,.4g}", b["unit"],
+                 f"{b['slack']:.0%}", "BINDING" if b["binding"] else "", b["relaxed"] or ""]
+                for b in doc["binding"]]
+        lines.append(_table(rows, ["rule", "used", "limit", "unit", "slack", "", "if relaxed"]))
+    lines += [f"note: {n}" for n in doc["notes"]]
+    return "\n".join(lines)

@@ -196,6 +196,14 @@ class PlanRequest(BaseModel):
     global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0)
     seq_len: int = Field(default=2048, gt=0)
     memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
+    stack: str = Field(
+        default="hf", description="software stack the job will run (efficiency.STACKS): every "
+        "candidate is timed with it, so layouts are compared on equal software"
+    )
+    tokens: float | None = Field(default=None, gt=0, description="training tokens of the job")
+    epochs: float | None = Field(default=None, gt=0)
+    dataset_tokens: float | None = Field(default=None, gt=0)
+    steps: int | None = Field(default=None, gt=0)
     max_hours: float | None = Field(default=None, gt=0)
     min_tokens_per_s: float | None = Field(default=None, gt=0)
     time_limit_s: float = Field(default=10.0, gt=0)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from planner.cost import CostEstimate
 from planner.memory import MemoryEstimate
 from planner.request import TrainConfig
+from planner.throughput import ThroughputEstimate
 
 Status = Literal["optimal", "feasible", "infeasible", "unknown"]
 
@@ -22,9 +24,16 @@ class Plan:
     num_hosts: int
     config: TrainConfig
     memory: MemoryEstimate
-    cost_usd: float
-    cost_items: dict[str, float]
-    cost_basis: str  # "buy" | "rent"
+    throughput: ThroughputEstimate
+    cost: CostEstimate  # the job's cost; for purchases the hardware (+ power if asked)
+
+    @property
+    def cost_usd(self) -> float:
+        return self.cost.usd or 0.0
+
+    @property
+    def time_hours(self) -> float:
+        return self.cost.hours
 
     @property
     def method_label(self) -> str:

@@ -1,9 +1,9 @@
 """plan(): build the space, solve lexicographically, extract, re-check with the analytic models.
 
 The tie-break chain makes the answer unique and deterministic (one worker, fixed seed):
-cost -> fewer GPUs -> fuller-fidelity strategy (full > DoRA > LoRA > QLoRA,
-no offload, no recomputation; the order of ``space.Strategy`` enumeration) -> catalog order of
-the offer -> smaller tp, pp -> larger micro-batch.
+cost -> step time (throughput model) -> fewer GPUs -> fuller-fidelity strategy (full > LoRA >
+DoRA > QLoRA, no offload, no recomputation: the order of ``space.Strategy`` enumeration) ->
+catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer hosts.
 """
 
 from __future__ import annotations
@@ -13,12 +13,21 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from planner.catalog import Catalog, load_catalog
-from planner.encoding import Encoding, build
+from planner.cost import Job, define_job, job_cost
+from planner.encoding import Encoding, add_step_time, build
 from planner.errors import PlannerError
 from planner.memory import GIB, estimate_memory
 from planner.request import PlanRequest, TrainConfig, validate_config
 from planner.result import Plan, PlanResult
-from planner.space import PlanSpace, build_space, candidate_rows, pareto_rows
+from planner.space import (
+    PlanSpace,
+    Row,
+    build_space,
+    candidate_rows,
+    pareto_rows,
+    step_time_us,
+)
+from planner.throughput import estimate_throughput
 
 SEED = 0
 
@@ -45,6 +54,7 @@ def tie_break_stages(enc: Encoding) -> list[tuple[str, cp_model.LinearExpr]]:
     """(name, expression to minimize) after the objective, in order."""
     v = enc.var
     return [
+        ("time", v["step_time_us"]),
         ("num_gpus", v["num_gpus"]),
         ("strategy", v["strategy"]),
         ("offer", v["offer_idx"]),
@@ -62,6 +72,17 @@ def _status(code: int) -> str | None:
 def _min_hosts_cost(space: PlanSpace, oi: int, n: int) -> int:
     o = space.offers[oi]
     return round(o.gpu_price_usd) * n + round(o.host_price_usd) * -(-n // o.gpus_per_host)
+
+
+def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[int, int], int]:
+    """Step time of every (offer, row) pair that fits that offer's GPU; others get a large
+    sentinel (the memory rule excludes them anyway)."""
+    out = {}
+    for k, oi in enumerate(offers):
+        cap = space.offers[oi].capacity_mib
+        for r, row in enumerate(rows):
+            out[(k, r)] = step_time_us(space, oi, row) if row.gpu_need_mib <= cap else 10**11
+    return out
 
 
 def solve_lexicographic(space: PlanSpace, time_limit: float) -> Solved | None:
@@ -83,7 +104,9 @@ def solve_lexicographic(space: PlanSpace, time_limit: float) -> Solved | None:
              if _min_hosts_cost(space, oi, n) == best_cost}
     offers = sorted({oi for oi, _ in reach})
     gpu_counts = {n for _, n in reach}
-    enc = build(space, [r for r in rows if r.num_gpus in gpu_counts], offers)
+    second = [r for r in rows if r.num_gpus in gpu_counts]
+    enc = build(space, second, offers)
+    add_step_time(enc, _times(space, offers, second))
     m = enc.model
     m.add_assumptions(list(enc.literal.values()))
     m.add(enc.var["cost_usd"] == best_cost)
@@ -114,18 +137,25 @@ def config_of(space: PlanSpace, solved: Solved) -> TrainConfig:
     })
 
 
+def request_job(req: PlanRequest) -> Job:
+    return define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
+                      steps=req.steps, global_batch=req.global_batch_size, seq_len=req.seq_len)
+
+
 def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) -> Plan:
-    """Evaluate one candidate with the pure models (used for solver output and enumeration)."""
-    offer = space.offers[offer_idx]
+    """Evaluate one candidate with the pure models: memory, throughput, job time and cost."""
+    req, offer = space.request, space.offers[offer_idx]
     est = estimate_memory(space.model, offer.gpu, cfg, gpus_per_node=offer.gpus_per_host)
-    items = {"gpus": cfg.num_gpus * offer.gpu_price_usd}
-    if offer.platform is not None:
-        items[f"hosts ({offer.platform.id})"] = hosts * offer.host_price_usd
+    tput = estimate_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
+                               stack=req.stack, gpus_per_node=offer.gpus_per_host)
+    cost = job_cost(offer.gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s,
+                    job=request_job(req), pricing=req.pricing, platform=offer.platform,
+                    price_kind=req.price_kind)
     return Plan(
         model=space.model.id, gpu=offer.gpu.id,
         platform=offer.platform.id if offer.platform else None,
-        num_gpus=cfg.num_gpus, num_hosts=hosts, config=cfg, memory=est,
-        cost_usd=sum(items.values()), cost_items=items, cost_basis=space.request.pricing,
+        num_gpus=cfg.num_gpus, num_hosts=hosts, config=cfg, memory=est, throughput=tput,
+        cost=cost,
     )
 
 
@@ -157,17 +187,27 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
 
 
 def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
-    """The optimal plan for ``request``, re-checked; infeasible requests get explanations."""
+    """The optimal plan for ``request``, re-checked, with the rules that bind; infeasible
+    requests get their conflicting requirements and the smallest fixes."""
+    from planner.explain import binding_rules, conflicts
+
+    if request.pricing == "rent" or request.objective == "time":
+        raise PlannerError(
+            "planner plan supports --pricing buy with --objective cost so far; for rental and "
+            "time, compare candidates with 'planner check --pricing rent'"
+        )
     space = build_space(request, catalog or load_catalog())
-    if not space.offers:
-        return PlanResult(status="infeasible", plan=None,
-                          notes=("no GPU type can be offered: " + "; ".join(space.unoffered),))
     solved = solve_lexicographic(space, request.time_limit_s)
     if solved is None:
-        return PlanResult(status="infeasible", plan=None)
+        return PlanResult(status="infeasible", plan=None, conflicts=tuple(conflicts(space)),
+                          notes=tuple(f"not offered: {u}" for u in space.unoffered))
     cfg = config_of(space, solved)
     result = make_plan(space, solved.offer, cfg, solved.values["hosts"])
     problems = check_plan(space, result)
     if problems:
         raise AssertionError("solver plan failed the analytic re-check: " + "; ".join(problems))
-    return PlanResult(status=solved.status, plan=result)
+    notes = []
+    if solved.status != "optimal":
+        notes.append("time limit reached: best plan found, not proven optimal")
+    return PlanResult(status=solved.status, plan=result,
+                      binding=tuple(binding_rules(space, result)), notes=tuple(notes))

@@ -417,3 +417,24 @@ def pareto_rows(rows: list[Row]) -> list[Row]:
                    for k in kept):
             kept.append(r)
     return [r for kept in groups.values() for r in kept]
+
+
+def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
+    """Optimizer-step time of ``row`` on the offer's GPUs in microseconds, from the throughput
+    model with the request's stack (the job time is proportional: fixed tokens per step)."""
+    from planner.throughput import estimate_throughput
+
+    offer = space.offers[offer_idx]
+    cfg = config_for(space, row)
+    est = estimate_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
+                              stack=space.request.stack, gpus_per_node=offer.gpus_per_host)
+    return max(1, round(est.step_time_s * 1e6))
+
+
+def config_for(space: PlanSpace, row: Row) -> TrainConfig:
+    """The concrete TrainConfig of one row."""
+    return space.base.model_copy(update={
+        **space.strategies[row.strategy].config_fields(),
+        "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp,
+        "micro_batch_size": row.micro_batch, "grad_accum": row.grad_accum,
+    })

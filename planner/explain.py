@@ -1,0 +1,158 @@
+"""Why a plan is what it is, and why a request has none: each answer found by solving.
+
+* Binding rules: the cost stage is re-solved with one rule switched off (its enforcement literal
+  left out of the assumptions); a rule binds when the optimum then gets cheaper. The used / limit
+  / slack figures come from the plan's analytic re-check, not from the solver's integers.
+* Conflicts: the cost-stage model without objective and with every rule as an assumption gives
+  an infeasible core; it is shrunk by deletion to a minimal one, and for each rule in it the
+  smallest change that makes the request feasible is found by solving without that rule.
+"""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from planner.encoding import Encoding, build
+from planner.memory import GIB
+from planner.result import Binding, Conflict, Plan
+from planner.space import PlanSpace, candidate_rows, pareto_rows
+
+SLACK_BINDING = 0.05  # a rule with less than 5 % slack is reported as binding
+
+
+def _solver() -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    s.parameters.num_workers = 1
+    s.parameters.random_seed = 0
+    s.parameters.max_time_in_seconds = 10
+    return s
+
+
+def cost_stage(space: PlanSpace) -> Encoding | None:
+    rows = candidate_rows(space)
+    if not rows or not space.offers:
+        return None
+    return build(space, pareto_rows(rows))
+
+
+def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, int | None, dict]:
+    """Solve with every rule but ``dropped`` as assumptions, minimizing ``objective``."""
+    m = enc.model
+    m.clear_assumptions()
+    m.add_assumptions([lit for name, lit in enc.literal.items() if name not in dropped])
+    if objective is None:
+        m.clear_objective()
+    else:
+        m.minimize(objective)
+    s = _solver()
+    code = s.solve(m)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return False, None, {}
+    values = {k: int(s.value(v)) for k, v in enc.var.items()}
+    offer = enc.offers[next(i for i, x in enumerate(enc.offer) if s.value(x))]
+    values["offer"] = offer
+    return True, (int(round(s.objective_value)) if objective is not None else None), values
+
+
+def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
+    """(used, limit, unit) of each rule at the plan, from the analytic models."""
+    req = space.request
+    offer = next(o for o in space.offers if o.gpu.id == plan.gpu and
+                 (o.platform.id if o.platform else None) == plan.platform)
+    out = {
+        "gpu_memory": (plan.memory.device / GIB,
+                       plan.memory.capacity * (1 - req.memory_margin) / GIB, "GiB per GPU"),
+        "gpus_per_host": (float(plan.config.tp), float(offer.gpus_per_host), "GPUs (tp)"),
+        "max_gpus": (float(plan.num_gpus), float(req.max_gpus), "GPUs"),
+    }
+    if req.budget_usd is not None:
+        out["budget"] = (plan.cost_usd, req.budget_usd, "USD")
+    if offer.host_ram_mib is not None:
+        out["host_ram"] = (plan.memory.host_ram / GIB, offer.host_ram_mib / 1024, "GiB per host")
+    return out
+
+
+def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
+    """Every rule at the plan with its slack; binding when relaxing it makes the plan cheaper
+    (re-solved) or its slack is under SLACK_BINDING."""
+    enc = cost_stage(space)
+    if enc is None:
+        return []
+    _, base_cost, _ = _solve_without(enc, set(), enc.var["cost_usd"])
+    out = []
+    for name, (used, limit, unit) in _usage(space, plan).items():
+        slack = (limit - used) / limit if limit else 0.0
+        relaxed = None
+        if name in enc.literal:
+            ok, cost, values = _solve_without(enc, {name}, enc.var["cost_usd"])
+            if ok and base_cost is not None and cost is not None and cost < base_cost:
+                o = space.offers[values["offer"]]
+                relaxed = (f"without it: ${cost:,} for {values['num_gpus']} x {o.gpu.id} "
+                           f"({space.strategies[values['strategy']].method})")
+        out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
+                           relaxed is not None or slack < SLACK_BINDING, relaxed))
+    return out
+
+
+def _fix(space: PlanSpace, enc: Encoding, name: str) -> str:
+    """The smallest change that satisfies the request when ``name`` alone is given up."""
+    dropped = {name}
+    v = enc.var
+    target = {"budget": v["cost_usd"], "max_gpus": v["num_gpus"],
+              "gpu_memory": v["gpu_need_mib"]}.get(name)
+    ok, best, values = _solve_without(enc, dropped, target)
+    if not ok:
+        return enc.rules[name].relax
+    if name == "budget":
+        return f"budget >= ${best:,}"
+    if name == "max_gpus":
+        return f"max-gpus >= {best}"
+    if name == "gpu_memory":
+        gib = best / 1024 / (1 - space.request.memory_margin)
+        return f"a GPU with at least {gib:.1f} GiB"
+    if name.startswith("pin:"):
+        field = name.split(":", 1)[1]
+        return f"leave --{field.replace('_', '-')} open ({values[field]} works)"
+    return enc.rules[name].relax
+
+
+def conflicts(space: PlanSpace) -> list[Conflict]:
+    """A minimal set of the request's rules that cannot hold together, each with its fix."""
+    if not space.offers:
+        return [Conflict("gpus", "no GPU type can be offered: " + "; ".join(space.unoffered),
+                         "allow GPU types with a price (--gpus), or add prices with --catalog")]
+    enc = cost_stage(space)
+    if enc is None:
+        return [Conflict("gpu_memory", "no layout of the allowed choices fits even the largest "
+                         "allowed GPU", "allow more GPUs, LoRA/QLoRA, offload or a shorter "
+                         "--seq-len")]
+    core = set(enc.literal)
+    ok, _, _ = _solve_without(enc, set(), None)
+    if ok:
+        return []
+    for name in sorted(enc.literal):  # deletion: keep only the rules the conflict needs
+        trial = core - {name}
+        if not _solve_without(enc, set(enc.literal) - trial, None)[0]:
+            core = trial
+    out = []
+    for name in sorted(core):
+        others = sorted(core - {name})
+        detail = (f"{_describe(space, name)} conflicts with " + ", ".join(others) if others else
+                  f"{_describe(space, name)} cannot be met by any allowed layout (global batch "
+                  f"{space.request.global_batch_size}, tp {list(space.tps)}, pp "
+                  f"{list(space.pps)})")
+        out.append(Conflict(name, detail, _fix(space, enc, name)))
+    return out
+
+
+def _describe(space: PlanSpace, name: str) -> str:
+    req = space.request
+    return {
+        "budget": f"budget ${req.budget_usd:,.0f}" if req.budget_usd else "budget",
+        "max_gpus": f"max-gpus {req.max_gpus}",
+        "pin:num_gpus": f"num-gpus {req.num_gpus}",
+        "pin:grad_accum": f"grad-accum {req.grad_accum}",
+        "gpu_memory": "GPU memory",
+        "host_ram": "host RAM",
+        "gpus_per_host": "GPUs per host",
+    }.get(name, name)
