@@ -207,3 +207,31 @@ class PlanRequest(BaseModel):
     max_hours: float | None = Field(default=None, gt=0)
     min_tokens_per_s: float | None = Field(default=None, gt=0)
     time_limit_s: float = Field(default=10.0, gt=0)
+
+
+def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
+    """Contradictory or impossible pins are bad input (exit 2), not infeasibility."""
+    if req.lora_rank is not None and req.method in ("full", "freeze"):
+        raise PlannerError(
+            f"--lora-rank {req.lora_rank} needs --method lora, dora, qlora or auto "
+            f"(got {req.method})"
+        )
+    if req.tp is not None and (model.num_attention_heads % req.tp or model.num_kv_heads % req.tp):
+        raise PlannerError(
+            f"--tp {req.tp} must divide the attention heads ({model.num_attention_heads}) and kv "
+            f"heads ({model.num_kv_heads}) of {model.id}"
+        )
+    if req.pp is not None and model.num_layers % req.pp:
+        raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
+    mp = (req.tp or 1) * (req.pp or 1)
+    if req.num_gpus is not None and req.num_gpus % mp:
+        raise PlannerError(f"tp*pp = {mp} does not divide --num-gpus {req.num_gpus}")
+    if req.num_gpus is not None and req.num_gpus > req.max_gpus:
+        raise PlannerError(f"--num-gpus {req.num_gpus} exceeds --max-gpus {req.max_gpus}")
+    if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:
+        raise PlannerError(f"--micro-batch {req.micro_batch_size} does not divide --global-batch "
+                           f"{req.global_batch_size}")
+    if req.offload == "optimizer+params" and req.sharding not in (None, "zero3", "fsdp"):
+        raise PlannerError("--offload optimizer+params needs --sharding zero3 or fsdp")
+    if req.offload == "optimizer" and req.sharding == "none":
+        raise PlannerError("--offload optimizer needs ZeRO or FSDP sharding")

@@ -25,7 +25,13 @@ from planner.memory import (
     phase_terms,
     reserved_weight,
 )
-from planner.request import DEFAULT_LORA_RANK, OFFLOADS, PlanRequest, TrainConfig
+from planner.request import (
+    DEFAULT_LORA_RANK,
+    OFFLOADS,
+    PlanRequest,
+    TrainConfig,
+    validate_plan_request,
+)
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 ACTIVATION_TERMS = ("activations", "logits_and_loss")
@@ -334,6 +340,7 @@ def _strategies(request: PlanRequest) -> tuple[Strategy, ...]:
 def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     """Resolve the request against the catalog and tabulate memory for every open choice."""
     model = catalog.model(request.model).spec
+    validate_plan_request(request, model)
     offers, unoffered = _offers(request, catalog)
     per_node = max((o.gpus_per_host for o in offers), default=8)
     tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node)

@@ -159,3 +159,43 @@ def test_validate_throughput_file(capsys):
     doc = json.loads(out)
     assert code == 0 and doc["summary"]["training"]["predicted"] >= 30
     assert any(c["predicted"] is None and c["reason"] for c in doc["cases"])
+
+
+def test_plan_main_job(capsys):
+    code, out, _ = run(capsys, "plan", "--budget", "3000", "--model", "7b", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["status"] == "optimal"
+    p = doc["plan"]
+    for key in ("gpu", "num_gpus", "num_hosts", "method", "lora_rank", "optimizer", "zero_stage",
+                "fsdp", "tp", "pp", "dp", "offload", "checkpointing", "micro_batch_size",
+                "grad_accum", "global_batch_size", "seq_len", "memory", "throughput",
+                "time_hours", "cost"):
+        assert key in p
+    assert p["cost"]["usd"] <= 3000
+    assert p["micro_batch_size"] * p["grad_accum"] * p["dp"] == p["global_batch_size"] == 64
+    assert p["memory"]["per_gpu_gib"] <= p["memory"]["capacity_gib"] * 0.95
+    assert {b["name"] for b in doc["binding"]} >= {"gpu_memory", "budget"}
+
+
+def test_plan_infeasible_exit_1_with_fix(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "70b", "--budget", "2000", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["status"] == "infeasible" and doc["plan"] is None
+    assert any(c["name"] == "budget" and c["fix"].startswith("budget >= $")
+               for c in doc["conflicts"])
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--budget", "-5"], "--budget -5"),
+        (["--budget", "0"], "--budget 0"),
+        (["--gpus", "rtx-4091"], "unknown GPU 'rtx-4091'"),
+        (["--method", "full", "--lora-rank", "16"], "--lora-rank 16 needs"),
+        (["--tp", "3"], "--tp 3 must divide"),
+        (["--num-gpus", "6", "--tp", "4"], "does not divide --num-gpus 6"),
+    ],
+)
+def test_plan_bad_input(capsys, args, needle):
+    code, _, err = run(capsys, "plan", "--model", "7b", *args)
+    assert code == 2 and needle in err and err.count("\n") == 1
