@@ -15,7 +15,7 @@ from ortools.sat.python import cp_model
 from planner.encoding import Encoding, build
 from planner.memory import GIB
 from planner.result import Binding, Conflict, Plan
-from planner.space import PlanSpace, candidate_rows, pareto_rows
+from planner.space import PlanSpace
 
 SLACK_BINDING = 0.05  # a rule with less than 5 % slack is reported as binding
 
@@ -29,10 +29,10 @@ def _solver() -> cp_model.CpSolver:
 
 
 def cost_stage(space: PlanSpace) -> Encoding | None:
-    rows = candidate_rows(space)
+    rows = space.rows
     if not rows or not space.offers:
         return None
-    return build(space, pareto_rows(rows))
+    return build(space, space.front)
 
 
 def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, int | None, dict]:

@@ -23,8 +23,6 @@ from planner.space import (
     PlanSpace,
     Row,
     build_space,
-    candidate_rows,
-    pareto_rows,
     step_time_us,
 )
 from planner.throughput import estimate_throughput
@@ -89,11 +87,11 @@ def solve_lexicographic(space: PlanSpace, time_limit: float) -> Solved | None:
     """Cost first on the Pareto-minimal rows (enough to decide cost), then the tie-break chain
     on every row and offer that can reach that cost. None = infeasible; a stage stopped by the
     time limit returns the best plan so far with status 'feasible'."""
-    rows = candidate_rows(space)
+    rows = space.rows
     if not rows or not space.offers:
         return None
     solver = _solver(time_limit)
-    first = build(space, pareto_rows(rows))
+    first = build(space, space.front)
     first.model.add_assumptions(list(first.literal.values()))
     first.model.minimize(first.var["cost_usd"])
     status = _status(solver.solve(first.model))

@@ -16,6 +16,7 @@ the decomposition reproduces ``estimate_memory`` exactly at other dp values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from planner.catalog import Catalog
 from planner.cost import gpu_purchase_price
@@ -92,8 +93,11 @@ def activation_reserved_bytes(
     model: ModelSpec, cfg: TrainConfig, precision: str
 ) -> dict[str, float]:
     """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
-    terms = phase_terms(model, cfg, precision)
-    return {phase: _reserved_part(terms[phase], activations=True) for phase in PHASES}
+    from planner.memory import activation_bytes, logits_bytes
+
+    # Activations and loss buffers are alive in the forward/backward phase only (phase_terms).
+    fwd = {"activations": activation_bytes(model, cfg), "logits_and_loss": logits_bytes(model, cfg)}
+    return {FWD_PHASE: _reserved_part(fwd, activations=True), STEP_PHASE: 0.0}
 
 
 
@@ -192,21 +196,31 @@ def memory_tables(
     states: dict[str, dict] = {p: {} for p in PHASES}
     acts: dict[str, dict] = {p: {} for p in PHASES}
     host: dict[tuple[int, int, int], tuple[int, int]] = {}
+    # Model states do not depend on checkpointing: strategies that differ only there share them.
+    shared: dict[tuple, tuple] = {}
     for si, s in enumerate(strategies):
         fields = s.config_fields()
+        states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload)
         for tp in tps:
             for pp in pps:
                 for acc in (False, True):
-                    cfg = base.model_copy(update={
-                        **fields, "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
-                        "micro_batch_size": 1,
-                    })
-                    if not acc:
-                        host[(si, tp, pp)] = host_coefficients(model, cfg)
-                    for phase, co in states_coefficients(model, cfg, precision).items():
-                        states[phase][(si, tp, pp, acc)] = (
-                            _ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c)
+                    key = (states_key, tp, pp, acc)
+                    if key not in shared:
+                        cfg = base.model_copy(update={
+                            **fields, "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
+                            "micro_batch_size": 1,
+                        })
+                        coeffs = states_coefficients(model, cfg, precision)
+                        shared[key] = (
+                            host_coefficients(model, cfg) if not acc else None,
+                            {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c))
+                             for phase, co in coeffs.items()},
                         )
+                    host_co, per_phase = shared[key]
+                    if not acc:
+                        host[(si, tp, pp)] = host_co
+                    for phase, abc in per_phase.items():
+                        states[phase][(si, tp, pp, acc)] = abc
                 for in_flight in range(1, pp + 1):
                     cfg = base.model_copy(update={
                         **fields, "tp": tp, "pp": pp, "micro_batch_size": 1,
@@ -253,6 +267,16 @@ class PlanSpace:
     micro_batches: tuple[int, ...]
     base: TrainConfig
     memory: MemoryTables
+
+    @cached_property
+    def rows(self) -> list[Row]:
+        """candidate_rows(self), computed once."""
+        return candidate_rows(self)
+
+    @cached_property
+    def front(self) -> list[Row]:
+        """pareto_rows(self.rows), computed once."""
+        return pareto_rows(self.rows)
 
     @property
     def dps(self) -> tuple[int, ...]:
@@ -415,15 +439,23 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
 
 
 def pareto_rows(rows: list[Row]) -> list[Row]:
-    """Per (GPUs, tp), the rows whose resource needs no other row beats in every component;
-    enough to decide feasibility and cost (cost depends on GPUs and the offer only)."""
+    """Per (GPUs, tp), the rows whose needs no other row beats in every component; enough to
+    decide feasibility and cost (cost depends on GPUs and the offer only). For a fixed GPU count
+    every host need is min(GPUs, per host) x the same per-rank need, so the needs are ordered
+    like (GPU need, first host need): a 2-D front, found by one sorted sweep."""
     groups: dict[tuple[int, int], list[Row]] = {}
-    for r in sorted(rows, key=lambda r: (r.resources, r.strategy, r.pp, r.dp, r.micro_batch)):
-        kept = groups.setdefault((r.num_gpus, r.tp), [])
-        if not any(all(a <= b for a, b in zip(k.resources, r.resources, strict=True))
-                   for k in kept):
-            kept.append(r)
-    return [r for kept in groups.values() for r in kept]
+    for r in rows:
+        groups.setdefault((r.num_gpus, r.tp), []).append(r)
+    out = []
+    for group in groups.values():
+        group.sort(key=lambda r: (r.gpu_need_mib, r.host_need_mib, r.strategy, r.pp, r.dp,
+                                  -r.micro_batch))
+        best_host = None
+        for r in group:
+            if best_host is None or r.host_need_mib < best_host:
+                out.append(r)
+                best_host = r.host_need_mib
+    return out
 
 
 def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
