@@ -250,9 +250,19 @@ def plan_doc(result: Any) -> dict[str, Any]:
                     for b in result.binding],
         "conflicts": [{"name": c.name, "detail": c.detail, "fix": c.fix}
                       for c in result.conflicts],
-        "alternatives": [],
+        "alternatives": [_alternative(a) for a in result.alternatives],
         "notes": list(result.notes),
     }
+
+
+def _alternative(p: Any) -> dict[str, Any]:
+    c = p.config
+    return {"gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus, "method": c.method,
+            "lora_rank": c.rank if c.is_peft else None, "zero_stage": c.zero_stage,
+            "offload": c.offload, "checkpointing": c.checkpointing, "tp": c.tp, "pp": c.pp,
+            "micro_batch_size": c.micro_batch_size, "per_gpu_gib": round(p.memory.device / GIB, 3),
+            "tokens_per_s": p.throughput.tokens_per_s, "time_hours": p.time_hours,
+            "cost_usd": p.cost_usd}
 
 
 def plan_text(doc: dict[str, Any]) -> str:
@@ -297,5 +307,13 @@ def plan_text(doc: dict[str, Any]) -> str:
                  f"{b['slack']:.0%}", "BINDING" if b["binding"] else "", b["relaxed"] or ""]
                 for b in doc["binding"]]
         lines.append(_table(rows, ["rule", "used", "limit", "unit", "slack", "", "if relaxed"]))
+    if doc["alternatives"]:
+        lines += ["", "alternatives (best plan per other method, and on other GPU types):"]
+        rows = [[a["method"], f"{a['num_gpus']} x {a['gpu']}", f"zero{a['zero_stage']}"
+                 f"/{a['offload']}", f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}",
+                 f"{a['time_hours']:,.1f}", f"${a['cost_usd']:,.0f}"]
+                for a in doc["alternatives"]]
+        lines.append(_table(rows, ["method", "GPUs", "sharding/offload", "GiB/GPU",
+                                   "tokens/s", "hours", "cost"]))
     lines += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(lines)

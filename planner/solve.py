@@ -23,6 +23,7 @@ from planner.space import (
     PlanSpace,
     Row,
     build_space,
+    pareto_rows,
     step_time_us,
 )
 from planner.throughput import estimate_throughput
@@ -83,28 +84,36 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     return out
 
 
-def solve_lexicographic(space: PlanSpace, time_limit: float) -> Solved | None:
+def solve_lexicographic(
+    space: PlanSpace, time_limit: float, *, methods: set[str] | None = None,
+    offers: set[int] | None = None,
+) -> Solved | None:
     """Cost first on the Pareto-minimal rows (enough to decide cost), then the tie-break chain
-    on every row and offer that can reach that cost. None = infeasible; a stage stopped by the
-    time limit returns the best plan so far with status 'feasible'."""
-    rows = space.rows
-    if not rows or not space.offers:
+    on every row and offer that can reach that cost. ``methods`` / ``offers`` restrict the
+    space (for alternatives). None = infeasible; a stage stopped by the time limit returns the
+    best plan so far with status 'feasible'."""
+    rows, front = space.rows, space.front
+    if methods is not None:
+        rows = [r for r in rows if space.strategies[r.strategy].method in methods]
+        front = pareto_rows(rows)
+    allowed = sorted(offers) if offers is not None else list(range(len(space.offers)))
+    if not rows or not allowed:
         return None
     solver = _solver(time_limit)
-    first = build(space, space.front)
+    first = build(space, front, allowed)
     first.model.add_assumptions(list(first.literal.values()))
     first.model.minimize(first.var["cost_usd"])
     status = _status(solver.solve(first.model))
     if status is None:
         return None
     best_cost = int(round(solver.objective_value))
-    reach = {(oi, n) for oi in range(len(space.offers)) for n in {r.num_gpus for r in rows}
+    reach = {(oi, n) for oi in allowed for n in {r.num_gpus for r in rows}
              if _min_hosts_cost(space, oi, n) == best_cost}
-    offers = sorted({oi for oi, _ in reach})
+    reaching = sorted({oi for oi, _ in reach})
     gpu_counts = {n for _, n in reach}
     second = [r for r in rows if r.num_gpus in gpu_counts]
-    enc = build(space, second, offers)
-    add_step_time(enc, _times(space, offers, second))
+    enc = build(space, second, reaching)
+    add_step_time(enc, _times(space, reaching, second))
     m = enc.model
     m.add_assumptions(list(enc.literal.values()))
     m.add(enc.var["cost_usd"] == best_cost)
@@ -199,13 +208,38 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     if solved is None:
         return PlanResult(status="infeasible", plan=None, conflicts=tuple(conflicts(space)),
                           notes=tuple(f"not offered: {u}" for u in space.unoffered))
-    cfg = config_of(space, solved)
-    result = make_plan(space, solved.offer, cfg, solved.values["hosts"])
-    problems = check_plan(space, result)
-    if problems:
-        raise AssertionError("solver plan failed the analytic re-check: " + "; ".join(problems))
+    result = _checked(space, solved)
     notes = []
     if solved.status != "optimal":
         notes.append("time limit reached: best plan found, not proven optimal")
     return PlanResult(status=solved.status, plan=result,
-                      binding=tuple(binding_rules(space, result)), notes=tuple(notes))
+                      binding=tuple(binding_rules(space, result)),
+                      alternatives=tuple(alternatives(space, result)), notes=tuple(notes))
+
+
+def alternatives(space: PlanSpace, best: Plan) -> list[Plan]:
+    """The best plan for each other method and on the two next-cheapest other GPU types, so
+    the user sees the trade-offs (each solved on the same space, re-checked)."""
+    out: list[Plan] = []
+    methods = sorted({s.method for s in space.strategies} - {best.config.method})
+    for method in methods:
+        found = solve_lexicographic(space, space.request.time_limit_s, methods={method})
+        if found is not None:
+            out.append(_checked(space, found))
+    others = [i for i, o in enumerate(space.offers) if o.gpu.id != best.gpu]
+    for _ in range(2):
+        found = solve_lexicographic(space, space.request.time_limit_s, offers=set(others))
+        if found is None:
+            break
+        plan_ = _checked(space, found)
+        out.append(plan_)
+        others = [i for i in others if space.offers[i].gpu.id != plan_.gpu]
+    return out
+
+
+def _checked(space: PlanSpace, solved: Solved) -> Plan:
+    result = make_plan(space, solved.offer, config_of(space, solved), solved.values["hosts"])
+    problems = check_plan(space, result)
+    if problems:
+        raise AssertionError("solver plan failed the analytic re-check: " + "; ".join(problems))
+    return result
