@@ -285,3 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"planner: error: {exc.format_message()}".replace("\n", " "), err=True)
         sys.exit(2)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()
