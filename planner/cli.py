@@ -166,6 +166,8 @@ def _config(opts: dict[str, object]) -> TrainConfig:
 @click.option("--seq-len", type=int, default=2048, show_default=True)
 @click.option("--memory-margin", type=float, default=0.05, show_default=True)
 @click.option("--price-kind", type=_choice(("new", "used")), default=None)
+@click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True)
+@click.option("--objective", type=_choice(("cost", "time")), default="cost", show_default=True)
 @click.option("--stack", type=_choice(STACKS), default="hf", show_default=True)
 @click.option("--tokens", type=float, default=None, help="Training tokens of the job.")
 @click.option("--epochs", type=float, default=None)

@@ -199,3 +199,14 @@ def test_plan_infeasible_exit_1_with_fix(capsys):
 def test_plan_bad_input(capsys, args, needle):
     code, _, err = run(capsys, "plan", "--model", "7b", *args)
     assert code == 2 and needle in err and err.count("\n") == 1
+
+
+def test_plan_json_is_byte_identical(capsys):
+    args = ("plan", "--model", "qwen2.5-3b", "--budget", "20000", "--method", "lora", "--json")
+    first = run(capsys, *args)[1]
+    assert run(capsys, *args)[1] == first
+
+
+def test_plan_rent_not_yet_is_said(capsys):
+    code, _, err = run(capsys, "plan", "--model", "7b", "--pricing", "rent")
+    assert code == 2 and "--pricing buy" in err and err.count("\n") == 1
