@@ -14,10 +14,6 @@ from planner.params import count_params
 DATA = Path(__file__).parent / "data"
 
 
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog([DATA / "catalog"])
-
 
 def test_overlay_adds_entries(cat):
     assert "tiny-llama" in cat.models

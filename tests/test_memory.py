@@ -5,33 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import tiny_config
 
 from planner import memory as mem
-from planner.catalog import load_catalog
-from planner.request import TrainConfig
 
 DATA = Path(__file__).parent / "data"
 N = 202_048  # tiny-llama parameters (see test_catalog.py)
 
 
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog([DATA / "catalog"])
 
 
-@pytest.fixture(scope="module")
-def tiny(cat):
-    return cat.model("tiny-llama").spec
 
-
-@pytest.fixture(scope="module")
-def gpu(cat):
-    return cat.gpu("test-gpu")
-
-
-def cfg(**kw) -> TrainConfig:
-    base = {"checkpointing": "none", "seq_len": 8, "micro_batch_size": 1}
-    return TrainConfig(**{**base, **kw})
+cfg = tiny_config
 
 
 def test_full_adamw_single_gpu_is_16_bytes_plus_step(tiny, gpu):

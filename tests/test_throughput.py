@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import tiny_config
 
 from planner import efficiency as eff
 from planner import throughput as tp
-from planner.catalog import load_catalog
 from planner.errors import PlannerError
 from planner.request import TrainConfig
 
@@ -24,24 +24,10 @@ N = 137_728
 ALL_PARAMS = 202_048
 
 
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog([DATA / "catalog"])
 
 
-@pytest.fixture(scope="module")
-def tiny(cat):
-    return cat.model("tiny-llama").spec
 
-
-@pytest.fixture(scope="module")
-def gpu(cat):
-    return cat.gpu("test-gpu")
-
-
-def cfg(**kw) -> TrainConfig:
-    base = {"checkpointing": "none", "seq_len": 8, "micro_batch_size": 1}
-    return TrainConfig(**{**base, **kw})
+cfg = tiny_config
 
 
 def test_matmul_params(tiny):

@@ -1,0 +1,33 @@
+"""Shared fixtures: the tiny test catalog (tests/data/catalog) and a small-config helper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.request import TrainConfig
+
+DATA = Path(__file__).parent / "data"
+
+
+def tiny_config(**kw) -> TrainConfig:
+    """A TrainConfig for hand-computed tests: 8 tokens, one sequence, no recomputation."""
+    base = {"checkpointing": "none", "seq_len": 8, "micro_batch_size": 1}
+    return TrainConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="session")
+def cat():
+    return load_catalog([DATA / "catalog"])
+
+
+@pytest.fixture(scope="session")
+def tiny(cat):
+    return cat.model("tiny-llama").spec
+
+
+@pytest.fixture(scope="session")
+def gpu(cat):
+    return cat.gpu("test-gpu")
