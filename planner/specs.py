@@ -160,6 +160,11 @@ class ModelSpec(_Frozen):
     def is_moe(self) -> bool:
         return self.moe is not None
 
+    def __hash__(self) -> int:
+        # Cheap and consistent with equality (equal specs share these fields): model specs key
+        # many caches, and pydantic's default hashes every field on every call.
+        return hash((self.id, self.num_layers, self.hidden_size, self.vocab_size))
+
 
 class PlatformSpec(_Frozen):
     """A host that holds GPUs: its price without GPUs, host RAM and links."""

@@ -97,6 +97,7 @@ def head_matmul_params(model: ModelSpec) -> float:
     return model.vocab_size * e + (2 * e * h if e != h else 0)
 
 
+@lru_cache(maxsize=256)
 def matmul_params(model: ModelSpec) -> float:
     """N of the 6N rule: active matmul parameters of all layers plus the head."""
     return sum(layer_matmul_params(model, i) for i in range(model.num_layers)) + head_matmul_params(
@@ -132,6 +133,7 @@ def backward_layers(model: ModelSpec, cfg: TrainConfig) -> int:
     return model.num_layers
 
 
+@lru_cache(maxsize=1024)
 def _layers_from_top(model: ModelSpec, count: int) -> float:
     return sum(layer_matmul_params(model, i) for i in range(model.num_layers - count,
                                                            model.num_layers))
