@@ -1,0 +1,53 @@
+"""Explanations: binding rules at a plan, minimal conflicts and their solved fixes."""
+
+from __future__ import annotations
+
+from planner.catalog import load_catalog
+from planner.explain import _solve_without, binding_rules, conflicts, cost_stage
+from planner.request import PlanRequest
+from planner.solve import plan
+from planner.space import build_space
+
+CAT = load_catalog()
+SMALL = dict(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,
+             global_batch_size=16, method="full", checkpointing="none", seq_len=8192)
+
+
+def test_budget_at_the_optimum_binds_with_zero_slack():
+    free = plan(PlanRequest(**SMALL), CAT).plan
+    req = PlanRequest(**SMALL, budget_usd=free.cost_usd)
+    result = plan(req, CAT)
+    budget = next(b for b in result.binding if b.name == "budget")
+    assert budget.used == free.cost_usd and budget.slack == 0 and budget.binding
+
+
+def test_max_gpus_binding_says_what_relaxing_buys():
+    free = plan(PlanRequest(**SMALL), CAT).plan
+    # one GPU fewer than the optimum needs: cheaper plans are then impossible only if
+    # relaxing max_gpus changes the optimum; the rule must be reported with its use
+    req = PlanRequest(**{**SMALL, "max_gpus": free.num_gpus})
+    result = plan(req, CAT)
+    rule = next(b for b in result.binding if b.name == "max_gpus")
+    assert rule.used == free.num_gpus and rule.limit == free.num_gpus and rule.binding
+
+
+def test_minimal_conflict_and_fix_are_solved():
+    free = plan(PlanRequest(**SMALL), CAT).plan
+    space = build_space(PlanRequest(**SMALL, budget_usd=free.cost_usd - 1), CAT)
+    found = {c.name: c for c in conflicts(space)}
+    # budget conflicts with what the cheaper hosts lack (here their RAM): a minimal core
+    assert "budget" in found and len(found) <= 2
+    assert found["budget"].fix == f"budget >= ${free.cost_usd:,.0f}"
+    enc = cost_stage(space)
+    assert not _solve_without(enc, set(), None)[0]
+    for name in found:  # minimal: giving up any one rule of the core makes it feasible
+        assert _solve_without(enc, {name}, None)[0]
+
+
+def test_binding_rules_use_the_analytic_numbers():
+    result = plan(PlanRequest(**SMALL), CAT)
+    rows = {b.name: b for b in binding_rules(build_space(PlanRequest(**SMALL), CAT),
+                                             result.plan)}
+    mem = rows["gpu_memory"]
+    assert mem.used == round(result.plan.memory.device / 2**30, 3)
+    assert 0 <= mem.slack < 1
