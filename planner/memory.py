@@ -93,7 +93,7 @@ def trainable_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
     return trainable_params(model, cfg) * params_on_gpu(model, cfg) / total
 
 
-def _state_shards(cfg: TrainConfig) -> int:
+def state_shards(cfg: TrainConfig) -> int:
     """Data-parallel ranks that share optimizer states (ZeRO >= 1 or FSDP)."""
     return cfg.dp if (cfg.zero_stage >= 1 or cfg.fsdp) else 1
 
@@ -181,7 +181,7 @@ def master_weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> f
         return 0.0
     if cfg.offload != "none":
         return 0.0
-    return trainable_on_gpu(model, cfg) * 4 / _state_shards(cfg)
+    return trainable_on_gpu(model, cfg) * 4 / state_shards(cfg)
 
 
 def optimizer_state_bytes_per_param(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -215,7 +215,7 @@ def optimizer_state_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     if cfg.offload != "none" or cfg.paged:
         return 0.0
     per = optimizer_state_bytes_per_param(model, cfg)
-    return trainable_on_gpu(model, cfg) * per / _state_shards(cfg)
+    return trainable_on_gpu(model, cfg) * per / state_shards(cfg)
 
 
 def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -232,7 +232,7 @@ def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
         return 0.0
     if cfg.optimizer in ("sgd", "adamw-8bit", "paged-adamw-8bit"):
         return 0.0
-    n = trainable_on_gpu(model, cfg) / _state_shards(cfg)
+    n = trainable_on_gpu(model, cfg) / state_shards(cfg)
     if cfg.zero_stage in (1, 2) and not cfg.is_peft:
         return n * (2 + 4)
     if cfg.fused_optimizer:
@@ -402,13 +402,13 @@ def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> fl
     ranks = min(gpus_per_node, cfg.num_gpus)
     offloaded = 0.0
     if cfg.offload != "none":
-        n = trainable_on_gpu(model, cfg) / _state_shards(cfg)
+        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
         master = 0 if cfg.is_peft or cfg.pure_bf16 else 4
         offloaded += n * (master + optimizer_state_bytes_per_param(model, cfg) + 4)
     if cfg.offload == "optimizer+params":
         offloaded += _stored_weight_bytes(model, cfg) / _weight_shards(cfg)
     if cfg.paged and cfg.offload == "none":
-        n = trainable_on_gpu(model, cfg) / _state_shards(cfg)
+        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
         offloaded += n * optimizer_state_bytes_per_param(model, cfg)  # worst case: all paged out
     offloaded *= 1 + cal.HOST_OFFLOAD_OVERHEAD
     return ranks * (offloaded + cal.HOST_RAM_PER_PROCESS_GIB * GIB)

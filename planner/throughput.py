@@ -30,7 +30,7 @@ from functools import lru_cache
 
 from planner import efficiency as eff
 from planner.errors import PlannerError
-from planner.memory import NF4_BYTES_PER_PARAM, trainable_on_gpu
+from planner.memory import NF4_BYTES_PER_PARAM, params_on_gpu, state_shards, trainable_on_gpu
 from planner.params import count_params, layer_linears, lora_params
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -355,8 +355,9 @@ def _stored_bytes_per_param(cfg: TrainConfig) -> float:
 
 
 def params_per_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
-    """All parameters of one tp x pp shard (before ZeRO/FSDP sharding)."""
-    return count_params(model).total / (cfg.tp * cfg.pp)
+    """All parameters of the most loaded tp x pp shard (before ZeRO/FSDP sharding): the memory
+    model's count, so that traffic and memory agree."""
+    return params_on_gpu(model, cfg)
 
 
 def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -392,8 +393,7 @@ def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
 # ---------------------------------------------------------------------------------------------
 # Offload and memory-bound terms (seconds per step)
 # ---------------------------------------------------------------------------------------------
-def _shards(cfg: TrainConfig) -> int:
-    return cfg.dp if (cfg.zero_stage >= 1 or cfg.fsdp) else 1
+_shards = state_shards  # ranks sharing the optimizer states (ZeRO >= 1 / FSDP): memory.py
 
 
 def offload_pcie_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
