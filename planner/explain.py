@@ -74,10 +74,14 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
 
 def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
     """Every rule at the plan with its slack; binding when relaxing it makes the plan cheaper
-    (re-solved) or its slack is under SLACK_BINDING."""
-    enc = cost_stage(space)
+    (re-solved; cost objective) or its slack is under SLACK_BINDING (both objectives: with the
+    time objective the re-solve that would show a faster plan is not done yet)."""
+    enc = cost_stage(space) if space.request.objective == "cost" else None
     if enc is None:
-        return []
+        return [Binding(name, round(used, 3), round(limit, 3), unit,
+                        round((limit - used) / limit if limit else 0.0, 4),
+                        limit > 0 and (limit - used) / limit < SLACK_BINDING)
+                for name, (used, limit, unit) in _usage(space, plan).items()]
     _, base_cost, _ = _solve_without(enc, set(), enc.var["cost_usd"])
     out = []
     for name, (used, limit, unit) in _usage(space, plan).items():

@@ -30,8 +30,15 @@ class Candidate:
     hosts: int
 
 
+def _key(req, c: Candidate) -> tuple:
+    """The chain of solve.py: objective first (cost or step time), then the other, then GPUs,
+    strategy, offer, tp, pp, -micro-batch, hosts."""
+    head = (c.cost, c.step_time_us) if req.objective == "cost" else (c.step_time_us, c.cost)
+    return (*head, c.num_gpus, c.strategy, c.offer, c.tp, c.pp, c.neg_micro_batch, c.hosts)
+
+
 def enumerate_best(space: PlanSpace) -> Candidate | None:
-    """The best candidate by the cost objective and the tie-break chain, or None."""
+    """The best candidate by the request's objective and the tie-break chain, or None."""
     req = space.request
     max_gpus = req.num_gpus or req.max_gpus
     best: Candidate | None = None
@@ -61,6 +68,6 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                             row = Row(si, tp, pp, dp, mb, ga, n, 0, ())
                             time_us = step_time_us(space, oi, row)
                             cand = Candidate(cost, time_us, n, si, oi, tp, pp, -mb, dp, ga, hosts)
-                            if best is None or cand < best:
+                            if best is None or _key(req, cand) < _key(req, best):
                                 best = cand
     return best

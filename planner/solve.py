@@ -8,6 +8,8 @@ catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer host
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -24,6 +26,7 @@ from planner.space import (
     Row,
     build_space,
     pareto_rows,
+    step_time_bounds,
     step_time_us,
 )
 from planner.throughput import estimate_throughput
@@ -84,6 +87,49 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     return out
 
 
+def fits_offer(space: PlanSpace, oi: int) -> Callable[[Row], bool]:
+    """A test of a row's needs against one offer: GPU memory, tp in a host, host RAM, budget
+    (GPUs + hosts), the accumulation pin."""
+    o, req = space.offers[oi], space.request
+    j = space.host_sizes.index(o.gpus_per_host)
+    affordable = {n for n in {r.num_gpus for r in space.rows}
+                  if req.budget_usd is None or _min_hosts_cost(space, oi, n) <= req.budget_usd}
+
+    def fits(row: Row) -> bool:
+        return (row.gpu_need_mib <= o.capacity_mib and row.tp <= o.gpus_per_host
+                and (o.host_ram_mib is None or row.host_need_mib[j] <= o.host_ram_mib)
+                and row.num_gpus in affordable
+                and (req.grad_accum is None or row.grad_accum == req.grad_accum))
+
+    return fits
+
+
+def fastest_pairs(space: PlanSpace, allowed: list[int], rows: list[Row]
+                  ) -> tuple[int, list[tuple[int, Row]]] | None:
+    """(best step time in us, every (offer, row) reaching it): best-first over the feasible
+    pairs in order of a lower bound on step time, evaluating the throughput model only while
+    the bound can still beat the best time found (exact: the bound never exceeds the time)."""
+    bound = step_time_bounds(space)
+    by_need = sorted(rows, key=lambda r: r.gpu_need_mib)
+    needs = [r.gpu_need_mib for r in by_need]
+    scored = []
+    for oi in allowed:
+        fits = fits_offer(space, oi)
+        below = by_need[:bisect.bisect_right(needs, space.offers[oi].capacity_mib)]
+        scored += [(bound(oi, r), oi, r) for r in below if fits(r)]
+    if not scored:
+        return None
+    scored.sort(key=lambda t: t[0])
+    best, exact = None, []
+    for lower, oi, r in scored:
+        if best is not None and lower > best:
+            break
+        t = step_time_us(space, oi, r)
+        exact.append((t, oi, r))
+        best = t if best is None else min(best, t)
+    return best, [(oi, r) for t, oi, r in exact if t == best]
+
+
 def solve_lexicographic(
     space: PlanSpace, time_limit: float, *, methods: set[str] | None = None,
     offers: set[int] | None = None,
@@ -99,6 +145,8 @@ def solve_lexicographic(
     allowed = sorted(offers) if offers is not None else list(range(len(space.offers)))
     if not rows or not allowed:
         return None
+    if space.request.objective == "time":
+        return _solve_time(space, time_limit, allowed, rows)
     solver = _solver(time_limit)
     first = build(space, front, allowed)
     first.model.add_assumptions(list(first.literal.values()))
@@ -114,11 +162,36 @@ def solve_lexicographic(
     second = [r for r in rows if r.num_gpus in gpu_counts]
     enc = build(space, second, reaching)
     add_step_time(enc, _times(space, reaching, second))
+    enc.model.add(enc.var["cost_usd"] == best_cost)
+    return _chain(enc, solver, status, tie_break_stages(enc))
+
+
+def _solve_time(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row]
+                ) -> Solved | None:
+    """Objective time: the fastest pairs found best-first, then the chain (cost, GPUs, ...) by
+    CP-SAT over those pairs."""
+    fastest = fastest_pairs(space, allowed, rows)
+    if fastest is None:
+        return None
+    best, ties = fastest
+    tied_rows = list(dict.fromkeys(r for _, r in ties))
+    tied_offers = sorted({oi for oi, _ in ties})
+    enc = build(space, tied_rows, tied_offers)
+    times = {(k, j): (best if (oi, r) in ties else 10**11)
+             for k, oi in enumerate(tied_offers) for j, r in enumerate(tied_rows)}
+    add_step_time(enc, times)
+    enc.model.add(enc.var["step_time_us"] == best)
+    stages = [("cost", enc.var["cost_usd"])] + tie_break_stages(enc)[1:]
+    return _chain(enc, _solver(time_limit), "optimal", stages)
+
+
+def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str,
+           stages: list[tuple[str, cp_model.LinearExpr]]) -> Solved | None:
+    """Minimize each stage in turn, fixing the optimum of the previous ones."""
     m = enc.model
     m.add_assumptions(list(enc.literal.values()))
-    m.add(enc.var["cost_usd"] == best_cost)
     found: Solved | None = None
-    for _name, expr in tie_break_stages(enc):
+    for _name, expr in stages:
         m.minimize(expr)
         code = solver.solve(m)
         stage = _status(code)
@@ -198,11 +271,14 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     requests get their conflicting requirements and the smallest fixes."""
     from planner.explain import binding_rules, conflicts
 
-    if request.pricing == "rent" or request.objective == "time":
+    if request.pricing == "rent":
         raise PlannerError(
-            "planner plan supports --pricing buy with --objective cost so far; for rental and "
-            "time, compare candidates with 'planner check --pricing rent'"
+            "planner plan supports --pricing buy so far; for rental, compare candidates with "
+            "'planner check --pricing rent'"
         )
+    if request.objective == "time" and request.budget_usd is None and request.num_gpus is None:
+        raise PlannerError("--objective time needs --budget (or --num-gpus): without a limit "
+                           "the fastest plan uses every GPU allowed")
     space = build_space(request, catalog or load_catalog())
     solved = solve_lexicographic(space, request.time_limit_s)
     if solved is None:

@@ -274,6 +274,11 @@ class PlanSpace:
         return candidate_rows(self)
 
     @cached_property
+    def host_sizes(self) -> tuple[int, ...]:
+        """host_sizes(self), computed once."""
+        return host_sizes(self)
+
+    @cached_property
     def front(self) -> list[Row]:
         """pareto_rows(self.rows), computed once."""
         return pareto_rows(self.rows)
@@ -477,3 +482,41 @@ def config_for(space: PlanSpace, row: Row) -> TrainConfig:
         "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp,
         "micro_batch_size": row.micro_batch, "grad_accum": row.grad_accum,
     })
+
+
+def step_time_bounds(space: PlanSpace):
+    """A function (offer, row) -> lower bound on step_time_us: the throughput model's compute,
+    pipeline-bubble and per-step-overhead terms only (its other terms are >= 0). FLOPs per token
+    depend on the strategy only and the matmul rates on the GPU only, so both are computed once."""
+    from planner import efficiency as eff
+    from planner.throughput import (
+        matmul_precision,
+        peak_tflops,
+        pipeline_bubble_fraction,
+        training_flops,
+    )
+
+    flops: dict[int, tuple[float, float]] = {}
+    rates: dict[int, tuple[float, float]] = {}
+    tokens_step = space.request.global_batch_size * space.request.seq_len
+
+    def bound(offer_idx: int, row: Row) -> float:
+        if row.strategy not in flops:
+            f = training_flops(space.model, config_for(space, row))
+            flops[row.strategy] = (f.linear, f.sixteen_bit)
+        if offer_idx not in rates:
+            gpu = space.offers[offer_idx].gpu
+            prec = matmul_precision(gpu, space.base.effective_precision(gpu))
+            sixteen = "fp32" if prec == "fp32" else "bf16"
+            util = eff.stack_utilisation(space.request.stack, prec)
+            rates[offer_idx] = (
+                peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * util,
+                peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
+            )
+        lin, sixteen_bit = flops[row.strategy]
+        r_lin, r_16 = rates[offer_idx]
+        compute = tokens_step / row.num_gpus * (lin / r_lin + sixteen_bit / r_16)
+        bubble = compute * pipeline_bubble_fraction(row.pp, row.grad_accum)
+        return (compute + bubble + eff.STEP_OVERHEAD_S) * 1e6
+
+    return bound

@@ -210,3 +210,17 @@ def test_plan_json_is_byte_identical(capsys):
 def test_plan_rent_not_yet_is_said(capsys):
     code, _, err = run(capsys, "plan", "--model", "7b", "--pricing", "rent")
     assert code == 2 and "--pricing buy" in err and err.count("\n") == 1
+
+
+def test_plan_time_objective_spends_the_budget_on_speed(capsys):
+    cheap = json.loads(run(capsys, "plan", "--model", "7b", "--budget", "20000", "--json")[1])
+    fast = json.loads(run(capsys, "plan", "--model", "7b", "--budget", "20000", "--objective",
+                          "time", "--json")[1])
+    assert fast["status"] == "optimal" and fast["plan"]["cost"]["usd"] <= 20000
+    assert fast["plan"]["time_hours"] <= cheap["plan"]["time_hours"]
+    assert fast["plan"]["cost"]["usd"] >= cheap["plan"]["cost"]["usd"]
+
+
+def test_plan_time_objective_needs_a_limit(capsys):
+    code, _, err = run(capsys, "plan", "--model", "7b", "--objective", "time")
+    assert code == 2 and "--budget" in err

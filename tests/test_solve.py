@@ -23,6 +23,11 @@ SMALL = [
          method="full", budget_usd=40000, price_kind="new"),
     dict(model="qwen2.5-0.5b", gpus=("rtx-3090",), max_gpus=4, global_batch_size=4,
          budget_usd=100),
+    dict(model="qwen2.5-1.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8, global_batch_size=16,
+         method="lora", offload="none", objective="time", budget_usd=12000),
+    dict(model="llama-3.2-1b", gpus=("rtx-3090", "rtx-5090", "h100-sxm"), max_gpus=8,
+         global_batch_size=16, method="full", objective="time", budget_usd=60000,
+         checkpointing="full", offload="none"),
 ]
 
 
@@ -40,6 +45,8 @@ def test_solver_matches_enumeration(kw):
            -v["micro_batch"], v["dp"], v["grad_accum"], v["hosts"])
     assert got == (best.cost, best.num_gpus, best.strategy, best.offer, best.tp, best.pp,
                    best.neg_micro_batch, best.dp, best.grad_accum, best.hosts)
+    if kw.get("objective") == "time":
+        assert v["step_time_us"] == best.step_time_us
     result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
     assert check_plan(space, result) == []
 
