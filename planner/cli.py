@@ -173,11 +173,13 @@ def _config(opts: dict[str, object]) -> TrainConfig:
 @click.option("--epochs", type=float, default=None)
 @click.option("--dataset-tokens", type=float, default=None)
 @click.option("--steps", type=int, default=None)
+@click.option("--max-hours", type=float, default=None, help="Deadline for the job, hours.")
+@click.option("--min-tokens-per-s", type=float, default=None, help="Minimum throughput.")
 @click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True)
 @CATALOG_OPTION
 @JSON_OPTION
 def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts: object) -> None:
-    """The cheapest hardware purchase that trains the model, and how to run it.
+    """The cheapest (or fastest) hardware to buy or rent for the job, and how to run it.
 
     \b
     Exit codes: 0 plan found, 1 infeasible (with the conflicting requirements and fixes),

@@ -147,14 +147,17 @@ def _add_host_ram(enc: Encoding) -> None:
 
 
 def _add_cost(enc: Encoding) -> None:
-    """Purchase: GPUs x price + hosts x host price (whole dollars) <= budget."""
+    """Purchase: GPUs x price + hosts x host price (whole dollars) <= budget. Rental: the
+    hourly rate of the GPUs (milli-dollars per hour) orders plans of equal job time by cost; the
+    rental budget is on the job's cost, which needs step times (solve.timed_search)."""
     m, v, req = enc.model, enc.var, enc.space.request
     cost = m.new_int_var(0, BIG, "cost_usd")
+    scale = 1000 if req.pricing == "rent" else 1
     for o, x in _chosen(enc):
-        m.add(cost == round(o.gpu_price_usd) * v["num_gpus"]
+        m.add(cost == round(o.gpu_price_usd * scale) * v["num_gpus"]
               + round(o.host_price_usd) * v["hosts"]).only_enforce_if(x)
     v["cost_usd"] = cost
-    if req.budget_usd is not None:
+    if req.budget_usd is not None and req.pricing == "buy":
         lit = enc.rule("budget", "USD", f"raise --budget above ${req.budget_usd:,.0f}")
         m.add(cost <= int(req.budget_usd)).only_enforce_if(lit)
 

@@ -76,7 +76,9 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
     """Every rule at the plan with its slack; binding when relaxing it makes the plan cheaper
     (re-solved; cost objective) or its slack is under SLACK_BINDING (both objectives: with the
     time objective the re-solve that would show a faster plan is not done yet)."""
-    enc = cost_stage(space) if space.request.objective == "cost" else None
+    req = space.request
+    timed = req.objective == "time" or req.pricing == "rent"
+    enc = None if timed else cost_stage(space)
     if enc is None:
         return [Binding(name, round(used, 3), round(limit, 3), unit,
                         round((limit - used) / limit if limit else 0.0, 4),

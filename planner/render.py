@@ -284,7 +284,9 @@ def plan_text(doc: dict[str, Any]) -> str:
         f"status     {doc['status']}" + ("" if doc["status"] == "optimal"
                                          else " (not proven optimal)"),
         f"model      {p['model']}",
-        f"buy        {p['num_gpus']} x {p['gpu']} in {p['num_hosts']} x {p['platform']}",
+        (f"buy        {p['num_gpus']} x {p['gpu']} in {p['num_hosts']} x {p['platform']}"
+         if p["platform"] else f"rent       {p['num_gpus']} x {p['gpu']} "
+         f"({p['num_hosts']} node(s) of the provider)"),
         f"layout     {_layout(tc)}",
         f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
         f"batch      micro-batch {tc.micro_batch_size} x accumulation {tc.grad_accum} x dp "

@@ -87,13 +87,13 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     return out
 
 
-def fits_offer(space: PlanSpace, oi: int) -> Callable[[Row], bool]:
-    """A test of a row's needs against one offer: GPU memory, tp in a host, host RAM, budget
-    (GPUs + hosts), the accumulation pin."""
+def fits_offer(space: PlanSpace, oi: int, *, budget: float | None) -> Callable[[Row], bool]:
+    """A test of a row's needs against one offer: GPU memory, tp in a host, host RAM, purchase
+    ``budget`` (GPUs + hosts; None = no limit), the accumulation pin."""
     o, req = space.offers[oi], space.request
     j = space.host_sizes.index(o.gpus_per_host)
     affordable = {n for n in {r.num_gpus for r in space.rows}
-                  if req.budget_usd is None or _min_hosts_cost(space, oi, n) <= req.budget_usd}
+                  if budget is None or _min_hosts_cost(space, oi, n) <= budget}
 
     def fits(row: Row) -> bool:
         return (row.gpu_need_mib <= o.capacity_mib and row.tp <= o.gpus_per_host
@@ -104,30 +104,97 @@ def fits_offer(space: PlanSpace, oi: int) -> Callable[[Row], bool]:
     return fits
 
 
-def fastest_pairs(space: PlanSpace, allowed: list[int], rows: list[Row]
-                  ) -> tuple[int, list[tuple[int, Row]]] | None:
-    """(best step time in us, every (offer, row) reaching it): best-first over the feasible
-    pairs in order of a lower bound on step time, evaluating the throughput model only while
-    the bound can still beat the best time found (exact: the bound never exceeds the time)."""
+def job_steps(space: PlanSpace) -> float:
+    """Optimizer steps of the job: its tokens over global batch x sequence length."""
+    req = space.request
+    return request_job(req).tokens / (req.global_batch_size * req.seq_len)
+
+
+def needs_timing(req: PlanRequest) -> bool:
+    """Requests whose objective or limits depend on step time: time objective, rental (cost is
+    GPU-hours), deadline, minimum throughput."""
+    return (req.objective == "time" or req.pricing == "rent" or req.max_hours is not None
+            or req.min_tokens_per_s is not None)
+
+
+def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
+                 drop: frozenset[str] = frozenset()
+                 ) -> tuple[int, list[tuple[int, Row, int]]] | None:
+    """Exact best-first search for requests that need step times: feasible (offer, row) pairs
+    in order of a lower bound on the objective, the throughput model evaluated only while the
+    bound can still reach the best value found. Returns (best objective value, every (offer,
+    row, step us) reaching it). Objective: step us (time), whole dollars (buy), or milli-dollars
+    of rental for the job. ``drop`` names limits to ignore (budget, max_hours,
+    min_tokens_per_s), for explanations."""
+    req = space.request
+    steps = job_steps(space)
+    tokens_step = req.global_batch_size * req.seq_len
+    budget = None if "budget" in drop else req.budget_usd
+    deadline = None if "max_hours" in drop else req.max_hours
+    min_rate = None if "min_tokens_per_s" in drop else req.min_tokens_per_s
     bound = step_time_bounds(space)
+
+    def rent(oi: int, row: Row, t_us: float) -> float:
+        return space.offers[oi].gpu_price_usd * 1000 * row.num_gpus * t_us * steps / 3.6e9
+
+    def value(oi: int, row: Row, t_us: float) -> float:
+        if req.objective == "time":
+            return t_us
+        if req.pricing == "rent":
+            return rent(oi, row, t_us)
+        return _min_hosts_cost(space, oi, row.num_gpus)
+
+    def time_ok(oi: int, row: Row, t_us: int) -> bool:
+        if deadline is not None and t_us * steps / 3.6e9 > deadline:
+            return False
+        if min_rate is not None and tokens_step / (t_us / 1e6) < min_rate:
+            return False
+        return not (req.pricing == "rent" and budget is not None
+                    and rent(oi, row, t_us) > budget * 1000)
+
     by_need = sorted(rows, key=lambda r: r.gpu_need_mib)
     needs = [r.gpu_need_mib for r in by_need]
     scored = []
     for oi in allowed:
-        fits = fits_offer(space, oi)
+        fits = fits_offer(space, oi, budget=budget if req.pricing == "buy" else None)
         below = by_need[:bisect.bisect_right(needs, space.offers[oi].capacity_mib)]
-        scored += [(bound(oi, r), oi, r) for r in below if fits(r)]
-    if not scored:
-        return None
+        scored += [(value(oi, r, bound(oi, r)), oi, r) for r in below if fits(r)]
     scored.sort(key=lambda t: t[0])
-    best, exact = None, []
+    best, found = None, []
     for lower, oi, r in scored:
         if best is not None and lower > best:
             break
         t = step_time_us(space, oi, r)
-        exact.append((t, oi, r))
-        best = t if best is None else min(best, t)
-    return best, [(oi, r) for t, oi, r in exact if t == best]
+        if not time_ok(oi, r, t):
+            continue
+        v = round(value(oi, r, t))
+        found.append((v, oi, r, t))
+        best = v if best is None else min(best, v)
+    if best is None:
+        return None
+    return best, [(oi, r, t) for v, oi, r, t in found if v == best]
+
+
+def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row]
+                 ) -> Solved | None:
+    """The best pairs of ``timed_search``, then the tie-break chain by CP-SAT over them."""
+    result = timed_search(space, allowed, rows)
+    if result is None:
+        return None
+    _, ties = result
+    tied_rows = list(dict.fromkeys(r for _, r, _ in ties))
+    tied_offers = sorted({oi for oi, _, _ in ties})
+    times = dict.fromkeys(((k, j) for k in range(len(tied_offers))
+                           for j in range(len(tied_rows))), 10**11)
+    for oi, r, t in ties:
+        times[(tied_offers.index(oi), tied_rows.index(r))] = t
+    enc = build(space, tied_rows, tied_offers)
+    add_step_time(enc, times)
+    enc.model.add(enc.var["step_time_us"] < 10**11)  # only the pairs the search found
+    stages = tie_break_stages(enc)
+    if space.request.objective == "time":
+        stages = [("cost", enc.var["cost_usd"]), *stages]
+    return _chain(enc, _solver(time_limit), "optimal", stages)
 
 
 def solve_lexicographic(
@@ -145,8 +212,8 @@ def solve_lexicographic(
     allowed = sorted(offers) if offers is not None else list(range(len(space.offers)))
     if not rows or not allowed:
         return None
-    if space.request.objective == "time":
-        return _solve_time(space, time_limit, allowed, rows)
+    if needs_timing(space.request):
+        return _solve_timed(space, time_limit, allowed, rows)
     solver = _solver(time_limit)
     first = build(space, front, allowed)
     first.model.add_assumptions(list(first.literal.values()))
@@ -164,25 +231,6 @@ def solve_lexicographic(
     add_step_time(enc, _times(space, reaching, second))
     enc.model.add(enc.var["cost_usd"] == best_cost)
     return _chain(enc, solver, status, tie_break_stages(enc))
-
-
-def _solve_time(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row]
-                ) -> Solved | None:
-    """Objective time: the fastest pairs found best-first, then the chain (cost, GPUs, ...) by
-    CP-SAT over those pairs."""
-    fastest = fastest_pairs(space, allowed, rows)
-    if fastest is None:
-        return None
-    best, ties = fastest
-    tied_rows = list(dict.fromkeys(r for _, r in ties))
-    tied_offers = sorted({oi for oi, _ in ties})
-    enc = build(space, tied_rows, tied_offers)
-    times = {(k, j): (best if (oi, r) in ties else 10**11)
-             for k, oi in enumerate(tied_offers) for j, r in enumerate(tied_rows)}
-    add_step_time(enc, times)
-    enc.model.add(enc.var["step_time_us"] == best)
-    stages = [("cost", enc.var["cost_usd"])] + tie_break_stages(enc)[1:]
-    return _chain(enc, _solver(time_limit), "optimal", stages)
 
 
 def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str,
@@ -271,11 +319,6 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     requests get their conflicting requirements and the smallest fixes."""
     from planner.explain import binding_rules, conflicts
 
-    if request.pricing == "rent":
-        raise PlannerError(
-            "planner plan supports --pricing buy so far; for rental, compare candidates with "
-            "'planner check --pricing rent'"
-        )
     if request.objective == "time" and request.budget_usd is None and request.num_gpus is None:
         raise PlannerError("--objective time needs --budget (or --num-gpus): without a limit "
                            "the fastest plan uses every GPU allowed")

@@ -207,9 +207,30 @@ def test_plan_json_is_byte_identical(capsys):
     assert run(capsys, *args)[1] == first
 
 
-def test_plan_rent_not_yet_is_said(capsys):
-    code, _, err = run(capsys, "plan", "--model", "7b", "--pricing", "rent")
-    assert code == 2 and "--pricing buy" in err and err.count("\n") == 1
+def test_plan_rent_costs_the_job(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "7b", "--pricing", "rent", "--tokens", "2e8",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["plan"]["cost"]["basis"] == "rent"
+    p = doc["plan"]
+    rate = load_rate(p["gpu"])
+    assert p["cost"]["usd"] == pytest.approx(rate * p["num_gpus"] * p["time_hours"], rel=1e-6)
+
+
+def test_plan_deadline_is_met(capsys):
+    loose = json.loads(run(capsys, "plan", "--model", "7b", "--budget", "20000", "--json")[1])
+    hours = loose["plan"]["time_hours"] / 2
+    code, out, _ = run(capsys, "plan", "--model", "7b", "--budget", "20000", "--max-hours",
+                       str(hours), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["plan"]["time_hours"] <= hours
+    assert doc["plan"]["cost"]["usd"] >= loose["plan"]["cost"]["usd"]
+
+
+def load_rate(gpu: str) -> float:
+    from planner.catalog import load_catalog
+
+    return load_catalog().gpu(gpu).price_usd_per_hour
 
 
 def test_plan_time_objective_spends_the_budget_on_speed(capsys):
