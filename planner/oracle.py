@@ -12,6 +12,12 @@ from dataclasses import dataclass
 from planner.space import PlanSpace, Row, step_time_us
 
 
+def job_steps(space: PlanSpace) -> float:
+    from planner.solve import job_steps as steps
+
+    return steps(space)
+
+
 @dataclass(frozen=True, order=True)
 class Candidate:
     """Sort key first (cost, step time, GPUs, strategy, offer, tp, pp, -micro_batch), then the
@@ -28,12 +34,14 @@ class Candidate:
     dp: int
     grad_accum: int
     hosts: int
+    rate: int = 0  # the encoding's cost variable (rent: milli-$ per hour of the GPUs)
 
 
 def _key(req, c: Candidate) -> tuple:
     """The chain of solve.py: objective first (cost or step time), then the other, then GPUs,
     strategy, offer, tp, pp, -micro-batch, hosts."""
-    head = (c.cost, c.step_time_us) if req.objective == "cost" else (c.step_time_us, c.cost)
+    second = c.rate if req.pricing == "rent" else c.cost
+    head = (c.cost, c.step_time_us) if req.objective == "cost" else (c.step_time_us, second)
     return (*head, c.num_gpus, c.strategy, c.offer, c.tp, c.pp, c.neg_micro_batch, c.hosts)
 
 
@@ -41,6 +49,9 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
     """The best candidate by the request's objective and the tie-break chain, or None."""
     req = space.request
     max_gpus = req.num_gpus or req.max_gpus
+    rent = req.pricing == "rent"
+    steps = job_steps(space)
+    tokens_step = req.global_batch_size * req.seq_len
     best: Candidate | None = None
     for oi, offer in enumerate(space.offers):
         for si in range(len(space.strategies)):
@@ -57,7 +68,9 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                                 space.host_need_mib(si, tp, pp, dp, offer.gpus_per_host):
                             continue
                         cost = n * round(offer.gpu_price_usd) + hosts * round(offer.host_price_usd)
-                        if req.budget_usd is not None and cost > int(req.budget_usd):
+                        if rent:
+                            cost = n * round(offer.gpu_price_usd * 1000)  # rate, milli-$/h
+                        elif req.budget_usd is not None and cost > int(req.budget_usd):
                             continue
                         for mb in space.micro_batches:
                             ga = space.grad_accum(dp, mb)
@@ -67,7 +80,17 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                                 continue
                             row = Row(si, tp, pp, dp, mb, ga, n, 0, ())
                             time_us = step_time_us(space, oi, row)
-                            cand = Candidate(cost, time_us, n, si, oi, tp, pp, -mb, dp, ga, hosts)
+                            hours = time_us * steps / 3.6e9
+                            if req.max_hours is not None and hours > req.max_hours:
+                                continue
+                            if req.min_tokens_per_s is not None and \
+                                    tokens_step / (time_us / 1e6) < req.min_tokens_per_s:
+                                continue
+                            job = offer.gpu_price_usd * 1000 * n * hours  # rental, milli-$
+                            if rent and req.budget_usd is not None and job > req.budget_usd * 1e3:
+                                continue
+                            cand = Candidate(round(job) if rent else cost, time_us, n, si, oi,
+                                             tp, pp, -mb, dp, ga, hosts, cost)
                             if best is None or _key(req, cand) < _key(req, best):
                                 best = cand
     return best
