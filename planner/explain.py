@@ -161,4 +161,47 @@ def _describe(space: PlanSpace, name: str) -> str:
         "gpu_memory": "GPU memory",
         "host_ram": "host RAM",
         "gpus_per_host": "GPUs per host",
+        "max_hours": f"max-hours {req.max_hours}",
+        "min_tokens_per_s": f"min-tokens-per-s {req.min_tokens_per_s}",
     }.get(name, name)
+
+
+def timed_conflicts(space: PlanSpace) -> list[Conflict]:
+    """Conflicts of requests whose limits need step times (rental budget, --max-hours,
+    --min-tokens-per-s): each such limit that, given up alone, makes the request feasible is in
+    conflict; its fix is the best value reachable without it (found by solving)."""
+    from planner.solve import job_steps, timed_search
+
+    req = space.request
+    rows = space.rows
+    offers = list(range(len(space.offers)))
+    limits = {"budget": req.budget_usd, "max_hours": req.max_hours,
+              "min_tokens_per_s": req.min_tokens_per_s}
+    out = []
+    steps = job_steps(space)
+    tokens_step = req.global_batch_size * req.seq_len
+    for name, value in limits.items():
+        if value is None:
+            continue
+        found = timed_search(space, offers, rows, drop=frozenset({name}),
+                             objective="cost" if name == "budget" else "time")
+        if found is None:
+            continue
+        _, ties = found
+        oi, row, t_us = ties[0]
+        hours = t_us * steps / 3.6e9
+        if name == "budget":
+            o = space.offers[oi]
+            usd = (o.gpu_price_usd * row.num_gpus * hours if req.pricing == "rent"
+                   else o.gpu_price_usd * row.num_gpus
+                   + o.host_price_usd * -(-row.num_gpus // o.gpus_per_host))
+            fix = f"budget >= ${usd:,.0f}"
+        elif name == "max_hours":
+            fix = f"max-hours >= {hours:,.2f}"
+        else:
+            fix = f"min-tokens-per-s <= {tokens_step / (t_us / 1e6):,.0f}"
+        out.append(Conflict(name, f"{_describe(space, name)} cannot hold together with the "
+                            "other limits", fix))
+    if not out:
+        out = conflicts(space)
+    return out

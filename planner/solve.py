@@ -118,15 +118,16 @@ def needs_timing(req: PlanRequest) -> bool:
 
 
 def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
-                 drop: frozenset[str] = frozenset()
+                 drop: frozenset[str] = frozenset(), objective: str | None = None
                  ) -> tuple[int, list[tuple[int, Row, int]]] | None:
     """Exact best-first search for requests that need step times: feasible (offer, row) pairs
     in order of a lower bound on the objective, the throughput model evaluated only while the
     bound can still reach the best value found. Returns (best objective value, every (offer,
     row, step us) reaching it). Objective: step us (time), whole dollars (buy), or milli-dollars
     of rental for the job. ``drop`` names limits to ignore (budget, max_hours,
-    min_tokens_per_s), for explanations."""
+    min_tokens_per_s) and ``objective`` overrides the request's, for explanations."""
     req = space.request
+    objective = objective or req.objective
     steps = job_steps(space)
     tokens_step = req.global_batch_size * req.seq_len
     budget = None if "budget" in drop else req.budget_usd
@@ -138,7 +139,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
         return space.offers[oi].gpu_price_usd * 1000 * row.num_gpus * t_us * steps / 3.6e9
 
     def value(oi: int, row: Row, t_us: float) -> float:
-        if req.objective == "time":
+        if objective == "time":
             return t_us
         if req.pricing == "rent":
             return rent(oi, row, t_us)
@@ -317,7 +318,7 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
 def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     """The optimal plan for ``request``, re-checked, with the rules that bind; infeasible
     requests get their conflicting requirements and the smallest fixes."""
-    from planner.explain import binding_rules, conflicts
+    from planner.explain import binding_rules, conflicts, timed_conflicts
 
     if request.objective == "time" and request.budget_usd is None and request.num_gpus is None:
         raise PlannerError("--objective time needs --budget (or --num-gpus): without a limit "
@@ -325,8 +326,9 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     space = build_space(request, catalog or load_catalog())
     solved = solve_lexicographic(space, request.time_limit_s)
     if solved is None:
-        return PlanResult(status="infeasible", plan=None, conflicts=tuple(conflicts(space)),
-                          notes=tuple(f"not offered: {u}" for u in space.unoffered))
+        found = timed_conflicts(space) if needs_timing(request) else conflicts(space)
+        notes = ("not offered: " + "; ".join(space.unoffered),) if space.unoffered else ()
+        return PlanResult(status="infeasible", plan=None, conflicts=tuple(found), notes=notes)
     result = _checked(space, solved)
     notes = []
     if solved.status != "optimal":

@@ -245,3 +245,18 @@ def test_plan_time_objective_spends_the_budget_on_speed(capsys):
 def test_plan_time_objective_needs_a_limit(capsys):
     code, _, err = run(capsys, "plan", "--model", "7b", "--objective", "time")
     assert code == 2 and "--budget" in err
+
+
+def test_plan_deadline_conflict_fixes_are_solved(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "7b", "--budget", "3000", "--max-hours", "1",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 1
+    fixes = {c["name"]: c["fix"] for c in doc["conflicts"]}
+    assert fixes["budget"].startswith("budget >= $") and fixes["max_hours"].startswith(
+        "max-hours >= ")
+    # the fix is real: the deadline it names is met within the budget
+    hours = float(fixes["max_hours"].split(">=")[1])
+    code, out, _ = run(capsys, "plan", "--model", "7b", "--budget", "3000", "--max-hours",
+                       str(hours * 1.001), "--json")
+    assert code == 0 and json.loads(out)["plan"]["time_hours"] <= hours * 1.001
