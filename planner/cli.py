@@ -28,6 +28,7 @@ from planner.request import (
     PlanRequest,
     TrainConfig,
 )
+from planner.solve import pareto as pareto_sweep
 from planner.solve import plan as plan_request
 from planner.validate import validate_file
 from planner.validate_throughput import is_throughput_file, validate_throughput_file
@@ -187,6 +188,68 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts:
     Example:
       planner plan --model 7b --budget 3000
     """
+    request, catalog = _plan_request(catalogs, gpus, opts)
+    result = plan_request(request, catalog)
+    doc = render.plan_doc(result)
+    click.echo(render.to_json(doc) if as_json else render.plan_text(doc))
+    sys.exit(0 if result.plan is not None else 1)
+
+
+@cli.command("pareto")
+@click.option("--model", required=True,
+              help="Catalog id, HF repo id, size alias (7b) or config.json.")
+@click.option("--budget", "budget_usd", type=float, default=None,
+              help="Purchase budget in USD for GPUs and hosts.")
+@click.option("--gpus", default=None, help="Comma list of GPU ids allowed [default: all].")
+@click.option("--max-gpus", type=int, default=1024, show_default=True)
+@click.option("--num-gpus", type=int, default=None, help="Pin the GPU count.")
+@click.option("--method", type=_choice(("auto", *METHODS)), default="auto", show_default=True)
+@click.option("--lora-rank", type=int, default=None, help="Adapter rank [default: 16].")
+@click.option("--optimizer", type=_choice(("auto", *OPTIMIZERS)), default="adamw",
+              show_default=True)
+@click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),
+              default=None, help="Pin ZeRO stage / FSDP [default: solver picks].")
+@click.option("--tp", type=int, default=None)
+@click.option("--pp", type=int, default=None)
+@click.option("--offload", type=_choice(("auto", *OFFLOADS)), default="auto", show_default=True)
+@click.option("--checkpointing", type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
+              show_default=True)
+@click.option("--micro-batch", "micro_batch_size", type=int, default=None)
+@click.option("--grad-accum", type=int, default=None)
+@click.option("--global-batch", "global_batch_size", type=int, default=64, show_default=True)
+@click.option("--seq-len", type=int, default=2048, show_default=True)
+@click.option("--memory-margin", type=float, default=0.05, show_default=True)
+@click.option("--price-kind", type=_choice(("new", "used")), default=None)
+@click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True)
+@click.option("--stack", type=_choice(STACKS), default="hf", show_default=True)
+@click.option("--tokens", type=float, default=None, help="Training tokens of the job.")
+@click.option("--epochs", type=float, default=None)
+@click.option("--dataset-tokens", type=float, default=None)
+@click.option("--steps", type=int, default=None)
+@click.option("--max-hours", type=float, default=None, help="Deadline for the job, hours.")
+@click.option("--min-tokens-per-s", type=float, default=None, help="Minimum throughput.")
+@click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True)
+@CATALOG_OPTION
+@JSON_OPTION
+@click.option("--max-points", type=click.IntRange(1, 50), default=12, show_default=True)
+def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_points: int,
+               **opts: object) -> None:
+    """Cost-vs-time Pareto-optimal setups: each point the cheapest plan at least 1 % faster
+    than the previous one.
+
+    \b
+    Example:
+      planner pareto --model 8b --pricing rent --tokens 1e9 --max-gpus 64
+    """
+    request, catalog = _plan_request(catalogs, gpus, opts)
+    points = pareto_sweep(request, catalog, max_points=max_points)
+    doc = render.pareto_doc(points)
+    click.echo(render.to_json(doc) if as_json else render.pareto_text(doc))
+    sys.exit(0 if points else 1)
+
+
+def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]
+                  ) -> tuple[PlanRequest, object]:
     data = {k: v for k, v in opts.items() if v is not None}
     if gpus:
         data["gpus"] = tuple(g.strip() for g in gpus.split(",") if g.strip())
@@ -199,10 +262,7 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts:
     catalog = load_catalog(catalogs)
     for g in request.gpus:
         catalog.gpu(g)
-    result = plan_request(request, catalog)
-    doc = render.plan_doc(result)
-    click.echo(render.to_json(doc) if as_json else render.plan_text(doc))
-    sys.exit(0 if result.plan is not None else 1)
+    return request, catalog
 
 
 @cli.command()

@@ -32,6 +32,7 @@ from planner.space import (
 from planner.throughput import estimate_throughput
 
 SEED = 0
+PARETO_STEP = 0.01  # each Pareto point is at least 1 % faster than the previous one
 
 
 @dataclass(frozen=True)
@@ -118,20 +119,24 @@ def needs_timing(req: PlanRequest) -> bool:
 
 
 def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
-                 drop: frozenset[str] = frozenset(), objective: str | None = None
+                 drop: frozenset[str] = frozenset(), objective: str | None = None,
+                 max_hours: float | None = None
                  ) -> tuple[int, list[tuple[int, Row, int]]] | None:
     """Exact best-first search for requests that need step times: feasible (offer, row) pairs
     in order of a lower bound on the objective, the throughput model evaluated only while the
     bound can still reach the best value found. Returns (best objective value, every (offer,
     row, step us) reaching it). Objective: step us (time), whole dollars (buy), or milli-dollars
     of rental for the job. ``drop`` names limits to ignore (budget, max_hours,
-    min_tokens_per_s) and ``objective`` overrides the request's, for explanations."""
+    min_tokens_per_s); ``objective`` and ``max_hours`` override the request's (explanations,
+    the Pareto sweep)."""
     req = space.request
     objective = objective or req.objective
     steps = job_steps(space)
     tokens_step = req.global_batch_size * req.seq_len
     budget = None if "budget" in drop else req.budget_usd
     deadline = None if "max_hours" in drop else req.max_hours
+    if max_hours is not None:
+        deadline = max_hours if deadline is None else min(deadline, max_hours)
     min_rate = None if "min_tokens_per_s" in drop else req.min_tokens_per_s
     bound = step_time_bounds(space)
 
@@ -165,6 +170,8 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     for lower, oi, r in scored:
         if best is not None and lower > best:
             break
+        if not time_ok(oi, r, bound(oi, r)):  # the bound already breaks a time limit
+            continue
         t = step_time_us(space, oi, r)
         if not time_ok(oi, r, t):
             continue
@@ -176,10 +183,11 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     return best, [(oi, r, t) for v, oi, r, t in found if v == best]
 
 
-def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row]
+def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row],
+                 *, objective: str | None = None, max_hours: float | None = None
                  ) -> Solved | None:
     """The best pairs of ``timed_search``, then the tie-break chain by CP-SAT over them."""
-    result = timed_search(space, allowed, rows)
+    result = timed_search(space, allowed, rows, objective=objective, max_hours=max_hours)
     if result is None:
         return None
     _, ties = result
@@ -193,7 +201,7 @@ def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: 
     add_step_time(enc, times)
     enc.model.add(enc.var["step_time_us"] < 10**11)  # only the pairs the search found
     stages = tie_break_stages(enc)
-    if space.request.objective == "time":
+    if (objective or space.request.objective) == "time":
         stages = [("cost", enc.var["cost_usd"]), *stages]
     return _chain(enc, _solver(time_limit), "optimal", stages)
 
@@ -364,3 +372,24 @@ def _checked(space: PlanSpace, solved: Solved) -> Plan:
     if problems:
         raise AssertionError("solver plan failed the analytic re-check: " + "; ".join(problems))
     return result
+
+
+def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: int = 12
+           ) -> list[Plan]:
+    """Cost-vs-time Pareto-optimal plans by an epsilon-constraint sweep: the cheapest plan, then
+    repeatedly the cheapest plan at least PARETO_STEP faster than the last one (each re-checked),
+    until none is within the request's limits or ``max_points`` are found. Every point is
+    non-dominated: no plan is both cheaper and faster by the step."""
+    space = build_space(request, catalog or load_catalog())
+    allowed = list(range(len(space.offers)))
+    points: list[Plan] = []
+    deadline = request.max_hours
+    while len(points) < max_points and space.rows:
+        solved = _solve_timed(space, request.time_limit_s, allowed, space.rows,
+                              objective="cost", max_hours=deadline)
+        if solved is None:
+            break
+        found = _checked(space, solved)
+        points.append(found)
+        deadline = found.time_hours * (1 - PARETO_STEP)
+    return points

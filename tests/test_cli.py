@@ -260,3 +260,13 @@ def test_plan_deadline_conflict_fixes_are_solved(capsys):
     code, out, _ = run(capsys, "plan", "--model", "7b", "--budget", "3000", "--max-hours",
                        str(hours * 1.001), "--json")
     assert code == 0 and json.loads(out)["plan"]["time_hours"] <= hours * 1.001
+
+
+def test_pareto_json(capsys):
+    code, out, _ = run(capsys, "pareto", "--model", "qwen2.5-1.5b", "--gpus", "rtx-3090,rtx-4090",
+                       "--max-gpus", "8", "--budget", "20000", "--max-points", "4", "--json")
+    doc = json.loads(out)
+    assert code == 0 and 1 <= len(doc["points"]) <= 4
+    costs = [p["cost_usd"] for p in doc["points"]]
+    hours = [p["time_hours"] for p in doc["points"]]
+    assert costs == sorted(costs) and hours == sorted(hours, reverse=True)

@@ -72,3 +72,20 @@ def test_budget_below_cheapest_is_infeasible():
     req = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-3090",), max_gpus=4,
                       global_batch_size=4, budget_usd=100)
     assert plan(req, CAT).status == "infeasible"
+
+
+def test_pareto_points_are_non_dominated_and_rechecked():
+    from planner.solve import PARETO_STEP, pareto
+
+    req = PlanRequest(model="qwen2.5-1.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8,
+                      global_batch_size=16, method="lora", offload="none", budget_usd=20000)
+    points = pareto(req, CAT, max_points=6)
+    assert len(points) >= 3
+    space = build_space(req, CAT)
+    for p in points:
+        assert check_plan(space, p) == []
+    for a, b in zip(points, points[1:], strict=False):
+        assert b.cost_usd >= a.cost_usd
+        assert b.time_hours <= a.time_hours * (1 - PARETO_STEP)
+    # the first point is the cost optimum of plan()
+    assert points[0].cost_usd == plan(req, CAT).plan.cost_usd
