@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from planner.catalog import load_catalog
 from planner.request import TrainConfig
+
+# Property tests draw the same examples on every run: the suite stays deterministic.
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.load_profile("deterministic")
 
 DATA = Path(__file__).parent / "data"
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
 from planner.oracle import enumerate_best
@@ -89,3 +91,20 @@ def test_pareto_points_are_non_dominated_and_rechecked():
         assert b.time_hours <= a.time_hours * (1 - PARETO_STEP)
     # the first point is the cost optimum of plan()
     assert points[0].cost_usd == plan(req, CAT).plan.cost_usd
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    model=st.sampled_from(["qwen2.5-0.5b", "llama-3.2-1b", "qwen2.5-1.5b"]),
+    gpus=st.sampled_from([("rtx-3090", "rtx-4090"), ("rtx-4090", "h100-sxm"),
+                          ("v100-16gb", "rtx-5090")]),
+    method=st.sampled_from(["full", "lora", "qlora"]),
+    objective=st.sampled_from(["cost", "time"]),
+    budget=st.sampled_from([3000, 12000, 80000]),
+    seq_len=st.sampled_from([1024, 4096]),
+)
+def test_solver_matches_enumeration_on_random_spaces(model, gpus, method, objective, budget,
+                                                     seq_len):
+    kw = dict(model=model, gpus=gpus, method=method, objective=objective, budget_usd=budget,
+              seq_len=seq_len, max_gpus=8, global_batch_size=8, offload="none")
+    test_solver_matches_enumeration(kw)
