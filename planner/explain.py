@@ -69,21 +69,27 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
         out["budget"] = (plan.cost_usd, req.budget_usd, "USD")
     if offer.host_ram_mib is not None:
         out["host_ram"] = (plan.memory.host_ram / GIB, offer.host_ram_mib / 1024, "GiB per host")
+    if req.max_hours is not None:
+        out["max_hours"] = (plan.time_hours, req.max_hours, "hours")
     return out
 
 
 def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
-    """Every rule at the plan with its slack; binding when relaxing it makes the plan cheaper
-    (re-solved; cost objective) or its slack is under SLACK_BINDING (both objectives: with the
-    time objective the re-solve that would show a faster plan is not done yet)."""
-    req = space.request
-    timed = req.objective == "time" or req.pricing == "rent"
-    enc = None if timed else cost_stage(space)
+    """Every rule at the plan with its slack; binding when relaxing it improves the plan (re-
+    solved) or its slack is under SLACK_BINDING. Purchases by cost: each rule dropped in turn
+    (cheaper?). Timed requests (time objective, rental, deadline): the budget or the deadline
+    loosened one step (RELAX_STEP) improves the objective?"""
+    from planner.solve import needs_timing
+
+    enc = None if needs_timing(space.request) else cost_stage(space)
     if enc is None:
-        return [Binding(name, round(used, 3), round(limit, 3), unit,
-                        round((limit - used) / limit if limit else 0.0, 4),
-                        limit > 0 and (limit - used) / limit < SLACK_BINDING)
-                for name, (used, limit, unit) in _usage(space, plan).items()]
+        out = []
+        for name, (used, limit, unit) in _usage(space, plan).items():
+            slack = (limit - used) / limit if limit else 0.0
+            relaxed = _one_step(space, plan, name)
+            out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
+                               relaxed is not None or slack < SLACK_BINDING, relaxed))
+        return out
     _, base_cost, _ = _solve_without(enc, set(), enc.var["cost_usd"])
     out = []
     for name, (used, limit, unit) in _usage(space, plan).items():
@@ -98,6 +104,41 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
         out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
                            relaxed is not None or slack < SLACK_BINDING, relaxed))
     return out
+
+
+RELAX_STEP = 0.10  # "one step": a limit loosened by 10 %
+
+
+def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
+    """Timed requests: what the plan becomes with the budget or the deadline 10 % looser, if it
+    improves the objective (found by solving; None when it does not)."""
+    from planner.solve import job_steps, timed_search
+
+    req = space.request
+    if name == "budget" and req.budget_usd is not None:
+        loose = {"budget_usd": req.budget_usd * (1 + RELAX_STEP)}
+        label = f"budget ${loose['budget_usd']:,.0f}"
+    elif name == "max_hours" and req.max_hours is not None:
+        loose = {"max_hours": req.max_hours * (1 + RELAX_STEP)}
+        label = f"max-hours {loose['max_hours']:,.3g}"
+    else:
+        return None
+    found = timed_search(space, list(range(len(space.offers))), space.rows,
+                         drop=frozenset(loose) & {"max_hours"}, **loose)
+    if found is None:
+        return None
+    _, ties = found
+    oi, row, t_us = min(ties, key=lambda t: (t[2], t[1].num_gpus))
+    hours = t_us * job_steps(space) / 3.6e9
+    gpu = space.offers[oi].gpu.id
+    if req.objective == "time" and hours < plan.time_hours * (1 - 1e-9):
+        return f"with {label}: {row.num_gpus} x {gpu}, {hours:,.2f} h"
+    cost = (space.offers[oi].gpu_price_usd * row.num_gpus * hours if req.pricing == "rent"
+            else space.offers[oi].gpu_price_usd * row.num_gpus
+            + space.offers[oi].host_price_usd * -(-row.num_gpus // space.offers[oi].gpus_per_host))
+    if req.objective == "cost" and cost < plan.cost_usd * (1 - 1e-9):
+        return f"with {label}: {row.num_gpus} x {gpu}, ${cost:,.0f}"
+    return None
 
 
 def _fix(space: PlanSpace, enc: Encoding, name: str) -> str:

@@ -217,6 +217,10 @@ def throughput_validate_text(results: list[Any], summary: dict[str, Any]) -> str
     return "\n".join(out)
 
 
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
 def _pct(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "-"
@@ -303,9 +307,9 @@ def plan_text(doc: dict[str, Any]) -> str:
     ]
     if doc["binding"]:
         lines.append("")
-        lines.append("constraints at the plan (binding = relaxing it would make the plan cheaper, "
+        lines.append("constraints at the plan (binding = relaxing it would improve the plan, "
                      "or under 5 % slack):")
-        rows = [[b["name"], f"{b['used']:,.4g}", f"{b['limit']:,.4g}", b["unit"],
+        rows = [[b["name"], _num(b["used"]), _num(b["limit"]), b["unit"],
                  f"{b['slack']:.0%}", "BINDING" if b["binding"] else "", b["relaxed"] or ""]
                 for b in doc["binding"]]
         lines.append(_table(rows, ["rule", "used", "limit", "unit", "slack", "", "if relaxed"]))

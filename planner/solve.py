@@ -120,20 +120,20 @@ def needs_timing(req: PlanRequest) -> bool:
 
 def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
                  drop: frozenset[str] = frozenset(), objective: str | None = None,
-                 max_hours: float | None = None
+                 max_hours: float | None = None, budget_usd: float | None = None
                  ) -> tuple[int, list[tuple[int, Row, int]]] | None:
     """Exact best-first search for requests that need step times: feasible (offer, row) pairs
     in order of a lower bound on the objective, the throughput model evaluated only while the
     bound can still reach the best value found. Returns (best objective value, every (offer,
     row, step us) reaching it). Objective: step us (time), whole dollars (buy), or milli-dollars
     of rental for the job. ``drop`` names limits to ignore (budget, max_hours,
-    min_tokens_per_s); ``objective`` and ``max_hours`` override the request's (explanations,
-    the Pareto sweep)."""
+    min_tokens_per_s); ``objective``, ``max_hours`` and ``budget_usd`` override the request's
+    (explanations, the Pareto sweep)."""
     req = space.request
     objective = objective or req.objective
     steps = job_steps(space)
     tokens_step = req.global_batch_size * req.seq_len
-    budget = None if "budget" in drop else req.budget_usd
+    budget = None if "budget" in drop else (budget_usd or req.budget_usd)
     deadline = None if "max_hours" in drop else req.max_hours
     if max_hours is not None:
         deadline = max_hours if deadline is None else min(deadline, max_hours)
