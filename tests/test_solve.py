@@ -108,3 +108,30 @@ def test_solver_matches_enumeration_on_random_spaces(model, gpus, method, object
     kw = dict(model=model, gpus=gpus, method=method, objective=objective, budget_usd=budget,
               seq_len=seq_len, max_gpus=8, global_batch_size=8, offload="none")
     test_solver_matches_enumeration(kw)
+
+
+def test_pareto_matches_an_enumerated_sweep():
+    import dataclasses
+
+    from planner.solve import PARETO_STEP, job_steps, pareto
+
+    req = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8,
+                      global_batch_size=8, method="lora", offload="none", budget_usd=12000)
+    space = build_space(req, CAT)
+    expected, deadline = [], None
+    while len(expected) < 5:
+        sub = dataclasses.replace(space, request=req.model_copy(update={"max_hours": deadline}))
+        best = enumerate_best(sub)
+        if best is None:
+            break
+        expected.append((best.cost, best.num_gpus, best.offer, best.strategy))
+        deadline = best.step_time_us * job_steps(space) / 3.6e9 * (1 - PARETO_STEP)
+    points = pareto(req, CAT, max_points=5)
+    offers = {(o.gpu.id, o.platform.id if o.platform else None): i
+              for i, o in enumerate(space.offers)}
+    got = [(round(p.cost_usd), p.num_gpus, offers[(p.gpu, p.platform)],
+            space.strategies.index(next(s for s in space.strategies
+                                        if s.config_fields() == {k: getattr(p.config, k) for k
+                                                                 in s.config_fields()})))
+           for p in points]
+    assert len(expected) >= 3 and got == expected
