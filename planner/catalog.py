@@ -20,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 from planner.errors import CatalogError, UnknownNameError, did_you_mean
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
+# libyaml's safe loader when PyYAML was built with it (several times faster), else pure Python.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 KINDS: dict[str, type[BaseModel]] = {
     "gpus": GpuSpec,
     "models": ModelSpec,
@@ -155,7 +157,7 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
 
 def _read_yaml(path: Path, errors: list[str]) -> object:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     except (OSError, yaml.YAMLError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         errors.append(f"{path}: not readable YAML ({first})")

@@ -28,8 +28,6 @@ from planner.request import (
     PlanRequest,
     TrainConfig,
 )
-from planner.solve import pareto as pareto_sweep
-from planner.solve import plan as plan_request
 from planner.validate import validate_file
 from planner.validate_throughput import is_throughput_file, validate_throughput_file
 
@@ -188,6 +186,8 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts:
     Example:
       planner plan --model 7b --budget 3000
     """
+    from planner.solve import plan as plan_request  # OR-Tools loads only for the solver
+
     request, catalog = _plan_request(catalogs, gpus, opts)
     result = plan_request(request, catalog)
     doc = render.plan_doc(result)
@@ -241,6 +241,8 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
     Example:
       planner pareto --model 8b --pricing rent --tokens 1e9 --max-gpus 64
     """
+    from planner.solve import pareto as pareto_sweep  # OR-Tools loads only for the solver
+
     request, catalog = _plan_request(catalogs, gpus, opts)
     points = pareto_sweep(request, catalog, max_points=max_points)
     doc = render.pareto_doc(points)
