@@ -140,43 +140,54 @@ def _config(opts: dict[str, object]) -> TrainConfig:
         raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
 
 
+# Options shared by `plan` and `pareto` (PlanRequest fields).
+PLAN_OPTIONS = [
+    click.option("--model", required=True,
+                  help="Catalog id, HF repo id, size alias (7b) or config.json."),
+    click.option("--budget", "budget_usd", type=float, default=None,
+                  help="Budget in USD: GPUs + hosts, or the rental for the job (--pricing rent)."),
+    click.option("--gpus", default=None, help="Comma list of GPU ids allowed [default: all]."),
+    click.option("--max-gpus", type=int, default=1024, show_default=True),
+    click.option("--num-gpus", type=int, default=None, help="Pin the GPU count."),
+    click.option("--method", type=_choice(("auto", *METHODS)), default="auto", show_default=True),
+    click.option("--lora-rank", type=int, default=None, help="Adapter rank [default: 16]."),
+    click.option("--optimizer", type=_choice(("auto", *OPTIMIZERS)), default="adamw",
+                  show_default=True),
+    click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),
+                  default=None, help="Pin ZeRO stage / FSDP [default: solver picks]."),
+    click.option("--tp", type=int, default=None),
+    click.option("--pp", type=int, default=None),
+    click.option("--offload", type=_choice(("auto", *OFFLOADS)), default="auto", show_default=True),
+    click.option("--checkpointing", type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
+                  show_default=True),
+    click.option("--micro-batch", "micro_batch_size", type=int, default=None),
+    click.option("--grad-accum", type=int, default=None),
+    click.option("--global-batch", "global_batch_size", type=int, default=64, show_default=True),
+    click.option("--seq-len", type=int, default=2048, show_default=True),
+    click.option("--memory-margin", type=float, default=0.05, show_default=True),
+    click.option("--price-kind", type=_choice(("new", "used")), default=None),
+    click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True),
+    click.option("--stack", type=_choice(STACKS), default="hf", show_default=True),
+    click.option("--tokens", type=float, default=None, help="Training tokens of the job."),
+    click.option("--epochs", type=float, default=None),
+    click.option("--dataset-tokens", type=float, default=None),
+    click.option("--steps", type=int, default=None),
+    click.option("--max-hours", type=float, default=None, help="Deadline for the job, hours."),
+    click.option("--min-tokens-per-s", type=float, default=None, help="Minimum throughput."),
+    click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True),
+]
+
+
+def plan_options(command):
+    """Apply PLAN_OPTIONS, the catalog and the JSON options to a command."""
+    for option in reversed([*PLAN_OPTIONS, CATALOG_OPTION, JSON_OPTION]):
+        command = option(command)
+    return command
+
+
 @cli.command("plan")
-@click.option("--model", required=True,
-              help="Catalog id, HF repo id, size alias (7b) or config.json.")
-@click.option("--budget", "budget_usd", type=float, default=None,
-              help="Purchase budget in USD for GPUs and hosts.")
-@click.option("--gpus", default=None, help="Comma list of GPU ids allowed [default: all].")
-@click.option("--max-gpus", type=int, default=1024, show_default=True)
-@click.option("--num-gpus", type=int, default=None, help="Pin the GPU count.")
-@click.option("--method", type=_choice(("auto", *METHODS)), default="auto", show_default=True)
-@click.option("--lora-rank", type=int, default=None, help="Adapter rank [default: 16].")
-@click.option("--optimizer", type=_choice(("auto", *OPTIMIZERS)), default="adamw",
-              show_default=True)
-@click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),
-              default=None, help="Pin ZeRO stage / FSDP [default: solver picks].")
-@click.option("--tp", type=int, default=None)
-@click.option("--pp", type=int, default=None)
-@click.option("--offload", type=_choice(("auto", *OFFLOADS)), default="auto", show_default=True)
-@click.option("--checkpointing", type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
-              show_default=True)
-@click.option("--micro-batch", "micro_batch_size", type=int, default=None)
-@click.option("--grad-accum", type=int, default=None)
-@click.option("--global-batch", "global_batch_size", type=int, default=64, show_default=True)
-@click.option("--seq-len", type=int, default=2048, show_default=True)
-@click.option("--memory-margin", type=float, default=0.05, show_default=True)
-@click.option("--price-kind", type=_choice(("new", "used")), default=None)
-@click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True)
 @click.option("--objective", type=_choice(("cost", "time")), default="cost", show_default=True)
-@click.option("--stack", type=_choice(STACKS), default="hf", show_default=True)
-@click.option("--tokens", type=float, default=None, help="Training tokens of the job.")
-@click.option("--epochs", type=float, default=None)
-@click.option("--dataset-tokens", type=float, default=None)
-@click.option("--steps", type=int, default=None)
-@click.option("--max-hours", type=float, default=None, help="Deadline for the job, hours.")
-@click.option("--min-tokens-per-s", type=float, default=None, help="Minimum throughput.")
-@click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True)
-@CATALOG_OPTION
-@JSON_OPTION
+@plan_options
 def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts: object) -> None:
     """The cheapest (or fastest) hardware to buy or rent for the job, and how to run it.
 
@@ -196,41 +207,7 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts:
 
 
 @cli.command("pareto")
-@click.option("--model", required=True,
-              help="Catalog id, HF repo id, size alias (7b) or config.json.")
-@click.option("--budget", "budget_usd", type=float, default=None,
-              help="Purchase budget in USD for GPUs and hosts.")
-@click.option("--gpus", default=None, help="Comma list of GPU ids allowed [default: all].")
-@click.option("--max-gpus", type=int, default=1024, show_default=True)
-@click.option("--num-gpus", type=int, default=None, help="Pin the GPU count.")
-@click.option("--method", type=_choice(("auto", *METHODS)), default="auto", show_default=True)
-@click.option("--lora-rank", type=int, default=None, help="Adapter rank [default: 16].")
-@click.option("--optimizer", type=_choice(("auto", *OPTIMIZERS)), default="adamw",
-              show_default=True)
-@click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),
-              default=None, help="Pin ZeRO stage / FSDP [default: solver picks].")
-@click.option("--tp", type=int, default=None)
-@click.option("--pp", type=int, default=None)
-@click.option("--offload", type=_choice(("auto", *OFFLOADS)), default="auto", show_default=True)
-@click.option("--checkpointing", type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
-              show_default=True)
-@click.option("--micro-batch", "micro_batch_size", type=int, default=None)
-@click.option("--grad-accum", type=int, default=None)
-@click.option("--global-batch", "global_batch_size", type=int, default=64, show_default=True)
-@click.option("--seq-len", type=int, default=2048, show_default=True)
-@click.option("--memory-margin", type=float, default=0.05, show_default=True)
-@click.option("--price-kind", type=_choice(("new", "used")), default=None)
-@click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True)
-@click.option("--stack", type=_choice(STACKS), default="hf", show_default=True)
-@click.option("--tokens", type=float, default=None, help="Training tokens of the job.")
-@click.option("--epochs", type=float, default=None)
-@click.option("--dataset-tokens", type=float, default=None)
-@click.option("--steps", type=int, default=None)
-@click.option("--max-hours", type=float, default=None, help="Deadline for the job, hours.")
-@click.option("--min-tokens-per-s", type=float, default=None, help="Minimum throughput.")
-@click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True)
-@CATALOG_OPTION
-@JSON_OPTION
+@plan_options
 @click.option("--max-points", type=click.IntRange(1, 50), default=12, show_default=True)
 def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_points: int,
                **opts: object) -> None:

@@ -133,9 +133,9 @@ def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     gpu = space.offers[oi].gpu.id
     if req.objective == "time" and hours < plan.time_hours * (1 - 1e-9):
         return f"with {label}: {row.num_gpus} x {gpu}, {hours:,.2f} h"
-    cost = (space.offers[oi].gpu_price_usd * row.num_gpus * hours if req.pricing == "rent"
-            else space.offers[oi].gpu_price_usd * row.num_gpus
-            + space.offers[oi].host_price_usd * -(-row.num_gpus // space.offers[oi].gpus_per_host))
+    offer = space.offers[oi]
+    cost = (offer.gpu_price_usd * row.num_gpus * hours if req.pricing == "rent"
+            else offer.purchase_usd(row.num_gpus))
     if req.objective == "cost" and cost < plan.cost_usd * (1 - 1e-9):
         return f"with {label}: {row.num_gpus} x {gpu}, ${cost:,.0f}"
     return None
@@ -234,8 +234,7 @@ def timed_conflicts(space: PlanSpace) -> list[Conflict]:
         if name == "budget":
             o = space.offers[oi]
             usd = (o.gpu_price_usd * row.num_gpus * hours if req.pricing == "rent"
-                   else o.gpu_price_usd * row.num_gpus
-                   + o.host_price_usd * -(-row.num_gpus // o.gpus_per_host))
+                   else o.purchase_usd(row.num_gpus))
             fix = f"budget >= ${usd:,.0f}"
         elif name == "max_hours":
             fix = f"max-hours >= {hours:,.2f}"

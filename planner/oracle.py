@@ -63,11 +63,11 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                         n = tp * pp * dp
                         if n > max_gpus or (req.num_gpus and n != req.num_gpus):
                             continue
-                        hosts = -(-n // offer.gpus_per_host)
+                        hosts = offer.hosts(n)
                         if offer.host_ram_mib is not None and offer.host_ram_mib < \
                                 space.host_need_mib(si, tp, pp, dp, offer.gpus_per_host):
                             continue
-                        cost = n * round(offer.gpu_price_usd) + hosts * round(offer.host_price_usd)
+                        cost = offer.purchase_usd(n)
                         if rent:
                             cost = n * round(offer.gpu_price_usd * 1000)  # rate, milli-$/h
                         elif req.budget_usd is not None and cost > int(req.budget_usd):

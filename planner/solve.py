@@ -73,8 +73,7 @@ def _status(code: int) -> str | None:
 
 
 def _min_hosts_cost(space: PlanSpace, oi: int, n: int) -> int:
-    o = space.offers[oi]
-    return round(o.gpu_price_usd) * n + round(o.host_price_usd) * -(-n // o.gpus_per_host)
+    return space.offers[oi].purchase_usd(n)
 
 
 def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[int, int], int]:

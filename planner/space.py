@@ -250,6 +250,15 @@ class Offer:
     capacity_mib: int  # usable memory per GPU after the margin, rounded down
     host_ram_mib: int | None  # installed host RAM of the platform (None: not known, renting)
 
+    def hosts(self, num_gpus: int) -> int:
+        """Hosts that hold ``num_gpus`` GPUs (ceil of GPUs / GPUs per host)."""
+        return -(-num_gpus // self.gpus_per_host)
+
+    def purchase_usd(self, num_gpus: int) -> int:
+        """Whole dollars of GPUs and the hosts they need (the solver's and oracle's unit)."""
+        return round(self.gpu_price_usd) * num_gpus + round(self.host_price_usd) * \
+            self.hosts(num_gpus)
+
     @property
     def label(self) -> str:
         return self.gpu.id + (f" in {self.platform.id}" if self.platform else "")
