@@ -11,7 +11,7 @@ from planner.efficiency import default_stack
 from planner.errors import PlannerError
 from planner.memory import estimate_memory
 from planner.request import TrainConfig, validate_config
-from planner.specs import GpuSpec, PlatformSpec
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import estimate_throughput
 
 
@@ -22,11 +22,38 @@ def default_platform(gpu: GpuSpec, catalog: Catalog) -> PlatformSpec | None:
     return min(hosts, key=lambda p: (p.price_usd, p.id), default=None)
 
 
+def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
+                reward_model: str | None) -> tuple[ModelSpec | None, ModelSpec | None]:
+    """Critic and reward models named by the user (PPO; a reward model also for GRPO)."""
+    if critic_model and cfg.workload != "ppo":
+        raise PlannerError(f"--critic-model {critic_model} applies to --workload ppo only "
+                           f"(got {cfg.workload})")
+    if reward_model and cfg.workload not in ("ppo", "grpo"):
+        raise PlannerError(f"--reward-model {reward_model} applies to --workload ppo or grpo "
+                           f"(got {cfg.workload})")
+    critic = cat.model(critic_model).spec if critic_model else None
+    reward = cat.model(reward_model).spec if reward_model else None
+    return critic, reward
+
+
+def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
+                        platform: PlatformSpec | None, stack: str,
+                        critic: ModelSpec | None = None, reward: ModelSpec | None = None):
+    """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise."""
+    if cfg.is_rl:
+        from planner.rltime import estimate_rl_step
+
+        return estimate_rl_step(model, gpu, cfg, platform=platform, stack=stack, critic=critic,
+                                reward=reward)
+    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack)
+
+
 def check(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
     margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
     price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
-    power_usd_per_kwh: float | None = None,
+    power_usd_per_kwh: float | None = None, critic_model: str | None = None,
+    reward_model: str | None = None,
 ) -> dict[str, Any]:
     """Memory, throughput, time and cost of one configuration: the `planner check --json`
     document."""
@@ -44,9 +71,11 @@ def check(
     validate_config(cfg, resolved.spec)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
-    est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node)
-    tput = estimate_throughput(resolved.spec, gpu_spec, cfg, platform=plat,
-                               stack=stack or default_stack(cfg))
+    critic, reward = role_models(cat, cfg, critic_model, reward_model)
+    est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node, critic=critic,
+                          reward=reward)
+    tput = workload_throughput(resolved.spec, gpu_spec, cfg, platform=plat,
+                               stack=stack or default_stack(cfg), critic=critic, reward=reward)
     cost = job_cost(gpu_spec, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
                     pricing=pricing, platform=plat if pricing == "buy" else None,
                     price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
@@ -56,7 +85,10 @@ def check(
     )
     doc["platform"] = plat.id if plat else None
     doc["throughput"] = tput.summary()
-    doc["throughput"]["terms_s"] = dict(tput.terms)
+    if hasattr(tput, "terms"):
+        doc["throughput"]["terms_s"] = dict(tput.terms)
+    doc["roles"] = {"critic": critic.id if critic else None,
+                    "reward": reward.id if reward else None}
     doc["throughput"]["notes"] = list(tput.notes)
     doc["time_hours"] = cost.hours
     doc["cost"] = cost.summary()

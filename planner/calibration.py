@@ -29,6 +29,10 @@ LOGIT_BYTES_16BIT_LOSS = 6.0
 # Set by torchtune-llama3.2-3b-full-packed-compile-chunkedce and -packed-ac.
 LOGIT_BYTES_CHUNKED = 3.0
 LOSS_CHUNKS = 8
+# Forward-only log-prob passes (RL old/reference log-probs, DPO reference): the 16-bit logits
+# (2 B), their fp32 upcast (4 B) and the fp32 log-softmax (4 B) are alive when the token
+# log-probs are gathered (HF/verl/OpenRLHF compute log_softmax(logits.float()); no backward).
+LOGIT_BYTES_FORWARD = 10.0
 
 # --- activations ------------------------------------------------------------------------------
 # With full recomputation, backward of one layer re-materialises that layer's saved activations
@@ -59,6 +63,12 @@ FRAGMENTATION_FLOOR_GIB = 0.25
 CUDA_CONTEXT_GIB = 0.8
 # NCCL communicator buffers per process when more than one GPU is used.
 NCCL_BUFFERS_GIB = 0.5
+
+# --- rollout engine (vLLM) --------------------------------------------------------------------
+# Besides weights and KV cache, a vLLM instance holds its profiled activation peak, the sampler's
+# logits and the CUDA-graph pool: vLLM's start-up log reports ~0.5-1.5 GiB for 7B-class models
+# ("Graph capturing finished ... took 0.5x GiB" plus "activation peak" in the memory profile).
+ENGINE_WORKSPACE_GIB = 1.0
 
 # --- host RAM ---------------------------------------------------------------------------------
 # Resident memory of one training process (Python, torch, CUDA host allocations) besides the

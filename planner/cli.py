@@ -24,7 +24,9 @@ from planner.request import (
     METHODS,
     OFFLOADS,
     OPTIMIZERS,
+    PLACEMENTS,
     PRECISIONS,
+    WORKLOADS,
     PlanRequest,
     TrainConfig,
 )
@@ -52,12 +54,50 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
     return click.Choice(values, case_sensitive=False)
 
 
+# Options of the preference and RL workloads (TrainConfig fields; see workloads.py).
+WORKLOAD_OPTIONS = [
+    click.option("--critic-model", default=None,
+                 help="PPO critic (value) model [default: the policy's architecture]."),
+    click.option("--reward-model", default=None,
+                 help="Reward model [PPO default: the policy's architecture; GRPO: none]."),
+    click.option("--prompt-len", type=int, default=None, help="RL prompt tokens."),
+    click.option("--response-len", type=int, default=None, help="RL response tokens."),
+    click.option("--rollout-n", type=int, default=None,
+                 help="Responses per prompt [default: GRPO 5, PPO 1]."),
+    click.option("--rollout-batch", type=int, default=256, show_default=True,
+                 help="Prompts per RL iteration."),
+    click.option("--rollout-tp", type=int, default=1, show_default=True,
+                 help="Tensor parallel size of each rollout engine."),
+    click.option("--gpu-memory-utilization", type=float, default=None,
+                 help="vLLM fraction of total memory for the engine [default: what it needs]."),
+    click.option("--logprob-micro-batch", type=int, default=None,
+                 help="Sequences per forward-only micro-step [default: --micro-batch]."),
+    click.option("--kl", type=float, default=None,
+                 help="KL coefficient; 0 drops the reference model."),
+    click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
+    click.option("--placement", type=_choice(PLACEMENTS), default="colocate", show_default=True,
+                 help="RL: engines share the GPUs (verl) or have their own (OpenRLHF)."),
+    click.option("--rollout-gpus", type=int, default=None,
+                 help="Separate placement: GPUs for the engines [default: half]."),
+    click.option("--offload-idle", is_flag=True,
+                 help="RL: idle roles' states wait in host RAM between phases."),
+    click.option("--no-engine-sleep", is_flag=True,
+                 help="RL colocated: the engine keeps weights and KV cache during training."),
+]
+
+
+def workload_options(command):
+    for option in reversed(WORKLOAD_OPTIONS):
+        command = option(command)
+    return command
+
+
 @cli.command()
 @click.option("--model", required=True,
               help="Catalog id, HF repo id, size alias (7b) or config.json.")
 @click.option("--gpu", required=True, help="GPU id from 'planner catalog gpus'.")
 @click.option("--num-gpus", type=int, default=1, show_default=True)
-@click.option("--workload", type=_choice(("sft", "pretrain")), default="sft", show_default=True)
+@click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True)
 @click.option("--method", type=_choice(METHODS), default="full", show_default=True)
 @click.option("--lora-rank", type=int, default=None, help="LoRA/DoRA/QLoRA rank [default: 16].")
 @click.option("--lora-targets", default="all-linear", show_default=True,
@@ -78,7 +118,8 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
 @click.option("--checkpointing", type=_choice(CHECKPOINTINGS), default="full", show_default=True)
 @click.option("--micro-batch", type=int, default=1, show_default=True)
 @click.option("--grad-accum", type=int, default=1, show_default=True)
-@click.option("--seq-len", type=int, default=2048, show_default=True)
+@click.option("--seq-len", type=int, default=None,
+              help="Tokens per sequence [default: 2048; RL: prompt + response].")
 @click.option("--no-flash-attention", is_flag=True, help="Eager attention (s^2 scores kept).")
 @click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
 @click.option("--memory-margin", type=float, default=0.02, show_default=True,
@@ -96,18 +137,21 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
 @click.option("--steps", type=int, default=None, help="Optimizer steps of the job.")
 @click.option("--power-usd-per-kwh", type=float, default=None,
               help="Add GPU power for the job to a purchase.")
+@workload_options
 @CATALOG_OPTION
 @JSON_OPTION
 def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
           memory_margin: float, stack: str | None, pricing: str, price_kind: str | None,
           platform: str | None, tokens: float | None, epochs: float | None,
           dataset_tokens: float | None, steps: int | None, power_usd_per_kwh: float | None,
-          **opts: object) -> None:
+          critic_model: str | None, reward_model: str | None, **opts: object) -> None:
     """Does one configuration fit? Per-GPU memory breakdown against capacity.
 
     \b
     Example:
       planner check --model 7b --gpu a100-80gb-sxm --num-gpus 2 --zero 2 --seq-len 4096
+      planner check --model qwen2.5-7b --workload grpo --method lora --gpu h100-sxm \
+        --num-gpus 8 --fsdp --prompt-len 512 --response-len 1024 --rollout-batch 64
     """
     if not 0 <= memory_margin < 1:
         raise PlannerError(f"--memory-margin {memory_margin} must be in [0, 1)")
@@ -117,7 +161,8 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
                      global_batch=cfg.global_batch_size, seq_len=cfg.seq_len)
     doc = check_config(model=model, gpu=gpu, config=cfg, catalog=catalog, margin=memory_margin,
                        stack=stack, pricing=pricing, price_kind=price_kind, platform=platform,
-                       job=job, power_usd_per_kwh=power_usd_per_kwh)
+                       job=job, power_usd_per_kwh=power_usd_per_kwh,
+                       critic_model=critic_model, reward_model=reward_model)
     click.echo(render.to_json(doc) if as_json else render.check_text(doc))
     sys.exit(0 if doc["fits"] else 1)
 
@@ -131,6 +176,15 @@ def _config(opts: dict[str, object]) -> TrainConfig:
     mapping = {"micro_batch": "micro_batch_size", "no_flash_attention": "flash_attention"}
     data = {mapping.get(k, k): v for k, v in opts.items()}
     data["flash_attention"] = not data["flash_attention"]
+    kl = data.pop("kl", None)
+    if kl is not None:
+        if kl < 0:
+            raise PlannerError(f"--kl {kl} must be >= 0 (0 drops the reference model)")
+        data["reference"] = kl > 0
+    data["engine_sleep"] = not data.pop("no_engine_sleep", False)
+    if data.get("seq_len") is None:
+        prompt, response = data.get("prompt_len"), data.get("response_len")
+        data["seq_len"] = prompt + response if prompt and response else 2048
     data["lora_targets"] = targets
     try:
         return TrainConfig.model_validate(data)

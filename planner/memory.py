@@ -256,7 +256,8 @@ def comm_buffer_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> flo
     return 0.0
 
 
-def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str, *,
+                   backward: bool = True) -> float:
     """ZeRO-3/FSDP working set of gathered (unsharded) parameters and one unit's gradient.
 
     Layers are gathered as stored (4-bit for QLoRA), the layer in use plus one prefetched
@@ -264,7 +265,8 @@ def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     the root unit, which stays gathered from forward to backward: + (embedding + head). Where
     they are units of their own (DeepSpeed ZeRO-3 gathers per module; torchtune's
     custom_sharded_layers), the peak at the loss holds the head plus one prefetched layer.
-    A trainable layer's unsharded 16-bit gradient lives until its reduce-scatter.
+    A trainable layer's unsharded 16-bit gradient lives until its reduce-scatter (not in a
+    forward-only pass, ``backward=False``).
     """
     if not cfg.shards_weights or cfg.dp == 1:
         return 0.0
@@ -277,7 +279,7 @@ def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
         params = (c.embedding + c.lm_head) / cfg.tp * b16 + cal.GATHERED_UNITS * layer
     else:
         params = max(cal.GATHERED_UNITS * layer, head + layer)
-    trains_layers = cfg.method in ("full", "freeze")
+    trains_layers = backward and cfg.method in ("full", "freeze")
     grads = c.largest_layer / cfg.tp * dtype_bytes(precision) if trains_layers else 0.0
     return params + grads
 
@@ -382,13 +384,17 @@ class MemoryEstimate:
     capacity: float
     precision: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    phases: dict[str, float] = field(default_factory=dict)  # device-level bytes per phase
+    groups: dict[str, str] = field(default_factory=dict)  # phase -> GPUs that run it
+    engine_utilization: float | None = None  # RL: engine bytes / capacity (vLLM's u)
+    blocked: bool = False  # RL: the engine's fixed pool cannot hold one sequence
 
     def gib(self, name: str) -> float:
         return getattr(self, name) / GIB
 
     def fits(self, margin: float = 0.0) -> bool:
         """Device-level use (reserved + CUDA context + NCCL) within capacity less a margin."""
-        return self.device <= self.capacity * (1.0 - margin)
+        return not self.blocked and self.device <= self.capacity * (1.0 - margin)
 
 
 def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> float:
@@ -464,13 +470,20 @@ def device_overhead_bytes(num_gpus: int) -> float:
 
 
 def estimate_memory(
-    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, gpus_per_node: int | None = None
+    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, gpus_per_node: int | None = None,
+    critic: ModelSpec | None = None, reward: ModelSpec | None = None,
 ) -> MemoryEstimate:
     """The per-GPU peak of ``cfg`` on ``gpu``: allocated, reserved and device-level (nvidia-smi).
 
-    The peak phase is the one with the larger reserved memory (what must fit)."""
+    The phases come from workloads.workload_phases (SFT: forward/backward and optimizer step;
+    reward model, DPO, PPO and GRPO: the phases of their roles); the peak phase is the one with
+    the larger reserved memory (what must fit)."""
+    from planner.workloads import engine, phase_group, workload_host_ram, workload_phases
+
     precision = cfg.effective_precision(gpu)
-    phases = phase_terms(model, cfg, precision)
+    capacity = gpu.memory_gib * GIB
+    phases = workload_phases(model, cfg, precision, capacity=capacity, critic=critic,
+                             reward=reward)
     phase = max(phases, key=lambda name: reserved_bytes(phases[name]))
     terms = phases[phase]
     allocated = sum(terms.values())
@@ -482,15 +495,37 @@ def estimate_memory(
             f"{gpu.id} has no {cfg.precision} support: trains in {precision} mixed precision"
             + (" with loss scaling" if precision == "fp16" else "")
         )
-    full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
+    utilization = None
+    blocked = False
+    if cfg.is_rl:
+        eng = engine(model, cfg, capacity)
+        utilization = eng.total / capacity
+        if eng.concurrency < 1:
+            blocked = True
+            notes.append(f"the rollout engine's {cfg.gpu_memory_utilization:.0%} of memory "
+                         "does not hold its weights and one full-length sequence")
+    if cfg.workload in ("sft", "pretrain"):
+        full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
+    else:
+        full_terms = dict(terms)
+    host = (host_ram_bytes(model, cfg, gpus_per_node or gpu.max_gpus_per_node)
+            if cfg.workload in ("sft", "pretrain") else
+            workload_host_ram(model, cfg, gpus_per_node or gpu.max_gpus_per_node, precision,
+                              critic=critic, reward=reward))
+    per_phase = {name: reserved_bytes(t) + device_overhead_bytes(cfg.num_gpus)
+                 for name, t in phases.items()}
     return MemoryEstimate(
         terms=full_terms,
         phase=phase,
         allocated=allocated,
         reserved=reserved,
         device=device,
-        host_ram=host_ram_bytes(model, cfg, gpus_per_node or gpu.max_gpus_per_node),
-        capacity=gpu.memory_gib * GIB,
+        host_ram=host,
+        capacity=capacity,
         precision=precision,
         notes=tuple(notes),
+        phases=per_phase,
+        groups={name: phase_group(cfg, name) for name in phases},
+        engine_utilization=utilization,
+        blocked=blocked,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import json
 from typing import Any
 
@@ -33,6 +35,10 @@ def memory_doc(est: MemoryEstimate) -> dict[str, Any]:
         "host_ram_gib": _r(est.host_ram / GIB),
         "precision": est.precision,
         "notes": list(est.notes),
+        "phases_gib": {k: _r(v / GIB) for k, v in est.phases.items()},
+        "phase_groups": dict(est.groups),
+        "gpu_memory_utilization": (None if est.engine_utilization is None
+                                   else _r(est.engine_utilization)),
     }
 
 
@@ -104,19 +110,49 @@ def check_text(doc: dict[str, Any]) -> str:
         f"{mem['capacity_gib']:.2f} GiB less a {doc['memory_margin']:.0%} margin)",
     ]
     tail += [f"note: {n}" for n in mem["notes"]]
+    tail += _phase_lines(doc)
     if "throughput" in doc:
         tail += [""] + _speed_lines(doc)
     return "\n".join(head) + "\n" + table + "\n" + "\n".join(tail)
 
 
+def _phase_lines(doc: dict[str, Any]) -> list[str]:
+    """Multi-phase workloads: device-level GiB of every phase, and the engine's share."""
+    mem = doc["memory"]
+    if len(mem.get("phases_gib", {})) <= 2 and doc["config"]["workload"] in ("sft", "pretrain"):
+        return []
+    groups = mem.get("phase_groups", {})
+    out = ["", "per-GPU memory by phase (device level, GiB):"]
+    rows = [[k, f"{v:8.2f}", groups.get(k, "")] for k, v in mem["phases_gib"].items()]
+    out.append(_table(rows, ["phase", "GiB", "runs on"]))
+    u = mem.get("gpu_memory_utilization")
+    if u is not None:
+        set_u = doc["config"].get("gpu_memory_utilization")
+        out.append(f"rollout engine: {u:.2f} of GPU memory"
+                   + (" (as set)" if set_u is not None else
+                      f" -> set gpu_memory_utilization >= {math.ceil(u * 100) / 100:.2f}"))
+    return out
+
+
 def _speed_lines(doc: dict[str, Any]) -> list[str]:
     t, cost = doc["throughput"], doc["cost"]
-    terms = ", ".join(f"{k} {v:.3g}" for k, v in t["terms_s"].items() if v > 0)
+    if "phases_s" in t:
+        terms = ", ".join(f"{k} {v:.3g} s ({t['phase_shares'][k]:.0%})"
+                          for k, v in t["phases_s"].items() if v > 0)
+        head = [f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} "
+                f"per GPU), {t['step_time_s']:.3g} s per RL iteration, limited by "
+                f"{t['limited_by']} ({t['placement']}, stack {t['stack']})",
+                f"iteration phases: {terms}"]
+    else:
+        terms = ", ".join(f"{k} {v:.3g}" for k, v in t["terms_s"].items() if v > 0)
+        head = [
+            f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} per "
+            f"GPU), step {t['step_time_s']:.3g} s, MFU {t['mfu']:.1%}, limited by "
+            f"{t['limited_by']} (stack {t['stack']}, {t['precision']})",
+            f"step time terms (s): {terms}",
+        ]
     lines = [
-        f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} per GPU), "
-        f"step {t['step_time_s']:.3g} s, MFU {t['mfu']:.1%}, limited by {t['limited_by']} "
-        f"(stack {t['stack']}, {t['precision']})",
-        f"step time terms (s): {terms}",
+        *head,
         f"job        {cost['job']}: {doc['time_hours']:,.2f} hours",
     ]
     if cost["usd"] is None:

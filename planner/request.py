@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.errors import PlannerError
 from planner.specs import GpuSpec, ModelSpec
 
-Workload = Literal["pretrain", "sft"]
+Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
+Placement = Literal["colocate", "separate"]
 Method = Literal["full", "lora", "dora", "qlora", "freeze"]
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "sgd-momentum", "adafactor"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
@@ -28,6 +29,13 @@ OPTIMIZERS: tuple[str, ...] = Optimizer.__args__  # type: ignore[attr-defined]
 OFFLOADS: tuple[str, ...] = Offload.__args__  # type: ignore[attr-defined]
 CHECKPOINTINGS: tuple[str, ...] = Checkpointing.__args__  # type: ignore[attr-defined]
 PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
+PLACEMENTS: tuple[str, ...] = Placement.__args__  # type: ignore[attr-defined]
+RL_WORKLOADS = ("ppo", "grpo")
+PAIRWISE_WORKLOADS = ("rm", "dpo")
+# GRPO samples a group per prompt (verl's and the DeepSeekMath paper's examples use 5-64);
+# PPO one response per prompt.
+DEFAULT_ROLLOUT_N = {"ppo": 1, "grpo": 5}
+DEFAULT_ROLLOUT_BATCH = 256
 
 DEFAULT_LORA_RANK = 16
 DEFAULT_LORA_TARGETS = ("all-linear",)
@@ -83,6 +91,40 @@ class TrainConfig(BaseModel):
     fused_optimizer: bool = Field(
         default=False, description="optimizer step without full-size temporaries (torch fused)"
     )
+    # --- preference and RL workloads (workloads.py) ------------------------------------------
+    # rm/dpo: micro_batch_size and global_batch_size count pairs (2 sequences each).
+    # ppo/grpo: seq_len = prompt_len + response_len; micro_batch_size and global_batch_size count
+    # sequences of one update micro-step / optimizer step; rollout_batch counts prompts per RL
+    # iteration, each sampled rollout_n times.
+    prompt_len: int | None = Field(default=None, gt=0)
+    response_len: int | None = Field(default=None, gt=0)
+    rollout_n: int | None = Field(default=None, gt=0, description="samples per prompt")
+    rollout_batch: int = Field(default=DEFAULT_ROLLOUT_BATCH, gt=0, description="prompts/iteration")
+    rollout_tp: int = Field(default=1, gt=0)
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, lt=1, description="vLLM >= 0.7: fraction of total GPU memory the "
+        "engine takes; None = just what the rollout batch needs"
+    )
+    logprob_micro_batch: int | None = Field(
+        default=None, gt=0, description="sequences per forward-only micro-step (default: "
+        "micro_batch_size)"
+    )
+    reference: bool = Field(default=True, description="frozen reference model (KL / DPO)")
+    precompute_ref: bool = Field(
+        default=False, description="DPO: reference log-probs computed before training"
+    )
+    placement: Placement = "colocate"
+    rollout_gpus: int | None = Field(
+        default=None, gt=0, description="separate placement: GPUs of the rollout engines"
+    )
+    offload_idle: bool = Field(
+        default=False, description="RL: states of idle roles move to host RAM between phases "
+        "(verl param/optimizer offload)"
+    )
+    engine_sleep: bool = Field(
+        default=True, description="RL colocated: the engine frees its KV cache and offloads its "
+        "weights while training runs (vLLM sleep mode, verl free_cache_engine)"
+    )
 
     @property
     def dp(self) -> int:
@@ -107,6 +149,23 @@ class TrainConfig(BaseModel):
     @property
     def global_batch_size(self) -> int:
         return self.micro_batch_size * self.grad_accum * self.dp
+
+    @property
+    def is_rl(self) -> bool:
+        return self.workload in RL_WORKLOADS
+
+    @property
+    def sequences_per_example(self) -> int:
+        """rm and dpo train on (chosen, rejected) pairs: two sequences per example."""
+        return 2 if self.workload in PAIRWISE_WORKLOADS else 1
+
+    @property
+    def samples_per_prompt(self) -> int:
+        return self.rollout_n or DEFAULT_ROLLOUT_N.get(self.workload, 1)
+
+    @property
+    def logprob_batch(self) -> int:
+        return self.logprob_micro_batch or self.micro_batch_size
 
     def effective_precision(self, gpu: GpuSpec) -> Precision:
         """bf16 on GPUs without bf16 (V100, T4) becomes fp16 mixed precision with loss scaling."""
@@ -154,6 +213,61 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
         )
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
+    validate_workload(cfg, model)
+
+
+def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
+    """Checks of the preference/RL options (one line each, naming the bad value)."""
+    rl_only = {"--prompt-len": cfg.prompt_len, "--response-len": cfg.response_len,
+               "--rollout-n": cfg.rollout_n, "--gpu-memory-utilization": cfg.gpu_memory_utilization,
+               "--rollout-gpus": cfg.rollout_gpus}
+    if not cfg.is_rl:
+        for flag, value in rl_only.items():
+            if value is not None:
+                raise PlannerError(f"{flag} {value} applies to --workload ppo or grpo only "
+                                   f"(got {cfg.workload})")
+        if cfg.placement != "colocate" or cfg.rollout_tp != 1:
+            raise PlannerError(f"--placement/--rollout-tp apply to --workload ppo or grpo only "
+                               f"(got {cfg.workload})")
+        if cfg.precompute_ref and cfg.workload != "dpo":
+            raise PlannerError(f"--precompute-ref applies to --workload dpo only "
+                               f"(got {cfg.workload})")
+        return
+    if cfg.prompt_len is None or cfg.response_len is None:
+        raise PlannerError(f"--workload {cfg.workload} needs --prompt-len and --response-len "
+                           "(they replace --seq-len)")
+    if cfg.seq_len != cfg.prompt_len + cfg.response_len:
+        raise PlannerError(f"--seq-len {cfg.seq_len} must equal prompt + response "
+                           f"({cfg.prompt_len} + {cfg.response_len}) for {cfg.workload}")
+    if cfg.tp != 1 or cfg.pp != 1 or cfg.cp != 1:
+        raise PlannerError(f"{cfg.workload}: the trainer is data parallel (verl FSDP, OpenRLHF "
+                           f"DeepSpeed); tensor/pipeline/context parallel training is not "
+                           f"modelled (got tp {cfg.tp}, pp {cfg.pp}, cp {cfg.cp})")
+    if model.num_kv_heads % cfg.rollout_tp or model.num_attention_heads % cfg.rollout_tp:
+        allowed = [t for t in range(1, model.num_kv_heads + 1)
+                   if model.num_kv_heads % t == 0 and model.num_attention_heads % t == 0]
+        raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the attention and kv heads "
+                           f"of {model.id}; allowed: {allowed}")
+    gen_gpus = rollout_gpu_count(cfg)
+    if gen_gpus % cfg.rollout_tp:
+        raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the {gen_gpus} rollout "
+                           "GPUs")
+    if cfg.placement == "separate":
+        if cfg.num_gpus < 2:
+            raise PlannerError("--placement separate needs at least 2 GPUs (engines and trainer)")
+        if cfg.rollout_gpus is not None and cfg.rollout_gpus >= cfg.num_gpus:
+            raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must leave GPUs for training "
+                               f"(--num-gpus {cfg.num_gpus})")
+    elif cfg.rollout_gpus is not None:
+        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} needs --placement separate")
+
+
+def rollout_gpu_count(cfg: TrainConfig) -> int:
+    """GPUs that run rollout engines: all of them colocated; --rollout-gpus (default half)
+    when separate."""
+    if cfg.placement == "colocate":
+        return cfg.num_gpus
+    return cfg.rollout_gpus or max(1, cfg.num_gpus // 2)
 
 
 Objective = Literal["cost", "time"]

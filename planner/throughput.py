@@ -24,6 +24,7 @@ counted. MFU = model FLOPs x tokens/s per GPU / dense peak of the precision the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -557,6 +558,23 @@ def compute_seconds(
     return t, e_lin
 
 
+def matmul_fraction_rate(gpu: GpuSpec, cfg: TrainConfig, stack: str) -> float:
+    """Achievable FLOP/s of 16-bit (or the config's matmul precision) work on ``gpu`` under
+    ``stack``: peak x MAMF fraction x stack utilisation."""
+    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
+    return peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * \
+        eff.stack_utilisation(stack, prec)
+
+
+def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
+    """DPO: the frozen reference's forward pass over the same tokens, 2 N + attention per
+    token, unless its log-probs are precomputed (Rafailov et al. 2023, TRL)."""
+    if cfg.workload != "dpo" or not cfg.reference or cfg.precompute_ref:
+        return 0.0
+    return 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
+        model, cfg.seq_len, causal_skip=cfg.flash_attention)
+
+
 def estimate_throughput(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
@@ -583,7 +601,11 @@ def estimate_throughput(
         notes.append(f"no platform: CPU optimizer assumed {DEFAULT_CPU_CORES_PER_GPU} host cores "
                      "per GPU")
     flops = training_flops(model, cfg)
-    tokens_step = cfg.global_batch_size * cfg.seq_len
+    ref = reference_forward_flops(model, cfg)
+    if ref:
+        flops = dataclasses.replace(flops, linear_fwd=flops.linear_fwd + ref)
+    # rm/dpo: every example is a (chosen, rejected) pair of sequences.
+    tokens_step = cfg.global_batch_size * cfg.sequences_per_example * cfg.seq_len
     per_gpu_tokens = tokens_step / cfg.num_gpus
     prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation

@@ -1,0 +1,162 @@
+"""Time of one PPO/GRPO iteration, phase by phase (pure functions).
+
+An iteration generates rollout_batch x rollout_n responses, scores them (reference, reward and
+critic forward passes, and the actor's old log-probs), updates the actor (and the critic) over
+all sequences, and moves the new weights into the engine:
+
+* generation: each engine (rollout_tp GPUs) decodes its share in waves of ``concurrency``
+  sequences; one wave is throughput.estimate_decode (prefill + bandwidth-bound decoding, vLLM
+  efficiency). Every response is taken at response_len (the long tail sets the wave's end);
+* forward passes: 2 N FLOPs per token plus attention, on the trainer GPUs at the stack's
+  achievable matmul rate;
+* updates: throughput.estimate_throughput of the role's SFT-shaped config, one optimizer step
+  per global batch of sequences;
+* weight sync: colocated, the trainer's 16-bit shards are all-gathered into the engine's
+  layout on the same GPUs; separate, the 16-bit weights are broadcast to the engines;
+* offload traffic: with offload_idle every role's states cross PCIe twice per iteration; a
+  sleeping engine moves its weights out and back.
+
+Colocated phases run one after another; separate placement pipelines generation of the next
+batch with training on this one (OpenRLHF async / verl one-step-off-policy), so an iteration
+takes the slower side plus the weight sync.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from planner.request import TrainConfig
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.throughput import (
+    attention_fwd_flops_per_layer,
+    estimate_decode,
+    estimate_throughput,
+    matmul_fraction_rate,
+    matmul_params,
+    resolve_links,
+)
+from planner.workloads import (
+    Role,
+    engine,
+    engine_weight_bytes,
+    resident_terms,
+    roles,
+    trainer_gpus,
+)
+
+
+@dataclass(frozen=True)
+class RLStepEstimate:
+    """Seconds of each phase of one iteration, and the rates they give."""
+
+    step_time_s: float
+    phases: dict[str, float]
+    tokens_per_step: float  # prompt + response tokens of all sampled sequences
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    limited_by: str  # the longest phase
+    concurrency: int  # sequences one engine decodes at once
+    waves: int
+    placement: str
+    stack: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def shares(self) -> dict[str, float]:
+        busy = sum(self.phases.values()) or 1.0
+        return {k: v / busy for k, v in self.phases.items()}
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "step_time_s": self.step_time_s,
+            "limited_by": self.limited_by,
+            "stack": self.stack,
+            "phases_s": dict(self.phases),
+            "phase_shares": self.shares,
+            "rollout_concurrency": self.concurrency,
+            "rollout_waves": self.waves,
+            "placement": self.placement,
+        }
+
+
+def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: float,
+                    gpus: int, stack: str) -> float:
+    """A forward-only pass over ``tokens`` split over ``gpus``: (2 N + attention) FLOPs per
+    token at the 16-bit matmul rate x the stack's utilisation."""
+    per_token = 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
+        model, cfg.seq_len, causal_skip=True)
+    return tokens / gpus * per_token / matmul_fraction_rate(gpu, cfg, stack)
+
+
+def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: PlatformSpec | None,
+                   stack: str) -> float:
+    """Optimizer steps over ``sequences``: one step per global batch of the role's config."""
+    est = estimate_throughput(role.model, gpu, role.cfg, platform=platform, stack=stack)
+    steps = math.ceil(sequences / role.cfg.global_batch_size)
+    return est.step_time_s * steps
+
+
+def estimate_rl_step(
+    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
+    stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
+) -> RLStepEstimate:
+    """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``."""
+    rs = roles(model, cfg, critic=critic, reward=reward)
+    n_train = trainer_gpus(cfg)
+    seqs = cfg.rollout_batch * cfg.samples_per_prompt
+    tokens = seqs * cfg.seq_len
+    eng = engine(model, cfg, gpu.memory_gib * 2**30)
+    notes = []
+    conc = max(1, eng.concurrency)
+    waves = math.ceil(eng.sequences_per_engine / conc)
+    dec = estimate_decode(model, gpu, prompt_len=cfg.prompt_len or 1,
+                          response_len=cfg.response_len or 1, tp=cfg.rollout_tp, batch=conc,
+                          platform=platform)
+    phases = {"generation": waves * (dec.prefill_s + dec.decode_s)}
+    for r in rs:
+        phases[f"{r.name} forward"] = forward_seconds(r.model, gpu, r.cfg, tokens, n_train, stack)
+    for r in rs:
+        if r.trained:
+            phases[f"{r.name} update"] = update_seconds(r, gpu, seqs, platform=platform,
+                                                        stack=stack)
+    links = resolve_links(gpu, platform=platform)
+    weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
+    spans = cfg.num_gpus > links.gpus_per_node
+    if cfg.placement == "colocate":
+        phases["weight sync"] = weights16 / (links.collective_gbps(n_train, spans) * 1e9)
+    else:
+        phases["weight sync"] = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
+    moved = 0.0
+    if cfg.offload_idle:
+        moved += 2 * sum(sum(resident_terms(r, "bf16").values()) for r in rs)
+    if cfg.placement == "colocate" and cfg.engine_sleep:
+        moved += 2 * eng.weights
+    if moved:
+        phases["offload traffic"] = moved / (links.host_link_gbps * 1e9)
+    if cfg.placement == "colocate":
+        step = sum(phases.values())
+    else:
+        train = sum(v for k, v in phases.items() if k not in ("generation", "weight sync"))
+        step = max(phases["generation"], train) + phases["weight sync"]
+        notes.append("separate placement: generation of the next batch overlaps training "
+                     "(one step off-policy)")
+    if eng.concurrency < eng.sequences_per_engine:
+        notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
+                     f"wave(s) of {conc}")
+    return RLStepEstimate(
+        step_time_s=step,
+        phases=phases,
+        tokens_per_step=tokens,
+        tokens_per_s=tokens / step,
+        tokens_per_s_per_gpu=tokens / step / cfg.num_gpus,
+        limited_by=max(phases, key=phases.get),
+        concurrency=conc,
+        waves=waves,
+        placement=cfg.placement,
+        stack=stack,
+        notes=tuple(notes),
+    )
+

@@ -1,0 +1,376 @@
+"""SFT, reward-model, DPO, PPO and GRPO as sets of model roles (pure functions).
+
+Every workload is a sum of the same memory terms (memory.py) over its roles, phase by phase:
+
+* a **trained** role (SFT model, reward model, DPO policy, PPO/GRPO actor, PPO critic) has the
+  states, activations and loss buffers of ``memory.phase_terms``;
+* a **frozen** role (DPO/PPO reference, PPO reward model) has 16-bit weights and, in its own
+  forward pass, one layer's working set and its output buffers; with a LoRA/DoRA/QLoRA policy
+  the reference is the base model with the adapters switched off, so it adds no weights
+  (PEFT's ``disable_adapter``; TRL, verl and OpenRLHF all do this);
+* the **rollout engine** (vLLM-style) holds 16-bit weights / rollout TP and a KV cache of
+  2 x layers x kv_heads x head_dim x 2 B per token (DESIGN.md s.4); with
+  ``gpu_memory_utilization`` set it takes that fraction of total memory (vLLM >= 0.7: a
+  per-instance budget of weights, activations and KV cache), else just what its share of the
+  rollout batch needs.
+
+Placement (PPO/GRPO): *colocate* time-shares every GPU among all roles and the engine (verl's
+hybrid engine): the engine sleeps (frees its KV cache, offloads weights) while training runs,
+and with ``offload_idle`` the states of roles not in use wait in host RAM. *separate* puts the
+engines on their own GPUs (OpenRLHF with vLLM engines) and the trained and frozen roles
+time-share the other GPUs (OpenRLHF ``--colocate_all_models``). The per-GPU peak is the
+largest phase on either group. Reward and value heads output one number per token: no
+vocabulary logits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner import calibration as cal
+from planner.memory import (
+    FWD_PHASE,
+    STEP_PHASE,
+    adapter_bytes,
+    gathered_bytes,
+    layer_activation_bytes_per_token,
+    master_weight_bytes,
+    optimizer_state_bytes,
+    phase_terms,
+    weight_bytes,
+)
+from planner.params import count_params
+from planner.request import TrainConfig, rollout_gpu_count
+from planner.specs import ModelSpec
+
+ROLLOUT_PHASE = "rollout"
+ENGINE_GROUP = "engine GPUs"
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Role:
+    """One model of a workload and how it is held."""
+
+    name: str  # policy | actor | critic | reference | reward
+    model: ModelSpec
+    cfg: TrainConfig  # the role's own SFT-shaped config (its GPUs, batch, method)
+    trained: bool
+    value_head: bool = False
+    shares_base: bool = False  # reference = the policy's base with adapters off
+
+
+def value_model(model: ModelSpec) -> ModelSpec:
+    """A reward/value model: the same transformer with a scalar head instead of the vocabulary
+    head (an h x 1 linear, negligible); tied_embeddings drops the separate head from the count."""
+    if model.tied_embeddings:
+        return model
+    return model.model_copy(update={"id": f"{model.id}-value", "tied_embeddings": True})
+
+
+def trainer_gpus(cfg: TrainConfig) -> int:
+    """GPUs that hold the trained and frozen roles."""
+    if cfg.is_rl and cfg.placement == "separate":
+        return cfg.num_gpus - rollout_gpu_count(cfg)
+    return cfg.num_gpus
+
+
+def _base(cfg: TrainConfig, **update: object) -> TrainConfig:
+    """An SFT-shaped config for one role: the workload's options removed."""
+    fields: dict[str, object] = {
+        "workload": "sft", "prompt_len": None, "response_len": None, "rollout_n": None,
+        "gpu_memory_utilization": None, "rollout_gpus": None, "placement": "colocate",
+        "rollout_tp": 1, "precompute_ref": False,
+    }
+    fields.update(update)
+    return cfg.model_copy(update=fields)
+
+
+def _frozen_cfg(cfg: TrainConfig, gpus: int) -> TrainConfig:
+    """Frozen models keep 16-bit weights (no master copy), sharded like the trainer's weights
+    (verl's FSDP reference, OpenRLHF's ZeRO-3 inference engine), never offloaded by ZeRO."""
+    return _base(cfg, method="full", lora_rank=None, pure_bf16=True, offload="none",
+                 num_gpus=gpus, grad_accum=1)
+
+
+def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None,
+          reward: ModelSpec | None = None) -> tuple[Role, ...]:
+    """The roles of ``cfg.workload``; critic and reward default to the policy's architecture
+    (PPO); GRPO has a reward model only when one is given (rule-based rewards otherwise)."""
+    n = trainer_gpus(cfg)
+    peft = cfg.is_peft
+    if cfg.workload in ("sft", "pretrain"):
+        return (Role("policy", model, cfg, True),)
+    if cfg.workload == "rm":
+        mb = cfg.micro_batch_size * 2
+        return (Role("reward", value_model(model), _base(cfg, micro_batch_size=mb), True, True),)
+    if cfg.workload == "dpo":
+        mb = cfg.micro_batch_size * 2
+        out = [Role("policy", model, _base(cfg, micro_batch_size=mb), True)]
+        if cfg.reference and not cfg.precompute_ref:
+            out.append(Role("reference", model, _frozen_cfg(cfg, n).model_copy(
+                update={"micro_batch_size": mb}), False, shares_base=peft))
+        return tuple(out)
+    actor_cfg = _base(cfg, num_gpus=n)
+    lp = cfg.logprob_batch
+    fwd = _frozen_cfg(cfg, n).model_copy(update={"micro_batch_size": lp})
+    out = [Role("actor", model, actor_cfg, True)]
+    if cfg.workload == "ppo":
+        out.append(Role("critic", value_model(critic or model), actor_cfg, True, True))
+    if cfg.reference:
+        out.append(Role("reference", model, fwd, False, shares_base=peft))
+    if cfg.workload == "ppo" or reward is not None:
+        out.append(Role("reward", value_model(reward or model), fwd, False, True))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Terms of one role
+# ---------------------------------------------------------------------------------------------
+def _prefixed(role: Role, terms: dict[str, float]) -> dict[str, float]:
+    return {f"{role.name} {k}": v for k, v in terms.items() if v}
+
+
+def resident_terms(role: Role, precision: str) -> dict[str, float]:
+    """What a role keeps on its GPUs between its own passes: weights, adapters, master copy
+    and optimizer states (gradients are freed after each optimizer step). A reference that
+    shares the policy's base holds nothing of its own."""
+    if role.shares_base:
+        return {}
+    cfg = role.cfg
+    if not role.trained:
+        return {"weights": weight_bytes(role.model, cfg, precision)}
+    return {
+        "weights": weight_bytes(role.model, cfg, precision),
+        "adapters": adapter_bytes(role.model, cfg),
+        "master_weights": master_weight_bytes(role.model, cfg, precision),
+        "optimizer_states": optimizer_state_bytes(role.model, cfg),
+    }
+
+
+def forward_terms(role: Role, precision: str, batch: int) -> dict[str, float]:
+    """A forward-only pass (log-probs, values, rewards) of ``batch`` sequences, no gradients.
+
+    Saved activations are not kept: the working set is one layer's tensors
+    (memory.layer_activation_bytes_per_token) for the batch. Outputs: a vocabulary head
+    materialises its logits in 16 bit, their fp32 upcast and the fp32 log-softmax before the
+    token log-probs are gathered (LOGIT_BYTES_FORWARD per element); a value head outputs the
+    final hidden states (2h bytes per token)."""
+    cfg = role.cfg.model_copy(update={"micro_batch_size": batch, "checkpointing": "none"})
+    tokens = batch * cfg.seq_len
+    m = role.model
+    acts = layer_activation_bytes_per_token(m, cfg) * tokens
+    if role.value_head:
+        out = tokens * m.hidden_size * 2
+    else:
+        out = tokens * m.vocab_size * cal.LOGIT_BYTES_FORWARD + tokens * m.hidden_size * 2
+    return {
+        "gathered_params": gathered_bytes(m, cfg, precision, backward=False),
+        "activations": acts,
+        "logits_and_loss": out,
+    }
+
+
+def value_head_phases(role: Role, precision: str) -> dict[str, dict[str, float]]:
+    """memory.phase_terms of a trained role; a value head replaces the vocabulary logits and
+    loss by the final hidden states (2h bytes per token)."""
+    phases = phase_terms(role.model, role.cfg, precision)
+    if role.value_head:
+        tokens = role.cfg.micro_batch_size * role.cfg.seq_len // role.cfg.cp
+        phases[FWD_PHASE]["logits_and_loss"] = tokens * role.model.hidden_size * 2 / role.cfg.tp
+    return phases
+
+
+# ---------------------------------------------------------------------------------------------
+# The rollout engine
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Engine:
+    """The rollout engine on one GPU: bytes of weights, KV cache and workspace, and the
+    sequences it decodes at once."""
+
+    weights: float
+    kv_cache: float
+    workspace: float
+    concurrency: int  # sequences decoded together by one engine
+    sequences_per_engine: int
+    engines: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv_cache + self.workspace
+
+    def terms(self) -> dict[str, float]:
+        return {"engine weights": self.weights, "engine kv_cache": self.kv_cache,
+                "engine workspace": self.workspace}
+
+
+def kv_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Full-length KV cache of one sequence on one GPU: 2 x layers x kv_heads x head_dim x 2 B
+    per token x (prompt + response) / rollout TP (DESIGN.md s.4)."""
+    from planner.throughput import kv_bytes_per_token
+
+    return kv_bytes_per_token(model) * cfg.seq_len / cfg.rollout_tp
+
+
+def engine_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """16-bit weights of the policy split over rollout TP (QLoRA policies are served from the
+    dequantised 16-bit base as verl/OpenRLHF do when they merge adapters)."""
+    return count_params(model).total * 2 / cfg.rollout_tp
+
+
+def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine:
+    """The engine of ``cfg`` on a GPU of ``capacity`` bytes.
+
+    Each engine (rollout_tp GPUs) generates its share of rollout_batch x rollout_n sequences.
+    With ``gpu_memory_utilization`` u the engine takes u x capacity and decodes as many
+    sequences as its KV cache holds at full length; without it the engine is sized to decode
+    its whole share at once, capped at MAX_DECODE_BATCH (vLLM's max_num_seqs), and the plan
+    reports the u to set."""
+    from planner import efficiency as eff
+
+    engines = max(1, rollout_gpu_count(cfg) // cfg.rollout_tp)
+    share = math.ceil(cfg.rollout_batch * cfg.samples_per_prompt / engines)
+    weights = engine_weight_bytes(model, cfg)
+    work = cal.ENGINE_WORKSPACE_GIB * cal.GIB
+    per_seq = kv_bytes_per_sequence(model, cfg)
+    if cfg.gpu_memory_utilization is not None and capacity is not None:
+        pool = cfg.gpu_memory_utilization * capacity
+        kv = max(0.0, pool - weights - work)
+        conc = min(share, eff.MAX_DECODE_BATCH, int(kv // per_seq))
+        return Engine(weights, kv, work, conc, share, engines)
+    conc = min(share, eff.MAX_DECODE_BATCH)
+    return Engine(weights, conc * per_seq, work, conc, share, engines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Phases of a workload
+# ---------------------------------------------------------------------------------------------
+def _idle(role: Role, cfg: TrainConfig, precision: str) -> dict[str, float]:
+    return {} if cfg.offload_idle else _prefixed(role, resident_terms(role, precision))
+
+
+def _sum(*parts: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for p in parts:
+        for k, v in p.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def _others_idle(rs: tuple[Role, ...], active: Role, cfg: TrainConfig,
+                 precision: str) -> dict[str, float]:
+    """Idle residents of every role except the active one (and a reference that shares the
+    active policy's base)."""
+    return _sum(*(_idle(r, cfg, precision) for r in rs if r is not active))
+
+
+def _active_forward(rs: tuple[Role, ...], role: Role, cfg: TrainConfig,
+                    precision: str) -> dict[str, float]:
+    """The resident states of the role running a forward pass: its weights (and, unless idle
+    states are offloaded, the rest of its states); a base-sharing reference runs on the
+    policy's weights."""
+    owner = next(r for r in rs if r.trained) if role.shares_base else role
+    res = resident_terms(owner, precision)
+    if cfg.offload_idle:
+        res = {k: v for k, v in res.items() if k in ("weights", "adapters")}
+    return _prefixed(owner, res)
+
+
+def rl_phases(rs: tuple[Role, ...], cfg: TrainConfig, precision: str,
+              eng: Engine) -> dict[str, dict[str, float]]:
+    """PPO/GRPO phases; each maps term -> bytes on one GPU of the group that runs it."""
+    colocated = cfg.placement == "colocate"
+    engine_idle = eng.terms() if colocated and not cfg.engine_sleep else {}
+    phases: dict[str, dict[str, float]] = {}
+    everyone = _sum(*(_idle(r, cfg, precision) for r in rs))
+    phases[ROLLOUT_PHASE] = _sum(everyone, eng.terms()) if colocated else eng.terms()
+    for role in rs:
+        if role.name == "critic" and not role.trained:
+            continue
+        owner = next(r for r in rs if r.trained) if role.shares_base else role
+        others = _others_idle(rs, owner, cfg, precision)
+        fwd = forward_terms(role, precision, cfg.logprob_batch)
+        phases[f"{role.name} forward"] = _sum(
+            others, engine_idle, _active_forward(rs, role, cfg, precision), fwd)
+    for role in (r for r in rs if r.trained):
+        others = _sum(_others_idle(rs, role, cfg, precision), engine_idle)
+        for phase, terms in value_head_phases(role, precision).items():
+            own = {(f"{role.name} {k}" if k not in _ACTIVE_TERMS else k): v
+                   for k, v in terms.items() if v}
+            phases[f"{role.name} {'update' if phase == FWD_PHASE else 'step'}"] = \
+                _sum(others, own)
+    return phases
+
+
+_ACTIVE_TERMS = ("activations", "logits_and_loss", "optimizer_step", "gathered_params",
+                 "gradients", "comm_buffers")
+
+
+def dpo_phases(rs: tuple[Role, ...], precision: str) -> dict[str, dict[str, float]]:
+    """DPO: the policy's forward/backward and step with the reference's weights resident, and
+    the reference forward pass over the same pairs (TRL computes reference log-probs inside
+    each step unless precomputed) with the policy's states resident."""
+    policy = rs[0]
+    phases = {k: dict(v) for k, v in value_head_phases(policy, precision).items()}
+    if len(rs) == 1:
+        return phases
+    ref = rs[1]
+    ref_weights = _prefixed(ref, resident_terms(ref, precision))
+    for terms in phases.values():
+        terms.update(ref_weights)
+    states = {k: v for k, v in phases[STEP_PHASE].items()
+              if k not in ("optimizer_step", "gradients")}
+    if policy.cfg.grad_accum > 1 or policy.cfg.zero_stage >= 2 or policy.cfg.fsdp:
+        states["gradients"] = phases[FWD_PHASE].get("gradients", 0.0)
+    phases["reference forward"] = _sum(states, forward_terms(ref, precision,
+                                                             policy.cfg.micro_batch_size))
+    return phases
+
+
+def workload_phases(model: ModelSpec, cfg: TrainConfig, precision: str, *,
+                    capacity: float | None = None, critic: ModelSpec | None = None,
+                    reward: ModelSpec | None = None) -> dict[str, dict[str, float]]:
+    """Every phase of ``cfg.workload`` with its terms (bytes on one GPU of the group that runs
+    the phase); the peak is the phase with the most reserved memory."""
+    rs = roles(model, cfg, critic=critic, reward=reward)
+    if cfg.workload in ("sft", "pretrain"):
+        return phase_terms(model, cfg, precision)
+    if cfg.workload == "rm":
+        return value_head_phases(rs[0], precision)
+    if cfg.workload == "dpo":
+        return dpo_phases(rs, precision)
+    return rl_phases(rs, cfg, precision, engine(model, cfg, capacity))
+
+
+def phase_group(cfg: TrainConfig, phase: str) -> str:
+    """Which GPUs run ``phase``: all GPUs, or with separate placement the engine or trainer
+    GPUs."""
+    if not (cfg.is_rl and cfg.placement == "separate"):
+        return "all GPUs"
+    return ENGINE_GROUP if phase == ROLLOUT_PHASE else "trainer GPUs"
+
+
+def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, precision: str, *,
+                      critic: ModelSpec | None = None, reward: ModelSpec | None = None) -> float:
+    """Host RAM of one node: the roles' ZeRO/FSDP offload (memory.host_ram_bytes), the idle
+    states parked on the host with offload_idle, and the sleeping engine's weights (vLLM sleep
+    level 1 keeps them in pinned host memory), per GPU on the node."""
+    from planner.memory import host_ram_bytes
+
+    rs = roles(model, cfg, critic=critic, reward=reward)
+    ranks = min(gpus_per_node, cfg.num_gpus)
+    per_rank = cal.HOST_RAM_PER_PROCESS_GIB * cal.GIB
+    total = 0.0
+    for r in rs:
+        if r.trained:
+            one = host_ram_bytes(r.model, r.cfg, 1) - per_rank
+            total += one
+        if cfg.is_rl and cfg.offload_idle:
+            total += sum(resident_terms(r, precision).values())
+    if cfg.is_rl and cfg.engine_sleep and cfg.placement == "colocate":
+        total += engine_weight_bytes(model, cfg)
+    return ranks * (total + per_rank)
