@@ -217,8 +217,29 @@ PLAN_OPTIONS = [
     click.option("--micro-batch", "micro_batch_size", type=int, default=None),
     click.option("--grad-accum", type=int, default=None),
     click.option("--global-batch", "global_batch_size", type=int, default=64, show_default=True),
-    click.option("--seq-len", type=int, default=2048, show_default=True),
+    click.option("--seq-len", type=int, default=None,
+                  help="Tokens per sequence [default: 2048; RL: prompt + response]."),
     click.option("--memory-margin", type=float, default=0.05, show_default=True),
+    click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True),
+    click.option("--critic-model", default=None, help="PPO critic [default: policy's arch]."),
+    click.option("--reward-model", default=None,
+                  help="Reward model [PPO default: policy's arch; GRPO: none]."),
+    click.option("--prompt-len", type=int, default=None, help="RL prompt tokens."),
+    click.option("--response-len", type=int, default=None, help="RL response tokens."),
+    click.option("--rollout-n", type=int, default=None,
+                  help="Responses per prompt [default: GRPO 5, PPO 1]."),
+    click.option("--rollout-batch", type=int, default=256, show_default=True,
+                  help="Prompts per RL iteration (--steps counts iterations)."),
+    click.option("--rollout-tp", type=int, default=None,
+                  help="Engine tensor parallel size [default: solver picks]."),
+    click.option("--gpu-memory-utilization", type=float, default=None,
+                  help="vLLM memory fraction [default: sized to the rollout batch]."),
+    click.option("--kl", type=float, default=None, help="KL coefficient; 0 drops the reference."),
+    click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
+    click.option("--placement", type=_choice(PLACEMENTS), default=None,
+                  help="RL placement [default: solver picks]."),
+    click.option("--offload-idle/--no-offload-idle", default=None,
+                  help="RL: park idle roles in host RAM [default: solver picks]."),
     click.option("--price-kind", type=_choice(("new", "used")), default=None),
     click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True),
     click.option("--stack", type=_choice(STACKS), default="hf", show_default=True),
@@ -284,6 +305,11 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
 def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]
                   ) -> tuple[PlanRequest, object]:
     data = {k: v for k, v in opts.items() if v is not None}
+    kl = data.pop("kl", None)
+    if kl is not None:
+        if kl < 0:
+            raise PlannerError(f"--kl {kl} must be >= 0 (0 drops the reference model)")
+        data["reference"] = kl > 0
     if gpus:
         data["gpus"] = tuple(g.strip() for g in gpus.split(",") if g.strip())
     try:

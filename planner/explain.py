@@ -220,7 +220,7 @@ def timed_conflicts(space: PlanSpace) -> list[Conflict]:
               "min_tokens_per_s": req.min_tokens_per_s}
     out = []
     steps = job_steps(space)
-    tokens_step = req.global_batch_size * req.seq_len
+    tokens_step = req.sequences_per_step * req.seq_len
     for name, value in limits.items():
         if value is None:
             continue

@@ -51,7 +51,7 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
     max_gpus = req.num_gpus or req.max_gpus
     rent = req.pricing == "rent"
     steps = job_steps(space)
-    tokens_step = req.global_batch_size * req.seq_len
+    tokens_step = req.sequences_per_step * req.seq_len
     best: Candidate | None = None
     for oi, offer in enumerate(space.offers):
         for si in range(len(space.strategies)):
@@ -60,8 +60,9 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                     continue
                 for pp in space.pps:
                     for dp in space.dps:
-                        n = tp * pp * dp
-                        if n > max_gpus or (req.num_gpus and n != req.num_gpus):
+                        n = space.num_gpus(si, tp, pp, dp)
+                        if n > max_gpus or (req.num_gpus and n != req.num_gpus) or \
+                                dp % space.strategies[si].rollout_tp:
                             continue
                         hosts = offer.hosts(n)
                         if offer.host_ram_mib is not None and offer.host_ram_mib < \

@@ -90,9 +90,7 @@ def check_text(doc: dict[str, Any]) -> str:
         f"layout     {_layout(tc)}",
         f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
         + (" (pure, no fp32 master)" if tc.pure_bf16 else " mixed precision"),
-        f"batch      micro-batch {tc.micro_batch_size} x accumulation {tc.grad_accum} "
-        f"x dp {tc.dp} = {tc.global_batch_size} sequences of {tc.seq_len} tokens, "
-        f"checkpointing {tc.checkpointing}",
+        f"batch      {batch_line(tc)}",
         "",
         f"per-GPU memory at the peak ({mem['peak_phase']}):",
     ]
@@ -276,6 +274,9 @@ def plan_doc(result: Any) -> dict[str, Any]:
             "offload": c.offload, "checkpointing": c.checkpointing,
             "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
             "global_batch_size": c.global_batch_size, "seq_len": c.seq_len,
+            "workload": c.workload,
+            "rl": _rl_doc(c, p.memory),
+            "config": c.model_dump(mode="json"),
             "memory": memory_doc(p.memory),
             "throughput": p.throughput.summary(),
             "time_hours": p.time_hours,
@@ -294,6 +295,34 @@ def plan_doc(result: Any) -> dict[str, Any]:
     }
 
 
+def _rl_doc(c: TrainConfig, est: MemoryEstimate) -> dict[str, Any] | None:
+    """The RL settings of a plan: placement, engines and the vLLM memory fraction to set."""
+    if not c.is_rl:
+        return None
+    u = c.gpu_memory_utilization
+    if u is None and est.engine_utilization is not None:
+        u = math.ceil(est.engine_utilization * 100) / 100
+    return {"placement": c.placement, "rollout_tp": c.rollout_tp,
+            "rollout_gpus": c.rollout_gpus or (c.num_gpus if c.placement == "colocate"
+                                               else c.num_gpus // 2),
+            "gpu_memory_utilization": u, "offload_idle": c.offload_idle,
+            "rollout_batch": c.rollout_batch, "rollout_n": c.samples_per_prompt,
+            "prompt_len": c.prompt_len, "response_len": c.response_len,
+            "reference": c.reference}
+
+
+def batch_line(tc: TrainConfig) -> str:
+    """How one step is made of sequences, per workload."""
+    unit = "pairs (2 sequences each)" if tc.sequences_per_example == 2 else "sequences"
+    line = (f"micro-batch {tc.micro_batch_size} x accumulation {tc.grad_accum} x dp {tc.dp} = "
+            f"{tc.global_batch_size} {unit} of {tc.seq_len} tokens, checkpointing "
+            f"{tc.checkpointing}")
+    if tc.is_rl:
+        line = (f"{tc.rollout_batch} prompts x {tc.samples_per_prompt} samples of "
+                f"{tc.prompt_len}+{tc.response_len} tokens per iteration; update " + line)
+    return line
+
+
 def _alternative(p: Any) -> dict[str, Any]:
     c = p.config
     return {"gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus, "method": c.method,
@@ -304,6 +333,16 @@ def _alternative(p: Any) -> dict[str, Any]:
             "cost_usd": p.cost_usd}
 
 
+def _rl_line(rl: dict[str, Any] | None) -> str:
+    if not rl:
+        return ""
+    where = ("engines share every GPU" if rl["placement"] == "colocate"
+             else f"engines on {rl['rollout_gpus']} GPUs of their own")
+    return (f": {rl['placement']} ({where}), rollout TP {rl['rollout_tp']}, "
+            f"gpu_memory_utilization {rl['gpu_memory_utilization']:.2f}"
+            + (", idle roles offloaded to host" if rl["offload_idle"] else ""))
+
+
 def plan_text(doc: dict[str, Any]) -> str:
     if doc["plan"] is None:
         lines = [f"status: {doc['status']}: no plan satisfies the request"]
@@ -312,13 +351,15 @@ def plan_text(doc: dict[str, Any]) -> str:
         lines += [f"  note: {n}" for n in doc["notes"]]
         return "\n".join(lines)
     p = doc["plan"]
-    tc = TrainConfig.model_validate({
-        "method": p["method"], "lora_rank": p["lora_rank"], "optimizer": p["optimizer"],
-        "zero_stage": p["zero_stage"], "fsdp": p["fsdp"], "tp": p["tp"], "pp": p["pp"],
-        "num_gpus": p["num_gpus"], "offload": p["offload"], "checkpointing": p["checkpointing"],
-        "micro_batch_size": p["micro_batch_size"], "grad_accum": p["grad_accum"],
-        "seq_len": p["seq_len"]})
+    tc = TrainConfig.model_validate(p["config"])
     mem, t, cost = p["memory"], p["throughput"], p["cost"]
+    if "mfu" in t:
+        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, limited by "
+                 f"{t['limited_by']} (stack {t['stack']})")
+    else:
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in t["phase_shares"].items() if v >= 0.005)
+        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
+                 f"iteration ({shares}); limited by {t['limited_by']}")
     lines = [
         f"status     {doc['status']}" + ("" if doc["status"] == "optimal"
                                          else " (not proven optimal)"),
@@ -327,16 +368,14 @@ def plan_text(doc: dict[str, Any]) -> str:
          if p["platform"] else f"rent       {p['num_gpus']} x {p['gpu']} "
          f"({p['num_hosts']} node(s) of the provider)"),
         f"layout     {_layout(tc)}",
+        f"workload   {tc.workload}" + _rl_line(p.get("rl")),
         f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
-        f"batch      micro-batch {tc.micro_batch_size} x accumulation {tc.grad_accum} x dp "
-        f"{tc.dp} = {tc.global_batch_size} sequences of {tc.seq_len} tokens, checkpointing "
-        f"{tc.checkpointing}",
+        f"batch      {batch_line(tc)}",
         f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "
         f"(peak in {mem['peak_phase']}); host RAM {mem['host_ram_gib']:.0f} GiB per host",
         "           " + ", ".join(f"{k.replace('_', ' ')} {v:.1f}"
                                   for k, v in mem["breakdown_gib"].items() if v >= 0.05),
-        f"speed      {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, limited by "
-        f"{t['limited_by']} (stack {t['stack']})",
+        speed,
         f"job        {cost['job']}: {p['time_hours']:,.1f} hours",
         f"cost       ${cost['usd']:,.0f}: {cost['covers']}",
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import PlannerError
 from planner.specs import GpuSpec, ModelSpec
@@ -125,6 +125,11 @@ class TrainConfig(BaseModel):
         default=True, description="RL colocated: the engine frees its KV cache and offloads its "
         "weights while training runs (vLLM sleep mode, verl free_cache_engine)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rl_seq_len(cls, data: object) -> object:
+        return _fill_rl_seq_len(data)
 
     @property
     def dp(self) -> int:
@@ -321,6 +326,48 @@ class PlanRequest(BaseModel):
     max_hours: float | None = Field(default=None, gt=0)
     min_tokens_per_s: float | None = Field(default=None, gt=0)
     time_limit_s: float = Field(default=10.0, gt=0)
+    # --- preference and RL workloads (TrainConfig has the meaning of each) ---------------------
+    critic_model: str | None = None
+    reward_model: str | None = None
+    prompt_len: int | None = Field(default=None, gt=0)
+    response_len: int | None = Field(default=None, gt=0)
+    rollout_n: int | None = Field(default=None, gt=0)
+    rollout_batch: int = Field(default=DEFAULT_ROLLOUT_BATCH, gt=0)
+    rollout_tp: int | None = Field(default=None, gt=0, description="None: the solver picks")
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, lt=1, description="None: the engine is sized to its batch"
+    )
+    reference: bool = True
+    precompute_ref: bool = False
+    placement: Placement | None = Field(default=None, description="None: the solver picks")
+    offload_idle: bool | None = Field(default=None, description="None: the solver picks")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rl_seq_len(cls, data: object) -> object:
+        return _fill_rl_seq_len(data)
+
+    @property
+    def is_rl(self) -> bool:
+        return self.workload in RL_WORKLOADS
+
+    @property
+    def sequences_per_step(self) -> int:
+        """Sequences behind one step of the job: an RL iteration's rollout_batch x n samples,
+        a pairwise step's 2 x global batch, else the global batch."""
+        if self.is_rl:
+            n = self.rollout_n or DEFAULT_ROLLOUT_N[self.workload]
+            return self.rollout_batch * n
+        return self.global_batch_size * (2 if self.workload in PAIRWISE_WORKLOADS else 1)
+
+
+def _fill_rl_seq_len(data: object) -> object:
+    """RL: --prompt-len and --response-len replace --seq-len (seq_len = their sum)."""
+    if isinstance(data, dict) and data.get("workload") in RL_WORKLOADS \
+            and data.get("seq_len") is None and data.get("prompt_len") \
+            and data.get("response_len"):
+        return {**data, "seq_len": data["prompt_len"] + data["response_len"]}
+    return data
 
 
 def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
@@ -349,3 +396,26 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
         raise PlannerError("--offload optimizer+params needs --sharding zero3 or fsdp")
     if req.offload == "optimizer" and req.sharding == "none":
         raise PlannerError("--offload optimizer needs ZeRO or FSDP sharding")
+    _validate_plan_workload(req, model)
+
+
+def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
+    """The preference/RL options of a plan request, checked like TrainConfig's."""
+    probe = TrainConfig(
+        workload=req.workload, seq_len=req.seq_len, prompt_len=req.prompt_len,
+        response_len=req.response_len, rollout_n=req.rollout_n,
+        rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
+        reference=req.reference, precompute_ref=req.precompute_ref,
+        placement=req.placement or "colocate", rollout_tp=req.rollout_tp or 1,
+        num_gpus=max(2, 2 * (req.rollout_tp or 1)),
+    )
+    validate_workload(probe, model)
+    if req.is_rl and (req.tp not in (None, 1) or req.pp not in (None, 1)):
+        raise PlannerError(f"{req.workload}: the trainer is data parallel; --tp/--pp apply to "
+                           f"SFT (use --rollout-tp for the engines)")
+    if req.critic_model and req.workload != "ppo":
+        raise PlannerError(f"--critic-model {req.critic_model} applies to --workload ppo only "
+                           f"(got {req.workload})")
+    if req.reward_model and not req.is_rl:
+        raise PlannerError(f"--reward-model {req.reward_model} applies to --workload ppo or "
+                           f"grpo (got {req.workload})")

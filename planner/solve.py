@@ -25,6 +25,7 @@ from planner.space import (
     PlanSpace,
     Row,
     build_space,
+    layout_config,
     pareto_rows,
     step_time_bounds,
     step_time_us,
@@ -107,7 +108,7 @@ def fits_offer(space: PlanSpace, oi: int, *, budget: float | None) -> Callable[[
 def job_steps(space: PlanSpace) -> float:
     """Optimizer steps of the job: its tokens over global batch x sequence length."""
     req = space.request
-    return request_job(req).tokens / (req.global_batch_size * req.seq_len)
+    return request_job(req).tokens / (req.sequences_per_step * req.seq_len)
 
 
 def needs_timing(req: PlanRequest) -> bool:
@@ -131,7 +132,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     req = space.request
     objective = objective or req.objective
     steps = job_steps(space)
-    tokens_step = req.global_batch_size * req.seq_len
+    tokens_step = req.sequences_per_step * req.seq_len
     budget = None if "budget" in drop else (budget_usd or req.budget_usd)
     deadline = None if "max_hours" in drop else req.max_hours
     if max_hours is not None:
@@ -265,25 +266,31 @@ def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str,
 
 def config_of(space: PlanSpace, solved: Solved) -> TrainConfig:
     v = solved.values
-    strategy = space.strategies[solved.strategy]
-    return space.base.model_copy(update={
-        **strategy.config_fields(),
-        "num_gpus": v["num_gpus"], "tp": v["tp"], "pp": v["pp"],
-        "micro_batch_size": v["micro_batch"], "grad_accum": v["grad_accum"],
-    })
+    return layout_config(space, solved.strategy, num_gpus=v["num_gpus"], tp=v["tp"], pp=v["pp"],
+                         micro_batch=v["micro_batch"], grad_accum=v["grad_accum"])
 
 
 def request_job(req: PlanRequest) -> Job:
+    """The job in tokens; --steps counts optimizer steps (RL: iterations) of
+    sequences_per_step sequences."""
     return define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
-                      steps=req.steps, global_batch=req.global_batch_size, seq_len=req.seq_len)
+                      steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
 
 
 def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) -> Plan:
     """Evaluate one candidate with the pure models: memory, throughput, job time and cost."""
     req, offer = space.request, space.offers[offer_idx]
-    est = estimate_memory(space.model, offer.gpu, cfg, gpus_per_node=offer.gpus_per_host)
-    tput = estimate_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
-                               stack=req.stack, gpus_per_node=offer.gpus_per_host)
+    roles = space.roles
+    est = estimate_memory(space.model, offer.gpu, cfg, gpus_per_node=offer.gpus_per_host,
+                          critic=roles.critic, reward=roles.reward)
+    if cfg.is_rl:
+        from planner.rltime import estimate_rl_step
+
+        tput = estimate_rl_step(space.model, offer.gpu, cfg, platform=offer.platform,
+                                stack=req.stack, critic=roles.critic, reward=roles.reward)
+    else:
+        tput = estimate_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
+                                   stack=req.stack, gpus_per_node=offer.gpus_per_host)
     cost = job_cost(offer.gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s,
                     job=request_job(req), pricing=req.pricing, platform=offer.platform,
                     price_kind=req.price_kind)
@@ -304,6 +311,8 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
     except PlannerError as exc:
         problems.append(str(exc))
     limit = plan.memory.capacity * (1 - req.memory_margin)
+    if plan.memory.blocked:
+        problems.append("the rollout engine cannot hold one sequence")
     if plan.memory.device > limit:
         problems.append(f"memory {plan.memory.device / GIB:.2f} GiB > {limit / GIB:.2f} GiB")
     if cfg.global_batch_size != req.global_batch_size:

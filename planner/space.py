@@ -15,6 +15,7 @@ the decomposition reproduces ``estimate_memory`` exactly at other dp values.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -23,7 +24,6 @@ from planner.cost import gpu_purchase_price
 from planner.memory import (
     FWD_PHASE,
     STEP_PHASE,
-    phase_terms,
     reserved_weight,
 )
 from planner.request import (
@@ -36,6 +36,7 @@ from planner.request import (
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 ACTIVATION_TERMS = ("activations", "logits_and_loss")
+ROLLOUT_PHASE = "rollout"  # workloads.ROLLOUT_PHASE
 PHASES = (FWD_PHASE, STEP_PHASE)
 
 
@@ -52,7 +53,27 @@ class StatesCoefficients:
 
 
 def _with_dp(cfg: TrainConfig, dp: int) -> TrainConfig:
+    """``cfg`` with data-parallel degree dp: separate RL placement gives the engines as many
+    GPUs as the trainer (num_gpus = 2 dp)."""
+    if cfg.is_rl and cfg.placement == "separate":
+        return cfg.model_copy(update={"num_gpus": 2 * dp, "rollout_gpus": dp})
     return cfg.model_copy(update={"num_gpus": cfg.tp * cfg.pp * cfg.cp * dp})
+
+
+def gpus_for(cfg: TrainConfig, dp: int) -> int:
+    """GPUs of a layout with data-parallel degree dp (see _with_dp)."""
+    return _with_dp(cfg, dp).num_gpus
+
+
+def _phases(model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels
+            ) -> dict[str, dict[str, float]]:
+    """workload_phases without the rollout engine's terms: the engine depends on the GPU count
+    in a way a + b/dp cannot express (its batch is capped), so gpu_need_mib adds it exactly."""
+    from planner.workloads import workload_phases
+
+    phases = workload_phases(model, cfg, precision, critic=roles.critic, reward=roles.reward)
+    return {p: {k: v for k, v in t.items() if not k.startswith("engine ")}
+            for p, t in phases.items()}
 
 
 def _reserved_part(terms: dict[str, float], *, activations: bool) -> float:
@@ -62,15 +83,26 @@ def _reserved_part(terms: dict[str, float], *, activations: bool) -> float:
     )
 
 
+@dataclass(frozen=True)
+class RoleModels:
+    """The critic and reward models of a PPO/GRPO request (None: the policy's architecture)."""
+
+    critic: ModelSpec | None = None
+    reward: ModelSpec | None = None
+
+
+NO_ROLES = RoleModels()
+
+
 def states_coefficients(
-    model: ModelSpec, cfg: TrainConfig, precision: str
+    model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
 ) -> dict[str, StatesCoefficients]:
     """a, b, c of every phase for the choices in ``cfg`` (its num_gpus is ignored)."""
     m1, m2, m4 = (
-        phase_terms(model, _with_dp(cfg, dp), precision) for dp in (1, 2, 4)
+        _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (1, 2, 4)
     )
     out = {}
-    for phase in PHASES:
+    for phase in m1:
         s1 = _reserved_part(m1[phase], activations=False)
         s2 = _reserved_part(m2[phase], activations=False)
         s4 = _reserved_part(m4[phase], activations=False)
@@ -79,25 +111,31 @@ def states_coefficients(
     return out
 
 
-def host_coefficients(model: ModelSpec, cfg: TrainConfig) -> tuple[int, int]:
+def host_coefficients(model: ModelSpec, cfg: TrainConfig, roles: RoleModels = NO_ROLES,
+                      precision: str = "bf16") -> tuple[int, int]:
     """Host RAM of one training process in MiB as a + b/dp (offloaded shards + the process),
-    read off memory.host_ram_bytes at dp = 1 and 2."""
+    read off memory.host_ram_bytes (workloads.workload_host_ram) at dp = 1 and 2."""
     from planner.memory import host_ram_bytes
+    from planner.workloads import workload_host_ram
 
-    r1, r2 = (host_ram_bytes(model, _with_dp(cfg, dp), 1) for dp in (1, 2))
+    def one(dp: int) -> float:
+        c = _with_dp(cfg, dp)
+        if c.workload in ("sft", "pretrain"):
+            return host_ram_bytes(model, c, 1)
+        return workload_host_ram(model, c, 1, precision, critic=roles.critic,
+                                 reward=roles.reward)
+
+    r1, r2 = one(1), one(2)
     b = 2 * (r1 - r2)
     return _ceil_mib(r1 - b), _ceil_mib(b)
 
 
 def activation_reserved_bytes(
-    model: ModelSpec, cfg: TrainConfig, precision: str
+    model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
 ) -> dict[str, float]:
     """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
-    from planner.memory import activation_bytes, logits_bytes
-
-    # Activations and loss buffers are alive in the forward/backward phase only (phase_terms).
-    fwd = {"activations": activation_bytes(model, cfg), "logits_and_loss": logits_bytes(model, cfg)}
-    return {FWD_PHASE: _reserved_part(fwd, activations=True), STEP_PHASE: 0.0}
+    phases = _phases(model, cfg, precision, roles)
+    return {p: _reserved_part(t, activations=True) for p, t in phases.items()}
 
 
 
@@ -120,9 +158,15 @@ class Strategy:
     sharding: str  # none | zero1 | zero2 | zero3 | fsdp
     offload: str
     checkpointing: str
+    placement: str = "colocate"  # RL: colocate | separate
+    rollout_tp: int = 1
+    offload_idle: bool = False
 
     def config_fields(self) -> dict[str, object]:
         return {
+            "placement": self.placement,
+            "rollout_tp": self.rollout_tp,
+            "offload_idle": self.offload_idle,
             "method": self.method,
             "lora_rank": self.lora_rank,
             "optimizer": self.optimizer,
@@ -179,6 +223,8 @@ class MemoryTables:
     floor_mib: int  # allocator cache floor
     overhead_mib: int  # CUDA context per process
     multi_gpu_mib: int  # NCCL buffers when more than one GPU
+    engine: dict[int, tuple[int, int, int]]  # RL: s -> engine (weights, KV per sequence,
+    # workspace) MiB on one GPU
 
 
 def memory_tables(
@@ -189,18 +235,29 @@ def memory_tables(
     pps: tuple[int, ...],
     *,
     precision: str = "bf16",
+    roles: RoleModels = NO_ROLES,
 ) -> MemoryTables:
     """Evaluate the memory model once per key (states at dp = 1, 2, 4; activations at mb = 1)."""
+    from planner import calibration as cal
     from planner.memory import device_overhead_bytes, reserved_bytes
+    from planner.workloads import engine_weight_bytes, kv_bytes_per_sequence
 
-    states: dict[str, dict] = {p: {} for p in PHASES}
-    acts: dict[str, dict] = {p: {} for p in PHASES}
+    engine: dict[int, tuple[int, int, int]] = {}
+
+    states: dict[str, dict] = {}
+    acts: dict[str, dict] = {}
     host: dict[tuple[int, int, int], tuple[int, int]] = {}
     # Model states do not depend on checkpointing: strategies that differ only there share them.
     shared: dict[tuple, tuple] = {}
     for si, s in enumerate(strategies):
         fields = s.config_fields()
-        states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload)
+        states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
+                      s.offload_idle)
+        if base.is_rl:
+            c = base.model_copy(update={"rollout_tp": s.rollout_tp})
+            engine[si] = (_ceil_mib(engine_weight_bytes(model, c)),
+                          _ceil_mib(kv_bytes_per_sequence(model, c)),
+                          _ceil_mib(cal.ENGINE_WORKSPACE_GIB * cal.GIB))
         for tp in tps:
             for pp in pps:
                 for acc in (False, True):
@@ -210,9 +267,9 @@ def memory_tables(
                             **fields, "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
                             "micro_batch_size": 1,
                         })
-                        coeffs = states_coefficients(model, cfg, precision)
+                        coeffs = states_coefficients(model, cfg, precision, roles)
                         shared[key] = (
-                            host_coefficients(model, cfg) if not acc else None,
+                            host_coefficients(model, cfg, roles, precision) if not acc else None,
                             {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c))
                              for phase, co in coeffs.items()},
                         )
@@ -220,18 +277,19 @@ def memory_tables(
                     if not acc:
                         host[(si, tp, pp)] = host_co
                     for phase, abc in per_phase.items():
-                        states[phase][(si, tp, pp, acc)] = abc
+                        states.setdefault(phase, {})[(si, tp, pp, acc)] = abc
                 for in_flight in range(1, pp + 1):
-                    cfg = base.model_copy(update={
+                    cfg = _with_dp(base.model_copy(update={
                         **fields, "tp": tp, "pp": pp, "micro_batch_size": 1,
-                        "grad_accum": in_flight, "num_gpus": tp * pp,
-                    })
-                    for phase, v in activation_reserved_bytes(model, cfg, precision).items():
-                        acts[phase][(si, tp, pp, in_flight)] = _ceil_mib(v)
+                        "grad_accum": in_flight,
+                    }), 1)
+                    for phase, v in activation_reserved_bytes(model, cfg, precision,
+                                                              roles).items():
+                        acts.setdefault(phase, {})[(si, tp, pp, in_flight)] = _ceil_mib(v)
     one, two = device_overhead_bytes(1), device_overhead_bytes(2)
     return MemoryTables(
         states=states, acts=acts, host=host, floor_mib=_ceil_mib(reserved_bytes({})),
-        overhead_mib=_ceil_mib(one), multi_gpu_mib=_ceil_mib(two - one),
+        overhead_mib=_ceil_mib(one), multi_gpu_mib=_ceil_mib(two - one), engine=engine,
     )
 
 
@@ -276,6 +334,7 @@ class PlanSpace:
     micro_batches: tuple[int, ...]
     base: TrainConfig
     memory: MemoryTables
+    roles: RoleModels = NO_ROLES
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -304,22 +363,59 @@ class PlanSpace:
         gb = self.request.global_batch_size
         return gb // (dp * mb) if gb % (dp * mb) == 0 else None
 
+    def num_gpus(self, si: int, tp: int, pp: int, dp: int) -> int:
+        """GPUs of a layout: tp x pp x dp, twice dp for separate RL placement."""
+        if self.strategies[si].placement == "separate":
+            return 2 * dp
+        return tp * pp * dp
+
+    def engine_concurrency(self, si: int, dp: int) -> int:
+        """Sequences one rollout engine decodes at once when sized to its batch
+        (workloads.engine without gpu_memory_utilization): its share, capped."""
+        from planner.efficiency import MAX_DECODE_BATCH
+
+        engines = max(1, dp // self.strategies[si].rollout_tp)  # rollout GPUs = dp
+        share = -(-self.base.rollout_batch * self.base.samples_per_prompt // engines)
+        return min(share, MAX_DECODE_BATCH)
+
     def gpu_need_mib(self, si: int, tp: int, pp: int, dp: int, mb: int) -> int:
-        """Per-GPU MiB of the worse phase, from the tables (the encoding's and the oracle's)."""
+        """Per-GPU MiB of the worst phase, from the tables (the encoding's and the oracle's).
+
+        RL rollout phase: the engine's weights, KV cache and workspace are added exactly. With
+        a fixed gpu_memory_utilization u the engine takes u x capacity, which no GPU-independent
+        number can hold; the equivalent need is scaled instead: resident <= C(1-m) - uC iff
+        resident (1-m)/(1-m-u) <= C(1-m), and the engine must hold its weights and one
+        sequence: (weights + workspace + one sequence) (1-m)/u <= C(1-m)."""
         ga = self.grad_accum(dp, mb) or 1
         mem = self.memory
+        n = self.num_gpus(si, tp, pp, dp)
+        fixed = mem.floor_mib + mem.overhead_mib + (mem.multi_gpu_mib if n > 1 else 0)
         worst = 0
-        for phase in PHASES:
-            a, b, c = mem.states[phase][(si, tp, pp, ga > 1)]
+        for phase, table in mem.states.items():
+            a, b, c = table[(si, tp, pp, ga > 1)]
             act = mem.acts[phase][(si, tp, pp, min(pp, ga))]
-            worst = max(worst, a + -(-b // dp) + (c if dp > 1 else 0) + mb * act)
-        n = tp * pp * dp
-        return worst + mem.floor_mib + mem.overhead_mib + (mem.multi_gpu_mib if n > 1 else 0)
+            need = a + -(-b // dp) + (c if dp > 1 else 0) + mb * act
+            if phase == ROLLOUT_PHASE:
+                need = self._with_engine(si, dp, need, fixed)
+            worst = max(worst, need)
+        return worst + fixed
+
+    def _with_engine(self, si: int, dp: int, resident: int, fixed: int) -> int:
+        weights, per_seq, work = self.memory.engine[si]
+        u = self.base.gpu_memory_utilization
+        if u is None:
+            return resident + weights + work + self.engine_concurrency(si, dp) * per_seq
+        keep = 1 - self.request.memory_margin
+        if keep - u <= 0:
+            return 2**40  # nothing is left for training states
+        scaled = math.ceil((resident + fixed) * keep / (keep - u)) - fixed
+        engine_min = math.ceil((weights + work + per_seq + fixed) * keep / u) - fixed
+        return max(scaled, engine_min)
 
     def host_need_mib(self, si: int, tp: int, pp: int, dp: int, gpus_per_host: int) -> int:
         """Host RAM of one host: its ranks (min(GPUs, per host)) x one process's MiB."""
         a, b = self.memory.host[(si, tp, pp)]
-        return min(tp * pp * dp, gpus_per_host) * (a + -(-b // dp))
+        return min(self.num_gpus(si, tp, pp, dp), gpus_per_host) * (a + -(-b // dp))
 
 
 def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
@@ -355,7 +451,21 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
     return offers, unoffered
 
 
-def _strategies(request: PlanRequest) -> tuple[Strategy, ...]:
+def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int
+                ) -> list[tuple[str, int, bool]]:
+    """(placement, rollout TP, offload_idle) choices of an RL request; one neutral choice
+    otherwise."""
+    if not request.is_rl:
+        return [("colocate", 1, False)]
+    placements = (request.placement,) if request.placement else ("colocate", "separate")
+    rtps = (request.rollout_tp,) if request.rollout_tp else tensor_parallel_options(
+        model, per_node)
+    idles = (request.offload_idle,) if request.offload_idle is not None else (False, True)
+    return [(p, t, i) for p in placements for t in rtps for i in idles]
+
+
+def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = None
+                ) -> tuple[Strategy, ...]:
     methods = AUTO_METHODS if request.method == "auto" else (request.method,)
     optimizers = ("adamw", "adamw-8bit") if request.optimizer == "auto" else (request.optimizer,)
     shardings = (request.sharding,) if request.sharding else ("none", "zero1", "zero2", "zero3")
@@ -369,9 +479,10 @@ def _strategies(request: PlanRequest) -> tuple[Strategy, ...]:
             for shard in shardings:
                 for off in offloads:
                     for ck in ckpts:
-                        s = Strategy(method, rank, opt, shard, off, ck)
-                        if valid_strategy(s):
-                            out.append(s)
+                        for place, rtp, idle in rl or [("colocate", 1, False)]:
+                            s = Strategy(method, rank, opt, shard, off, ck, place, rtp, idle)
+                            if valid_strategy(s):
+                                out.append(s)
     return tuple(out)
 
 
@@ -379,15 +490,28 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     """Resolve the request against the catalog and tabulate memory for every open choice."""
     model = catalog.model(request.model).spec
     validate_plan_request(request, model)
+    roles = RoleModels(
+        critic=catalog.model(request.critic_model).spec if request.critic_model else None,
+        reward=catalog.model(request.reward_model).spec if request.reward_model else None,
+    )
     offers, unoffered = _offers(request, catalog)
     per_node = max((o.gpus_per_host for o in offers), default=8)
-    tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node)
-    pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8)
+    if request.is_rl:  # the RL trainer is data parallel (request.validate_workload)
+        tps, pps = (1,), (1,)
+    else:
+        tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node)
+        pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8)
     mbs = (request.micro_batch_size,) if request.micro_batch_size else tuple(
         m for m in MICRO_BATCHES if m <= request.global_batch_size
     )
-    base = TrainConfig(workload=request.workload, seq_len=request.seq_len)
-    strategies = _strategies(request)
+    base = TrainConfig(
+        workload=request.workload, seq_len=request.seq_len, prompt_len=request.prompt_len,
+        response_len=request.response_len, rollout_n=request.rollout_n,
+        rollout_batch=request.rollout_batch,
+        gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
+        precompute_ref=request.precompute_ref,
+    )
+    strategies = _strategies(request, _rl_choices(request, model, per_node))
     return PlanSpace(
         model=model,
         request=request,
@@ -398,7 +522,8 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         pps=pps,
         micro_batches=mbs,
         base=base,
-        memory=memory_tables(model, base, strategies, tps, pps),
+        memory=memory_tables(model, base, strategies, tps, pps, roles=roles),
+        roles=roles,
     )
 
 
@@ -438,8 +563,8 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
         for tp in space.tps:
             for pp in space.pps:
                 for dp in space.dps:
-                    n = tp * pp * dp
-                    if n > max_gpus:
+                    n = space.num_gpus(si, tp, pp, dp)
+                    if n > max_gpus or dp % space.strategies[si].rollout_tp:
                         continue
                     host = tuple(space.host_need_mib(si, tp, pp, dp, h) for h in sizes)
                     for mb in space.micro_batches:
@@ -479,6 +604,13 @@ def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
 
     offer = space.offers[offer_idx]
     cfg = config_for(space, row)
+    if cfg.is_rl:
+        from planner.rltime import estimate_rl_step
+
+        rl = estimate_rl_step(space.model, offer.gpu, cfg, platform=offer.platform,
+                              stack=space.request.stack, critic=space.roles.critic,
+                              reward=space.roles.reward)
+        return max(1, round(rl.step_time_s * 1e6))
     est = estimate_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
                               stack=space.request.stack, gpus_per_node=offer.gpus_per_host)
     return max(1, round(est.step_time_s * 1e6))
@@ -486,10 +618,20 @@ def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
 
 def config_for(space: PlanSpace, row: Row) -> TrainConfig:
     """The concrete TrainConfig of one row."""
+    return layout_config(space, row.strategy, num_gpus=row.num_gpus, tp=row.tp, pp=row.pp,
+                         micro_batch=row.micro_batch, grad_accum=row.grad_accum)
+
+
+def layout_config(space: PlanSpace, si: int, *, num_gpus: int, tp: int, pp: int,
+                  micro_batch: int, grad_accum: int) -> TrainConfig:
+    """The concrete TrainConfig of strategy ``si`` on a layout (separate RL placement: half the
+    GPUs run the engines)."""
+    s = space.strategies[si]
     return space.base.model_copy(update={
-        **space.strategies[row.strategy].config_fields(),
-        "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp,
-        "micro_batch_size": row.micro_batch, "grad_accum": row.grad_accum,
+        **s.config_fields(),
+        "num_gpus": num_gpus, "tp": tp, "pp": pp,
+        "micro_batch_size": micro_batch, "grad_accum": grad_accum,
+        "rollout_gpus": num_gpus // 2 if s.placement == "separate" else None,
     })
 
 
@@ -507,7 +649,10 @@ def step_time_bounds(space: PlanSpace):
 
     flops: dict[int, tuple[float, float]] = {}
     rates: dict[int, tuple[float, float]] = {}
-    tokens_step = space.request.global_batch_size * space.request.seq_len
+    # Tokens of one step that run the update (RL: every sampled sequence; pairs: 2 each). For
+    # RL the bound is the actor update's compute alone (an iteration also generates, scores
+    # and, for PPO, updates a critic); DPO's reference forward is left out (>= 0).
+    tokens_step = space.request.sequences_per_step * space.request.seq_len
 
     def bound(offer_idx: int, row: Row) -> float:
         if row.strategy not in flops:
@@ -524,7 +669,8 @@ def step_time_bounds(space: PlanSpace):
             )
         lin, sixteen_bit = flops[row.strategy]
         r_lin, r_16 = rates[offer_idx]
-        compute = tokens_step / row.num_gpus * (lin / r_lin + sixteen_bit / r_16)
+        trainers = row.dp * row.tp * row.pp
+        compute = tokens_step / trainers * (lin / r_lin + sixteen_bit / r_16)
         bubble = compute * pipeline_bubble_fraction(row.pp, row.grad_accum)
         return (compute + bubble + eff.STEP_OVERHEAD_S) * 1e6
 
