@@ -1,0 +1,94 @@
+"""The planner on preference and RL workloads: solver == enumeration, exact memory tables,
+re-checked plans."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.memory import estimate_memory
+from planner.oracle import enumerate_best
+from planner.request import PlanRequest
+from planner.solve import check_plan, config_of, make_plan, plan, solve_lexicographic
+from planner.space import build_space, layout_config
+
+CAT = load_catalog()
+RL = dict(prompt_len=256, response_len=256, rollout_batch=16)
+
+SMALL = [
+    dict(model="qwen2.5-0.5b", workload="grpo", method="lora", gpus=("rtx-3090", "rtx-4090"),
+         max_gpus=4, global_batch_size=8, offload="none", **RL),
+    dict(model="qwen2.5-0.5b", workload="ppo", method="full", gpus=("rtx-3090", "h100-sxm"),
+         max_gpus=4, global_batch_size=8, checkpointing="full", **RL),
+    dict(model="qwen2.5-1.5b", workload="grpo", method="full", gpus=("rtx-4090", "h100-sxm"),
+         max_gpus=8, global_batch_size=8, gpu_memory_utilization=0.4, sharding="zero3",
+         **RL),
+    dict(model="qwen2.5-0.5b", workload="grpo", method="lora", gpus=("rtx-4090", "h100-sxm"),
+         max_gpus=4, global_batch_size=8, offload="none", pricing="rent", tokens=1e7,
+         objective="time", budget_usd=50, **RL),
+    dict(model="qwen2.5-1.5b", workload="rm", gpus=("rtx-3090", "rtx-4090"), max_gpus=4,
+         global_batch_size=8, seq_len=1024, method="full"),
+    dict(model="qwen2.5-1.5b", workload="dpo", gpus=("rtx-3090", "rtx-4090"), max_gpus=4,
+         global_batch_size=8, seq_len=1024, method="lora", offload="none"),
+]
+
+
+@pytest.mark.parametrize("kw", SMALL, ids=lambda kw: f"{kw['workload']}-{kw['model']}")
+def test_solver_matches_enumeration(kw):
+    space = build_space(PlanRequest(**kw), CAT)
+    solved = solve_lexicographic(space, 30)
+    best = enumerate_best(space)
+    assert (solved is None) == (best is None)
+    if best is None:
+        return
+    v = solved.values
+    cost = best.cost if kw.get("pricing") == "rent" else v["cost_usd"]
+    assert (cost, v["num_gpus"], solved.strategy, solved.offer, -v["micro_batch"], v["dp"]) == \
+        (best.cost, best.num_gpus, best.strategy, best.offer, best.neg_micro_batch, best.dp)
+    result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
+    assert check_plan(space, result) == []
+
+
+@pytest.mark.parametrize("placement", ["colocate", "separate"])
+@pytest.mark.parametrize("util", [None, 0.5])
+@pytest.mark.parametrize("dp", [1, 2, 3, 8])
+def test_rl_memory_tables_match_the_model(placement, util, dp):
+    """gpu_need_mib (the solver's number) equals estimate_memory's device peak, rounded up,
+    for every RL strategy; with a fixed engine fraction the scaled need decides fit exactly
+    like the model."""
+    req = PlanRequest(model="qwen2.5-1.5b", workload="grpo", gpus=("h100-sxm", "rtx-4090"),
+                      global_batch_size=24, placement=placement, gpu_memory_utilization=util,
+                      rollout_tp=1, **RL)
+    space = build_space(req, CAT)
+    for si, s in enumerate(space.strategies[::7]):
+        si = space.strategies.index(s)
+        cfg = layout_config(space, si, num_gpus=space.num_gpus(si, 1, 1, dp), tp=1, pp=1,
+                            micro_batch=1, grad_accum=24 // dp)
+        need = space.gpu_need_mib(si, 1, 1, dp, 1)
+        for offer in space.offers:
+            est = estimate_memory(space.model, offer.gpu, cfg)
+            if util is None:
+                assert need == pytest.approx(math.ceil(est.device / 2**20), abs=40)
+            fits = est.fits(req.memory_margin)
+            if abs(est.device / (est.capacity * (1 - req.memory_margin)) - 1) > 0.01:
+                assert fits == (need <= offer.capacity_mib), (s, offer.gpu.id)
+
+
+def test_rl_plan_reports_engine_settings_and_phases():
+    req = PlanRequest(model="qwen2.5-1.5b", workload="grpo", method="lora", gpus=("rtx-4090",),
+                      max_gpus=4, budget_usd=20000, **RL)
+    res = plan(req, CAT)
+    assert res.status == "optimal"
+    p = res.plan
+    assert p.config.workload == "grpo" and p.config.rollout_batch == 16
+    assert p.memory.engine_utilization is not None and 0 < p.memory.engine_utilization < 1
+    assert set(p.throughput.phases) >= {"generation", "actor forward", "actor update"}
+    assert check_plan(build_space(req, CAT), p) == []
+
+
+def test_rl_without_enough_memory_is_infeasible_with_a_fix():
+    res = plan(PlanRequest(model="qwen2.5-7b", workload="ppo", method="full",
+                           gpus=("rtx-3090",), max_gpus=2, offload="none", **RL), CAT)
+    assert res.status == "infeasible" and res.conflicts

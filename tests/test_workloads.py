@@ -1,0 +1,131 @@
+"""Preference and RL workloads: roles, phases and their memory, against hand arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.errors import PlannerError
+from planner.memory import GIB, estimate_memory, phase_terms
+from planner.params import count_params
+from planner.request import TrainConfig, validate_config
+from planner.workloads import (
+    ROLLOUT_PHASE,
+    engine,
+    kv_bytes_per_sequence,
+    roles,
+    value_model,
+    workload_phases,
+)
+
+CAT = load_catalog()
+QWEN7 = CAT.model("qwen2.5-7b").spec
+H100 = CAT.gpu("h100-sxm")
+
+
+def grpo(**kw) -> TrainConfig:
+    base = dict(workload="grpo", method="lora", num_gpus=8, fsdp=True, prompt_len=512,
+                response_len=1024, micro_batch_size=4, rollout_batch=64)
+    return TrainConfig(**(base | kw))
+
+
+def test_rl_seq_len_is_prompt_plus_response():
+    assert grpo().seq_len == 1536
+    with pytest.raises(PlannerError, match="prompt"):
+        validate_config(TrainConfig(workload="ppo", seq_len=100, prompt_len=40,
+                                    response_len=50), QWEN7)
+
+
+def test_roles_per_workload():
+    names = lambda cfg: [r.name for r in roles(QWEN7, cfg)]  # noqa: E731
+    assert names(TrainConfig(workload="rm")) == ["reward"]
+    assert names(TrainConfig(workload="dpo")) == ["policy", "reference"]
+    assert names(TrainConfig(workload="dpo", precompute_ref=True)) == ["policy"]
+    assert names(grpo()) == ["actor", "reference"]
+    assert names(grpo(reference=False)) == ["actor"]
+    ppo = TrainConfig(workload="ppo", prompt_len=512, response_len=512, num_gpus=8)
+    assert names(ppo) == ["actor", "critic", "reference", "reward"]
+
+
+def test_value_model_drops_the_vocabulary_head():
+    # Qwen2.5-7B has an untied 152,064 x 3,584 head (545 M parameters).
+    head = count_params(QWEN7).total - count_params(value_model(QWEN7)).total
+    assert head == 152064 * 3584
+
+
+def test_reward_model_has_no_vocabulary_logits_and_doubles_sequences():
+    fwd = "forward/backward"
+    sft = workload_phases(QWEN7, TrainConfig(micro_batch_size=2, seq_len=1024), "bf16")[fwd]
+    rm = workload_phases(QWEN7, TrainConfig(workload="rm", micro_batch_size=1, seq_len=1024),
+                         "bf16")[fwd]
+    # 2 x 1024 tokens either way; the RM's output is 2 x 1024 x 3584 x 2 B, the SFT loss
+    # 2048 tokens x 152,064 x 12 B = 3.5 GiB.
+    assert rm["logits_and_loss"] == pytest.approx(2048 * 3584 * 2)
+    assert sft["logits_and_loss"] > 3.4 * GIB
+    assert rm["activations"] == pytest.approx(sft["activations"])
+
+
+def test_dpo_full_keeps_a_16bit_reference_lora_shares_the_base():
+    full = workload_phases(QWEN7, TrainConfig(workload="dpo", num_gpus=1), "bf16")
+    ref = full["forward/backward"]["reference weights"]
+    assert ref == pytest.approx(count_params(QWEN7).total * 2)
+    lora = workload_phases(QWEN7, TrainConfig(workload="dpo", method="lora"), "bf16")
+    assert not any(k.startswith("reference") for k in lora["forward/backward"])
+    assert "reference forward" in lora
+
+
+def test_engine_kv_cache_arithmetic():
+    # KV per token of Qwen2.5-7B: 2 x 28 layers x 4 kv heads x 128 x 2 B = 57,344 B.
+    cfg = grpo(rollout_tp=2)
+    assert kv_bytes_per_sequence(QWEN7, cfg) == pytest.approx(57344 * 1536 / 2)
+    eng = engine(QWEN7, cfg, None)
+    # 64 prompts x 5 samples over 8 / 2 = 4 engines: 80 sequences each, all at once.
+    assert (eng.sequences_per_engine, eng.concurrency, eng.engines) == (80, 80, 4)
+    assert eng.kv_cache == pytest.approx(80 * 57344 * 1536 / 2)
+    fixed = engine(QWEN7, grpo(gpu_memory_utilization=0.5), 80 * GIB)
+    assert fixed.total == pytest.approx(0.5 * 80 * GIB)
+
+
+def test_colocated_engine_sleeps_during_training():
+    phases = workload_phases(QWEN7, grpo(), "bf16")
+    assert any(k.startswith("engine") for k in phases[ROLLOUT_PHASE])
+    assert not any(k.startswith("engine") for k in phases["actor update"])
+    awake = workload_phases(QWEN7, grpo(engine_sleep=False), "bf16")
+    assert any(k.startswith("engine") for k in awake["actor update"])
+
+
+def test_offload_idle_empties_the_rollout_phase_of_training_states():
+    kept = workload_phases(QWEN7, grpo(), "bf16")[ROLLOUT_PHASE]
+    parked = workload_phases(QWEN7, grpo(offload_idle=True), "bf16")[ROLLOUT_PHASE]
+    assert any(k.startswith("actor") for k in kept)
+    assert not any(k.startswith("actor") for k in parked)
+    assert sum(parked.values()) < sum(kept.values())
+
+
+def test_update_phase_is_the_sft_phase_plus_idle_roles():
+    cfg = grpo(method="full", reference=False, offload_idle=True)
+    phases = workload_phases(QWEN7, cfg, "bf16")
+    sft = phase_terms(QWEN7, TrainConfig(method="full", num_gpus=8, fsdp=True,
+                                         micro_batch_size=4, seq_len=1536), "bf16")
+    assert sum(phases["actor update"].values()) == pytest.approx(
+        sum(sft["forward/backward"].values()))
+
+
+def test_separate_placement_moves_the_engine_off_the_trainer():
+    sep = estimate_memory(QWEN7, H100, grpo(placement="separate", rollout_gpus=4))
+    assert sep.groups[ROLLOUT_PHASE] == "engine GPUs"
+    assert sep.groups["actor update"] == "trainer GPUs"
+    with pytest.raises(PlannerError, match="rollout-gpus"):
+        validate_config(grpo(placement="separate", rollout_gpus=8), QWEN7)
+
+
+def test_full_ppo_7b_needs_more_than_one_80gb_gpu():
+    # Actor and critic states alone: 2 x 7.6e9 x 16 B = 243 GB > 80 GB.
+    cfg = TrainConfig(workload="ppo", prompt_len=512, response_len=512, num_gpus=1)
+    assert not estimate_memory(QWEN7, CAT.gpu("a100-80gb-sxm"), cfg).fits()
+
+
+def test_fixed_engine_fraction_too_small_is_blocked():
+    est = estimate_memory(QWEN7, CAT.gpu("rtx-4090"), grpo(gpu_memory_utilization=0.1,
+                                                             num_gpus=1, fsdp=False))
+    assert est.blocked and not est.fits()
