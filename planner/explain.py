@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
+from planner.catalog import Catalog
 from planner.encoding import Encoding, build
+from planner.errors import PlannerError
+from planner.request import PlanRequest
 from planner.memory import GIB
 from planner.result import Binding, Conflict, Plan
 from planner.space import PlanSpace
@@ -163,16 +166,73 @@ def _fix(space: PlanSpace, enc: Encoding, name: str) -> str:
     return enc.rules[name].relax
 
 
-def conflicts(space: PlanSpace) -> list[Conflict]:
+def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
+    """Single changes of the request that lower per-GPU memory, mildest first: (wording,
+    request fields). Each is tried by solving (memory_fixes), never assumed to work."""
+    out: list[tuple[str, dict[str, object]]] = []
+    if req.micro_batch_size not in (None, 1):
+        out.append(("--micro-batch 1", {"micro_batch_size": 1}))
+    if req.checkpointing not in ("auto", "full"):
+        out.append(("--checkpointing full", {"checkpointing": "full"}))
+    if req.offload not in ("auto",):
+        out.append(("--offload auto", {"offload": "auto"}))
+    if req.sharding is not None:
+        out.append(("leave --sharding open", {"sharding": None}))
+    if req.is_rl and req.offload_idle is False:
+        out.append(("--offload-idle", {"offload_idle": True}))
+    if req.is_rl and req.gpu_memory_utilization is not None:
+        out.append(("leave --gpu-memory-utilization open", {"gpu_memory_utilization": None}))
+    if req.method not in ("auto", "qlora"):
+        for m in ("lora", "qlora"):
+            if m != req.method:
+                out.append((f"--method {m}", {"method": m}))
+    if req.num_gpus is None and req.max_gpus < 1024:
+        out.append((f"--max-gpus {req.max_gpus * 2}", {"max_gpus": req.max_gpus * 2}))
+    if req.gpus:
+        out.append(("allow every GPU type (drop --gpus)", {"gpus": ()}))
+    if req.is_rl and req.response_len and req.response_len > 1:
+        r = req.response_len // 2
+        out.append((f"--response-len {r}", {"response_len": r, "seq_len": None}))
+    elif not req.is_rl and req.seq_len > 256:
+        out.append((f"--seq-len {req.seq_len // 2}", {"seq_len": req.seq_len // 2}))
+    return out
+
+
+def memory_fixes(space: PlanSpace, catalog: Catalog | None, *, limit: int = 3) -> list[str]:
+    """The first ``limit`` single changes after which some layout fits a GPU the request
+    allows, each found by rebuilding the space (memory tables) and solving for feasibility."""
+    from planner.catalog import load_catalog
+    from planner.space import build_space
+
+    cat = catalog or load_catalog()
+    found = []
+    for wording, change in memory_relaxations(space.request):
+        data = space.request.model_dump() | change
+        if data.get("seq_len") is None:
+            data.pop("seq_len", None)
+        try:
+            trial = build_space(PlanRequest.model_validate(data), cat)
+        except PlannerError:
+            continue
+        if trial.offers and cost_stage(trial) is not None:
+            found.append(wording)
+            if len(found) == limit:
+                break
+    return found
+
+
+def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict]:
     """A minimal set of the request's rules that cannot hold together, each with its fix."""
     if not space.offers:
         return [Conflict("gpus", "no GPU type can be offered: " + "; ".join(space.unoffered),
                          "allow GPU types with a price (--gpus), or add prices with --catalog")]
     enc = cost_stage(space)
     if enc is None:
+        fixes = memory_fixes(space, catalog)
         return [Conflict("gpu_memory", "no layout of the allowed choices fits even the largest "
-                         "allowed GPU", "allow more GPUs, LoRA/QLoRA, offload or a shorter "
-                         "--seq-len")]
+                         "allowed GPU", " or ".join(fixes) if fixes else
+                         "no single change tried (micro-batch, checkpointing, offload, method, "
+                         "more GPUs, other GPU types, shorter sequences) makes it fit")]
     core = set(enc.literal)
     ok, _, _ = _solve_without(enc, set(), None)
     if ok:
@@ -207,7 +267,7 @@ def _describe(space: PlanSpace, name: str) -> str:
     }.get(name, name)
 
 
-def timed_conflicts(space: PlanSpace) -> list[Conflict]:
+def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict]:
     """Conflicts of requests whose limits need step times (rental budget, --max-hours,
     --min-tokens-per-s): each such limit that, given up alone, makes the request feasible is in
     conflict; its fix is the best value reachable without it (found by solving)."""
@@ -243,5 +303,5 @@ def timed_conflicts(space: PlanSpace) -> list[Conflict]:
         out.append(Conflict(name, f"{_describe(space, name)} cannot hold together with the "
                             "other limits", fix))
     if not out:
-        out = conflicts(space)
+        out = conflicts(space, catalog)
     return out

@@ -339,10 +339,12 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     if request.objective == "time" and request.budget_usd is None and request.num_gpus is None:
         raise PlannerError("--objective time needs --budget (or --num-gpus): without a limit "
                            "the fastest plan uses every GPU allowed")
-    space = build_space(request, catalog or load_catalog())
+    catalog = catalog or load_catalog()
+    space = build_space(request, catalog)
     solved = solve_lexicographic(space, request.time_limit_s)
     if solved is None:
-        found = timed_conflicts(space) if needs_timing(request) else conflicts(space)
+        found = (timed_conflicts(space, catalog) if needs_timing(request)
+                 else conflicts(space, catalog))
         notes = ("not offered: " + "; ".join(space.unoffered),) if space.unoffered else ()
         return PlanResult(status="infeasible", plan=None, conflicts=tuple(found), notes=notes)
     result = _checked(space, solved)
