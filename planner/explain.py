@@ -15,8 +15,8 @@ from ortools.sat.python import cp_model
 from planner.catalog import Catalog
 from planner.encoding import Encoding, build
 from planner.errors import PlannerError
-from planner.request import PlanRequest
 from planner.memory import GIB
+from planner.request import PlanRequest
 from planner.result import Binding, Conflict, Plan
 from planner.space import PlanSpace
 
