@@ -133,7 +133,11 @@ class TrainConfig(BaseModel):
 
     @property
     def dp(self) -> int:
-        return self.num_gpus // (self.tp * self.pp * self.cp)
+        """Data-parallel degree of the trainer (separate RL placement: the non-engine GPUs)."""
+        gpus = self.num_gpus
+        if self.workload in RL_WORKLOADS and self.placement == "separate":
+            gpus -= rollout_gpu_count(self)
+        return gpus // (self.tp * self.pp * self.cp)
 
     @property
     def is_peft(self) -> bool:

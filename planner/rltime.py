@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -94,9 +95,24 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
 def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: PlatformSpec | None,
                    stack: str) -> float:
     """Optimizer steps over ``sequences``: one step per global batch of the role's config."""
-    est = estimate_throughput(role.model, gpu, role.cfg, platform=platform, stack=stack)
     steps = math.ceil(sequences / role.cfg.global_batch_size)
-    return est.step_time_s * steps
+    return _step_seconds(role.model, gpu, role.cfg, platform, stack) * steps
+
+
+# The planner times thousands of layouts that share their parts (the same engine batch on the
+# same GPU, the same update on the same GPUs): the pure sub-estimates are memoised.
+@lru_cache(maxsize=8192)
+def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
+                  platform: PlatformSpec | None, stack: str) -> float:
+    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack).step_time_s
+
+
+@lru_cache(maxsize=8192)
+def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len: int, tp: int,
+                  batch: int, platform: PlatformSpec | None) -> float:
+    dec = estimate_decode(model, gpu, prompt_len=prompt_len, response_len=response_len, tp=tp,
+                          batch=batch, platform=platform)
+    return dec.prefill_s + dec.decode_s
 
 
 def estimate_rl_step(
@@ -112,10 +128,9 @@ def estimate_rl_step(
     notes = []
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
-    dec = estimate_decode(model, gpu, prompt_len=cfg.prompt_len or 1,
-                          response_len=cfg.response_len or 1, tp=cfg.rollout_tp, batch=conc,
-                          platform=platform)
-    phases = {"generation": waves * (dec.prefill_s + dec.decode_s)}
+    wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
+                         cfg.rollout_tp, conc, platform)
+    phases = {"generation": waves * wave}
     for r in rs:
         phases[f"{r.name} forward"] = forward_seconds(r.model, gpu, r.cfg, tokens, n_train, stack)
     for r in rs:

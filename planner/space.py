@@ -647,17 +647,17 @@ def step_time_bounds(space: PlanSpace):
         training_flops,
     )
 
-    flops: dict[int, tuple[float, float]] = {}
-    rates: dict[int, tuple[float, float]] = {}
-    # Tokens of one step that run the update (RL: every sampled sequence; pairs: 2 each). For
-    # RL the bound is the actor update's compute alone (an iteration also generates, scores
-    # and, for PPO, updates a critic); DPO's reference forward is left out (>= 0).
+    flops: dict[int, tuple[float, float, float, int]] = {}
+    rates: dict[int, tuple[float, float, float]] = {}
+    # Tokens of one step that run the update (RL: every sampled sequence; pairs: 2 each).
+    # DPO's reference forward is left out (>= 0). RL adds the forward passes of every role, the
+    # updates of every trained role and a generation bound (see _rl_flops, _generation_bound).
     tokens_step = space.request.sequences_per_step * space.request.seq_len
+    gen_bytes: dict[tuple[int, int], float] = {}
 
     def bound(offer_idx: int, row: Row) -> float:
         if row.strategy not in flops:
-            f = training_flops(space.model, config_for(space, row))
-            flops[row.strategy] = (f.linear, f.sixteen_bit)
+            flops[row.strategy] = _strategy_flops(space, row)
         if offer_idx not in rates:
             gpu = space.offers[offer_idx].gpu
             prec = matmul_precision(gpu, space.base.effective_precision(gpu))
@@ -666,12 +666,61 @@ def step_time_bounds(space: PlanSpace):
             rates[offer_idx] = (
                 peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * util,
                 peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
+                gpu.memory_bandwidth_gbps * 1e9 * eff.DECODE_EFFICIENCY["vllm"],
             )
-        lin, sixteen_bit = flops[row.strategy]
-        r_lin, r_16 = rates[offer_idx]
+        lin, sixteen_bit, fwd, updates = flops[row.strategy]
+        r_lin, r_16, bandwidth = rates[offer_idx]
         trainers = row.dp * row.tp * row.pp
         compute = tokens_step / trainers * (lin / r_lin + sixteen_bit / r_16)
         bubble = compute * pipeline_bubble_fraction(row.pp, row.grad_accum)
-        return (compute + bubble + eff.STEP_OVERHEAD_S) * 1e6
+        if not space.base.is_rl:
+            return (compute + bubble + eff.STEP_OVERHEAD_S) * 1e6
+        steps = -(-tokens_step // space.request.seq_len // space.request.global_batch_size)
+        train = compute + tokens_step / trainers * fwd / r_lin + \
+            updates * steps * eff.STEP_OVERHEAD_S
+        key = (row.strategy, row.dp)
+        if key not in gen_bytes:
+            gen_bytes[key] = _generation_bytes(space, row)
+        gen = gen_bytes[key] / bandwidth
+        if space.strategies[row.strategy].placement == "separate":
+            return max(train, gen) * 1e6
+        return (train + gen) * 1e6
 
     return bound
+
+
+def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, int]:
+    """Per token: (matmul-precision, 16-bit) training FLOPs summed over the trained roles,
+    forward FLOPs summed over every role's forward pass, and the number of trained roles."""
+    from planner.throughput import attention_fwd_flops_per_layer, matmul_params, training_flops
+    from planner.workloads import roles
+
+    cfg = config_for(space, row)
+    if not cfg.is_rl:
+        f = training_flops(space.model, cfg)
+        return f.linear, f.sixteen_bit, 0.0, 1
+    rs = roles(space.model, cfg, critic=space.roles.critic, reward=space.roles.reward)
+    lin = sixteen = fwd = 0.0
+    for r in rs:
+        fwd += 2 * matmul_params(r.model) + r.model.num_layers * attention_fwd_flops_per_layer(
+            r.model, cfg.seq_len, causal_skip=True)
+        if r.trained:
+            f = training_flops(r.model, r.cfg)
+            lin, sixteen = lin + f.linear, sixteen + f.sixteen_bit
+    return lin, sixteen, fwd, sum(r.trained for r in rs)
+
+
+def _generation_bytes(space: PlanSpace, row: Row) -> float:
+    """Bytes each engine GPU reads while generating, at least: every decoding step of every wave
+    reads the engine's weights once (throughput._decode_step; prefill, KV reads and
+    communication only add time). Divided by the vLLM share of HBM bandwidth: a time bound."""
+    from planner.workloads import engine_weight_bytes
+
+    s = space.strategies[row.strategy]
+    cfg = space.base.model_copy(update={"rollout_tp": s.rollout_tp})
+    waves = 1
+    if space.base.gpu_memory_utilization is None:
+        engines = max(1, row.dp // s.rollout_tp)
+        share = -(-space.base.rollout_batch * space.base.samples_per_prompt // engines)
+        waves = -(-share // space.engine_concurrency(row.strategy, row.dp))
+    return waves * (space.base.response_len or 0) * engine_weight_bytes(space.model, cfg)
