@@ -644,7 +644,6 @@ def step_time_bounds(space: PlanSpace):
         matmul_precision,
         peak_tflops,
         pipeline_bubble_fraction,
-        training_flops,
     )
 
     flops: dict[int, tuple[float, float, float, int]] = {}
