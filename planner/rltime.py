@@ -94,9 +94,16 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
 
 def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: PlatformSpec | None,
                    stack: str) -> float:
-    """Optimizer steps over ``sequences``: one step per global batch of the role's config."""
-    steps = math.ceil(sequences / role.cfg.global_batch_size)
-    return _step_seconds(role.model, gpu, role.cfg, platform, stack) * steps
+    """Optimizer steps over ``sequences``: one step per global batch of the role's config. An
+    iteration with fewer sequences than a global batch makes one step over just those (the
+    accumulation is shortened): timing a whole global batch would count sequences that were
+    never sampled."""
+    cfg = role.cfg
+    steps = math.ceil(sequences / cfg.global_batch_size)
+    accum = max(1, round(sequences / steps / (cfg.micro_batch_size * max(1, cfg.dp))))
+    if accum < cfg.grad_accum:
+        cfg = cfg.model_copy(update={"grad_accum": accum})
+    return _step_seconds(role.model, gpu, cfg, platform, stack) * steps
 
 
 # The planner times thousands of layouts that share their parts (the same engine batch on the
@@ -105,6 +112,17 @@ def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: Platfo
 def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
                   platform: PlatformSpec | None, stack: str) -> float:
     return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack).step_time_s
+
+
+@lru_cache(maxsize=8192)
+def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, steps: int, tp: int,
+                 platform: PlatformSpec | None) -> float:
+    """Decoding ``steps`` more tokens of one sequence from ``context`` tokens on: each step
+    bandwidth bound on the engine's weights (/tp) and that sequence's KV cache
+    (throughput.estimate_decode at batch 1, no prefill)."""
+    dec = estimate_decode(model, gpu, prompt_len=context, response_len=steps, tp=tp, batch=1,
+                          platform=platform)
+    return dec.decode_s
 
 
 @lru_cache(maxsize=8192)
@@ -118,8 +136,14 @@ def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len:
 def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
+    max_response_len: int | None = None,
 ) -> RLStepEstimate:
-    """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``."""
+    """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``.
+
+    ``max_response_len``: when cfg.response_len is the mean response and the responses run up
+    to a longer cap (free-length generation, e.g. NeMo-RL's max_total_sequence_length), the
+    wave ends only with its longest response: after the mean length the last sequences decode
+    alone, each step reading the whole weights (generation tail, tail_seconds)."""
     rs = roles(model, cfg, critic=critic, reward=reward)
     n_train = trainer_gpus(cfg)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
@@ -131,6 +155,10 @@ def estimate_rl_step(
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
                          cfg.rollout_tp, conc, platform)
     phases = {"generation": waves * wave}
+    if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
+        phases["generation tail"] = waves * tail_seconds(
+            model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
+            cfg.rollout_tp, platform)
     for r in rs:
         phases[f"{r.name} forward"] = forward_seconds(r.model, gpu, r.cfg, tokens, n_train, stack)
     for r in rs:
@@ -154,8 +182,10 @@ def estimate_rl_step(
     if cfg.placement == "colocate":
         step = sum(phases.values())
     else:
-        train = sum(v for k, v in phases.items() if k not in ("generation", "weight sync"))
-        step = max(phases["generation"], train) + phases["weight sync"]
+        gen_keys = ("generation", "generation tail", "weight sync")
+        train = sum(v for k, v in phases.items() if k not in gen_keys)
+        generation = phases["generation"] + phases.get("generation tail", 0.0)
+        step = max(generation, train) + phases["weight sync"]
         notes.append("separate placement: generation of the next batch overlaps training "
                      "(one step off-policy)")
     if eng.concurrency < eng.sequences_per_engine:

@@ -8,6 +8,7 @@ express yet get ``predicted: None`` and a reason, never a guess.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections import defaultdict
@@ -73,6 +74,7 @@ class CaseResult:
     predicted_range_gib: tuple[float, float] | None
     predicted_fits: bool | None
     reason: str | None
+    assumptions: tuple[str, ...] = ()  # RL/preference mapping choices (validate.rl_case)
 
     @property
     def rel_err(self) -> float | None:
@@ -142,10 +144,15 @@ def _chunked_loss(case: dict[str, Any], fw: dict[str, Any]) -> bool:
 
 
 def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, Any]:
-    """(TrainConfig, resolved model) for one memory case; PlannerError when not expressible."""
+    """(TrainConfig, resolved model) for one memory case; PlannerError when not expressible.
+    Reward-model, DPO, PPO and GRPO cases go through ``rl_case`` (critic/reward models and the
+    framework's RL options); this returns its config and policy model."""
     workload = case.get("workload")
+    if workload in RL_CASE_WORKLOADS:
+        rc = rl_case(case, catalog)
+        return rc.cfg, rc.resolved
     if workload not in SFT_WORKLOADS:
-        raise PlannerError(f"workload {workload!r} is modelled with the RL/preference roles issue")
+        raise PlannerError(f"workload {workload!r} is not a training workload")
     if not case.get("model"):
         raise PlannerError("no public checkpoint: architecture unknown")
     resolved = catalog.model(case["model"])
@@ -190,6 +197,199 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
     return cfg, resolved
 
 
+# ---------------------------------------------------------------------------------------------
+# Reward-model, DPO, PPO and GRPO cases
+# ---------------------------------------------------------------------------------------------
+RL_CASE_WORKLOADS = ("rm", "dpo", "ppo", "grpo")
+
+# Critic / reward checkpoints named by cases that are fine-tunes of a catalog architecture:
+# weqweasdas/RM-Mistral-7B is a MistralForSequenceClassification of Mistral-7B-Instruct-v0.2
+# (its config.json: 32 layers, hidden 4096, 8 kv heads, vocab 32000).
+ROLE_ARCHITECTURE = {"weqweasdas/RM-Mistral-7B": "mistralai/Mistral-7B-Instruct-v0.2"}
+
+# DeepSpeed-Chat step-3 scripts (DeepSpeedExamples applications/DeepSpeed-Chat/training/
+# step3_rlhf_finetuning/training_scripts/opt/{single_gpu,single_node,multi_node}/run_*.sh):
+# per-device generation (= training) batch in prompts and --inference_tp_size, by actor size
+# (billions) and whether the job is on one GPU. Every script sets --actor_lora_dim 128 without
+# --only_optimize_lora (all actor weights train, adapters on top), --actor_gradient_checkpointing,
+# --enable_hybrid_engine, ZeRO stage 0 on one GPU and 3 on several, ppo_epochs 1 and
+# generation_batches 1 (one optimizer step per iteration).
+DSCHAT_SCRIPTS: dict[tuple[float, bool], tuple[int, int]] = {
+    (1.3, True): (16, 1),    # single_gpu/run_1.3b.sh: main.py default batch 16
+    (6.7, True): (8, 1),     # single_gpu/run_6.7b_lora.sh
+    (13.0, True): (8, 1),    # no 13B single-GPU script: the 6.7B one's batch
+    (1.3, False): (16, 1),   # single_node/run_1.3b.sh
+    (6.7, False): (4, 1),    # single_node/run_6.7b.sh
+    (13.0, False): (16, 2),  # single_node/run_13b.sh: --inference_tp_size 2
+    (30.0, False): (4, 1),   # single_node/run_30b_lora.sh
+    (66.0, False): (4, 8),   # multi_node/run_66b.sh: --inference_tp_size 8
+}
+
+
+def dschat_script(params_b: float, num_gpus: int) -> tuple[int, int]:
+    """(per-device prompts per iteration, inference TP) of the DeepSpeed-Chat script closest in
+    actor size for a one-GPU or multi-GPU job."""
+    single = num_gpus == 1
+    sizes = [k for k in DSCHAT_SCRIPTS if k[1] == single]
+    best = min(sizes, key=lambda k: abs(k[0] - params_b))
+    return DSCHAT_SCRIPTS[best]
+
+
+@dataclass(frozen=True)
+class RLCase:
+    """A reward-model/DPO/PPO/GRPO case as the planner's inputs, with what was assumed."""
+
+    cfg: TrainConfig
+    resolved: Any
+    critic: Any = None  # ModelSpec or None
+    reward: Any = None
+    assumptions: tuple[str, ...] = ()
+    # torch counters do not see the rollout engine's pool (vLLM >= 0.7 sleep mode allocates
+    # through its CuMem allocator, outside torch's caching allocator).
+    engine_outside_counter: bool = False
+
+
+def _role_model(name: str | None, catalog: Catalog) -> Any:
+    if not name:
+        return None
+    return catalog.model(ROLE_ARCHITECTURE.get(name, name)).spec
+
+
+def _pairs(case: dict[str, Any]) -> int:
+    """Pairs (rm, dpo examples) per micro-batch: extra.pairs_per_micro_batch, else the case's
+    sequences / 2 (the schema counts 2 sequences per pair), else per-device examples."""
+    extra = case.get("extra") or {}
+    if extra.get("pairs_per_micro_batch"):
+        return int(extra["pairs_per_micro_batch"])
+    if case.get("micro_batch_size"):
+        return max(1, int(case["micro_batch_size"]) // 2)
+    if extra.get("per_device_batch_examples"):
+        return int(extra["per_device_batch_examples"])
+    raise PlannerError("micro-batch unknown")
+
+
+def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -> RLCase:
+    """Map one rm/dpo/ppo/grpo case (memory or throughput schema) to the planner's inputs.
+
+    * rm/dpo: micro_batch_size counts pairs (TrainConfig) where the case counts sequences.
+    * verl (FSDP + vLLM hybrid engine): ``offload: optimizer+params`` is verl's
+      param_offload/optimizer_offload, which moves the actor's states to the host between
+      phases and back for the update: offload_idle, not ZeRO-style offload during compute.
+      Ulysses SP (extra.ulysses_sp / cp): the trainer model is data parallel only, so a DP
+      rank's micro-batch split over sp GPUs is mapped to micro_batch / sp sequences per GPU
+      (the same tokens per GPU; the all-to-all buffers are not modelled). Dynamic batching
+      (ppo_max_token_len_per_gpu) becomes that many tokens per micro-step.
+    * DeepSpeed-Chat: DSCHAT_SCRIPTS; critic and reward OPT-350m; the hybrid engine generates
+      with the actor's own weights.
+    """
+    workload = str(case.get("workload"))
+    if not case.get("model"):
+        raise PlannerError("no public checkpoint: architecture unknown")
+    resolved = catalog.model(case["model"])
+    extra = case.get("extra") or {}
+    fw_name = str(case.get("framework"))
+    fw = FRAMEWORK_DEFAULTS.get(fw_name, {})
+    assumed: list[str] = []
+    method = case.get("method")
+    sharding = case.get("sharding") or ("zero3" if fw_name == "deepspeed-chat"
+                                        and case["num_gpus"] > 1 else "none")
+    if sharding == "megatron" and not for_time:
+        raise PlannerError("RL trainer with Megatron TP/PP: the RL trainer model is data "
+                           "parallel only")
+    # Megatron's distributed optimizer shards the optimizer states like ZeRO-1 (time only:
+    # the caller sets the trainer's tp/pp after validation).
+    zero = {"zero1": 1, "zero2": 2, "zero3": 3, "megatron": 1}.get(sharding, 0)
+    ckpt = case.get("grad_checkpointing")
+    if ckpt is None:
+        ckpt = "full" if ("llama-factory" in str(case.get("source")).lower()
+                          or fw_name in ("deepspeed-chat", "verl")) else "none"
+        assumed.append(f"checkpointing {ckpt} (framework default)")
+    common: dict[str, Any] = {
+        "workload": workload, "optimizer": case.get("optimizer") or "adamw",
+        "precision": case.get("precision") or "bf16", "pure_bf16": fw.get("pure_bf16", False),
+        "num_gpus": case["num_gpus"], "zero_stage": zero, "fsdp": sharding == "fsdp",
+        "checkpointing": ckpt, "fused_optimizer": fw.get("fused_optimizer", False),
+        "paged_optimizer": bool(extra.get("paged_optimizer", False)),
+        "optimizer_in_backward": bool(extra.get("optimizer_in_bwd", False)),
+        "compiled": bool(extra.get("compile", False)),
+    }
+    offload = case.get("offload") or "none"
+    if method is None and fw_name == "deepspeed-chat" and for_time:
+        # Table 1 runs (the shipped scripts): --actor_lora_dim 128 without
+        # --only_optimize_lora, so every actor weight trains (adapters on top, ~1 % extra).
+        method = "full"
+        assumed.append("actor trains all weights (scripts: LoRA dim 128 without "
+                       "--only_optimize_lora)")
+    if method is None and fw_name == "deepspeed-chat":
+        # Table 3 "max model size on a single GPU": OPT-13B's full states (16 B x 13.2B) cannot
+        # be on an 80 GB card, so the run trained the rank-128 adapters alone
+        # (--only_optimize_lora).
+        method = "lora"
+        common["lora_rank"] = 128
+        assumed.append("actor LoRA r128 only (--only_optimize_lora): full states cannot fit")
+    method = method or "full"
+    common["method"] = method
+    if method in ("lora", "dora", "qlora"):
+        common.setdefault("lora_rank", case.get("lora_rank") or fw.get("lora_rank", 8))
+        common["lora_targets"] = _targets(extra.get("target_modules"),
+                                          fw.get("lora_targets", ("all-linear",)))
+    critic = reward = None
+    if workload in ("rm", "dpo"):
+        cfg = TrainConfig(**common, micro_batch_size=_pairs(case), offload=offload,
+                          seq_len=case.get("seq_len") or 2048,
+                          grad_accum=int(extra.get("grad_accum") or 1))
+        if workload == "rm" and not extra.get("pairs_per_micro_batch") \
+                and extra.get("per_device_batch_examples"):
+            assumed.append("each example taken as one pair (ranked replies: more sequences)")
+    else:
+        rl = case.get("rl") or {}
+        if not (rl.get("prompt_len") and rl.get("response_len")):
+            raise PlannerError("rollout lengths unknown")
+        prompt, response = int(rl["prompt_len"]), int(rl["response_len"])
+        seq = prompt + response
+        sp = int(extra.get("ulysses_sp") or case.get("cp") or 1)
+        rl_opts: dict[str, Any] = {
+            "prompt_len": prompt, "response_len": response, "rollout_n": rl.get("rollout_n"),
+            "rollout_tp": int(rl.get("rollout_tp") or 1),
+            "gpu_memory_utilization": rl.get("gpu_memory_utilization"),
+        }
+        if fw_name == "verl":
+            rl_opts["offload_idle"] = offload == "optimizer+params"
+            offload = "none"
+        mb = case.get("micro_batch_size")
+        if mb is None and extra.get("ppo_max_token_len_per_gpu"):
+            mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)
+            assumed.append(f"dynamic batching: {mb} sequences per micro-step")
+        if fw_name == "deepspeed-chat":
+            per_dev, inf_tp = dschat_script(float(case.get("params_b") or 0), case["num_gpus"])
+            mb = mb or per_dev
+            rl_opts["rollout_tp"] = rl.get("rollout_tp") or inf_tp
+            # one generation batch per iteration: per-device batch x GPUs prompts, at most the
+            # benchmark's 1024 (BenckmarkSetting.md)
+            rl_opts["rollout_batch"] = min(1024, mb * case["num_gpus"])
+            critic = reward = _role_model(extra.get("critic_reward_model")
+                                          or "facebook/opt-350m", catalog)
+        if mb is None:
+            mb = 1
+            assumed.append("micro-batch 1 (not stated)")
+        if sp > 1:
+            assumed.append(f"Ulysses SP {sp}: {mb} sequences per DP rank -> "
+                           f"{math.ceil(mb / sp)} per GPU")
+            mb = math.ceil(mb / sp)
+        if extra.get("reward_model"):
+            reward = _role_model(extra["reward_model"], catalog)
+            critic = reward if workload == "ppo" else None
+        prompts = (extra.get("train_batch_size_prompts") or extra.get("batch_size_prompts")
+                   or extra.get("train_batch_size"))
+        if prompts and "rollout_batch" not in rl_opts:
+            rl_opts["rollout_batch"] = int(prompts)
+        cfg = TrainConfig(**common, **rl_opts, micro_batch_size=int(mb), offload=offload,
+                          seq_len=seq)
+    validate_config(cfg, resolved.spec)
+    return RLCase(cfg, resolved, critic, reward, tuple(assumed),
+                  engine_outside_counter=fw_name == "verl")
+
+
 def _predicted_gib(est: MemoryEstimate, measured_as: str | None) -> float:
     if measured_as == "allocated":
         return est.allocated / GIB
@@ -216,6 +416,8 @@ def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
         return CaseResult(**base, predicted_gib=None, predicted_range_gib=None,
                           predicted_fits=None,
                           reason="throughput cases are predicted by the throughput model")
+    if base["workload"] in RL_CASE_WORKLOADS:
+        return _predict_rl_case(case, catalog, base)
     try:
         cfg, resolved = case_config(case, catalog)
         # Without a GPU model (memory budgets emulated on one large GPU, or not stated) the
@@ -235,6 +437,50 @@ def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
         if base["measured_as"] == "unknown" else None,
         predicted_fits=est.fits() if capacity else None,
         reason=None,
+    )
+
+
+# GPU memory assumed where an RL log does not name its GPU (verl-log-*: reserved peaks of
+# 80.5-92.4 GiB imply >= 94 GB cards, H100 NVL / H20 class). It sizes only the vLLM pool
+# (gpu_memory_utilization x capacity), which those torch-allocated readings do not contain.
+ASSUMED_RL_CAPACITY_GIB = 94.0
+
+
+def rl_allocated_without_engine(rc: RLCase, gpu: Any) -> float:
+    """Peak torch-allocated bytes over the phases a torch counter sees when the engine's pool
+    is outside it: every phase but the rollout, without engine terms."""
+    from planner.workloads import ROLLOUT_PHASE, workload_phases
+
+    phases = workload_phases(rc.resolved.spec, rc.cfg, rc.cfg.effective_precision(gpu),
+                             capacity=gpu.memory_gib * GIB, critic=rc.critic, reward=rc.reward)
+    return max(sum(v for k, v in terms.items() if not k.startswith("engine "))
+               for name, terms in phases.items() if name != ROLLOUT_PHASE)
+
+
+def _predict_rl_case(case: dict[str, Any], catalog: Catalog, base: dict[str, Any]) -> CaseResult:
+    try:
+        rc = rl_case(case, catalog)
+        gpu = catalog.gpu(case.get("gpu") or EMULATING_GPU)
+    except PlannerError as exc:
+        return CaseResult(**base, predicted_gib=None, predicted_range_gib=None,
+                          predicted_fits=None, reason=f"{base['workload']}: {exc}")
+    capacity = case.get("gpu_memory_gib") or (gpu.memory_gib if case.get("gpu") else None)
+    gpu = gpu.model_copy(update={"memory_gib": capacity or ASSUMED_RL_CAPACITY_GIB})
+    est = estimate_memory(rc.resolved.spec, gpu, rc.cfg, critic=rc.critic, reward=rc.reward)
+    measured_as = base["measured_as"]
+    if measured_as == "allocated" and rc.engine_outside_counter and rc.cfg.is_rl:
+        predicted = rl_allocated_without_engine(rc, gpu) / GIB
+    else:
+        predicted = _predicted_gib(est, measured_as)
+    return CaseResult(
+        **{**base, "capacity_gib": capacity, "method": rc.cfg.method},
+        predicted_gib=round(predicted, 3) if base["kind"] == "peak" else round(
+            est.device / GIB, 3),
+        predicted_range_gib=(round(est.allocated / GIB, 3), round(est.device / GIB, 3))
+        if measured_as == "unknown" else None,
+        predicted_fits=est.fits() if capacity else None,
+        reason=None,
+        assumptions=rc.assumptions,
     )
 
 
@@ -280,6 +526,37 @@ def error_stats(results: list[CaseResult]) -> dict[str, Any]:
     return out
 
 
+def confusion(results: list[CaseResult]) -> dict[str, int]:
+    """Published fits/oom against the predicted verdict (cases with a capacity)."""
+    out = {"fits_predicted_fits": 0, "fits_predicted_oom": 0, "oom_predicted_fits": 0,
+           "oom_predicted_oom": 0, "no_verdict": 0}
+    for r in results:
+        if r.kind not in ("fits", "oom"):
+            continue
+        if r.predicted_fits is None:
+            out["no_verdict"] += 1
+            continue
+        out[f"{r.kind}_predicted_{'fits' if r.predicted_fits else 'oom'}"] += 1
+    return out
+
+
+def rl_summary(results: list[CaseResult]) -> dict[str, Any]:
+    """Reward-model, DPO, PPO and GRPO cases apart from the SFT acceptance set: peaks (none is
+    usable_for_accuracy: GPU unknown or a secondary source) and the fits/oom confusion counts,
+    overall and per workload."""
+    rl = [r for r in results if r.workload in RL_CASE_WORKLOADS]
+    peaks = [r for r in rl if r.kind == "peak"]
+    verdicts = [r for r in rl if r.kind in ("fits", "oom")]
+    return {
+        "peaks": error_stats(peaks),
+        "peaks_by_workload": {w: error_stats([r for r in peaks if r.workload == w])
+                              for w in RL_CASE_WORKLOADS},
+        "verdicts": confusion(verdicts),
+        "verdicts_by_workload": {w: confusion([r for r in verdicts if r.workload == w])
+                                 for w in RL_CASE_WORKLOADS},
+    }
+
+
 def summarise(results: list[CaseResult]) -> dict[str, Any]:
     """Overall, per workload/method, the SFT-family acceptance set, and unmodelled reasons."""
     usable = [r for r in results if r.usable]
@@ -300,6 +577,7 @@ def summarise(results: list[CaseResult]) -> dict[str, Any]:
             r for r in results if r.kind in ("fits", "oom") and r.workload in SFT_WORKLOADS]),
         "all_cases": error_stats(results),
         "by_workload_method": {k: error_stats(v) for k, v in sorted(groups.items())},
+        "rl": rl_summary(results),
         "not_modelled_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
     }
 

@@ -234,8 +234,11 @@ def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> Throughpu
         "usable": bool(case.get("usable_for_accuracy")), "measured": float(case["value"]),
     }
     if family == "rl":
-        return ThroughputResult(**base, predicted=None, limited_by=None,
-                                reason=f"{workload} arrives with the RL issue")
+        try:
+            value, limit = _rl_value(case, catalog)
+        except PlannerError as exc:
+            return ThroughputResult(**base, predicted=None, limited_by=None, reason=str(exc))
+        return ThroughputResult(**base, predicted=value, limited_by=limit, reason=None)
     try:
         if not case.get("model"):
             raise PlannerError("no public checkpoint: architecture unknown")
@@ -249,6 +252,92 @@ def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> Throughpu
     except PlannerError as exc:
         return ThroughputResult(**base, predicted=None, limited_by=None, reason=str(exc))
     return ThroughputResult(**base, predicted=value, limited_by=limit, reason=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# PPO / GRPO iterations and preference training
+# ---------------------------------------------------------------------------------------------
+# NeMo-RL's performance table gives the mean prompt + response length per sequence
+# (extra.avg_gen_seq_len) but not the split. OpenMathInstruct-2 problems with NeMo-RL's math
+# prompt template are short; 200 prompt tokens is assumed (not read from a source) and the rest
+# of the mean is response. Only the prefill/decode split of generation depends on it.
+NEMO_RL_PROMPT_TOKENS = 200
+# Frameworks whose RL iterations pipeline generation with training on separate GPUs when the
+# case says the run is off-policy (NeMo-RL async GRPO: generation workers apart from training).
+OFF_POLICY_SEPARATE = ("nemo-rl",)
+
+
+def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
+    """(validate.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
+    from planner.validate import rl_case
+
+    for need in ("gpu", "model"):
+        if not case.get(need):
+            raise PlannerError(f"case has no {need}" if need == "gpu"
+                               else "no public checkpoint: architecture unknown")
+    extra = case.get("extra") or {}
+    rl = dict(case.get("rl") or {})
+    mem = dict(case)
+    if not rl.get("prompt_len") and extra.get("avg_gen_seq_len"):
+        total = int(extra["avg_gen_seq_len"])
+        rl["prompt_len"] = NEMO_RL_PROMPT_TOKENS
+        rl["response_len"] = total - NEMO_RL_PROMPT_TOKENS
+    if not rl.get("prompt_len"):
+        raise PlannerError("rollout lengths unknown")
+    rl["rollout_tp"] = rl.get("rollout_tp") or extra.get("generation_tp")
+    mem["rl"] = rl
+    mem.setdefault("method", None)
+    if extra.get("rollouts_per_step"):
+        # only the product prompts x samples enters the model
+        rl["rollout_n"] = 1
+        extra = {**extra, "train_batch_size": int(extra["rollouts_per_step"])}
+    mem["extra"] = extra
+    rc = rl_case(mem, catalog, for_time=True)
+    cfg = rc.cfg
+    tp, pp = case.get("tp") or 1, case.get("pp") or 1
+    update: dict[str, Any] = {}
+    if "off-policy" in str(extra.get("policy", "")) and case.get("framework") in \
+            OFF_POLICY_SEPARATE:
+        update["placement"] = "separate"
+    if case.get("global_batch_size") and extra.get("rollouts_per_step"):
+        # NeMo-RL: global_batch_size is the train batch (optimizer steps = rollouts / GBS);
+        # DeepSpeed-Chat's 1024 is only the cap on prompts per iteration (validate.rl_case)
+        gpus = cfg.num_gpus - (cfg.num_gpus // 2 if update.get("placement") == "separate"
+                               else 0)
+        dp = max(1, gpus // (tp * pp))
+        update["grad_accum"] = max(1, int(case["global_batch_size"]) // (cfg.micro_batch_size
+                                                                           * dp))
+    # validated at tp = pp = 1 (the RL trainer is data parallel); the Megatron layout of the
+    # update is set after, as training_estimate does for uneven pipelines
+    cfg = cfg.model_copy(update={**update, "tp": tp, "pp": pp})
+    return rc, cfg, catalog.gpu(case["gpu"])
+
+
+def _rl_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
+    """A PPO/GRPO case in its metric (rltime.estimate_rl_step); rm/dpo through the training
+    path (estimate_throughput counts 2 sequences per pair and DPO's reference forward)."""
+    from planner.rltime import estimate_rl_step
+
+    workload = str(case.get("workload"))
+    if workload in ("rm", "dpo"):
+        raise PlannerError(f"{workload} time case: total workload not verified "
+                           "(no usable rm/dpo time case)")
+    rc, cfg, gpu = rl_inputs(case, catalog)
+    platform, _per_node, _network = _platform(gpu, catalog)
+    extra = case.get("extra") or {}
+    cap = int(extra["max_seq_len"]) - cfg.prompt_len if extra.get("max_seq_len") else None
+    est = estimate_rl_step(rc.resolved.spec, gpu, cfg, platform=platform, stack=stack_of(case),
+                           critic=rc.critic, reward=rc.reward, max_response_len=cap)
+    metric = case["metric"]
+    if metric == "step_time_s":
+        return est.step_time_s, est.limited_by
+    if metric == "tokens_per_sec_per_gpu":
+        return est.tokens_per_s_per_gpu, est.limited_by
+    total = (case.get("extra") or {}).get("total_tokens")
+    if metric == "time_to_train_minutes" and total:
+        return float(total) / est.tokens_per_s / 60, est.limited_by
+    raise PlannerError(f"RL metric {metric!r} needs extra.total_tokens" if not total
+                       else f"RL metric {metric!r} is not modelled")
 
 
 def implied_utilisation(
@@ -322,6 +411,10 @@ def summarise_throughput(results: list[ThroughputResult]) -> dict[str, Any]:
         "decode": error_stats(decode),
         "decode_by_stack": _grouped(decode, "stack"),
         "rl": error_stats([r for r in usable if r.family == "rl"]),
+        "rl_by_workload": _grouped([r for r in usable if r.family == "rl"], "workload"),
+        "rl_by_framework": _grouped([r for r in usable if r.family == "rl"], "framework"),
+        "rl_all_predicted": error_stats([r for r in results
+                                         if r.family == "rl" and r.predicted is not None]),
         "all_predicted": error_stats([r for r in results if r.predicted is not None]),
         "not_modelled_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
     }
