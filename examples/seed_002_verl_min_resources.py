@@ -1,0 +1,140 @@
+"""Seed 002: verl's minimum-resource table for GRPO, row by row, at each script's settings.
+
+Every row of verl's device-tuning table (docs/perf/device_tuning.rst; the verl-tune-* cases in
+../shared/validation/memory_cases.yaml) ran on the stated GPUs, so each should be predicted to
+fit. Expressed as in the scripts: GRPO with 5 samples per prompt, FSDP, verl's param/optimizer
+offload (states of idle roles moved to host RAM between phases: offload_idle), gradient
+checkpointing, LoRA rank 32 on all linear layers where LoRA, rollout TP, gpu_memory_utilization,
+the update and log-prob micro-batches (equal in every script), prompt and response lengths, and
+prompts per iteration (train_batch_size).
+
+What the planner cannot express, said per row (``note``) and never silently dropped:
+* use_remove_padding (every row): verl packs only the real tokens of a micro-batch; the planner
+  puts every sequence at prompt + response tokens, an upper bound.
+* Ulysses sequence parallel 2 (14B/32B/72B LoRA rows): the RL trainer is data parallel only;
+  expressed with the same tokens per GPU, i.e. half the DP rank's sequences per GPU at full length.
+* dynamic batching (72B rows): expressed as its token budget, 24,000 tokens per GPU = 23
+  full-length 1,024-token sequences per micro-step.
+* rollout TP 16 over 8 KV heads (72B rows): vLLM replicates KV heads; expressed as rollout TP 8,
+  which puts more engine weight on each GPU (conservative).
+* Megatron TP 8 training (32B on 8x H20): not expressible; only its rollout engine is checked,
+  and an FSDP layout of the same job is shown for information.
+
+Run: python examples/seed_002_verl_min_resources.py
+"""
+
+from dataclasses import dataclass
+
+from planner import TrainConfig, check, load_catalog
+from planner.fixes import FixResult, evaluate, largest_fitting
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the table as the planner expresses it (``micro``: sequences per GPU)."""
+
+    case: str  # verl-tune-* case id in memory_cases.yaml
+    model: str
+    gpu: str
+    gpus: int
+    method: str
+    micro: int
+    u: float
+    rollout_tp: int
+    prompt: int
+    response: int
+    prompts: int  # train_batch_size: prompts per iteration
+    accum: int  # micro-steps per optimizer step (ppo_mini_batch_size x n / dp / micro)
+    note: str = ""
+    megatron: bool = False  # training layout not expressible
+
+
+SP = "Ulysses SP 2: {} sequences per DP rank over 2 GPUs = {} per GPU at full length"
+ROWS = [
+    Row("verl-tune-qwen2.5-0.5b-grpolora-1xh100", "qwen2.5-0.5b", "h100-sxm", 1, "lora", 116,
+        0.1, 1, 512, 1024, 116, 5),
+    Row("verl-tune-qwen2.5-1.5b-grpolora-1xh100", "qwen2.5-1.5b", "h100-sxm", 1, "lora", 128,
+        0.1, 1, 512, 1024, 128, 5),
+    Row("verl-tune-qwen2.5-3b-grpolora-1xh100", "qwen2.5-3b", "h100-sxm", 1, "lora", 62, 0.1, 1,
+        512, 1024, 62, 5),
+    Row("verl-tune-qwen2.5-7b-grpolora-1xh100", "qwen2.5-7b", "h100-sxm", 1, "lora", 16, 0.2, 1,
+        512, 1024, 16, 5, "table says 16 prompts; the script's trail says 100 (not used)"),
+    Row("verl-tune-qwen2.5-14b-grpolora-2xh100", "qwen2.5-14b", "h100-sxm", 2, "lora", 58, 0.25,
+        2, 512, 1024, 116, 5, SP.format(116, 58)),
+    Row("verl-tune-qwen2.5-32b-grpolora-4xh100", "qwen2.5-32b", "h100-sxm", 4, "lora", 44, 0.3,
+        4, 512, 1024, 176, 5, SP.format(88, 44) + "; 44 prompts/GPU, the trail's last success "
+        "(the table's 45 failed in it)"),
+    Row("verl-tune-qwen2.5-72b-grpolora-8xh100", "qwen2.5-72b", "h100-sxm", 8, "lora", 22, 0.4,
+        8, 512, 1024, 176, 5, SP.format(44, 22)),
+    Row("verl-tune-qwen2-7b-grpo-2xh800", "qwen2-7b", "h800", 2, "full", 16, 0.6, 2, 1024, 1024,
+        1024, 40),
+    Row("verl-tune-qwen2.5-coder-14b-grpo-4xh800", "qwen2.5-14b", "h800", 4, "full", 16, 0.5, 4,
+        1024, 1024, 1024, 20, "Qwen2.5-Coder-14B has Qwen2.5-14B's architecture"),
+    Row("verl-tune-qwen2.5-32b-grpo-8xh20-megatron", "qwen2.5-32b", "h20", 8, "full", 1, 0.6, 8,
+        2048, 6144, 512, 160, "Megatron TP 8 not expressible: engine checked; FSDP shown",
+        megatron=True),
+    Row("verl-tune-qwen2-72b-grpo-32xh20", "qwen2-72b", "h20", 32, "full", 23, 0.6, 8, 512, 512,
+        1024, 2, "dynamic batching 24,000 tokens/GPU = 23 x 1,024; rollout TP 16 -> 8"),
+    Row("verl-tune-qwen2-72b-grpo-32xh800", "qwen2-72b", "h800", 32, "full", 23, 0.6, 8, 512,
+        512, 1024, 2, "dynamic batching 24,000 tokens/GPU = 23 x 1,024; rollout TP 16 -> 8"),
+]
+
+
+def config(row: Row, **update: object) -> TrainConfig:
+    """The row's script settings (FSDP layout for the Megatron row)."""
+    cfg = TrainConfig(
+        workload="grpo", method=row.method, lora_rank=32 if row.method == "lora" else None,
+        num_gpus=row.gpus, fsdp=True, offload_idle=True, checkpointing="full",
+        micro_batch_size=row.micro, grad_accum=row.accum, prompt_len=row.prompt,
+        response_len=row.response, rollout_n=5, rollout_batch=row.prompts,
+        gpu_memory_utilization=row.u, rollout_tp=row.rollout_tp,
+    )
+    return cfg.model_copy(update=update)
+
+
+def predict(row: Row, catalog=None, **update: object) -> FixResult:
+    return evaluate(row.model, row.gpu, config(row, **update), name=row.case, catalog=catalog)
+
+
+def engine_line(row: Row, cat) -> str:
+    """The Megatron row: only its rollout phase (engine at u, weights / rollout TP) is checked."""
+    doc = check(model=row.model, gpu=row.gpu, config=config(row), catalog=cat)
+    rollout = doc["memory"]["phases_gib"]["rollout"]
+    return (f"    rollout phase {rollout:.1f} GiB of {doc['memory']['capacity_gib']:.0f}, the "
+            f"engine decodes {doc['throughput']['rollout_concurrency']} sequences of "
+            f"{row.prompt + row.response} tokens at once")
+
+
+def main() -> None:
+    cat = load_catalog()
+    print(f"{'row':36s} {'micro':>5s} {'GiB/GPU':>8s} {'cap':>4s} fits  {'max micro':>9s} "
+          f"{'tokens/seq':>10s} {'s/iter':>7s}")
+    fails = []
+    for row in ROWS:
+        r = predict(row, cat)
+        most = largest_fitting(row.model, row.gpu, config(row), "micro_batch_size", lo=1,
+                               hi=row.micro, catalog=cat) or 0
+        ceiling = most * (row.prompt + row.response) // row.micro
+        verdict = "yes" if r.fits else "NO"
+        print(f"{row.case[10:]:36s} {row.micro:5d} {r.per_gpu_gib:8.1f} {r.capacity_gib:4.0f} "
+              f"{verdict:4s}  {most:9d} {ceiling:10d} {r.step_time_s:7.0f}")
+        if row.note:
+            print(f"    {row.note}")
+        if row.megatron:
+            print(engine_line(row, cat))
+        elif not r.fits:
+            fails.append(r)
+    print("\nmax micro: the largest micro-batch of full-length sequences that fits; tokens/seq: "
+          "the mean real tokens per sequence at which the script's micro-batch would fit.")
+    expressible = len(ROWS) - sum(r.megatron for r in ROWS)
+    print(f"{expressible - len(fails)} of {expressible} expressible rows predicted to fit. "
+          "Rows predicted NOT to fit (a model bug: verl ran them), largest terms in GiB:")
+    for r in fails:
+        print(f"  {r.name[10:]:36s} " + ", ".join(f"{k} {v:.0f}" for k, v in r.top_terms(4)))
+    print("Each is dominated by the micro-batch's tokens counted at full length (logits at 12 B "
+          "per logit x 152k vocabulary, activations): verl packs real tokens (remove_padding) "
+          "and takes log-probs with flash-attn's in-place cross-entropy on bf16 logits.")
+
+
+if __name__ == "__main__":
+    main()

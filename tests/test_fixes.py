@@ -1,0 +1,102 @@
+"""planner.fixes: candidate changes evaluated with check, ranked, minimal sets, bisection.
+
+The tiny test catalog: tiny-llama (vocabulary 1,000) on the 10 GiB test GPU. At 128 sequences
+of 8192 tokens the fp32 logits (12 B x 1,000 per token) and activations take ~18 GiB; the
+micro-batch's tokens set the memory, so halving tokens roughly halves it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner import check
+from planner.cost import Job
+from planner.fixes import (
+    Change,
+    apply,
+    evaluate,
+    evaluate_all,
+    largest_fitting,
+    rank,
+    smallest_fixes,
+)
+from planner.request import TrainConfig
+
+BIG = TrainConfig(checkpointing="none", seq_len=8192, micro_batch_size=128)
+SHORTER = Change("seq 4608", {"seq_len": 4608})  # 0.5625 x tokens: ~10.6 GiB, still too big
+FEWER = Change("micro 72", {"micro_batch_size": 72})  # 0.5625 x tokens: the same
+CHUNKED = Change("chunked loss", {"chunked_loss": True})  # 12 -> 3 B per logit: fits alone
+ONE = Change("micro 1", {"micro_batch_size": 1})
+
+
+def ev(cat, cfg, **kw):
+    return evaluate("tiny-llama", "test-gpu", cfg, catalog=cat, **kw)
+
+
+def test_evaluate_reports_what_check_reports(cat):
+    doc = check(model="tiny-llama", gpu="test-gpu", config=BIG, catalog=cat)
+    r = ev(cat, BIG)
+    assert (r.fits, r.per_gpu_gib, r.peak_phase) == (doc["fits"], doc["memory"]["per_gpu_gib"],
+                                                     doc["memory"]["peak_phase"])
+    assert r.step_time_s == doc["throughput"]["step_time_s"]
+    assert r.valid and not r.fits
+    assert r.top_terms(1)[0][0] == "logits_and_loss"
+
+
+def test_an_invalid_combination_is_a_result_with_its_error(cat):
+    r = ev(cat, BIG.model_copy(update={"offload": "optimizer"}))  # offload needs ZeRO/FSDP
+    assert not r.valid and not r.fits and "offload" in r.error
+    assert math.isnan(r.per_gpu_gib)
+
+
+def test_apply_refuses_two_changes_of_one_field():
+    assert apply(BIG, [FEWER, ONE]) is None
+    cfg = apply(BIG, [SHORTER, FEWER])
+    assert (cfg.seq_len, cfg.micro_batch_size) == (4608, 72)
+
+
+def test_job_may_depend_on_the_configuration(cat):
+    # tokens = 1000 sequences at the candidate's own length: half the length, half the tokens
+    def job(cfg):
+        return Job(1000 * cfg.seq_len, "1000 sequences")
+    short = BIG.model_copy(update={"seq_len": 4096, "micro_batch_size": 1})
+    long = short.model_copy(update={"seq_len": 8192})
+    a, b = ev(cat, short, job=job), ev(cat, long, job=job)
+    assert a.hours == pytest.approx(1000 * 4096 / a.tokens_per_s / 3600)
+    assert b.hours == pytest.approx(1000 * 8192 / b.tokens_per_s / 3600)
+
+
+def test_rank_keeps_what_fits_fastest_first(cat):
+    results = evaluate_all("tiny-llama", "test-gpu", BIG, [SHORTER, CHUNKED, ONE], catalog=cat)
+    assert [r.fits for r in results] == [False, True, True]
+    ranked = rank(results)
+    assert {r.name for r in ranked} == {"chunked loss", "micro 1"}
+    assert ranked[0].hours <= ranked[1].hours
+
+
+def test_smallest_fixes_are_minimal(cat):
+    # neither SHORTER nor FEWER fits alone, together they do (0.32 x tokens); CHUNKED fits alone,
+    # so no pair containing it is minimal; FEWER + ONE set one field twice.
+    found = smallest_fixes("tiny-llama", "test-gpu", BIG, [SHORTER, FEWER, CHUNKED, ONE],
+                           catalog=cat)
+    assert sorted(f.name for f in found) == ["chunked loss", "micro 1", "seq 4608 + micro 72"]
+    assert all(f.fits for f in found)
+    assert found == rank(found)
+
+
+def test_largest_fitting_is_the_boundary(cat):
+    best = largest_fitting("tiny-llama", "test-gpu", BIG, "micro_batch_size", lo=1, hi=128,
+                           catalog=cat)
+    assert best is not None and 1 <= best < 128
+    assert ev(cat, BIG.model_copy(update={"micro_batch_size": best})).fits
+    assert not ev(cat, BIG.model_copy(update={"micro_batch_size": best + 1})).fits
+    step = largest_fitting("tiny-llama", "test-gpu", BIG, "micro_batch_size", lo=1, hi=128,
+                           step=8, catalog=cat)
+    assert step == best // 8 * 8
+
+
+def test_largest_fitting_none_when_the_smallest_value_does_not_fit(cat):
+    assert largest_fitting("tiny-llama", "test-gpu", BIG, "micro_batch_size", lo=100, hi=128,
+                           catalog=cat) is None
