@@ -225,6 +225,21 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
     ),
     "vllm": ("nmvllm_llama2_7b_1xA10G_256in_128out",),
 }
+# Share of the decode roofline a vLLM rollout engine reaches inside an RL iteration
+# (rltime's generation and generation-tail phases), which is far below offline serving: the
+# implied values of the usable NeMo-RL GRPO step times (validate_throughput.
+# implied_rl_decode_efficiency, every other phase as modelled) are 0.15-0.27, median below;
+# they cannot be told apart from slow phases elsewhere in the iteration (the source gives no
+# per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
+# modelled physics. Fitted on RL_ROLLOUT_CASES (in-sample; leave-one-out in
+# benchmarks/README.md). DeepSpeed-Chat's hybrid engine is no vLLM engine
+# (validate_throughput.RL_ENGINE_EFFICIENCY).
+RL_ROLLOUT_DECODE_EFFICIENCY = 0.214
+RL_ROLLOUT_CASES: tuple[str, ...] = (
+    "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
+    "nemorl_v05_grpo_qwen3_32b_32xH100", "nemorl_v05_grpo_qwen3_32b_16xGB200",
+    "nemorl_v06_grpo_qwen3_30b_a3b_32xH100",
+)
 # Largest batch a serving engine schedules at once when memory allows more: vLLM's
 # max_num_seqs default is 256 (engine arguments); the same cap is used for the others.
 # Cases that state their batch use it.

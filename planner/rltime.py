@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from planner import efficiency as eff
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import (
@@ -116,34 +117,45 @@ def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
 
 @lru_cache(maxsize=8192)
 def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, steps: int, tp: int,
-                 platform: PlatformSpec | None) -> float:
+                 platform: PlatformSpec | None, efficiency: float | None = None,
+                 precision: str = "bf16") -> float:
     """Decoding ``steps`` more tokens of one sequence from ``context`` tokens on: each step
     bandwidth bound on the engine's weights (/tp) and that sequence's KV cache
     (throughput.estimate_decode at batch 1, no prefill)."""
     dec = estimate_decode(model, gpu, prompt_len=context, response_len=steps, tp=tp, batch=1,
-                          platform=platform)
+                          platform=platform, efficiency=efficiency, precision=precision)
     return dec.decode_s
 
 
 @lru_cache(maxsize=8192)
 def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len: int, tp: int,
-                  batch: int, platform: PlatformSpec | None) -> float:
+                  batch: int, platform: PlatformSpec | None,
+                  efficiency: float | None = None, precision: str = "bf16") -> float:
     dec = estimate_decode(model, gpu, prompt_len=prompt_len, response_len=response_len, tp=tp,
-                          batch=batch, platform=platform)
+                          batch=batch, platform=platform, efficiency=efficiency,
+                          precision=precision)
     return dec.prefill_s + dec.decode_s
 
 
 def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
-    max_response_len: int | None = None,
+    max_response_len: int | None = None, decode_efficiency: float | None = None,
+    rollout_precision: str = "bf16",
 ) -> RLStepEstimate:
     """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``.
 
     ``max_response_len``: when cfg.response_len is the mean response and the responses run up
     to a longer cap (free-length generation, e.g. NeMo-RL's max_total_sequence_length), the
     wave ends only with its longest response: after the mean length the last sequences decode
-    alone, each step reading the whole weights (generation tail, tail_seconds)."""
+    alone, each step reading the whole weights (generation tail, tail_seconds).
+    ``decode_efficiency``: the engine's share of the decode roofline; default
+    efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
+    NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
+    ``rollout_precision``: "fp8" when the engine serves fp8 weights and KV cache (NeMo-RL's
+    FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit."""
+    if decode_efficiency is None:
+        decode_efficiency = eff.RL_ROLLOUT_DECODE_EFFICIENCY
     rs = roles(model, cfg, critic=critic, reward=reward)
     n_train = trainer_gpus(cfg)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
@@ -153,12 +165,12 @@ def estimate_rl_step(
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
-                         cfg.rollout_tp, conc, platform)
+                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision)
     phases = {"generation": waves * wave}
     if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
         phases["generation tail"] = waves * tail_seconds(
             model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
-            cfg.rollout_tp, platform)
+            cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
     for r in rs:
         phases[f"{r.name} forward"] = forward_seconds(r.model, gpu, r.cfg, tokens, n_train, stack)
     for r in rs:

@@ -226,6 +226,15 @@ DSCHAT_SCRIPTS: dict[tuple[float, bool], tuple[int, int]] = {
 }
 
 
+# DPO log-probs: TRL >= 0.13 (Dec 2024) computes the per-token log-probs of the model's
+# 16-bit logits with selective_log_softmax (row by row for bf16/fp16), and transformers >= 4.45
+# upcasts logits to fp32 only when the model computes its own loss (DPO passes no labels): the
+# 16-bit loss constant (calibration.LOGIT_BYTES_16BIT_LOSS) applies. Earlier stacks upcast
+# (LLaMA-Factory issue #3716, May 2024: TRL 0.8 on transformers 4.40).
+DPO_16BIT_LOGPROBS = ("trl+peft",)
+DPO_FP32_LOGPROBS_SOURCES = ("hiyouga/LLaMA-Factory/issues/3716",)
+
+
 def dschat_script(params_b: float, num_gpus: int) -> tuple[int, int]:
     """(per-device prompts per iteration, inference TP) of the DeepSpeed-Chat script closest in
     actor size for a one-GPU or multi-GPU job."""
@@ -290,6 +299,11 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     fw_name = str(case.get("framework"))
     fw = FRAMEWORK_DEFAULTS.get(fw_name, {})
     assumed: list[str] = []
+    if extra.get("roles"):
+        # OpenRLHF without --colocate: each role on GPUs of its own (e.g. actor 4, critic 2,
+        # reference 1, reward 1), generation with HF generate on the actor GPUs
+        raise PlannerError(f"per-role GPU groups ({extra['roles']}) are not a placement the "
+                           "planner models (colocate or engines apart)")
     method = case.get("method")
     sharding = case.get("sharding") or ("zero3" if fw_name == "deepspeed-chat"
                                         and case["num_gpus"] > 1 else "none")
@@ -334,6 +348,10 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         common["lora_targets"] = _targets(extra.get("target_modules"),
                                           fw.get("lora_targets", ("all-linear",)))
     critic = reward = None
+    if workload == "dpo" and fw_name in DPO_16BIT_LOGPROBS and not any(
+            src in str(case.get("source")) for src in DPO_FP32_LOGPROBS_SOURCES):
+        common["loss_in_fp32"] = False
+        assumed.append("TRL selective_log_softmax on 16-bit logits")
     if workload in ("rm", "dpo"):
         cfg = TrainConfig(**common, micro_batch_size=_pairs(case), offload=offload,
                           seq_len=case.get("seq_len") or 2048,
@@ -367,6 +385,10 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
             # one generation batch per iteration: per-device batch x GPUs prompts, at most the
             # benchmark's 1024 (BenckmarkSetting.md)
             rl_opts["rollout_batch"] = min(1024, mb * case["num_gpus"])
+            if for_time:
+                # the hybrid engine generates with the actor's own (gathered) weights and drops
+                # them after generation: no engine weights cross PCIe (no vLLM sleep traffic)
+                rl_opts["engine_sleep"] = False
             critic = reward = _role_model(extra.get("critic_reward_model")
                                           or "facebook/opt-350m", catalog)
         if mb is None:

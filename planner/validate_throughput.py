@@ -18,6 +18,7 @@ from typing import Any
 
 from planner.catalog import Catalog
 from planner.cost import define_job, rent_cost
+from planner.efficiency import DECODE_EFFICIENCY
 from planner.errors import PlannerError
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, PlatformSpec
@@ -313,31 +314,72 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
     return rc, cfg, catalog.gpu(case["gpu"])
 
 
-def _rl_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
-    """A PPO/GRPO case in its metric (rltime.estimate_rl_step); rm/dpo through the training
-    path (estimate_throughput counts 2 sequences per pair and DPO's reference forward)."""
+# Generation engine of each RL framework where it is not a vLLM engine (whose in-iteration
+# efficiency is efficiency.RL_ROLLOUT_DECODE_EFFICIENCY): DeepSpeed-Chat's hybrid engine
+# decodes with DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token
+# answers; no case isolates it, so it takes the serving roofline share of vLLM (assumed; its
+# 12 cases would imply 0.22-0.66, median 0.49, with two cases unreachable).
+# Frameworks whose FP8 rows also generate in FP8 (NeMo-RL performance-summary.md, "H100 FP8
+# Benchmarks": "Precision: Generation FP8, Training FP8").
+FP8_GENERATION = ("nemo-rl",)
+RL_ENGINE_EFFICIENCY: dict[str, float] = {"deepspeed-chat": DECODE_EFFICIENCY["vllm"]}
+
+
+def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
+                decode_efficiency: float | None = None) -> Any:
+    """rltime.estimate_rl_step of a PPO/GRPO case (``decode_efficiency`` overrides the
+    engine's share of the decode roofline; used to calibrate it)."""
     from planner.rltime import estimate_rl_step
 
-    workload = str(case.get("workload"))
-    if workload in ("rm", "dpo"):
-        raise PlannerError(f"{workload} time case: total workload not verified "
-                           "(no usable rm/dpo time case)")
     rc, cfg, gpu = rl_inputs(case, catalog)
     platform, _per_node, _network = _platform(gpu, catalog)
     extra = case.get("extra") or {}
     cap = int(extra["max_seq_len"]) - cfg.prompt_len if extra.get("max_seq_len") else None
-    est = estimate_rl_step(rc.resolved.spec, gpu, cfg, platform=platform, stack=stack_of(case),
-                           critic=rc.critic, reward=rc.reward, max_response_len=cap)
+    if decode_efficiency is None:
+        decode_efficiency = RL_ENGINE_EFFICIENCY.get(str(case.get("framework")))
+    # NeMo-RL's FP8 tables state "Precision: Generation FP8, Training FP8"
+    fp8_gen = case.get("precision") == "fp8" and case.get("framework") in FP8_GENERATION
+    return estimate_rl_step(rc.resolved.spec, gpu, cfg, platform=platform, stack=stack_of(case),
+                            critic=rc.critic, reward=rc.reward, max_response_len=cap,
+                            decode_efficiency=decode_efficiency,
+                            rollout_precision="fp8" if fp8_gen else "bf16")
+
+
+def _rl_metric(case: dict[str, Any], est: Any) -> float:
     metric = case["metric"]
     if metric == "step_time_s":
-        return est.step_time_s, est.limited_by
+        return est.step_time_s
     if metric == "tokens_per_sec_per_gpu":
-        return est.tokens_per_s_per_gpu, est.limited_by
+        return est.tokens_per_s_per_gpu
     total = (case.get("extra") or {}).get("total_tokens")
     if metric == "time_to_train_minutes" and total:
-        return float(total) / est.tokens_per_s / 60, est.limited_by
+        return float(total) / est.tokens_per_s / 60
     raise PlannerError(f"RL metric {metric!r} needs extra.total_tokens" if not total
                        else f"RL metric {metric!r} is not modelled")
+
+
+def implied_rl_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> float:
+    """The engine's decode roofline share at which an RL case's prediction equals its value
+    (bisection in log space; 4.0 when even that is too slow). The calibrated
+    efficiency.RL_ROLLOUT_DECODE_EFFICIENCY is the median over RL_ROLLOUT_CASES."""
+    target = float(case["value"])
+    lo, hi = 0.02, 4.0
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        value = _rl_metric(case, rl_estimate(case, catalog, decode_efficiency=mid))
+        lo, hi = (mid, hi) if value > target else (lo, mid)
+    return (lo * hi) ** 0.5
+
+
+def _rl_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
+    """A PPO/GRPO case in its metric (rltime.estimate_rl_step); rm/dpo time cases are not
+    usable (no verified total workload)."""
+    workload = str(case.get("workload"))
+    if workload in ("rm", "dpo"):
+        raise PlannerError(f"{workload} time case: total workload not verified "
+                           "(no usable rm/dpo time case)")
+    est = rl_estimate(case, catalog)
+    return _rl_metric(case, est), est.limited_by
 
 
 def implied_utilisation(
