@@ -1,0 +1,162 @@
+"""Accuracy of the reward-model, DPO, PPO and GRPO predictions against ../shared/validation.
+
+Issue 5's bars: memory median |error| <= 8 %, p90 <= 20 %; time median <= 20 %, p90 <= 50 %.
+Where a bar is met it is asserted; where it is not, the measured figure is asserted with a small
+tolerance (a regression guard) and the gap is stated. Figures: benchmarks/README.md, section
+"RL and preference workloads".
+
+Time (usable cases): PPO = 12 DeepSpeed-Chat step-3 epochs, GRPO = 5 NeMo-RL step times.
+Memory: no RL/preference peak is usable_for_accuracy (GPU unknown or secondary source); they are
+reported as their own group, not as an acceptance set.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.catalog import load_catalog
+from planner.efficiency import RL_ROLLOUT_CASES, RL_ROLLOUT_DECODE_EFFICIENCY
+from planner.validate import RL_CASE_WORKLOADS, predict_case, rl_case, rl_summary
+from planner.validate_throughput import (
+    error_stats,
+    implied_rl_decode_efficiency,
+    predict_throughput_case,
+)
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+
+pytestmark = pytest.mark.skipif(
+    not (DATA / "memory_cases.yaml").is_file(),
+    reason=f"validation data not found at {DATA} (CI has it beside the repo)",
+)
+
+
+def _cases(name):
+    return yaml.safe_load((DATA / name).read_text())["cases"]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def memory(catalog):
+    cases = [c for c in _cases("memory_cases.yaml") if c["workload"] in RL_CASE_WORKLOADS]
+    return {c["id"]: c for c in cases}, [predict_case(c, catalog) for c in cases]
+
+
+@pytest.fixture(scope="module")
+def time_cases():
+    return {c["id"]: c for c in _cases("throughput_cases.yaml")
+            if c["workload"] in RL_CASE_WORKLOADS}
+
+
+@pytest.fixture(scope="module")
+def timing(catalog, time_cases):
+    return [predict_throughput_case(c, catalog) for c in time_cases.values()]
+
+
+def _usable(results, workload):
+    return error_stats([r for r in results if r.usable and r.workload == workload])
+
+
+# --- time ----------------------------------------------------------------------------------
+def test_every_usable_rl_time_case_is_predicted(timing):
+    usable = [r for r in timing if r.usable]
+    assert len(usable) == 17 and all(r.predicted is not None for r in usable)
+
+
+def test_ppo_time_accuracy(timing):
+    s = _usable(timing, "ppo")
+    assert s["predicted"] == 12
+    assert s["median_abs_err"] <= 0.20, s  # bar met: measured 8.0 %
+    # Bar p90 <= 50 % NOT met: measured 146 %. Two DeepSpeed-Chat rows (OPT-6.7B and OPT-30B on
+    # 8x A100-80GB, +167 % / +158 %) run the shipped scripts' 4 prompts per GPU, while the
+    # benchmark used the largest batch that fits (BenckmarkSetting.md); at 64 per GPU both are
+    # within +7 % / +2 %. The per-device batch of the published runs is not stated.
+    assert s["p90_abs_err"] == pytest.approx(1.458, abs=0.05), s
+
+
+def test_grpo_time_accuracy(timing):
+    s = _usable(timing, "grpo")
+    assert s["predicted"] == 5
+    # Bars met, in-sample: RL_ROLLOUT_DECODE_EFFICIENCY is the median over these 5 cases
+    # (leave-one-out: median 19 %, max 28 %). Measured: median 16.5 %, p90 24.0 %.
+    assert s["median_abs_err"] <= 0.20, s
+    assert s["p90_abs_err"] <= 0.50, s
+
+
+def test_rl_rollout_efficiency_is_the_median_of_its_cases(catalog, time_cases):
+    implied = [implied_rl_decode_efficiency(time_cases[i], catalog) for i in RL_ROLLOUT_CASES]
+    assert statistics.median(implied) == pytest.approx(RL_ROLLOUT_DECODE_EFFICIENCY, abs=0.002)
+
+
+# --- memory --------------------------------------------------------------------------------
+def test_rl_memory_peaks(memory):
+    _cases_by_id, results = memory
+    s = rl_summary(results)
+    grpo = s["peaks_by_workload"]["grpo"]
+    assert grpo["peak_cases"] == 9
+    # Bars (median <= 8 %, p90 <= 20 %) NOT met on the verl GRPO-LoRA logs (torch allocated,
+    # GPU unknown; engine pool outside the counter): measured median 20.8 %, p90 151 %. The
+    # 0.5B/3B runs (+97 %, +212 %) and the full-parameter run (+136 %) are set by the 152k-vocab
+    # logits at the configured 1536 tokens, while verl's remove-padding passes only the sampled
+    # tokens (mean responses 300-600 of 1024); the 72B runs are under (-11 %, -19 %): verl keeps
+    # the actor's FSDP flat parameters in fp32 also under LoRA (+17 GiB at 72B), which
+    # memory.weight_bytes counts only for full fine-tuning.
+    assert grpo["median_abs_err"] == pytest.approx(0.208, abs=0.02), grpo
+    assert grpo["p90_abs_err"] == pytest.approx(1.514, abs=0.10), grpo
+    dpo = s["peaks_by_workload"]["dpo"]
+    # one secondary DPO-LoRA reading (unknown counter): +19.4 % outside the allocated..device
+    # range; not a usable case
+    assert dpo["peak_cases"] == 1 and dpo["median_abs_err"] == pytest.approx(0.194, abs=0.02)
+
+
+def test_rl_fits_oom_confusion(memory):
+    _cases_by_id, results = memory
+    v = rl_summary(results)["verdicts"]
+    # The expensive error (fits predicted for a published OOM) happens once: OpenAssistant's RM
+    # without checkpointing, whose examples hold several ranked replies (sequences unknown, one
+    # pair assumed).
+    assert v["oom_predicted_fits"] == 1, v
+    assert v["oom_predicted_oom"] == 3, v
+    assert v["fits_predicted_fits"] == 8, v
+    # Published fits predicted OOM: 6 verl GRPO-LoRA tuning maxima (22-128 sequences per GPU
+    # per micro-batch at the configured 1536 tokens; verl's remove-padding passes only the
+    # sampled tokens), the 2 verl full-GRPO minimum configs (16 x 2048 tokens) and the
+    # LLaMA-Factory DPO user report on 24 GB (cutoff 1024 as every pair's length).
+    assert v["fits_predicted_oom"] == 9, v
+
+
+# --- mapping -------------------------------------------------------------------------------
+def test_dpo_counts_pairs(memory, catalog):
+    by_id, _ = memory
+    cfg = rl_case(by_id["openrlhf-codellama-34b-dpo-full-8xa100"], catalog).cfg
+    assert cfg.workload == "dpo" and cfg.micro_batch_size == 1 and cfg.reference
+    cfg = rl_case(by_id["llamafactory-issue3716-llama3-8b-lora-dpo-a10"], catalog).cfg
+    assert cfg.micro_batch_size == 4 and cfg.lora_targets == ("q", "v")
+
+
+def test_verl_offload_is_idle_offload_and_sp_splits_sequences(memory, catalog):
+    by_id, _ = memory
+    rc = rl_case(by_id["verl-tune-qwen2.5-14b-grpolora-2xh100"], catalog)
+    cfg = rc.cfg
+    assert cfg.offload_idle and cfg.offload == "none" and cfg.fsdp
+    assert cfg.cp == 1 and cfg.micro_batch_size == 58  # 116 per DP rank over Ulysses SP 2
+    assert cfg.method == "lora" and cfg.lora_rank == 32 and cfg.rollout_n == 5
+    assert rc.engine_outside_counter
+
+
+def test_role_models(memory, catalog, time_cases):
+    by_id, _ = memory
+    rc = rl_case(by_id["torchtune-mistral-7b-ppo-full-1xa100"], catalog)
+    assert rc.reward.num_layers == 32 and rc.reward.vocab_size == 32000  # Mistral-7B shape
+    rc = rl_case(time_cases["dschat_ppo_opt13b_8xA100-80"], catalog, for_time=True)
+    assert rc.critic.id == "opt-350m" and rc.reward.id == "opt-350m"
+    assert rc.cfg.method == "full" and rc.cfg.zero_stage == 3 and rc.cfg.rollout_tp == 2
+    assert rc.cfg.rollout_batch == 128
