@@ -1,7 +1,7 @@
 """planner: a constraint-solver hardware planner for training large language models.
 
-Library API: ``check``, ``plan``, ``pareto``, ``load_catalog``, with ``TrainConfig`` (one
-configuration) and ``PlanRequest`` (what to plan). ``plan`` and ``pareto`` load OR-Tools on
+Library API: ``check``, ``plan``, ``pareto``, ``tune``, ``load_catalog``, with ``TrainConfig``
+(one configuration) and ``PlanRequest`` (what to plan). ``plan`` and ``pareto`` load OR-Tools on
 first use.
 """
 
@@ -10,8 +10,9 @@ from typing import Any
 from planner.api import check
 from planner.catalog import load_catalog
 from planner.request import PlanRequest, TrainConfig
+from planner.tune import tune
 
-__all__ = ["check", "load_catalog", "pareto", "plan", "PlanRequest", "TrainConfig"]
+__all__ = ["check", "load_catalog", "pareto", "plan", "tune", "PlanRequest", "TrainConfig"]
 
 
 def __getattr__(name: str) -> Any:

@@ -194,6 +194,74 @@ def _config(opts: dict[str, object]) -> TrainConfig:
         raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
 
 
+# `tune` takes check's options that describe the job (model, GPUs, layout, method, workload),
+# minus the batch settings it searches (own options below, None = searched) and the cost ones.
+_TUNE_SEARCHED = {"checkpointing", "micro_batch", "grad_accum", "rollout_batch", "rollout_n",
+                  "logprob_micro_batch"}
+_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "stack", "platform", "critic_model",
+                    "reward_model", "catalogs", "as_json", "no_flash_attention", "kl",
+                    "no_engine_sleep"}
+TUNE_OPTIONS = [
+    click.Option(["--objective"], type=_choice(("throughput", "memory")), default="throughput",
+                 show_default=True,
+                 help="Maximise tokens/s, or fill per-GPU memory up to --memory-target."),
+    click.Option(["--memory-target"], type=float, default=None,
+                 help="Fraction of GPU memory not to exceed, e.g. 0.875 [default: 1 - margin]."),
+    click.Option(["--checkpointing"], type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
+                 show_default=True, help="Pin activation checkpointing, or search it (auto)."),
+    click.Option(["--micro-batch"], type=int, default=None, help="Pin the micro-batch."),
+    click.Option(["--grad-accum"], type=int, default=None, help="Pin gradient accumulation."),
+    click.Option(["--global-batch"], type=int, default=None,
+                 help="Pin the global batch [RL default: all rollout sequences]."),
+    click.Option(["--rollout-batch"], type=int, default=None, help="Pin prompts per RL iteration."),
+    click.Option(["--rollout-n"], type=int, default=None,
+                 help="Pin responses per prompt [searched for GRPO; PPO 1]."),
+    click.Option(["--logprob-micro-batch"], type=int, default=None,
+                 help="Pin sequences per forward-only micro-step."),
+    click.Option(["--tie-tolerance"], type=float, default=0.01, show_default=True,
+                 help="Relative gap under which settings tie (then larger micro-batches win)."),
+]
+
+
+def _tune_params() -> list[click.Parameter]:
+    shared = [p for p in check.params if p.name not in _TUNE_SEARCHED
+              and (p.name in TrainConfig.model_fields or p.name in _TUNE_FROM_CHECK)]
+    return [*shared, *TUNE_OPTIONS]
+
+
+@cli.command("tune", params=_tune_params())
+def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, memory_margin: float,
+             stack: str | None, platform: str | None, critic_model: str | None,
+             reward_model: str | None, objective: str, memory_target: float | None,
+             checkpointing: str, micro_batch: int | None, grad_accum: int | None,
+             global_batch: int | None, rollout_batch: int | None, rollout_n: int | None,
+             logprob_micro_batch: int | None, tie_tolerance: float, **opts: object) -> None:
+    """Fixed GPUs and job: the batch settings with the most throughput (or memory use up to a
+    target), under divisibility rules; the runners-up; what came closest if nothing fits.
+
+    \b
+    Exit codes: 0 settings found, 1 nothing fits, 2 bad input.
+    Example:
+      planner tune --model 0.5b --gpu v100-32gb --workload grpo --prompt-len 256 \
+        --response-len 256 --objective memory --memory-target 0.875
+    """
+    from planner.tune import Pins
+    from planner.tune import tune as tune_search
+
+    cfg = _config({**opts, "micro_batch": 1, "grad_accum": 1,
+                   "checkpointing": "full" if checkpointing == "auto" else checkpointing})
+    pins = Pins(micro_batch=micro_batch, grad_accum=grad_accum, global_batch=global_batch,
+                rollout_batch=rollout_batch, rollout_n=rollout_n,
+                logprob_micro_batch=logprob_micro_batch, checkpointing=checkpointing)
+    result = tune_search(model=model, gpu=gpu, config=cfg, catalog=load_catalog(catalogs),
+                         objective=objective, memory_target=memory_target, margin=memory_margin,
+                         stack=stack, platform=platform, critic_model=critic_model,
+                         reward_model=reward_model, pins=pins, tie_tolerance=tie_tolerance)
+    doc = render.tune_doc(result)
+    click.echo(render.to_json(doc) if as_json else render.tune_text(doc))
+    sys.exit(0 if result.best is not None else 1)
+
+
 # Options shared by `plan` and `pareto` (PlanRequest fields).
 PLAN_OPTIONS = [
     click.option("--model", required=True,

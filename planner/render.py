@@ -415,3 +415,97 @@ def pareto_text(doc: dict[str, Any]) -> str:
            f"{doc['points'][0]['basis']}):"
     return head + "\n" + _table(rows, ["GPUs", "host", "method", "sharding/offload", "layout",
                                        "GiB/GPU", "tokens/s", "hours", "cost"])
+
+
+def throughput_doc(tput: Any) -> dict[str, Any]:
+    """The throughput block as `planner check --json` has it (summary, step terms, notes)."""
+    doc = dict(tput.summary())
+    if hasattr(tput, "terms"):
+        doc["terms_s"] = dict(tput.terms)
+    doc["notes"] = list(tput.notes)
+    return doc
+
+
+def tune_doc(result: Any) -> dict[str, Any]:
+    """The `planner tune --json` document: the chosen settings with their memory and
+    throughput (as check reports them), the runners-up, and the least-memory setting."""
+    best, low = result.best, result.smallest
+
+    def brief(c: Any) -> dict[str, Any]:
+        return {"settings": c.settings, "per_gpu_gib": _r(c.per_gpu_gib),
+                "tokens_per_s": c.tokens_per_s, "peak_phase": c.memory.phase}
+
+    return {
+        "status": result.status, "objective": result.objective, "model": result.model,
+        "model_asked_as": result.asked_as, "gpu": result.gpu, "num_gpus": result.num_gpus,
+        "platform": result.platform, "memory_margin": result.margin,
+        "memory_target": result.memory_target, "memory_limit_gib": _r(result.limit_gib),
+        "capacity_gib": result.capacity_gib, "tie_tolerance": result.tie_tolerance,
+        "settings": best.settings if best else None,
+        "config": best.config.model_dump(mode="json") if best else None,
+        "memory": memory_doc(best.memory) if best else None,
+        "throughput": throughput_doc(best.throughput) if best else None,
+        "runners_up": [brief(c) for c in result.runners_up],
+        "smallest": brief(low) if low else None,
+        "searched": {"candidates_evaluated": result.evaluated,
+                     "space": {k: list(v) for k, v in result.space.items()}},
+        "notes": list(result.notes),
+    }
+
+
+def settings_line(s: dict[str, Any]) -> str:
+    """One line of tune settings: micro x accumulation = global batch, checkpointing, RL."""
+    line = (f"micro-batch {s['micro_batch_size']} x accumulation {s['grad_accum']} (global "
+            f"{s['global_batch_size']}), checkpointing {s['checkpointing']}")
+    if "rollout_batch" in s:
+        line += (f"; {s['rollout_batch']} prompts x {s['rollout_n']} samples, logprob "
+                 f"micro-batch {s['logprob_micro_batch']}")
+    return line
+
+
+def tune_text(doc: dict[str, Any]) -> str:
+    target = ("capacity less a {:.0%} margin".format(doc["memory_margin"])
+              if doc["memory_target"] is None
+              or doc["memory_target"] > 1 - doc["memory_margin"]
+              else f"target {doc['memory_target']:.1%} of capacity")
+    tol = f"{doc['tie_tolerance']:.0%}"
+    goal = (f"most tokens/s (ties within {tol}: larger micro-batches, less memory, smaller "
+            "totals)" if doc["objective"] == "throughput" else
+            f"fullest memory under the limit (ties within {tol} of capacity: faster, larger "
+            "micro-batches, smaller totals)")
+    head = [f"tune       {doc['model']} on {doc['num_gpus']} x {doc['gpu']}, {goal}",
+            f"limit      {doc['memory_limit_gib']:.2f} of {doc['capacity_gib']:g} GiB per GPU "
+            f"({target})"]
+    low = doc["smallest"]
+    if doc["settings"] is None:
+        return "\n".join([*head, "status     infeasible: no searched batch setting fits",
+                          f"closest    {settings_line(low['settings'])}: "
+                          f"{low['per_gpu_gib']:.2f} GiB per GPU (peak in {low['peak_phase']})",
+                          f"searched   {doc['searched']['candidates_evaluated']} settings"])
+    tc = TrainConfig.model_validate(doc["config"])
+    mem, t = doc["memory"], doc["throughput"]
+    u = doc["settings"].get("gpu_memory_utilization")
+    lines = [*head,
+             f"settings   {settings_line(doc['settings'])}"
+             + (f"; gpu_memory_utilization {u:.2f}" if u is not None else ""),
+             f"batch      {batch_line(tc)}",
+             f"memory     {mem['per_gpu_gib']:.2f} GiB per GPU, peak in {mem['peak_phase']}: "
+             + ", ".join(f"{k.replace('_', ' ')} {v:.2f}"
+                         for k, v in mem["breakdown_gib"].items() if v >= 0.005)]
+    if tc.is_rl:
+        lines.append("phases     " + ", ".join(f"{k} {v:.2f}"
+                                               for k, v in mem["phases_gib"].items()) + " GiB")
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
+                     f"RL iteration, limited by {t['limited_by']} (stack {t['stack']})")
+    else:
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, step {t['step_time_s']:.3g} s,"
+                     f" MFU {t['mfu']:.1%}, limited by {t['limited_by']} (stack {t['stack']})")
+    if doc["runners_up"]:
+        rows = [[str(i), settings_line(r["settings"]), f"{r['per_gpu_gib']:.2f}",
+                 f"{r['tokens_per_s']:,.0f}", f"{r['tokens_per_s'] / t['tokens_per_s'] - 1:+.1%}"]
+                for i, r in enumerate(doc["runners_up"], start=2)]
+        lines += ["", "runners-up (settings with equal predicted memory and speed shown once):",
+                  _table(rows, ["#", "settings", "GiB/GPU", "tokens/s", "vs chosen"])]
+    lines.append(f"searched   {doc['searched']['candidates_evaluated']} settings evaluated")
+    lines += [f"note: {n}" for n in doc["notes"] + mem["notes"] + t["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,234 @@
+"""planner tune: the search equals a brute force over the same candidates, rules and pins hold,
+memory targets are kept, and the CLI's exit codes and JSON keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner import check, tune
+from planner.catalog import load_catalog
+from planner.cli import main
+from planner.memory import GIB
+from planner.request import TrainConfig
+from planner.tune import Pins, SearchSpace, candidate_configs, ranking
+
+# Small spaces keep the brute force quick; memory binds inside them on these GPUs.
+RL_SPACE = SearchSpace(micro_batches=(1, 2, 4, 8, 16, 32), rollout_batches=(8, 16, 32),
+                       rollout_ns=(2, 4, 8), logprob_micro_batches=(1, 4, 16, 64))
+SFT_SPACE = SearchSpace(micro_batches=(1, 2, 3, 4, 6, 8, 12, 16), accumulations=(1, 2, 4, 8))
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def grpo(**kw) -> TrainConfig:
+    base = {"workload": "grpo", "prompt_len": 256, "response_len": 768, "seq_len": 1024}
+    return TrainConfig(**{**base, **kw})
+
+
+def brute_force(kw: dict, pins: Pins, space: SearchSpace, catalog, memory_target=None):
+    """Evaluate every candidate of the unpruned set with the same pure models."""
+    from planner.tune import _problem
+
+    problem = _problem(model=kw["model"], gpu=kw["gpu"], config=kw["config"], catalog=catalog,
+                       margin=0.02, memory_target=memory_target, stack=None, platform=None,
+                       critic_model=None, reward_model=None)
+    return [problem.evaluate(c) for c in candidate_configs(problem.base, pins, space)]
+
+
+CASES = [
+    # (name, tune kwargs, pins, space)
+    ("grpo 0.5b v100-16gb", {"model": "qwen2.5-0.5b", "gpu": "v100-16gb", "config": grpo()},
+     Pins(), RL_SPACE),
+    ("grpo 1.5b 2 gpus fsdp", {"model": "qwen2.5-1.5b", "gpu": "rtx-4090",
+                               "config": grpo(num_gpus=2, fsdp=True)}, Pins(), RL_SPACE),
+    ("ppo 0.5b global pinned", {"model": "qwen2.5-0.5b", "gpu": "v100-32gb",
+                                "config": TrainConfig(workload="ppo", prompt_len=256,
+                                                      response_len=256, seq_len=512)},
+     Pins(global_batch=16), RL_SPACE),
+    ("sft 0.5b full open global", {"model": "qwen2.5-0.5b", "gpu": "v100-16gb",
+                                   "config": TrainConfig(seq_len=2048)}, Pins(), SFT_SPACE),
+    ("sft 1.5b 4 gpus zero2 global 48", {"model": "qwen2.5-1.5b", "gpu": "rtx-4090",
+                                         "config": TrainConfig(num_gpus=4, zero_stage=2,
+                                                               seq_len=4096)},
+     Pins(global_batch=48), SFT_SPACE),
+    ("dpo 0.5b lora", {"model": "qwen2.5-0.5b", "gpu": "v100-16gb",
+                       "config": TrainConfig(workload="dpo", method="lora", seq_len=2048)},
+     Pins(), SFT_SPACE),
+]
+
+
+@pytest.mark.parametrize(("name", "kw", "pins", "space"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("objective", "target", "tol"),
+                         [("throughput", None, 0.0), ("throughput", None, 0.01),
+                          ("memory", 0.8, 0.01)])
+def test_search_equals_brute_force(catalog, name, kw, pins, space, objective, target, tol):
+    res = tune(catalog=catalog, pins=pins, space=space, objective=objective,
+               memory_target=target, tie_tolerance=tol, **kw)
+    every = brute_force(kw, pins, space, catalog, memory_target=target)
+    fitting = [c for c in every if c.fits]
+    assert res.status == "found" and fitting
+    assert len(fitting) < len(every), "memory should bind inside the test space"
+    best = sorted(fitting, key=ranking(fitting, objective, tol))[0]
+    assert res.best.config == best.config
+    assert res.evaluated < len(every)
+    fastest = max(c.tokens_per_s for c in fitting)
+    if objective == "throughput":
+        # no fitting candidate is faster (beyond the stated tie tolerance)
+        assert res.best.tokens_per_s >= fastest * (1 - tol) - 1e-9
+        if tol == 0:
+            assert res.best.tokens_per_s == pytest.approx(fastest, rel=1e-12)
+    else:
+        fullest = max(c.memory.device for c in fitting)
+        assert res.best.memory.device >= fullest - tol * res.best.memory.capacity
+        assert res.best.memory.device <= target * res.best.memory.capacity
+
+
+def rules_hold(cfg: TrainConfig) -> None:
+    dp = cfg.dp
+    assert cfg.global_batch_size == cfg.micro_batch_size * cfg.grad_accum * dp
+    assert cfg.global_batch_size % (cfg.micro_batch_size * dp) == 0
+    if cfg.is_rl:
+        seqs = cfg.rollout_batch * cfg.samples_per_prompt
+        assert seqs % cfg.num_gpus == 0
+        assert seqs % (cfg.micro_batch_size * dp) == 0
+        assert seqs % cfg.global_batch_size == 0
+        assert seqs % (cfg.logprob_batch * dp) == 0
+
+
+def test_divisibility_rules_hold(catalog):
+    kw = {"model": "qwen2.5-1.5b", "gpu": "rtx-4090", "config": grpo(num_gpus=4, fsdp=True)}
+    res = tune(catalog=catalog, **kw)
+    assert res.status == "found"
+    for c in (res.best, *res.runners_up):
+        rules_hold(c.config)
+    for cfg in candidate_configs(kw["config"], Pins(), RL_SPACE):
+        rules_hold(cfg)
+    for cfg in candidate_configs(TrainConfig(num_gpus=4, zero_stage=1), Pins(global_batch=96),
+                                 SFT_SPACE):
+        rules_hold(cfg)
+        assert cfg.global_batch_size == 96
+
+
+def test_pins_respected(catalog):
+    pins = Pins(micro_batch=2, rollout_batch=32, rollout_n=8, logprob_micro_batch=4,
+                checkpointing="selective", global_batch=128)
+    res = tune(model="qwen2.5-0.5b", gpu="v100-32gb", config=grpo(), catalog=catalog, pins=pins)
+    s = res.best.settings
+    assert (s["micro_batch_size"], s["rollout_batch"], s["rollout_n"], s["logprob_micro_batch"],
+            s["checkpointing"], s["global_batch_size"]) == (2, 32, 8, 4, "selective", 128)
+    assert s["grad_accum"] == 64
+    res = tune(model="qwen2.5-0.5b", gpu="v100-16gb", config=TrainConfig(), catalog=catalog,
+               pins=Pins(grad_accum=4, checkpointing="full"))
+    assert all(c.config.grad_accum == 4 and c.config.checkpointing == "full"
+               for c in (res.best, *res.runners_up))
+
+
+def test_best_rechecks_with_check(catalog):
+    """The chosen settings fit and check() reports the same memory and speed."""
+    res = tune(model="qwen2.5-0.5b", gpu="v100-16gb", config=grpo(), catalog=catalog)
+    doc = check(model="qwen2.5-0.5b", gpu="v100-16gb", config=res.best.config, catalog=catalog)
+    assert doc["fits"] is True
+    assert doc["memory"]["per_gpu_gib"] == pytest.approx(res.best.per_gpu_gib, abs=1e-3)
+    assert doc["throughput"]["tokens_per_s"] == pytest.approx(res.best.tokens_per_s)
+
+
+def test_memory_target_caps_and_fills(catalog):
+    kw = {"model": "qwen2.5-0.5b", "gpu": "v100-32gb", "config": grpo(), "catalog": catalog}
+    free = tune(**kw)
+    capped = tune(memory_target=0.6, **kw)
+    filled = tune(memory_target=0.6, objective="memory", **kw)
+    cap = 32 * GIB
+    for r in (capped, filled):
+        assert r.best.memory.device <= 0.6 * cap
+        assert all(c.memory.device <= 0.6 * cap for c in r.runners_up)
+        assert r.limit_gib == pytest.approx(19.2)
+    assert free.best.memory.device > 0.6 * cap
+    assert filled.best.memory.device >= capped.best.memory.device - 0.01 * cap
+
+
+def test_infeasible_reports_the_closest(catalog):
+    res = tune(model="70b", gpu="rtx-4090", config=TrainConfig(), catalog=catalog)
+    assert res.status == "infeasible" and res.best is None and res.runners_up == ()
+    assert res.smallest.per_gpu_gib > 24
+    assert res.smallest.config.micro_batch_size == 1
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def test_cli_infeasible_exit_1(capsys):
+    code, out, _ = run(capsys, "tune", "--model", "70b", "--gpu", "rtx-4090")
+    assert code == 1
+    assert "infeasible" in out and "closest" in out and "GiB per GPU" in out
+
+
+def test_cli_memory_target_unreachable_exit_1(capsys):
+    code, out, _ = run(capsys, "tune", "--model", "0.5b", "--gpu", "v100-16gb",
+                       "--memory-target", "0.2", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["status"] == "infeasible" and doc["settings"] is None
+    assert doc["smallest"]["per_gpu_gib"] > doc["memory_limit_gib"] == pytest.approx(3.2)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--micro-batch", "0"], "--micro-batch 0"),
+        (["--rollout-n", "4"], "--rollout-n 4 applies to --workload ppo or grpo"),
+        (["--memory-target", "1.5"], "--memory-target 1.5"),
+        (["--objective", "speed"], "speed"),
+        (["--num-gpus", "2", "--global-batch", "7"], "--global-batch 7 must be a multiple of dp"),
+        (["--micro-batch", "4", "--global-batch", "6"], "--global-batch 6"),
+        (["--workload", "grpo", "--prompt-len", "64", "--response-len", "64", "--num-gpus", "2",
+          "--rollout-batch", "3", "--rollout-n", "3"], "must be a multiple of --num-gpus"),
+        (["--gpu", "a100"], "unknown GPU 'a100'"),
+        (["--tie-tolerance", "0.7"], "--tie-tolerance 0.7"),
+    ],
+)
+def test_cli_bad_input_exit_2_one_line(capsys, args, needle):
+    # a repeated option takes its last value: "--gpu a100" replaces the base GPU
+    code, out, err = run(capsys, "tune", "--model", "0.5b", "--gpu", "v100-16gb", *args)
+    assert code == 2 and not out
+    assert needle in err and err.count("\n") == 1
+
+
+def test_cli_json_keys_and_determinism(capsys):
+    args = ("tune", "--model", "0.5b", "--gpu", "v100-16gb", "--workload", "grpo",
+            "--prompt-len", "256", "--response-len", "256", "--json")
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    doc = json.loads(out)
+    for key in ("settings", "memory", "throughput", "runners_up", "status", "smallest"):
+        assert key in doc
+    for key in ("micro_batch_size", "grad_accum", "global_batch_size", "checkpointing",
+                "rollout_batch", "rollout_n", "logprob_micro_batch", "gpu_memory_utilization"):
+        assert key in doc["settings"]
+    for key in ("per_gpu_gib", "breakdown_gib", "peak_phase", "phases_gib", "capacity_gib"):
+        assert key in doc["memory"]
+    for key in ("tokens_per_s", "step_time_s", "limited_by"):
+        assert key in doc["throughput"]
+    assert 1 <= len(doc["runners_up"]) <= 5
+    for r in doc["runners_up"]:
+        assert set(r) >= {"settings", "per_gpu_gib", "tokens_per_s"}
+        assert r["per_gpu_gib"] <= doc["memory_limit_gib"]
+    assert sum(doc["memory"]["breakdown_gib"].values()) == pytest.approx(
+        doc["memory"]["per_gpu_gib"], abs=0.02)
+    _, again, _ = run(capsys, *args)
+    assert again == out
+
+
+def test_cli_text(capsys):
+    code, out, _ = run(capsys, "tune", "--model", "0.5b", "--gpu", "v100-16gb",
+                       "--checkpointing", "full")
+    assert code == 0
+    for word in ("settings", "memory", "tokens/s", "runners-up", "checkpointing full"):
+        assert word in out
