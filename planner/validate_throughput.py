@@ -3,9 +3,10 @@
 Each case is predicted in its own ``metric``: tokens/s per GPU, TFLOP/s per GPU, MFU, time to
 train, step time or cost. Training cases become a TrainConfig through validate.case_config (the
 memory cases' translation, with its framework defaults); decode cases go through the decode
-model; RL and preference workloads return None with a reason until the RL issue models their
-roles. Error is (predicted - value) / value (../shared/validation/README.md, "How to count
-error"); summaries give median and p90 |error| per workload and per stack, decode apart.
+model; PPO/GRPO cases through rltime.estimate_rl_step (rl_inputs maps them, with
+validate.rl_case); rm/dpo time cases have no verified total workload and return None. Error
+is (predicted - value) / value (../shared/validation/README.md, "How to count error");
+summaries give median and p90 |error| per workload and per stack, decode and RL apart.
 """
 
 from __future__ import annotations
