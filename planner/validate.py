@@ -371,9 +371,24 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
             "rollout_tp": int(rl.get("rollout_tp") or 1),
             "gpu_memory_utilization": rl.get("gpu_memory_utilization"),
         }
+        spec = resolved.spec
+        if spec.num_kv_heads % rl_opts["rollout_tp"] or \
+                spec.num_attention_heads % rl_opts["rollout_tp"]:
+            # vLLM replicates KV heads when its TP exceeds them; the planner's engine needs a
+            # divisor: the largest one below (more weight per GPU: conservative)
+            tp = max(t for t in range(1, rl_opts["rollout_tp"])
+                     if spec.num_kv_heads % t == 0 and spec.num_attention_heads % t == 0)
+            assumed.append(f"rollout TP {rl_opts['rollout_tp']} over {spec.num_kv_heads} kv "
+                           f"heads -> {tp}")
+            rl_opts["rollout_tp"] = tp
         if fw_name == "verl":
             rl_opts["offload_idle"] = offload == "optimizer+params"
             offload = "none"
+            # verl's actor computes token log-probs with flash-attn's cross-entropy kernel on
+            # the 16-bit logits of the packed tokens (utils/torch_functional.py
+            # logprobs_from_logits_flash_attn) and the entropy on the same 16-bit tensor: no
+            # fp32 copy (the 16-bit loss buffers, calibration.LOGIT_BYTES_16BIT_LOSS)
+            common["loss_in_fp32"] = False
         mb = case.get("micro_batch_size")
         if mb is None and extra.get("ppo_max_token_len_per_gpu"):
             mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)

@@ -102,15 +102,16 @@ def test_rl_memory_peaks(memory):
     s = rl_summary(results)
     grpo = s["peaks_by_workload"]["grpo"]
     assert grpo["peak_cases"] == 9
-    # Bars (median <= 8 %, p90 <= 20 %) NOT met on the verl GRPO-LoRA logs (torch allocated,
-    # GPU unknown; engine pool outside the counter): measured median 20.8 %, p90 151 %. The
-    # 0.5B/3B runs (+97 %, +212 %) and the full-parameter run (+136 %) are set by the 152k-vocab
+    # Bars (median <= 8 %, p90 <= 20 %) NOT met on the verl GRPO logs (torch allocated, GPU
+    # unknown; engine pool outside the counter): measured median 24.9 %, p90 115 %. The 0.5B/3B
+    # LoRA runs (+61 %, +144 %) and the full-parameter run (+108 %) are set by the 152k-vocab
     # logits at the configured 1536 tokens, while verl's remove-padding passes only the sampled
-    # tokens (mean responses 300-600 of 1024); the 72B runs are under (-11 %, -19 %): verl keeps
-    # the actor's FSDP flat parameters in fp32 also under LoRA (+17 GiB at 72B), which
-    # memory.weight_bytes counts only for full fine-tuning.
-    assert grpo["median_abs_err"] == pytest.approx(0.208, abs=0.02), grpo
-    assert grpo["p90_abs_err"] == pytest.approx(1.514, abs=0.10), grpo
+    # tokens (mean responses 300-600 of 1024). The 7B-72B LoRA runs are under (-1 % to -32 %):
+    # verl loads the actor in fp32, so its FSDP flat parameters are 4 B/param also under LoRA,
+    # which memory.weight_bytes counts only for full fine-tuning (not changed here); with that
+    # term they are within +6 % / -11 % and the GRPO median is 6.6 % (benchmarks/README.md).
+    assert grpo["median_abs_err"] == pytest.approx(0.249, abs=0.02), grpo
+    assert grpo["p90_abs_err"] == pytest.approx(1.150, abs=0.10), grpo
     dpo = s["peaks_by_workload"]["dpo"]
     # one secondary DPO-LoRA reading (unknown counter): +19.4 % outside the allocated..device
     # range; not a usable case
@@ -128,9 +129,10 @@ def test_rl_fits_oom_confusion(memory):
     assert v["fits_predicted_fits"] == 8, v
     # Published fits predicted OOM: 6 verl GRPO-LoRA tuning maxima (22-128 sequences per GPU
     # per micro-batch at the configured 1536 tokens; verl's remove-padding passes only the
-    # sampled tokens), the 2 verl full-GRPO minimum configs (16 x 2048 tokens) and the
-    # LLaMA-Factory DPO user report on 24 GB (cutoff 1024 as every pair's length).
-    assert v["fits_predicted_oom"] == 9, v
+    # sampled tokens), 4 verl full-GRPO minimum configs (16 x 2048 tokens; 72B with 24,000
+    # tokens per micro-step) and the LLaMA-Factory DPO user report on 24 GB (cutoff 1024 as
+    # every pair's length).
+    assert v["fits_predicted_oom"] == 11, v
 
 
 # --- mapping -------------------------------------------------------------------------------
