@@ -8,13 +8,21 @@ checkpointing, LoRA rank 32 on all linear layers where LoRA, rollout TP, gpu_mem
 the update and log-prob micro-batches (equal in every script), prompt and response lengths, and
 prompts per iteration (train_batch_size).
 
+verl's own memory behaviour, expressed with the planner's options:
+* use_remove_padding (every row): the actor's passes see only real tokens: mean_seq_len. The
+  rows ran on GSM8K: its prompts with verl's instruction and Qwen's chat template are about 120
+  tokens (questions average ~46 words); the same contributor's 3B GRPO-LoRA log on GSM8K ends at
+  a mean response of 304 tokens (0.5B: 602). GSM8K_MEAN_TOKENS = 120 + 330 = 450 is an
+  assumption stated here; each row prints the largest mean at which it still fits.
+* log-probs and entropy on bf16 logits with flash-attn's cross-entropy kernel (no fp32 copy):
+  loss_in_fp32=False; the actor is built in fp32 under FSDP mixed precision, the LoRA base
+  included: fp32_trained_weights=True.
+
 What the planner cannot express, said per row (``note``) and never silently dropped:
-* use_remove_padding (every row): verl packs only the real tokens of a micro-batch; the planner
-  puts every sequence at prompt + response tokens, an upper bound.
 * Ulysses sequence parallel 2 (14B/32B/72B LoRA rows): the RL trainer is data parallel only;
   expressed with the same tokens per GPU, i.e. half the DP rank's sequences per GPU at full length.
-* dynamic batching (72B rows): expressed as its token budget, 24,000 tokens per GPU = 23
-  full-length 1,024-token sequences per micro-step.
+* dynamic batching (72B rows): expressed as its token budget, 24,000 real tokens per GPU = 23
+  full-length 1,024-token sequences per micro-step (no mean_seq_len: the budget is real tokens).
 * rollout TP 16 over 8 KV heads (72B rows): vLLM replicates KV heads; expressed as rollout TP 8,
   which puts more engine weight on each GPU (conservative).
 * Megatron TP 8 training (32B on 8x H20): not expressible; only its rollout engine is checked,
@@ -47,6 +55,11 @@ class Row:
     accum: int  # micro-steps per optimizer step (ppo_mini_batch_size x n / dp / micro)
     note: str = ""
     megatron: bool = False  # training layout not expressible
+    token_budget: bool = False  # dynamic batching: micro already counts real tokens
+
+
+# See the module docstring: GSM8K prompt (~120 tokens) + mean response (~330 tokens).
+GSM8K_MEAN_TOKENS = 450
 
 
 SP = "Ulysses SP 2: {} sequences per DP rank over 2 GPUs = {} per GPU at full length"
@@ -74,9 +87,11 @@ ROWS = [
         2048, 6144, 512, 160, "Megatron TP 8 not expressible: engine checked; FSDP shown",
         megatron=True),
     Row("verl-tune-qwen2-72b-grpo-32xh20", "qwen2-72b", "h20", 32, "full", 23, 0.6, 8, 512, 512,
-        1024, 2, "dynamic batching 24,000 tokens/GPU = 23 x 1,024; rollout TP 16 -> 8"),
+        1024, 2, "dynamic batching 24,000 tokens/GPU = 23 x 1,024; rollout TP 16 -> 8",
+        token_budget=True),
     Row("verl-tune-qwen2-72b-grpo-32xh800", "qwen2-72b", "h800", 32, "full", 23, 0.6, 8, 512,
-        512, 1024, 2, "dynamic batching 24,000 tokens/GPU = 23 x 1,024; rollout TP 16 -> 8"),
+        512, 1024, 2, "dynamic batching 24,000 tokens/GPU = 23 x 1,024; rollout TP 16 -> 8",
+        token_budget=True),
 ]
 
 
@@ -88,6 +103,9 @@ def config(row: Row, **update: object) -> TrainConfig:
         micro_batch_size=row.micro, grad_accum=row.accum, prompt_len=row.prompt,
         response_len=row.response, rollout_n=5, rollout_batch=row.prompts,
         gpu_memory_utilization=row.u, rollout_tp=row.rollout_tp,
+        mean_seq_len=None if row.token_budget else min(GSM8K_MEAN_TOKENS,
+                                                       row.prompt + row.response),
+        loss_in_fp32=False, fp32_trained_weights=True,
     )
     return cfg.model_copy(update=update)
 
@@ -108,32 +126,31 @@ def engine_line(row: Row, cat) -> str:
 def main() -> None:
     cat = load_catalog()
     print(f"{'row':36s} {'micro':>5s} {'GiB/GPU':>8s} {'cap':>4s} fits  {'max micro':>9s} "
-          f"{'tokens/seq':>10s} {'s/iter':>7s}")
+          f"{'max mean':>8s} {'s/iter':>7s}")
     fails = []
     for row in ROWS:
         r = predict(row, cat)
         most = largest_fitting(row.model, row.gpu, config(row), "micro_batch_size", lo=1,
-                               hi=row.micro, catalog=cat) or 0
-        ceiling = most * (row.prompt + row.response) // row.micro
+                               hi=4 * row.micro, catalog=cat) or 0
+        ceiling = "-" if row.token_budget else largest_fitting(
+            row.model, row.gpu, config(row), "mean_seq_len", lo=1, hi=row.prompt + row.response,
+            catalog=cat) or 0
         verdict = "yes" if r.fits else "NO"
         print(f"{row.case[10:]:36s} {row.micro:5d} {r.per_gpu_gib:8.1f} {r.capacity_gib:4.0f} "
-              f"{verdict:4s}  {most:9d} {ceiling:10d} {r.step_time_s:7.0f}")
+              f"{verdict:4s}  {most:9d} {ceiling!s:>8s} {r.step_time_s:7.0f}")
         if row.note:
             print(f"    {row.note}")
         if row.megatron:
             print(engine_line(row, cat))
         elif not r.fits:
             fails.append(r)
-    print("\nmax micro: the largest micro-batch of full-length sequences that fits; tokens/seq: "
-          "the mean real tokens per sequence at which the script's micro-batch would fit.")
+    print(f"\nmax micro: the largest micro-batch that fits at {GSM8K_MEAN_TOKENS} real tokens per "
+          "sequence (capped at 4x the script's); max mean: the largest mean real tokens per "
+          "sequence at which the script's micro-batch fits.")
     expressible = len(ROWS) - sum(r.megatron for r in ROWS)
-    print(f"{expressible - len(fails)} of {expressible} expressible rows predicted to fit. "
-          "Rows predicted NOT to fit (a model bug: verl ran them), largest terms in GiB:")
+    print(f"{expressible - len(fails)} of {expressible} expressible rows predicted to fit.")
     for r in fails:
-        print(f"  {r.name[10:]:36s} " + ", ".join(f"{k} {v:.0f}" for k, v in r.top_terms(4)))
-    print("Each is dominated by the micro-batch's tokens counted at full length (logits at 12 B "
-          "per logit x 152k vocabulary, activations): verl packs real tokens (remove_padding) "
-          "and takes log-probs with flash-attn's in-place cross-entropy on bf16 logits.")
+        print(f"  NOT: {r.name[10:]:36s} " + ", ".join(f"{k} {v:.0f}" for k, v in r.top_terms(4)))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ LOSS_CHUNKS = 8
 # (2 B), their fp32 upcast (4 B) and the fp32 log-softmax (4 B) are alive when the token
 # log-probs are gathered (HF/verl/OpenRLHF compute log_softmax(logits.float()); no backward).
 LOGIT_BYTES_FORWARD = 10.0
+# The same pass without the upcast: 16-bit logits (2 B) and a 16-bit log-softmax or a fused
+# cross-entropy's output (2 B).
+LOGIT_BYTES_FORWARD_16BIT = 4.0
 
 # --- activations ------------------------------------------------------------------------------
 # With full recomputation, backward of one layer re-materialises that layer's saved activations

@@ -115,7 +115,8 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     16-bit: 2 B/param (4 B in fp32). QLoRA: transformer-layer matrices in NF4 or GPTQ int4;
     embeddings, head, norms and biases at qlora_unquantized_bytes. ZeRO-3/FSDP divide by dp.
     FSDP without pure bf16 keeps the sharded flat parameters in fp32 for full training (PyTorch FSDP
-    MixedPrecision: param_dtype casts only the gathered copy), i.e. 4 B/param / dp.
+    MixedPrecision: param_dtype casts only the gathered copy), i.e. 4 B/param / dp; so does
+    any method with fp32_trained_weights (verl loads its actor in fp32, LoRA base included).
     Parameter offload moves them to host RAM.
     """
     if cfg.offload == "optimizer+params":
@@ -126,7 +127,7 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
         linear = c.layer_linear / (cfg.pp * cfg.tp)
         per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else NF4_BYTES_PER_PARAM
         stored = linear * per + (n - linear) * qlora_unquantized_bytes(cfg)
-    elif cfg.fsdp and cfg.method == "full" and not cfg.pure_bf16:
+    elif cfg.fsdp and not cfg.pure_bf16 and (cfg.method == "full" or cfg.fp32_trained_weights):
         stored = n * 4
     else:
         stored = n * dtype_bytes(precision)

@@ -121,6 +121,15 @@ class TrainConfig(BaseModel):
         default=False, description="RL: states of idle roles move to host RAM between phases "
         "(verl param/optimizer offload)"
     )
+    mean_seq_len: int | None = Field(
+        default=None, gt=0, description="RL: average real tokens per sequence in the trainer's "
+        "passes when they drop padding (verl use_remove_padding, OpenRLHF packing); None = "
+        "every sequence at prompt + response"
+    )
+    fp32_trained_weights: bool = Field(
+        default=False, description="FSDP: the trained model's flat parameters, frozen base "
+        "included, are fp32 (verl loads the actor in fp32 under mixed precision)"
+    )
     engine_sleep: bool = Field(
         default=True, description="RL colocated: the engine frees its KV cache and offloads its "
         "weights while training runs (vLLM sleep mode, verl free_cache_engine)"
@@ -228,6 +237,7 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
 def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
     """Checks of the preference/RL options (one line each, naming the bad value)."""
     rl_only = {"--prompt-len": cfg.prompt_len, "--response-len": cfg.response_len,
+               "--mean-seq-len": cfg.mean_seq_len,
                "--rollout-n": cfg.rollout_n, "--gpu-memory-utilization": cfg.gpu_memory_utilization,
                "--rollout-gpus": cfg.rollout_gpus}
     if not cfg.is_rl:
@@ -242,6 +252,10 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
             raise PlannerError(f"--precompute-ref applies to --workload dpo only "
                                f"(got {cfg.workload})")
         return
+    if cfg.mean_seq_len is not None and cfg.prompt_len and cfg.response_len and \
+            cfg.mean_seq_len > cfg.prompt_len + cfg.response_len:
+        raise PlannerError(f"--mean-seq-len {cfg.mean_seq_len} exceeds prompt + response "
+                           f"({cfg.prompt_len + cfg.response_len})")
     if cfg.prompt_len is None or cfg.response_len is None:
         raise PlannerError(f"--workload {cfg.workload} needs --prompt-len and --response-len "
                            "(they replace --seq-len)")
@@ -343,6 +357,7 @@ class PlanRequest(BaseModel):
     )
     reference: bool = True
     precompute_ref: bool = False
+    mean_seq_len: int | None = Field(default=None, gt=0)
     placement: Placement | None = Field(default=None, description="None: the solver picks")
     offload_idle: bool | None = Field(default=None, description="None: the solver picks")
 
@@ -410,7 +425,8 @@ def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
         response_len=req.response_len, rollout_n=req.rollout_n,
         rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
         reference=req.reference, precompute_ref=req.precompute_ref,
-        placement=req.placement or "colocate", rollout_tp=req.rollout_tp or 1,
+        mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
+        rollout_tp=req.rollout_tp or 1,
         num_gpus=max(2, 2 * (req.rollout_tp or 1)),
     )
     validate_workload(probe, model)

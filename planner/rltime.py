@@ -172,7 +172,9 @@ def estimate_rl_step(
             model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
             cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
     for r in rs:
-        phases[f"{r.name} forward"] = forward_seconds(r.model, gpu, r.cfg, tokens, n_train, stack)
+        # Padding-free passes (mean_seq_len) see the role config's tokens per sequence.
+        phases[f"{r.name} forward"] = forward_seconds(r.model, gpu, r.cfg, seqs * r.cfg.seq_len,
+                                                      n_train, stack)
     for r in rs:
         if r.trained:
             phases[f"{r.name} update"] = update_seconds(r, gpu, seqs, platform=platform,

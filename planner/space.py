@@ -509,7 +509,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         response_len=request.response_len, rollout_n=request.rollout_n,
         rollout_batch=request.rollout_batch,
         gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
-        precompute_ref=request.precompute_ref,
+        precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
     )
     strategies = _strategies(request, _rl_choices(request, model, per_node))
     return PlanSpace(
@@ -651,7 +651,8 @@ def step_time_bounds(space: PlanSpace):
     # Tokens of one step that run the update (RL: every sampled sequence; pairs: 2 each).
     # DPO's reference forward is left out (>= 0). RL adds the forward passes of every role, the
     # updates of every trained role and a generation bound (see _rl_flops, _generation_bound).
-    tokens_step = space.request.sequences_per_step * space.request.seq_len
+    tokens_step = space.request.sequences_per_step * (space.base.mean_seq_len
+                                                       or space.request.seq_len)
     gen_bytes: dict[tuple[int, int], float] = {}
 
     def bound(offer_idx: int, row: Row) -> float:
@@ -674,7 +675,7 @@ def step_time_bounds(space: PlanSpace):
         bubble = compute * pipeline_bubble_fraction(row.pp, row.grad_accum)
         if not space.base.is_rl:
             return (compute + bubble + eff.STEP_OVERHEAD_S) * 1e6
-        steps = -(-tokens_step // space.request.seq_len // space.request.global_batch_size)
+        steps = -(-space.request.sequences_per_step // space.request.global_batch_size)
         train = compute + tokens_step / trainers * fwd / r_lin + \
             updates * steps * eff.STEP_OVERHEAD_S
         key = (row.strategy, row.dp)

@@ -389,6 +389,10 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
             # logprobs_from_logits_flash_attn) and the entropy on the same 16-bit tensor: no
             # fp32 copy (the 16-bit loss buffers, calibration.LOGIT_BYTES_16BIT_LOSS)
             common["loss_in_fp32"] = False
+            # verl builds the actor in fp32 and lets FSDP MixedPrecision cast each gathered
+            # unit to bf16 (workers/fsdp_workers.py: torch_dtype fp32 for the actor): its
+            # flat parameters are 4 B each, the frozen LoRA base included
+            common["fp32_trained_weights"] = True
         mb = case.get("micro_batch_size")
         if mb is None and extra.get("ppo_max_token_len_per_gpu"):
             mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)

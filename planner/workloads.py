@@ -79,11 +79,13 @@ def trainer_gpus(cfg: TrainConfig) -> int:
 
 
 def _base(cfg: TrainConfig, **update: object) -> TrainConfig:
-    """An SFT-shaped config for one role: the workload's options removed."""
+    """An SFT-shaped config for one role: the workload's options removed. RL passes over
+    padding-free batches see mean_seq_len real tokens per sequence."""
     fields: dict[str, object] = {
         "workload": "sft", "prompt_len": None, "response_len": None, "rollout_n": None,
         "gpu_memory_utilization": None, "rollout_gpus": None, "placement": "colocate",
-        "rollout_tp": 1, "precompute_ref": False,
+        "rollout_tp": 1, "precompute_ref": False, "mean_seq_len": None,
+        "seq_len": cfg.mean_seq_len or cfg.seq_len,
     }
     fields.update(update)
     return cfg.model_copy(update=fields)
@@ -93,7 +95,7 @@ def _frozen_cfg(cfg: TrainConfig, gpus: int) -> TrainConfig:
     """Frozen models keep 16-bit weights (no master copy), sharded like the trainer's weights
     (verl's FSDP reference, OpenRLHF's ZeRO-3 inference engine), never offloaded by ZeRO."""
     return _base(cfg, method="full", lora_rank=None, pure_bf16=True, offload="none",
-                 num_gpus=gpus, grad_accum=1)
+                 num_gpus=gpus, grad_accum=1, fp32_trained_weights=False)
 
 
 def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None,
@@ -166,12 +168,22 @@ def forward_terms(role: Role, precision: str, batch: int) -> dict[str, float]:
     if role.value_head:
         out = tokens * m.hidden_size * 2
     else:
-        out = tokens * m.vocab_size * cal.LOGIT_BYTES_FORWARD + tokens * m.hidden_size * 2
+        out = tokens * m.vocab_size * forward_logit_bytes(cfg) + tokens * m.hidden_size * 2
     return {
         "gathered_params": gathered_bytes(m, cfg, precision, backward=False),
         "activations": acts,
         "logits_and_loss": out,
     }
+
+
+def forward_logit_bytes(cfg: TrainConfig) -> float:
+    """Bytes per logit element of a forward-only log-prob pass: fp32 log-softmax
+    (LOGIT_BYTES_FORWARD), 16-bit logits and log-softmax without the upcast
+    (LOGIT_BYTES_FORWARD_16BIT: verl's flash-attn cross-entropy on bf16 logits, TRL's
+    selective_log_softmax), or chunked (LOGIT_BYTES_CHUNKED)."""
+    if cfg.chunked_loss:
+        return cal.LOGIT_BYTES_CHUNKED
+    return cal.LOGIT_BYTES_FORWARD if cfg.loss_in_fp32 else cal.LOGIT_BYTES_FORWARD_16BIT
 
 
 def value_head_phases(role: Role, precision: str) -> dict[str, dict[str, float]]:
