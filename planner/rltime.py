@@ -31,12 +31,17 @@ from planner import efficiency as eff
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import (
+    Links,
     attention_fwd_flops_per_layer,
     estimate_decode,
     estimate_throughput,
+    exposed,
     matmul_fraction_rate,
     matmul_params,
+    params_per_gpu,
     resolve_links,
+    ring_factor,
+    stored_bytes_per_param,
 )
 from planner.workloads import (
     Role,
@@ -85,12 +90,25 @@ class RLStepEstimate:
 
 
 def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: float,
-                    gpus: int, stack: str) -> float:
+                    gpus: int, stack: str, *, links: Links | None = None,
+                    batch: int | None = None) -> float:
     """A forward-only pass over ``tokens`` split over ``gpus``: (2 N + attention) FLOPs per
-    token at the 16-bit matmul rate x the stack's utilisation."""
+    token at the 16-bit matmul rate x the stack's utilisation. With ZeRO-3/FSDP every
+    micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
+    weights, throughput.dp_bytes_per_step without the backward half and the gradients), hidden
+    behind compute up to the stack's data-parallel overlap."""
     per_token = 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
         model, cfg.seq_len, causal_skip=True)
-    return tokens / gpus * per_token / matmul_fraction_rate(gpu, cfg, stack)
+    compute = tokens / gpus * per_token / matmul_fraction_rate(gpu, cfg, stack)
+    if links is None or gpus == 1 or not cfg.shards_weights:
+        return compute
+    sharded = cfg.model_copy(update={"num_gpus": gpus})
+    steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
+    gathered = steps * ring_factor(gpus, "all-gather") * params_per_gpu(model, sharded) * \
+        stored_bytes_per_param(sharded)
+    spans = gpus > links.gpus_per_node
+    raw = gathered / (links.collective_gbps(gpus, spans) * 1e9)
+    return compute + exposed(raw, eff.OVERLAP[stack]["dp"], compute)
 
 
 def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: PlatformSpec | None,
@@ -167,19 +185,20 @@ def estimate_rl_step(
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
                          cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision)
     phases = {"generation": waves * wave}
+    links = resolve_links(gpu, platform=platform)
     if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
         phases["generation tail"] = waves * tail_seconds(
             model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
             cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
     for r in rs:
         # Padding-free passes (mean_seq_len) see the role config's tokens per sequence.
-        phases[f"{r.name} forward"] = forward_seconds(r.model, gpu, r.cfg, seqs * r.cfg.seq_len,
-                                                      n_train, stack)
+        phases[f"{r.name} forward"] = forward_seconds(
+            r.model, gpu, r.cfg, seqs * r.cfg.seq_len, n_train, stack, links=links,
+            batch=cfg.logprob_batch)
     for r in rs:
         if r.trained:
             phases[f"{r.name} update"] = update_seconds(r, gpu, seqs, platform=platform,
                                                         stack=stack)
-    links = resolve_links(gpu, platform=platform)
     weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
     spans = cfg.num_gpus > links.gpus_per_node
     if cfg.placement == "colocate":

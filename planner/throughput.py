@@ -349,7 +349,7 @@ def _grad_bytes(cfg: TrainConfig) -> int:
     return 4 if cfg.is_peft and not cfg.pure_bf16 else 2
 
 
-def _stored_bytes_per_param(cfg: TrainConfig) -> float:
+def stored_bytes_per_param(cfg: TrainConfig) -> float:
     """Bytes per weight that ZeRO-3/FSDP all-gather: NF4 for QLoRA, 16 bit otherwise (FSDP
     gathers in param_dtype)."""
     return NF4_BYTES_PER_PARAM if cfg.method == "qlora" else 2.0
@@ -382,7 +382,7 @@ def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     p_trainable = trainable * 2
     m = cfg.grad_accum
     if cfg.shards_weights:
-        p_all = params_per_gpu(model, cfg) * _stored_bytes_per_param(cfg)
+        p_all = params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
         return m * ring_factor(d, "all-gather") * (2 * p_all + g)
     if cfg.zero_stage == 2:
         return ring_factor(d, "reduce-scatter") * (m * g + p_trainable)
@@ -408,7 +408,7 @@ def offload_pcie_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     traffic = shard * (_grad_bytes(cfg) + 2)
     if cfg.offload == "optimizer+params":
         weights = params_per_gpu(model, cfg) / (cfg.dp if cfg.shards_weights else 1)
-        traffic += cfg.grad_accum * 2 * weights * _stored_bytes_per_param(cfg)
+        traffic += cfg.grad_accum * 2 * weights * stored_bytes_per_param(cfg)
     return traffic
 
 
