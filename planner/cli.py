@@ -1,7 +1,8 @@
 """The `planner` command line: parse -> request -> library call -> render. Thin by design.
 
 Exit codes: 0 success (fits / plan found), 1 a well-formed request that does not fit or is
-infeasible, 2 bad input (one line on stderr naming the value and what is allowed).
+infeasible, 2 bad input (one line on stderr naming the value and what is allowed), 3 an
+internal inconsistency (a solver plan the analytic models reject; one line, never expected).
 """
 
 from __future__ import annotations
@@ -476,6 +477,12 @@ def main(argv: list[str] | None = None) -> None:
     except PlannerError as exc:
         click.echo(f"planner: error: {exc}".replace("\n", " "), err=True)
         sys.exit(2)
+    except RuntimeError as exc:
+        if type(exc).__name__ != "PlanCheckError":
+            raise
+        click.echo(f"planner: internal error (please report): {exc}".replace("\n", " "),
+                   err=True)
+        sys.exit(3)
     except click.ClickException as exc:
         click.echo(f"planner: error: {exc.format_message()}".replace("\n", " "), err=True)
         sys.exit(2)

@@ -376,11 +376,16 @@ def alternatives(space: PlanSpace, best: Plan) -> list[Plan]:
     return out
 
 
+class PlanCheckError(RuntimeError):
+    """A solver plan that the analytic models reject: a bug in the encoding, never bad input
+    (the CLI reports it on one line with exit code 3)."""
+
+
 def _checked(space: PlanSpace, solved: Solved) -> Plan:
     result = make_plan(space, solved.offer, config_of(space, solved), solved.values["hosts"])
     problems = check_plan(space, result)
     if problems:
-        raise AssertionError("solver plan failed the analytic re-check: " + "; ".join(problems))
+        raise PlanCheckError("solver plan failed the analytic re-check: " + "; ".join(problems))
     return result
 
 

@@ -270,3 +270,13 @@ def test_pareto_json(capsys):
     costs = [p["cost_usd"] for p in doc["points"]]
     hours = [p["time_hours"] for p in doc["points"]]
     assert costs == sorted(costs) and hours == sorted(hours, reverse=True)
+
+
+def test_a_plan_failing_the_recheck_is_one_line_exit_3(monkeypatch, capsys):
+    import planner.solve as solve
+
+    monkeypatch.setattr(solve, "check_plan", lambda space, plan: ["memory 99 GiB > 22 GiB"])
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--model", "qwen2.5-0.5b", "--gpus", "rtx-4090", "--max-gpus", "2"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 3 and "\n" not in err and "re-check" in err
