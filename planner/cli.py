@@ -336,7 +336,11 @@ def plan_options(command):
 @cli.command("plan")
 @click.option("--objective", type=_choice(("cost", "time")), default="cost", show_default=True)
 @plan_options
-def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts: object) -> None:
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (plan, memory bars, constraints, "
+                   "alternatives, Pareto chart).")
+def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_path: str | None,
+             **opts: object) -> None:
     """The cheapest (or fastest) hardware to buy or rent for the job, and how to run it.
 
     \b
@@ -350,6 +354,11 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts:
     request, catalog = _plan_request(catalogs, gpus, opts)
     result = plan_request(request, catalog)
     doc = render.plan_doc(result)
+    if html_path:  # the report's Pareto chart: a short sweep of the same request
+        from planner.solve import pareto as pareto_sweep
+
+        points = pareto_sweep(request, catalog, max_points=8) if result.plan else []
+        _write_html(html_path, doc, render.pareto_doc(points))
     click.echo(render.to_json(doc) if as_json else render.plan_text(doc))
     sys.exit(0 if result.plan is not None else 1)
 
@@ -357,8 +366,14 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, **opts:
 @cli.command("pareto")
 @plan_options
 @click.option("--max-points", type=click.IntRange(1, 50), default=12, show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw cost vs time into FILE.png or FILE.svg (needs pip install "
+                   "'.[plot]').")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (cheapest plan, memory bars, "
+                   "constraints, alternatives, Pareto chart).")
 def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_points: int,
-               **opts: object) -> None:
+               plot_path: str | None, html_path: str | None, **opts: object) -> None:
     """Cost-vs-time Pareto-optimal setups: each point the cheapest plan at least 1 % faster
     than the previous one.
 
@@ -368,11 +383,41 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
     """
     from planner.solve import pareto as pareto_sweep  # OR-Tools loads only for the solver
 
+    if plot_path:
+        from planner.plot import check_target
+
+        check_target(plot_path)  # a .png/.svg name and matplotlib present, before solving
     request, catalog = _plan_request(catalogs, gpus, opts)
     points = pareto_sweep(request, catalog, max_points=max_points)
     doc = render.pareto_doc(points)
+    if plot_path or html_path:  # the cheapest plan and its alternatives: the faint candidates
+        from planner.solve import plan as plan_request
+
+        plan_doc = render.plan_doc(plan_request(request, catalog)) if points else None
+        if plot_path:
+            from planner.plot import write_plot
+
+            _written(plot_path, lambda: write_plot(plot_path, doc, plan_doc))
+        if html_path:
+            _write_html(html_path, plan_doc, doc)
     click.echo(render.to_json(doc) if as_json else render.pareto_text(doc))
     sys.exit(0 if points else 1)
+
+
+def _written(path: str, write) -> None:
+    """Run a file writer; an unwritable path is bad input (one line, exit 2)."""
+    try:
+        write()
+    except OSError as exc:
+        raise PlannerError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    click.echo(f"planner: wrote {path}", err=True)
+
+
+def _write_html(path: str, plan_doc: dict | None, pareto_doc: dict | None) -> None:
+    from planner.report import report_html
+
+    page = report_html(plan_doc, pareto_doc)
+    _written(path, lambda: Path(path).write_text(page, encoding="utf-8"))
 
 
 def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]
