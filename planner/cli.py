@@ -335,6 +335,11 @@ def plan_options(command):
 
 @cli.command("plan")
 @click.option("--objective", type=_choice(("cost", "time")), default="cost", show_default=True)
+@click.option("--export", "export_fmt", default=None, metavar="FORMAT",
+              help="Also write a launch config of the plan: deepspeed, accelerate, torchrun, "
+                   "verl, openrlhf or llamafactory (with --out).")
+@click.option("--out", "export_out", type=click.Path(dir_okay=False), default=None,
+              help="File for --export (- for stdout after the plan).")
 @plan_options
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (plan, memory bars, constraints, "
@@ -351,6 +356,7 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
     """
     from planner.solve import plan as plan_request  # OR-Tools loads only for the solver
 
+    export_fmt, export_out = _export_target(opts)  # checked before solving
     request, catalog = _plan_request(catalogs, gpus, opts)
     result = plan_request(request, catalog)
     doc = render.plan_doc(result)
@@ -360,6 +366,8 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
         points = pareto_sweep(request, catalog, max_points=8) if result.plan else []
         _write_html(html_path, doc, render.pareto_doc(points))
     click.echo(render.to_json(doc) if as_json else render.plan_text(doc))
+    if export_fmt and result.plan is not None:
+        _write_export(result, export_fmt, export_out, catalog)
     sys.exit(0 if result.plan is not None else 1)
 
 
@@ -505,6 +513,79 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
         click.echo("\nsize aliases: " + ", ".join(f"{k}={v}" for k, v in cat.size_aliases.items()))
     else:
         click.echo(render.platforms_table(entries))
+
+
+@cli.command("export")
+@click.option("--format", "fmt", required=True, metavar="FORMAT",
+              help="deepspeed, accelerate, torchrun, verl, openrlhf or llamafactory.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write the config here [default: stdout].")
+@click.argument("plan_file", metavar="PLAN.json")
+@CATALOG_OPTION
+def export_cmd(fmt: str, out: str | None, plan_file: str, catalogs: tuple[str, ...]) -> None:
+    """Launch config from a saved `planner plan --json` (PLAN.json, or - for stdin).
+
+    \b
+    Warnings (settings the format only approximates) and notes (what the launch still needs)
+    go to stderr; a plan setting the format cannot express is an error naming it (exit 2).
+    Example:
+      planner plan --model 0.5b --gpus rtx-4090 --json > plan.json
+      planner export --format deepspeed --out ds_config.json plan.json
+      planner plan --model 0.5b --workload grpo --prompt-len 256 --response-len 256 \
+        --export verl --out run_verl.sh
+    """
+    from planner.export import check_format
+
+    key = check_format(fmt)
+    _write_export(_read_plan_json(plan_file), key, out, load_catalog(catalogs))
+
+
+def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:
+    """plan --export/--out, popped from the request options and checked."""
+    fmt, out = opts.pop("export_fmt", None), opts.pop("export_out", None)
+    if out and not fmt:
+        raise PlannerError(f"--out {out} needs --export FORMAT")
+    if not fmt:
+        return None, None
+    from planner.export import check_format
+
+    key = check_format(str(fmt))
+    if not out:
+        raise PlannerError(f"--export {key} needs --out PATH (the plan itself goes to stdout)")
+    return key, str(out)
+
+
+def _read_plan_json(path: str) -> object:
+    """A saved plan document; unreadable or malformed input is one line (exit 2)."""
+    import json
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlannerError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise PlannerError(f"{path} is not a JSON plan document ({exc})") from None
+
+
+def _write_export(plan: object, fmt: str, out: str | None, catalog: object) -> None:
+    """Export ``plan``; warnings and notes to stderr, the config to ``out`` or stdout."""
+    from planner.export import export_plan
+
+    result = export_plan(plan, fmt, catalog=catalog)
+    for warning in result.warnings:
+        click.echo(f"planner: warning: {warning}", err=True)
+    for note in result.notes:
+        click.echo(f"planner: note: {note}", err=True)
+    if out in (None, "-"):
+        click.echo(result.text, nl=False)
+        return
+    try:
+        Path(out).write_text(result.text, encoding="utf-8")
+    except OSError as exc:
+        raise PlannerError(f"cannot write {out!r}: {exc.strerror or exc}") from None
+    click.echo(f"planner: wrote {out} ({fmt})", err=True)
 
 
 def main(argv: list[str] | None = None) -> None:
