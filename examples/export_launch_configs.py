@@ -51,8 +51,10 @@ def export_all(title: str, result: PlanResult, out_dir: Path | None) -> None:
             (sub / res.filename_suggestion).write_text(res.text)
 
 
-def main() -> None:
-    out_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+def main(argv: list[str] | None = None) -> None:
+    """``--out DIR`` writes every file under DIR; without it nothing is written."""
+    args = sys.argv[1:] if argv is None else argv
+    out_dir = Path(args[args.index("--out") + 1]) if "--out" in args[:-1] else None
     export_all("LoRA SFT", plan(SFT), out_dir)
     grpo = plan(GRPO)
     export_all("GRPO", grpo, out_dir)
