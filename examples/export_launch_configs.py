@@ -10,7 +10,7 @@ still needs (data paths, the script that reads the flags). The same works on the
     planner export --format deepspeed --out ds_config.json plan.json
     planner plan ... --workload grpo --export verl --out run_verl.sh
 
-Run: python examples/export_launch_configs.py [OUT_DIR]   (OUT_DIR: also write the files)
+Run: python examples/export_launch_configs.py [--out DIR]   (--out: also write the files)
 """
 
 import sys
