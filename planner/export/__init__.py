@@ -1,0 +1,95 @@
+"""Launch configs from a plan: DeepSpeed JSON, Accelerate YAML, torchrun, verl, OpenRLHF and
+LLaMA-Factory (pure conversion: a plan or a saved ``planner plan --json`` in, text out).
+
+``export_plan(plan, fmt)`` returns an ExportResult: the text, a file name to suggest, the
+*warnings* (a plan setting the format can only approximate: it runs, but differs from the plan
+in a stated way) and *notes* (what the launch still needs from the user: data paths, the
+script that reads the flags). A setting the format cannot express at all is a one-line
+PlannerError naming it and the format to use instead. Nothing the plan decides is dropped
+silently: each TrainConfig field is either written, warned about, refused, or has no effect in
+that format (the optimizer of a DeepSpeed JSON lives in the training script: a note says so).
+
+One module per format family, each stating the semantics it follows (the flags each framework
+documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf`` and
+``llamafactory``; ``_common`` holds the Job, the result and the helpers they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from planner.errors import PlannerError, did_you_mean
+from planner.export._common import (
+    GRADIENT_CLIPPING,
+    HF_MODULES,
+    RL_HINT,
+    ExportResult,
+    Job,
+    _every_format,
+    _Out,
+    job_of,
+)
+from planner.export.deepspeed import export_deepspeed
+from planner.export.hf import TRL_SCRIPTS, export_accelerate, export_torchrun
+from planner.export.llamafactory import (
+    LLAMAFACTORY_DATA,
+    LLAMAFACTORY_DS,
+    LLAMAFACTORY_STAGES,
+    TEMPLATES,
+    export_llamafactory,
+)
+from planner.export.openrlhf import OPENRLHF_MODULES, export_openrlhf
+from planner.export.verl import export_verl
+
+__all__ = [
+    "EXPORTERS", "FORMATS", "GRADIENT_CLIPPING", "HF_MODULES", "LLAMAFACTORY_DATA",
+    "LLAMAFACTORY_DS", "LLAMAFACTORY_STAGES", "OPENRLHF_MODULES", "RL_HINT", "TEMPLATES",
+    "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
+    "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
+    "job_of",
+]
+
+
+FORMATS: tuple[str, ...] = (
+    "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
+                catalog: Any = None) -> ExportResult:
+    """Convert a Plan, PlanResult or `planner plan --json` document (or its "plan" member)
+    into launch config text of format ``fmt`` (one of FORMATS).
+
+    ``model_path`` is what the launch loads; by default the model's Hugging Face repo from
+    ``catalog`` (the shipped one if None), else the catalog id."""
+    key = check_format(fmt)
+    job = job_of(plan, model_path=model_path, catalog=catalog)
+    out = _Out(key)
+    _every_format(job, out)
+    return EXPORTERS[key](job, out)
+
+
+def check_format(fmt: str) -> str:
+    """The format name, lower-cased, or a one-line error with the known ones."""
+    key = str(fmt).strip().lower()
+    if key not in EXPORTERS:
+        raise PlannerError(f"unknown export format {fmt!r}{did_you_mean(key, FORMATS)}; "
+                           f"known: {', '.join(FORMATS)}")
+    return key
+
+
+# ---------------------------------------------------------------------------------------------
+# Format dispatch
+# ---------------------------------------------------------------------------------------------
+EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
+    "deepspeed": export_deepspeed,
+    "accelerate": export_accelerate,
+    "torchrun": export_torchrun,
+    "verl": export_verl,
+    "openrlhf": export_openrlhf,
+    "llamafactory": export_llamafactory,
+}

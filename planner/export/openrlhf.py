@@ -1,0 +1,193 @@
+"""OpenRLHF (``export_openrlhf``): a ``deepspeed`` launch of a supervised trainer, or a Ray job
+of train_ppo_ray for PPO/GRPO.
+
+Semantics followed: --train_batch_size and --micro_train_batch_size count samples; colocation
+with the engines needs --colocate_all_models and engines x TP = actor GPUs; DeepSpeed only (no
+FSDP, no parameter offload flag, no 8-bit Adam).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.export._common import (
+    ExportResult,
+    Job,
+    _checkpointing_warning,
+    _command,
+    _flags,
+    _fp8,
+    _lora_targets,
+    _need_data_parallel,
+    _nodes,
+    _Out,
+    _precision_note,
+    _script,
+)
+from planner.request import rollout_gpu_count
+
+OPENRLHF_MODULES = {"sft": "train_sft", "pretrain": "train_sft", "rm": "train_rm",
+                    "dpo": "train_dpo", "ppo": "train_ppo_ray", "grpo": "train_ppo_ray"}
+
+
+def _openrlhf_common(job: Job, out: _Out) -> list[tuple[str, Any]]:
+    """Flags of every OpenRLHF trainer: model, DeepSpeed, precision, LoRA."""
+    cfg = job.cfg
+    hint = "re-plan for a DeepSpeed ZeRO layout, or use --format " + (
+        "verl" if cfg.is_rl else "accelerate")
+    _need_data_parallel(job, out, hint)
+    if cfg.offload == "optimizer+params":
+        out.refuse("parameter offload (OpenRLHF offloads the Adam states only: --adam_offload)",
+                   hint)
+    if cfg.optimizer != "adamw":
+        out.refuse(f"optimizer {cfg.optimizer} (OpenRLHF uses DeepSpeed's Adam)", hint)
+    if cfg.method == "freeze":
+        out.refuse("method freeze (OpenRLHF trains full or LoRA)", "re-plan with --method full, "
+                   "lora or qlora, or use --format llamafactory")
+    if cfg.method == "qlora" and cfg.quant_format != "nf4":
+        out.refuse(f"QLoRA on a {cfg.quant_format} base (--load_in_4bit is bitsandbytes NF4)",
+                   "use --format llamafactory with a GPTQ checkpoint")
+    if job.precision == "fp16":
+        out.refuse(f"fp16 mixed precision on {job.gpu} (OpenRLHF trains in bf16 or fp32)",
+                   "use --format verl or a GPU with bf16")
+    if cfg.pure_bf16:
+        out.refuse("pure bf16 (DeepSpeed keeps fp32 master weights)", hint)
+    if cfg.fsdp:
+        out.warn("FSDP expressed as DeepSpeed ZeRO-3 (OpenRLHF has no FSDP): 16-bit sharded "
+                 "weights instead of FSDP's fp32 ones")
+    _fp8(job, out)
+    _checkpointing_warning(job, out, "--gradient_checkpointing")
+    flags: list[tuple[str, Any]] = [
+        ("--pretrain", job.model_path),
+        ("--save_path", "./ckpt"),
+        ("--zero_stage", 3 if cfg.fsdp else cfg.zero_stage),
+        ("--adam_offload", cfg.offload == "optimizer"),
+        ("--micro_train_batch_size", cfg.micro_batch_size),
+        ("--train_batch_size", cfg.global_batch_size),
+        ("--gradient_checkpointing", cfg.checkpointing != "none"),
+        ("--bf16", job.precision in ("bf16", "fp8")),
+        ("--flash_attn", cfg.flash_attention),
+        ("--packing_samples", cfg.mean_seq_len is not None),
+        ("--use_liger_kernel", cfg.chunked_loss),
+    ]
+    if cfg.is_peft:
+        targets = _lora_targets(cfg)
+        flags += [("--lora_rank", cfg.rank), ("--lora_alpha", 2 * cfg.rank),
+                  ("--target_modules", targets or ["all-linear"]),
+                  ("--load_in_4bit", cfg.method == "qlora")]
+        if cfg.method == "dora":
+            out.warn("OpenRLHF has no DoRA: plain LoRA of the same rank (less memory and time)")
+    if cfg.compiled or cfg.paged_optimizer:
+        out.warn("torch.compile/paged optimizer are not OpenRLHF flags: left out")
+    if cfg.flash_attention:
+        out.note("--flash_attn: OpenRLHF <= 0.8; newer versions take --attn_implementation "
+                 "flash_attention_2")
+    return flags
+
+
+def export_openrlhf(job: Job, out: _Out) -> ExportResult:
+    cfg = job.cfg
+    common = _openrlhf_common(job, out)
+    module = f"openrlhf.cli.{OPENRLHF_MODULES[cfg.workload]}"
+    if cfg.is_rl:
+        flags, env, comments = _openrlhf_rl(job, out)
+        head = ["ray", "job", "submit", "--address=http://127.0.0.1:8265", "--", "python3", "-m",
+                module]
+    else:
+        flags, env = _openrlhf_supervised(job, out), ("DATASET",)
+        head = ["deepspeed", "--num_nodes", str(job.num_hosts), "--num_gpus", str(job.per_node),
+                "--module", module]
+        comments = ("Multi-node: add --hostfile with the nodes.",) if job.num_hosts > 1 else ()
+    _precision_note(job, out)
+    groups = _flags(common + flags)
+    text = _script(job, "openrlhf", _command(head, groups), env=env, comments=comments)
+    return out.result(text, "run_openrlhf.sh")
+
+
+def _openrlhf_supervised(job: Job, out: _Out) -> list[tuple[str, Any]]:
+    cfg = job.cfg
+    flags: list[tuple[str, Any]] = [("--dataset", "$DATASET"), ("--max_len", cfg.seq_len),
+                                    ("--pretrain_mode", cfg.workload == "pretrain")]
+    if cfg.workload == "dpo":
+        if not cfg.reference:
+            out.refuse("reference-free DPO (--kl 0)", "use --format llamafactory (pref_loss "
+                       "simpo)")
+        flags += [("--beta", 0.1)]
+        if cfg.precompute_ref and not cfg.is_peft:
+            flags += [("--ref_offload", True)]
+            out.warn("OpenRLHF has no precomputed reference log-probs: the reference model is "
+                     "kept in host RAM (--ref_offload), slower than planned")
+    return flags
+
+
+def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str, ...],
+                                                tuple[str, ...]]:
+    cfg = job.cfg
+    ppo = cfg.workload == "ppo"
+    tp = cfg.rollout_tp
+    if cfg.placement == "colocate":
+        trainer = job.num_gpus
+        engines = job.num_gpus // tp
+        place: list[tuple[str, Any]] = [
+            ("--colocate_all_models", True),
+            ("--vllm_enable_sleep", cfg.engine_sleep),
+            ("--deepspeed_enable_sleep", cfg.offload_idle),
+        ]
+    else:
+        if ppo:
+            out.refuse("PPO with separate rollout GPUs (OpenRLHF puts actor+reference and "
+                       "critic+reward on different GPUs unless --colocate_all_models, which "
+                       "also takes the engines)", "re-plan with --placement colocate")
+        if cfg.offload_idle:
+            out.refuse("offload of idle states with separate rollout GPUs (DeepSpeed sleep "
+                       "needs --colocate_all_models)", "re-plan with --no-offload-idle")
+        if job.reward_model:
+            out.refuse("a reward model with separate rollout GPUs (OpenRLHF gives it GPUs of "
+                       "its own unless --colocate_all_models)", "re-plan with --placement "
+                       "colocate")
+        engine_gpus = rollout_gpu_count(cfg)
+        trainer = job.num_gpus - engine_gpus
+        engines = engine_gpus // tp
+        place = [("--colocate_actor_ref", cfg.reference)]
+    nodes, per_node = _nodes(job, trainer)
+    if nodes * per_node != trainer:
+        out.refuse(f"{trainer} trainer GPUs on {nodes} nodes (OpenRLHF needs the same GPUs per "
+                   "node)", "re-plan with another GPU count")
+    roles = ["actor"] + (["ref"] if cfg.reference else []) + (["critic"] if ppo else []) + \
+        (["reward"] if job.reward_model else [])
+    res: list[tuple[str, Any]] = []
+    for role in roles:
+        res += [(f"--{role}_num_nodes", nodes), (f"--{role}_num_gpus_per_node", per_node)]
+    if job.engine_utilization is None:
+        out.warn("the plan has no engine memory fraction: OpenRLHF's default "
+                 "--vllm_gpu_memory_utilization (0.95) is left in place")
+    flags = [*res, *place,
+             ("--vllm_num_engines", engines),
+             ("--vllm_tensor_parallel_size", tp),
+             ("--vllm_gpu_memory_utilization", job.engine_utilization),
+             ("--prompt_data", "$PROMPT_DATA"),
+             ("--rollout_batch_size", cfg.rollout_batch),
+             ("--n_samples_per_prompt", cfg.samples_per_prompt),
+             ("--micro_rollout_batch_size", cfg.logprob_batch),
+             ("--prompt_max_len", cfg.prompt_len),
+             ("--generate_max_len", cfg.response_len),
+             ("--advantage_estimator", "gae" if ppo else "group_norm")]
+    if ppo:
+        flags += [("--critic_pretrain", job.model_path), ("--init_kl_coef",
+                                                          0.01 if cfg.reference else 0)]
+        out.note("PPO critic initialised from the policy (the plan sized it with the policy's "
+                 "architecture)")
+    elif cfg.reference:
+        flags += [("--use_kl_loss", True), ("--kl_estimator", "k3"), ("--init_kl_coef", 0.001)]
+    else:
+        flags += [("--init_kl_coef", 0)]
+    env = ["PROMPT_DATA"]
+    if job.reward_model:
+        flags += [("--reward_pretrain", "$REWARD_MODEL")]
+        env.append("REWARD_MODEL")
+    else:
+        flags += [("--remote_rm_url", "$REWARD_FUNC")]
+        env.append("REWARD_FUNC")
+        out.note("GRPO reward: a rule-based reward function file or server (--remote_rm_url)")
+    comments = ("Start a Ray cluster over the nodes first (ray start --head ...).",)
+    return flags, tuple(env), comments
