@@ -7,6 +7,7 @@ internal inconsistency (a solver plan the analytic models reject; one line, neve
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -55,6 +56,30 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
     return click.Choice(values, case_sensitive=False)
 
 
+class FiniteFloat(click.ParamType):
+    """A number option: nan and inf are bad input (exit 2 naming the option), as is a value
+    below ``min_value``."""
+
+    name = "float"
+
+    def __init__(self, min_value: float | None = None) -> None:
+        self.min_value = min_value
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.min_value is not None and x < self.min_value:
+            self.fail(f"{value!r} must be >= {self.min_value:g}", param, ctx)
+        return x
+
+
+FLOAT = FiniteFloat()
+
+
 # Options of the preference and RL workloads (TrainConfig fields; see workloads.py).
 WORKLOAD_OPTIONS = [
     click.option("--critic-model", default=None,
@@ -69,11 +94,11 @@ WORKLOAD_OPTIONS = [
                  help="Prompts per RL iteration."),
     click.option("--rollout-tp", type=int, default=1, show_default=True,
                  help="Tensor parallel size of each rollout engine."),
-    click.option("--gpu-memory-utilization", type=float, default=None,
+    click.option("--gpu-memory-utilization", type=FLOAT, default=None,
                  help="vLLM fraction of total memory for the engine [default: what it needs]."),
     click.option("--logprob-micro-batch", type=int, default=None,
                  help="Sequences per forward-only micro-step [default: --micro-batch]."),
-    click.option("--kl", type=float, default=None,
+    click.option("--kl", type=FLOAT, default=None,
                  help="KL coefficient; 0 drops the reference model."),
     click.option("--mean-seq-len", type=int, default=None,
                  help="RL: mean real tokens per sequence of padding-free trainer passes."),
@@ -125,7 +150,7 @@ def workload_options(command):
               help="Tokens per sequence [default: 2048; RL: prompt + response].")
 @click.option("--no-flash-attention", is_flag=True, help="Eager attention (s^2 scores kept).")
 @click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
-@click.option("--memory-margin", type=float, default=0.02, show_default=True,
+@click.option("--memory-margin", type=FLOAT, default=0.02, show_default=True,
               help="Fraction of GPU memory kept free.")
 @click.option("--stack", type=_choice(STACKS), default=None,
               help="Software stack for the efficiency [default: from the layout].")
@@ -134,11 +159,11 @@ def workload_options(command):
               help="Purchase price [default: new where known, else used].")
 @click.option("--platform", default=None,
               help="Host platform id [default: cheapest priced host that takes the GPU].")
-@click.option("--tokens", type=float, default=None, help="Training tokens of the job.")
-@click.option("--epochs", type=float, default=None, help="Epochs (with --dataset-tokens).")
-@click.option("--dataset-tokens", type=float, default=None, help="Tokens in the data set.")
+@click.option("--tokens", type=FLOAT, default=None, help="Training tokens of the job.")
+@click.option("--epochs", type=FLOAT, default=None, help="Epochs (with --dataset-tokens).")
+@click.option("--dataset-tokens", type=FLOAT, default=None, help="Tokens in the data set.")
 @click.option("--steps", type=int, default=None, help="Optimizer steps of the job.")
-@click.option("--power-usd-per-kwh", type=float, default=None,
+@click.option("--power-usd-per-kwh", type=FiniteFloat(min_value=0), default=None,
               help="Add GPU power for the job to a purchase.")
 @workload_options
 @CATALOG_OPTION
@@ -181,8 +206,7 @@ def _config(opts: dict[str, object]) -> TrainConfig:
     data["flash_attention"] = not data["flash_attention"]
     kl = data.pop("kl", None)
     if kl is not None:
-        if kl < 0:
-            raise PlannerError(f"--kl {kl} must be >= 0 (0 drops the reference model)")
+        _check_kl(kl, str(data.get("workload")))
         data["reference"] = kl > 0
     data["engine_sleep"] = not data.pop("no_engine_sleep", False)
     if data.get("seq_len") is None:
@@ -197,6 +221,14 @@ def _config(opts: dict[str, object]) -> TrainConfig:
         raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
 
 
+def _check_kl(kl: float, workload: str) -> None:
+    """--kl weighs a reference model: DPO, PPO and GRPO have one; other workloads reject it."""
+    if kl < 0:
+        raise PlannerError(f"--kl {kl} must be >= 0 (0 drops the reference model)")
+    if workload not in ("dpo", "ppo", "grpo"):
+        raise PlannerError(f"--kl {kl} applies to --workload dpo, ppo or grpo (got {workload})")
+
+
 # `tune` takes check's options that describe the job (model, GPUs, layout, method, workload),
 # minus the batch settings it searches (own options below, None = searched) and the cost ones.
 _TUNE_SEARCHED = {"checkpointing", "micro_batch", "grad_accum", "rollout_batch", "rollout_n",
@@ -208,7 +240,7 @@ TUNE_OPTIONS = [
     click.Option(["--objective"], type=_choice(("throughput", "memory")), default="throughput",
                  show_default=True,
                  help="Maximise tokens/s, or fill per-GPU memory up to --memory-target."),
-    click.Option(["--memory-target"], type=float, default=None,
+    click.Option(["--memory-target"], type=FLOAT, default=None,
                  help="Fraction of GPU memory not to exceed, e.g. 0.875 [default: 1 - margin]."),
     click.Option(["--checkpointing"], type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
                  show_default=True, help="Pin activation checkpointing, or search it (auto)."),
@@ -221,7 +253,7 @@ TUNE_OPTIONS = [
                  help="Pin responses per prompt [searched for GRPO; PPO 1]."),
     click.Option(["--logprob-micro-batch"], type=int, default=None,
                  help="Pin sequences per forward-only micro-step."),
-    click.Option(["--tie-tolerance"], type=float, default=0.01, show_default=True,
+    click.Option(["--tie-tolerance"], type=FLOAT, default=0.01, show_default=True,
                  help="Relative gap under which settings tie (then larger micro-batches win)."),
 ]
 
@@ -269,7 +301,7 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
 PLAN_OPTIONS = [
     click.option("--model", required=True,
                   help="Catalog id, HF repo id, size alias (7b) or config.json."),
-    click.option("--budget", "budget_usd", type=float, default=None,
+    click.option("--budget", "budget_usd", type=FLOAT, default=None,
                   help="Budget in USD: GPUs + hosts, or the rental for the job (--pricing rent)."),
     click.option("--gpus", default=None, help="Comma list of GPU ids allowed [default: all]."),
     click.option("--max-gpus", type=int, default=1024, show_default=True),
@@ -290,7 +322,7 @@ PLAN_OPTIONS = [
     click.option("--global-batch", "global_batch_size", type=int, default=64, show_default=True),
     click.option("--seq-len", type=int, default=None,
                   help="Tokens per sequence [default: 2048; RL: prompt + response]."),
-    click.option("--memory-margin", type=float, default=0.05, show_default=True),
+    click.option("--memory-margin", type=FLOAT, default=0.05, show_default=True),
     click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True),
     click.option("--critic-model", default=None, help="PPO critic [default: policy's arch]."),
     click.option("--reward-model", default=None,
@@ -303,9 +335,9 @@ PLAN_OPTIONS = [
                   help="Prompts per RL iteration (--steps counts iterations)."),
     click.option("--rollout-tp", type=int, default=None,
                   help="Engine tensor parallel size [default: solver picks]."),
-    click.option("--gpu-memory-utilization", type=float, default=None,
+    click.option("--gpu-memory-utilization", type=FLOAT, default=None,
                   help="vLLM memory fraction [default: sized to the rollout batch]."),
-    click.option("--kl", type=float, default=None, help="KL coefficient; 0 drops the reference."),
+    click.option("--kl", type=FLOAT, default=None, help="KL coefficient; 0 drops the reference."),
     click.option("--mean-seq-len", type=int, default=None,
                   help="RL: mean real tokens per sequence of padding-free trainer passes."),
     click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
@@ -316,13 +348,13 @@ PLAN_OPTIONS = [
     click.option("--price-kind", type=_choice(("new", "used")), default=None),
     click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True),
     click.option("--stack", type=_choice(STACKS), default="hf", show_default=True),
-    click.option("--tokens", type=float, default=None, help="Training tokens of the job."),
-    click.option("--epochs", type=float, default=None),
-    click.option("--dataset-tokens", type=float, default=None),
+    click.option("--tokens", type=FLOAT, default=None, help="Training tokens of the job."),
+    click.option("--epochs", type=FLOAT, default=None),
+    click.option("--dataset-tokens", type=FLOAT, default=None),
     click.option("--steps", type=int, default=None),
-    click.option("--max-hours", type=float, default=None, help="Deadline for the job, hours."),
-    click.option("--min-tokens-per-s", type=float, default=None, help="Minimum throughput."),
-    click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True),
+    click.option("--max-hours", type=FLOAT, default=None, help="Deadline for the job, hours."),
+    click.option("--min-tokens-per-s", type=FLOAT, default=None, help="Minimum throughput."),
+    click.option("--time-limit", "time_limit_s", type=FLOAT, default=10.0, show_default=True),
 ]
 
 
@@ -428,13 +460,17 @@ def _write_html(path: str, plan_doc: dict | None, pareto_doc: dict | None) -> No
     _written(path, lambda: Path(path).write_text(page, encoding="utf-8"))
 
 
+# PlanRequest fields whose option is spelled otherwise.
+_FLAG_OF = {"budget_usd": "budget", "time_limit_s": "time-limit", "micro_batch_size": "micro-batch",
+            "global_batch_size": "global-batch"}
+
+
 def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]
                   ) -> tuple[PlanRequest, object]:
     data = {k: v for k, v in opts.items() if v is not None}
     kl = data.pop("kl", None)
     if kl is not None:
-        if kl < 0:
-            raise PlannerError(f"--kl {kl} must be >= 0 (0 drops the reference model)")
+        _check_kl(kl, str(data.get("workload")))
         data["reference"] = kl > 0
     if gpus:
         data["gpus"] = tuple(g.strip() for g in gpus.split(",") if g.strip())
@@ -442,7 +478,8 @@ def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, o
         request = PlanRequest.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        name = "--" + str(err["loc"][0]).replace("_usd", "").replace("_", "-")
+        field = str(err["loc"][0]) if err["loc"] else "request"
+        name = "--" + _FLAG_OF.get(field, field).replace("_", "-")
         raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
     catalog = load_catalog(catalogs)
     for g in request.gpus:

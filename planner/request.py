@@ -44,7 +44,7 @@ DEFAULT_LORA_TARGETS = ("all-linear",)
 class TrainConfig(BaseModel):
     """One concrete configuration. Defaults follow common Hugging Face/PEFT practice."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     workload: Workload = "sft"
     method: Method = "full"
@@ -248,6 +248,16 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
         if cfg.placement != "colocate" or cfg.rollout_tp != 1:
             raise PlannerError(f"--placement/--rollout-tp apply to --workload ppo or grpo only "
                                f"(got {cfg.workload})")
+        rl_flags = {"--logprob-micro-batch": cfg.logprob_micro_batch,
+                    "--offload-idle": cfg.offload_idle or None,
+                    "--no-engine-sleep": (not cfg.engine_sleep) or None,
+                    "--rollout-batch": (cfg.rollout_batch
+                                        if cfg.rollout_batch != DEFAULT_ROLLOUT_BATCH else None)}
+        for flag, value in rl_flags.items():
+            if value is not None:
+                shown = "" if value is True else f" {value}"
+                raise PlannerError(f"{flag}{shown} applies to --workload ppo or grpo only "
+                                   f"(got {cfg.workload})")
         if cfg.precompute_ref and cfg.workload != "dpo":
             raise PlannerError(f"--precompute-ref applies to --workload dpo only "
                                f"(got {cfg.workload})")
@@ -299,6 +309,12 @@ PriceKind = Literal["new", "used"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
 DEFAULT_GLOBAL_BATCH = 64
 DEFAULT_MEMORY_MARGIN = 0.05
+# Input limits of a plan request (bad input above them, exit 2): money in whole dollars stays in
+# the solver's integer range (encoding.BIG = 1e12); a million GPUs is beyond any cluster built;
+# the space enumerates the divisors of the global batch (65,536 sequences: ~4 s to plan).
+MAX_BUDGET_USD = 1e12
+MAX_GPUS = 1_000_000
+MAX_GLOBAL_BATCH = 65_536
 
 
 class PlanRequest(BaseModel):
@@ -307,7 +323,7 @@ class PlanRequest(BaseModel):
     A field left at None (or "auto") is a decision for the solver.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str
     workload: Workload = "sft"
@@ -316,10 +332,10 @@ class PlanRequest(BaseModel):
     price_kind: PriceKind | None = Field(
         default=None, description="buy: new or used price; None = new where known, else used"
     )
-    budget_usd: float | None = Field(default=None, gt=0)
+    budget_usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
     gpus: tuple[str, ...] = Field(default=(), description="GPU types allowed; empty = all")
-    max_gpus: int = Field(default=1024, gt=0)
-    num_gpus: int | None = Field(default=None, gt=0)
+    max_gpus: int = Field(default=1024, gt=0, le=MAX_GPUS)
+    num_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     method: Method | Literal["auto"] = "auto"
     lora_rank: int | None = Field(default=None, gt=0)
     optimizer: Optimizer | Literal["auto"] = "adamw"
@@ -330,7 +346,7 @@ class PlanRequest(BaseModel):
     checkpointing: Checkpointing | Literal["auto"] = "auto"
     micro_batch_size: int | None = Field(default=None, gt=0)
     grad_accum: int | None = Field(default=None, gt=0)
-    global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0)
+    global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0, le=MAX_GLOBAL_BATCH)
     seq_len: int = Field(default=2048, gt=0)
     memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
     stack: str = Field(
@@ -426,7 +442,7 @@ def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
         rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
         reference=req.reference, precompute_ref=req.precompute_ref,
         mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
-        rollout_tp=req.rollout_tp or 1,
+        rollout_tp=req.rollout_tp or 1, offload_idle=bool(req.offload_idle),
         num_gpus=max(2, 2 * (req.rollout_tp or 1)),
     )
     validate_workload(probe, model)
