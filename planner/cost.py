@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from planner.errors import PlannerError
+from planner.freshness import stale_price_notes
 from planner.specs import GpuSpec, PlatformSpec
 
 Pricing = Literal["buy", "rent"]
@@ -92,7 +93,7 @@ class CostEstimate:
         return {
             "usd": self.usd, "basis": self.basis, "items": dict(self.items),
             "covers": self.covers, "status": self.status, "reason": self.reason,
-            "hours": self.hours, "job": self.job.definition,
+            "hours": self.hours, "job": self.job.definition, "notes": list(self.notes),
         }
 
 
@@ -139,7 +140,8 @@ def buy_cost(
                             f"{gpu.id} has no {price_kind or 'new or used'} purchase price")
     items = {f"{num_gpus} x {gpu.id} GPU ({kind}, ${price:,.0f} each)": num_gpus * price}
     covers = f"purchase of {num_gpus} {gpu.id} GPUs ({kind})"
-    notes = [f"GPU prices as of {gpu.price_as_of}"]
+    notes = [f"GPU prices as of {gpu.price_as_of}",
+             *stale_price_notes([(f"GPU {gpu.id}", gpu.price_as_of)])]
     if platform is not None:
         hosts = hosts_needed(gpu, num_gpus, platform)
         if platform.price_usd is None:
@@ -148,6 +150,7 @@ def buy_cost(
             hosts * platform.price_usd)
         covers += f" and {hosts} {platform.id} host(s)"
         notes.append(f"host price as of {platform.price_as_of}")
+        notes += stale_price_notes([(f"host platform {platform.id}", platform.price_as_of)])
     else:
         covers += "; GPUs only (no host platform given)"
     if power_usd_per_kwh is not None:
@@ -169,7 +172,9 @@ def rent_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job) -> CostEst
     return CostEstimate("ok", "rent", sum(items.values()), items,
                         f"rental of {num_gpus} {gpu.id} GPUs for the job ({hours:.2f} h)",
                         hours, job, notes=(f"rental price as of {gpu.price_as_of}: "
-                                           f"{gpu.cloud_price_source or 'catalog'}",))
+                                           f"{gpu.cloud_price_source or 'catalog'}",
+                                           *stale_price_notes([(f"GPU {gpu.id}",
+                                                                gpu.price_as_of)])))
 
 
 def job_cost(
