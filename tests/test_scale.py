@@ -1,0 +1,86 @@
+"""Scale (issue 6, section 4), fast version of benchmarks/scale.py: a synthetic catalog of 60 GPU
+types (shipped entries with perturbed memory, compute and prices) plans to proven optimality with
+up to 1024 GPUs, re-checked; on a subset small enough to enumerate, CP-SAT equals the oracle."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.oracle import enumerate_best
+from planner.request import PlanRequest
+from planner.solve import check_plan, config_of, make_plan, plan, solve_lexicographic
+from planner.space import build_space
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "benchmarks" / "scale.py")
+scale = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(scale)
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("synthetic-catalog")
+    ids = scale.write_synthetic_catalog(folder, 60)
+    return load_catalog([folder]), ids
+
+
+def test_synthetic_catalog_loads_perturbed_entries(synthetic):
+    cat, ids = synthetic
+    assert len(ids) == 60 and all(i in cat.gpus for i in ids)
+    base = cat.gpu("rtx-4090")
+    twins = [cat.gpus[i] for i in ids if i.endswith("-rtx-4090")]
+    assert twins and all(0.7 * base.bf16_dense_tflops <= g.bf16_dense_tflops
+                         <= 1.3 * base.bf16_dense_tflops for g in twins)
+
+
+def test_plans_to_optimality_over_60_types_and_1024_gpus(synthetic):
+    cat, _ = synthetic
+    request = PlanRequest(model="8b", budget_usd=20_000, max_gpus=1024)
+    result = plan(request, cat)
+    assert result.status == "optimal" and result.plan is not None
+    space = build_space(request, cat)
+    assert len(space.offers) > 60
+    for p in (result.plan, *result.alternatives):
+        assert check_plan(space, p) == []
+
+
+def test_time_objective_over_60_types_is_optimal(synthetic):
+    cat, _ = synthetic
+    request = PlanRequest(model="8b", objective="time", budget_usd=200_000, max_gpus=1024)
+    space = build_space(request, cat)
+    solved = solve_lexicographic(space, 30)
+    assert solved is not None and solved.status == "optimal"
+    result = make_plan(space, solved.offer, config_of(space, solved), solved.values["hosts"])
+    assert check_plan(space, result) == []
+
+
+SUBSET_BASES = ("rtx-3090", "rtx-4090", "l40s", "a10g", "rtx-5090")
+
+
+@pytest.mark.parametrize("kw", [
+    dict(method="full", offload="none"),
+    dict(method="lora", objective="time", budget_usd=30_000),
+], ids=["cost", "time"])
+def test_equals_enumeration_on_a_subset(synthetic, kw):
+    cat, ids = synthetic
+    gpus = tuple(i for i in ids if i.endswith(SUBSET_BASES))
+    request = PlanRequest(model="qwen2.5-1.5b", gpus=gpus, max_gpus=64, global_batch_size=32,
+                          **kw)
+    space = build_space(request, cat)
+    assert len(gpus) >= 10
+    solved = solve_lexicographic(space, 30)
+    best = enumerate_best(space)
+    assert best is not None and solved is not None and solved.status == "optimal"
+    v = solved.values
+    assert (v["cost_usd"], v["num_gpus"], solved.strategy, solved.offer, v["tp"], v["pp"],
+            -v["micro_batch"], v["hosts"]) == (best.cost, best.num_gpus, best.strategy,
+                                               best.offer, best.tp, best.pp,
+                                               best.neg_micro_batch, best.hosts)
+    if kw.get("objective") == "time":
+        assert v["step_time_us"] == best.step_time_us
+    result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
+    assert check_plan(space, result) == []
