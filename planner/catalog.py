@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from planner.errors import CatalogError, UnknownNameError, did_you_mean
+from planner.errors import CatalogError, PlannerError, UnknownNameError, did_you_mean
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 # libyaml's safe loader when PyYAML was built with it (several times faster), else pure Python.
@@ -70,6 +70,9 @@ class Catalog:
     def model(self, name: str) -> ResolvedModel:
         """Resolve an id, HF repo id, size alias, quantized variant, or local config.json path."""
         text = name.strip()
+        if not text:
+            raise PlannerError("--model is empty: give a catalog id (qwen2.5-7b), a HF repo id, "
+                               "a size alias (7b) or a config.json path")
         if text.endswith(".json") or Path(text).is_dir():
             from planner.hfconfig import model_from_hf_config
 
@@ -132,6 +135,11 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
     for folder in (shipped_catalog_dir(), *map(Path, overlays)):
         if not folder.is_dir():
             errors.append(f"{folder}: catalog folder not found")
+            continue
+        if not any((folder / kind).is_dir() for kind in KINDS) and \
+                not (folder / SIZE_ALIASES_FILE).exists():
+            errors.append(f"{folder}: holds none of {', '.join(f'{k}/' for k in KINDS)} or "
+                          f"{SIZE_ALIASES_FILE}")
             continue
         aliases.update(_read_aliases(folder / SIZE_ALIASES_FILE, errors))
         for kind, schema in KINDS.items():

@@ -134,7 +134,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         cfg = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PlannerError(f"model config {str(file)!r} not found") from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlannerError(f"model config {str(file)!r} is not valid JSON: {exc}") from None
     if not isinstance(cfg, dict):
         raise PlannerError(f"model config {str(file)!r} must hold a JSON object")

@@ -345,7 +345,9 @@ def _rl_line(rl: dict[str, Any] | None) -> str:
 
 def plan_text(doc: dict[str, Any]) -> str:
     if doc["plan"] is None:
-        lines = [f"status: {doc['status']}: no plan satisfies the request"]
+        lines = [f"status: {doc['status']}: " + (
+            "no plan found within the time limit" if doc["status"] == "unknown"
+            else "no plan satisfies the request")]
         lines += [f"  conflict: {c['detail']}\n    smallest fix: {c['fix']}"
                   for c in doc["conflicts"]]
         lines += [f"  note: {n}" for n in doc["notes"]]
@@ -395,7 +397,7 @@ def plan_text(doc: dict[str, Any]) -> str:
                 for a in doc["alternatives"]]
         lines.append(_table(rows, ["method", "GPUs", "sharding/offload", "GiB/GPU",
                                    "tokens/s", "hours", "cost"]))
-    lines += [f"note: {n}" for n in doc["notes"]]
+    lines += [f"note: {n}" for n in doc["notes"] + cost.get("notes", [])]
     return "\n".join(lines)
 
 

@@ -73,6 +73,11 @@ def _status(code: int) -> str | None:
     return {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible"}.get(code)
 
 
+class SolveTimeout(Exception):
+    """The time limit ended a solve before any solution: neither a plan nor a proof that none
+    exists (status "unknown")."""
+
+
 def _min_hosts_cost(space: PlanSpace, oi: int, n: int) -> int:
     return space.offers[oi].purchase_usd(n)
 
@@ -227,7 +232,10 @@ def solve_lexicographic(
     first = build(space, front, allowed)
     first.model.add_assumptions(list(first.literal.values()))
     first.model.minimize(first.var["cost_usd"])
-    status = _status(solver.solve(first.model))
+    code = solver.solve(first.model)
+    if code == cp_model.UNKNOWN:
+        raise SolveTimeout
+    status = _status(code)
     if status is None:
         return None
     best_cost = int(round(solver.objective_value))
@@ -253,6 +261,8 @@ def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str,
         code = solver.solve(m)
         stage = _status(code)
         if stage is None:
+            if found is None and code == cp_model.UNKNOWN:
+                raise SolveTimeout
             return found
         values = {name: int(solver.value(var)) for name, var in enc.var.items()}
         offer = enc.offers[next(i for i, x in enumerate(enc.offer) if solver.value(x))]
@@ -341,7 +351,12 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
                            "the fastest plan uses every GPU allowed")
     catalog = catalog or load_catalog()
     space = build_space(request, catalog)
-    solved = solve_lexicographic(space, request.time_limit_s)
+    try:
+        solved = solve_lexicographic(space, request.time_limit_s)
+    except SolveTimeout:
+        return PlanResult(status="unknown", plan=None, notes=(
+            f"time limit {request.time_limit_s:g} s reached before any plan was found: no plan "
+            "and no proof that none exists; raise --time-limit",))
     if solved is None:
         found = (timed_conflicts(space, catalog) if needs_timing(request)
                  else conflicts(space, catalog))
@@ -360,20 +375,29 @@ def alternatives(space: PlanSpace, best: Plan) -> list[Plan]:
     """The best plan for each other method and on the two next-cheapest other GPU types, so
     the user sees the trade-offs (each solved on the same space, re-checked)."""
     out: list[Plan] = []
+    limit = space.request.time_limit_s
     methods = sorted({s.method for s in space.strategies} - {best.config.method})
     for method in methods:
-        found = solve_lexicographic(space, space.request.time_limit_s, methods={method})
+        found = _or_none(lambda m=method: solve_lexicographic(space, limit, methods={m}))
         if found is not None:
             out.append(_checked(space, found))
     others = [i for i, o in enumerate(space.offers) if o.gpu.id != best.gpu]
     for _ in range(2):
-        found = solve_lexicographic(space, space.request.time_limit_s, offers=set(others))
+        found = _or_none(lambda o=others: solve_lexicographic(space, limit, offers=set(o)))
         if found is None:
             break
         plan_ = _checked(space, found)
         out.append(plan_)
         others = [i for i in others if space.offers[i].gpu.id != plan_.gpu]
     return out
+
+
+def _or_none(solve: Callable[[], Solved | None]) -> Solved | None:
+    """An optional solve (alternatives, further Pareto points): a time-out just ends it."""
+    try:
+        return solve()
+    except SolveTimeout:
+        return None
 
 
 class PlanCheckError(RuntimeError):
@@ -400,8 +424,8 @@ def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: 
     points: list[Plan] = []
     deadline = request.max_hours
     while len(points) < max_points and space.rows:
-        solved = _solve_timed(space, request.time_limit_s, allowed, space.rows,
-                              objective="cost", max_hours=deadline)
+        solved = _or_none(lambda d=deadline: _solve_timed(
+            space, request.time_limit_s, allowed, space.rows, objective="cost", max_hours=d))
         if solved is None:
             break
         found = _checked(space, solved)

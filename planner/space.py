@@ -351,11 +351,15 @@ class PlanSpace:
         """pareto_rows(self.rows), computed once."""
         return pareto_rows(self.rows)
 
-    @property
+    @cached_property
     def dps(self) -> tuple[int, ...]:
-        """Data-parallel degrees: divisors of the global batch (mb x ga x dp = global batch)."""
-        gb = self.request.global_batch_size
-        return tuple(d for d in range(1, gb + 1) if gb % d == 0)
+        """Data-parallel degrees: divisors of the global batch (mb x ga x dp = global batch)
+        up to the GPU limit, found in O(sqrt(batch))."""
+        gb, limit = self.request.global_batch_size, self.request.num_gpus or \
+            self.request.max_gpus
+        small = [d for d in range(1, math.isqrt(gb) + 1) if gb % d == 0]
+        every = sorted(set(small) | {gb // d for d in small})
+        return tuple(d for d in every if d <= limit)
 
     def grad_accum(self, dp: int, mb: int) -> int | None:
         """The accumulation that completes the global batch, or None if mb x dp does not

@@ -280,3 +280,19 @@ def test_a_plan_failing_the_recheck_is_one_line_exit_3(monkeypatch, capsys):
         main(["plan", "--model", "qwen2.5-0.5b", "--gpus", "rtx-4090", "--max-gpus", "2"])
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 3 and "\n" not in err and "re-check" in err
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["check", "--model", "", "--gpu", "h100-sxm"], "--model is empty"),
+    (["check", "--model", "{binary}", "--gpu", "h100-sxm"], "not valid JSON"),
+    (["catalog", "gpus", "--catalog", "{empty}"], "holds none of"),
+])
+def test_more_bad_inputs_are_one_line(argv, named, tmp_path, capsys):
+    binary = tmp_path / "c.json"
+    binary.write_bytes(b"\xff\xfe")
+    (tmp_path / "empty").mkdir()
+    argv = [a.format(binary=binary, empty=tmp_path / "empty") for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in err and named in err

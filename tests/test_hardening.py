@@ -340,9 +340,6 @@ def test_stopped_search_gives_feasible_plan_not_proven_optimal(monkeypatch):
     assert code == 0 and "feasible (not proven optimal)" in out
 
 
-@pytest.mark.xfail(strict=True, reason="solve.py: a cost stage stopped before any solution "
-                   "(CP-SAT UNKNOWN) is reported as 'infeasible' with no conflicts; the Status "
-                   "type has 'unknown' but plan() never returns it")
 def test_time_limit_before_any_solution_is_unknown_not_infeasible():
     # the same request solves to optimal with the default limit (1 x rtx-3090)
     result = plan(PlanRequest(model="7b", time_limit_s=1e-6))

@@ -221,7 +221,9 @@ def test_report_renders_in_chromium(browser, docs, tmp_path):
     assert len([c for n, c in _colours(shot) if n >= 20]) >= 8
     chart_px = _colours(browser.find_element("id", "pareto-chart").screenshot_as_png)
     assert _near(chart_px, FRONT_COLOUR) > 300 and _near(chart_px, PLAN_COLOUR) > 50
-    bar_px = _colours(browser.find_element("id", "memory-chart").screenshot_as_png)
+    memory_chart = browser.find_element("id", "memory-chart")
+    browser.execute_script("arguments[0].scrollIntoView()", memory_chart)
+    bar_px = _colours(memory_chart.screenshot_as_png)
     wide = [i for i, s in enumerate(segments) if s["w"] >= 4]
     assert wide and all(_near(bar_px, TERM_COLOURS[i]) > 40 for i in wide)
 
