@@ -27,8 +27,6 @@ from planner.space import (
     build_space,
     layout_config,
     pareto_rows,
-    step_time_bounds,
-    step_time_us,
 )
 from planner.throughput import estimate_throughput
 
@@ -89,7 +87,7 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     for k, oi in enumerate(offers):
         cap = space.offers[oi].capacity_mib
         for r, row in enumerate(rows):
-            out[(k, r)] = step_time_us(space, oi, row) if row.gpu_need_mib <= cap else 10**11
+            out[(k, r)] = space.timing.step_us(oi, row) if row.gpu_need_mib <= cap else 10**11
     return out
 
 
@@ -143,7 +141,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     if max_hours is not None:
         deadline = max_hours if deadline is None else min(deadline, max_hours)
     min_rate = None if "min_tokens_per_s" in drop else req.min_tokens_per_s
-    bound = step_time_bounds(space)
+    bound = space.timing.bound
 
     def rent(oi: int, row: Row, t_us: float) -> float:
         return space.offers[oi].gpu_price_usd * 1000 * row.num_gpus * t_us * steps / 3.6e9
@@ -177,7 +175,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
             break
         if not time_ok(oi, r, bound(oi, r)):  # the bound already breaks a time limit
             continue
-        t = step_time_us(space, oi, r)
+        t = space.timing.step_us(oi, r)
         if not time_ok(oi, r, t):
             continue
         v = round(value(oi, r, t))

@@ -347,6 +347,12 @@ class PlanSpace:
         return host_sizes(self)
 
     @cached_property
+    def timing(self) -> Timing:
+        """Step times and their lower bounds per (offer, row), memoised: plan() searches the
+        same pairs for the plan, the binding rules and the alternatives."""
+        return Timing(self)
+
+    @cached_property
     def front(self) -> list[Row]:
         """pareto_rows(self.rows), computed once."""
         return pareto_rows(self.rows)
@@ -599,6 +605,21 @@ def pareto_rows(rows: list[Row]) -> list[Row]:
                 out.append(r)
                 best_host = r.host_need_mib
     return out
+
+
+class Timing:
+    """step_time_us memoised per (offer, row), and one step_time_bounds function, of a space."""
+
+    def __init__(self, space: PlanSpace) -> None:
+        self._space = space
+        self.bound = step_time_bounds(space)  # cheap; its per-strategy parts are cached inside
+        self._steps: dict[tuple[int, Row], int] = {}
+
+    def step_us(self, offer_idx: int, row: Row) -> int:
+        key = (offer_idx, row)
+        if key not in self._steps:
+            self._steps[key] = step_time_us(self._space, offer_idx, row)
+        return self._steps[key]
 
 
 def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
