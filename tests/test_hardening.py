@@ -208,7 +208,7 @@ def plan_argv(draw) -> list[str]:
     return argv
 
 
-@settings(FAST, max_examples=25)
+@settings(FAST, max_examples=12)
 @given(plan_argv())
 def test_plan_and_pareto_any_arguments_exit_cleanly(argv):
     code, out, err = run_once(argv)
@@ -263,7 +263,7 @@ def plan_requests(draw) -> PlanRequest:
     return PlanRequest(**kw)
 
 
-@settings(FAST, max_examples=10)
+@settings(FAST, max_examples=6)
 @given(plan_requests())
 def test_every_returned_plan_passes_check_plan(request):
     cat = load_catalog([TEST_CATALOG])
