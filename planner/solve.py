@@ -8,10 +8,10 @@ catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer host
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from planner.catalog import Catalog, load_catalog
@@ -91,21 +91,21 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     return out
 
 
-def fits_offer(space: PlanSpace, oi: int, *, budget: float | None) -> Callable[[Row], bool]:
-    """A test of a row's needs against one offer: GPU memory, tp in a host, host RAM, purchase
-    ``budget`` (GPUs + hosts; None = no limit), the accumulation pin."""
+def fits_mask(space: PlanSpace, oi: int, arr, *, budget: float | None):
+    """Which rows of a RowArrays fit one offer (a numpy boolean mask): GPU memory, tp in a
+    host, host RAM, purchase ``budget`` (GPUs + hosts; None = no limit), the accumulation pin."""
     o, req = space.offers[oi], space.request
     j = space.host_sizes.index(o.gpus_per_host)
-    affordable = {n for n in {r.num_gpus for r in space.rows}
-                  if budget is None or _min_hosts_cost(space, oi, n) <= budget}
-
-    def fits(row: Row) -> bool:
-        return (row.gpu_need_mib <= o.capacity_mib and row.tp <= o.gpus_per_host
-                and (o.host_ram_mib is None or row.host_need_mib[j] <= o.host_ram_mib)
-                and row.num_gpus in affordable
-                and (req.grad_accum is None or row.grad_accum == req.grad_accum))
-
-    return fits
+    mask = (arr.gpu_need <= o.capacity_mib) & (arr.tp <= o.gpus_per_host)
+    if o.host_ram_mib is not None:
+        mask &= arr.host_need[:, j] <= o.host_ram_mib
+    if budget is not None:
+        ok = {n for n in set(arr.num_gpus.tolist())
+              if _min_hosts_cost(space, oi, int(n)) <= budget}
+        mask &= np.isin(arr.num_gpus, list(ok))
+    if req.grad_accum is not None:
+        mask &= arr.grad_accum == req.grad_accum
+    return mask
 
 
 def job_steps(space: PlanSpace) -> float:
@@ -141,7 +141,6 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     if max_hours is not None:
         deadline = max_hours if deadline is None else min(deadline, max_hours)
     min_rate = None if "min_tokens_per_s" in drop else req.min_tokens_per_s
-    bound = space.timing.bound
 
     def rent(oi: int, row: Row, t_us: float) -> float:
         return space.offers[oi].gpu_price_usd * 1000 * row.num_gpus * t_us * steps / 3.6e9
@@ -161,19 +160,38 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
         return not (req.pricing == "rent" and budget is not None
                     and rent(oi, row, t_us) > budget * 1000)
 
+    # Every feasible (offer, row) pair scored by the lower bound of its objective, at once
+    # (numpy), in the order offers x rows-by-need, then visited best-first.
     by_need = sorted(rows, key=lambda r: r.gpu_need_mib)
-    needs = [r.gpu_need_mib for r in by_need]
-    scored = []
+    arr = space.timing.arrays(by_need)
+    values, bounds_us, offer_of, row_of = [], [], [], []
     for oi in allowed:
-        fits = fits_offer(space, oi, budget=budget if req.pricing == "buy" else None)
-        below = by_need[:bisect.bisect_right(needs, space.offers[oi].capacity_mib)]
-        scored += [(value(oi, r, bound(oi, r)), oi, r) for r in below if fits(r)]
-    scored.sort(key=lambda t: t[0])
+        mask = fits_mask(space, oi, arr, budget=budget if req.pricing == "buy" else None)
+        idx = np.nonzero(mask)[0]
+        if not len(idx):
+            continue
+        b = arr.bounds(oi)[idx]
+        if objective == "time":
+            v = b
+        elif req.pricing == "rent":
+            v = space.offers[oi].gpu_price_usd * 1000 * arr.num_gpus[idx] * b * steps / 3.6e9
+        else:
+            cost = {n: _min_hosts_cost(space, oi, int(n)) for n in set(arr.num_gpus[idx])}
+            v = np.array([cost[n] for n in arr.num_gpus[idx]], dtype=float)
+        values.append(v)
+        bounds_us.append(b)
+        offer_of.append(np.full(len(idx), oi))
+        row_of.append(idx)
+    if not values:
+        return None
+    all_v, all_b = np.concatenate(values), np.concatenate(bounds_us)
+    all_o, all_r = np.concatenate(offer_of), np.concatenate(row_of)
     best, found = None, []
-    for lower, oi, r in scored:
+    for k in np.argsort(all_v, kind="stable"):
+        lower, oi, r = all_v[k], int(all_o[k]), by_need[int(all_r[k])]
         if best is not None and lower > best:
             break
-        if not time_ok(oi, r, bound(oi, r)):  # the bound already breaks a time limit
+        if not time_ok(oi, r, all_b[k]):  # the bound already breaks a time limit
             continue
         t = space.timing.step_us(oi, r)
         if not time_ok(oi, r, t):

@@ -608,12 +608,55 @@ def pareto_rows(rows: list[Row]) -> list[Row]:
 
 
 class Timing:
-    """step_time_us memoised per (offer, row), and one step_time_bounds function, of a space."""
+    """step_time_us memoised per (offer, row), and the parts of its lower bounds (RowArrays),
+    of a space."""
 
     def __init__(self, space: PlanSpace) -> None:
         self._space = space
-        self.bound = step_time_bounds(space)  # cheap; its per-strategy parts are cached inside
         self._steps: dict[tuple[int, Row], int] = {}
+        self._flops: dict[int, tuple[float, float, float, int]] = {}
+        self._rates: dict[int, tuple[float, float, float]] = {}
+        self._gen: dict[tuple[int, int], float] = {}
+        self._arrays: dict[int, tuple[list[Row], RowArrays]] = {}
+
+    def arrays(self, rows: list[Row]) -> RowArrays:
+        """RowArrays of ``rows``, kept for the space's own row lists (searched repeatedly)."""
+        hit = self._arrays.get(id(rows))
+        if hit is not None and hit[0] is rows:
+            return hit[1]
+        arr = RowArrays(self._space, rows)
+        if len(rows) > 1:
+            self._arrays[id(rows)] = (rows, arr)
+        return arr
+
+    def strategy_flops(self, row: Row) -> tuple[float, float, float, int]:
+        if row.strategy not in self._flops:
+            self._flops[row.strategy] = _strategy_flops(self._space, row)
+        return self._flops[row.strategy]
+
+    def generation_bytes(self, row: Row) -> float:
+        key = (row.strategy, row.dp)
+        if key not in self._gen:
+            self._gen[key] = _generation_bytes(self._space, row)
+        return self._gen[key]
+
+    def rates(self, offer_idx: int) -> tuple[float, float, float]:
+        """Achievable FLOP/s (matmul precision, 16-bit) and decode bytes/s of an offer's GPU."""
+        from planner import efficiency as eff
+        from planner.throughput import matmul_precision, peak_tflops
+
+        if offer_idx not in self._rates:
+            space = self._space
+            gpu = space.offers[offer_idx].gpu
+            prec = matmul_precision(gpu, space.base.effective_precision(gpu))
+            sixteen = "fp32" if prec == "fp32" else "bf16"
+            util = eff.stack_utilisation(space.request.stack, prec)
+            self._rates[offer_idx] = (
+                peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * util,
+                peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
+                gpu.memory_bandwidth_gbps * 1e9 * eff.DECODE_EFFICIENCY["vllm"],
+            )
+        return self._rates[offer_idx]
 
     def step_us(self, offer_idx: int, row: Row) -> int:
         key = (offer_idx, row)
@@ -660,58 +703,56 @@ def layout_config(space: PlanSpace, si: int, *, num_gpus: int, tp: int, pp: int,
     })
 
 
-def step_time_bounds(space: PlanSpace):
-    """A function (offer, row) -> lower bound on step_time_us: the throughput model's compute,
-    pipeline-bubble and per-step-overhead terms only (its other terms are >= 0). FLOPs per token
-    depend on the strategy only and the matmul rates on the GPU only, so both are computed once."""
-    from planner import efficiency as eff
-    from planner.throughput import (
-        matmul_precision,
-        peak_tflops,
-        pipeline_bubble_fraction,
-    )
+class RowArrays:
+    """Columns of a list of rows (numpy) for scoring them against offers at once: what
+    solve.timed_search needs per (offer, row) pair, millions of pairs on large catalogs.
 
-    flops: dict[int, tuple[float, float, float, int]] = {}
-    rates: dict[int, tuple[float, float, float]] = {}
-    # Tokens of one step that run the update (RL: every sampled sequence; pairs: 2 each).
-    # DPO's reference forward is left out (>= 0). RL adds the forward passes of every role, the
-    # updates of every trained role and a generation bound (see _rl_flops, _generation_bound).
-    tokens_step = space.request.sequences_per_step * (space.base.mean_seq_len
-                                                       or space.request.seq_len)
-    gen_bytes: dict[tuple[int, int], float] = {}
+    ``bounds`` is a lower bound on step_time_us: the throughput model's compute, pipeline-bubble
+    and per-step-overhead terms only (its other terms are >= 0); RL adds every role's forward
+    and update compute and a generation bound (_generation_bytes)."""
 
-    def bound(offer_idx: int, row: Row) -> float:
-        if row.strategy not in flops:
-            flops[row.strategy] = _strategy_flops(space, row)
-        if offer_idx not in rates:
-            gpu = space.offers[offer_idx].gpu
-            prec = matmul_precision(gpu, space.base.effective_precision(gpu))
-            sixteen = "fp32" if prec == "fp32" else "bf16"
-            util = eff.stack_utilisation(space.request.stack, prec)
-            rates[offer_idx] = (
-                peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * util,
-                peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
-                gpu.memory_bandwidth_gbps * 1e9 * eff.DECODE_EFFICIENCY["vllm"],
-            )
-        lin, sixteen_bit, fwd, updates = flops[row.strategy]
-        r_lin, r_16, bandwidth = rates[offer_idx]
-        trainers = row.dp * row.tp * row.pp
-        compute = tokens_step / trainers * (lin / r_lin + sixteen_bit / r_16)
-        bubble = compute * pipeline_bubble_fraction(row.pp, row.grad_accum)
-        if not space.base.is_rl:
-            return (compute + bubble + eff.STEP_OVERHEAD_S) * 1e6
-        steps = -(-space.request.sequences_per_step // space.request.global_batch_size)
-        train = compute + tokens_step / trainers * fwd / r_lin + \
-            updates * steps * eff.STEP_OVERHEAD_S
-        key = (row.strategy, row.dp)
-        if key not in gen_bytes:
-            gen_bytes[key] = _generation_bytes(space, row)
-        gen = gen_bytes[key] / bandwidth
-        if space.strategies[row.strategy].placement == "separate":
-            return max(train, gen) * 1e6
-        return (train + gen) * 1e6
+    def __init__(self, space: PlanSpace, rows: list[Row]) -> None:
+        import numpy as np
 
-    return bound
+        from planner import efficiency as eff
+        from planner.throughput import pipeline_bubble_fraction
+
+        self.space, self.rows = space, rows
+        col = lambda f: np.array([f(r) for r in rows], dtype=float)  # noqa: E731
+        flops = space.timing.strategy_flops
+        self.num_gpus = col(lambda r: r.num_gpus)
+        self.gpu_need = col(lambda r: r.gpu_need_mib)
+        self.tp = col(lambda r: r.tp)
+        self.grad_accum = col(lambda r: r.grad_accum)
+        self.host_need = np.array([r.host_need_mib for r in rows], dtype=float).reshape(
+            len(rows), len(space.host_sizes))
+        trainers = col(lambda r: r.dp * r.tp * r.pp)
+        bubble = col(lambda r: pipeline_bubble_fraction(r.pp, r.grad_accum))
+        req = space.request
+        tokens = req.sequences_per_step * (space.base.mean_seq_len or req.seq_len)
+        per = tokens / trainers
+        self.lin = per * col(lambda r: flops(r)[0]) * (1 + bubble)
+        self.s16 = per * col(lambda r: flops(r)[1]) * (1 + bubble)
+        self.fixed = np.full(len(rows), eff.STEP_OVERHEAD_S)
+        self.fwd = np.zeros(len(rows))
+        self.gen = np.zeros(len(rows))
+        self.separate = np.zeros(len(rows), dtype=bool)
+        if space.base.is_rl:
+            steps = -(-req.sequences_per_step // req.global_batch_size)
+            self.fwd = per * col(lambda r: flops(r)[2])
+            self.fixed = col(lambda r: flops(r)[3]) * steps * eff.STEP_OVERHEAD_S
+            self.gen = col(space.timing.generation_bytes)
+            self.separate = np.array([space.strategies[r.strategy].placement == "separate"
+                                      for r in rows], dtype=bool)
+
+    def bounds(self, offer_idx: int):
+        """Lower bounds on step_time_us of every row on one offer."""
+        import numpy as np
+
+        r_lin, r_16, bandwidth = self.space.timing.rates(offer_idx)
+        train = self.lin / r_lin + self.s16 / r_16 + self.fwd / r_lin + self.fixed
+        gen = self.gen / bandwidth
+        return np.where(self.separate, np.maximum(train, gen), train + gen) * 1e6
 
 
 def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, int]:
