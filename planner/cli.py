@@ -80,6 +80,26 @@ class FiniteFloat(click.ParamType):
 FLOAT = FiniteFloat()
 
 
+class LoraRank(click.ParamType):
+    """A positive adapter rank, or ``auto`` (the planner chooses)."""
+
+    name = "rank|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or str(value).lower() == "auto":
+            return value if isinstance(value, int) else "auto"
+        try:
+            rank = int(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a positive integer or auto", param, ctx)
+        if rank <= 0:
+            self.fail(f"{value!r} is not a positive integer or auto", param, ctx)
+        return rank
+
+
+LORA_RANK = LoraRank()
+
+
 # Options of the preference and RL workloads (TrainConfig fields; see workloads.py).
 WORKLOAD_OPTIONS = [
     click.option("--critic-model", default=None,
@@ -307,7 +327,8 @@ PLAN_OPTIONS = [
     click.option("--max-gpus", type=int, default=1024, show_default=True),
     click.option("--num-gpus", type=int, default=None, help="Pin the GPU count."),
     click.option("--method", type=_choice(("auto", *METHODS)), default="auto", show_default=True),
-    click.option("--lora-rank", type=int, default=None, help="Adapter rank [default: 16]."),
+    click.option("--lora-rank", type=LORA_RANK, default=None,
+                  help="Adapter rank, or auto (the solver tries 64, 32, 16, 8) [default: 16]."),
     click.option("--optimizer", type=_choice(("auto", *OPTIMIZERS)), default="adamw",
                   show_default=True),
     click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),

@@ -38,6 +38,8 @@ DEFAULT_ROLLOUT_N = {"ppo": 1, "grpo": 5}
 DEFAULT_ROLLOUT_BATCH = 256
 
 DEFAULT_LORA_RANK = 16
+# Ranks the planner tries with --lora-rank auto, highest (fullest fidelity) first.
+LORA_RANKS = (64, 32, 16, 8)
 DEFAULT_LORA_TARGETS = ("all-linear",)
 
 
@@ -337,7 +339,9 @@ class PlanRequest(BaseModel):
     max_gpus: int = Field(default=1024, gt=0, le=MAX_GPUS)
     num_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     method: Method | Literal["auto"] = "auto"
-    lora_rank: int | None = Field(default=None, gt=0)
+    lora_rank: int | Literal["auto"] | None = Field(
+        default=None, description="None: 16; 'auto': the solver picks from LORA_RANKS"
+    )
     optimizer: Optimizer | Literal["auto"] = "adamw"
     sharding: Sharding | None = None
     tp: int | None = Field(default=None, gt=0)
@@ -407,6 +411,8 @@ def _fill_rl_seq_len(data: object) -> object:
 
 def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     """Contradictory or impossible pins are bad input (exit 2), not infeasibility."""
+    if isinstance(req.lora_rank, int) and req.lora_rank <= 0:
+        raise PlannerError(f"--lora-rank {req.lora_rank} must be a positive integer or auto")
     if req.lora_rank is not None and req.method in ("full", "freeze"):
         raise PlannerError(
             f"--lora-rank {req.lora_rank} needs --method lora, dora, qlora or auto "

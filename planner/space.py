@@ -28,6 +28,7 @@ from planner.memory import (
 )
 from planner.request import (
     DEFAULT_LORA_RANK,
+    LORA_RANKS,
     OFFLOADS,
     PlanRequest,
     TrainConfig,
@@ -482,9 +483,14 @@ def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = N
     offloads = (OFFLOADS if request.offload == "auto" else (request.offload,))
     ckpts = ("none", "full") if request.checkpointing == "auto" else (request.checkpointing,)
     out = []
-    for method in methods:
-        rank = (request.lora_rank or DEFAULT_LORA_RANK) if method in ("lora", "dora", "qlora") \
-            else None
+    if request.lora_rank == "auto":
+        ranks: tuple[int | None, ...] = LORA_RANKS
+    else:
+        ranks = (request.lora_rank or DEFAULT_LORA_RANK,)
+    for method, rank in ((m, r if m in ("lora", "dora", "qlora") else None)
+                         for m in methods for r in ranks):
+        if rank is None and method in [s.method for s in out]:
+            continue  # full / freeze: one pass, no rank
         for opt in optimizers:
             for shard in shardings:
                 for off in offloads:

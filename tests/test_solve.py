@@ -37,6 +37,10 @@ SMALL = [
          budget_usd=20),
     dict(model="qwen2.5-1.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8, global_batch_size=16,
          method="lora", offload="none", budget_usd=12000, max_hours=40),
+    dict(model="qwen2.5-3b", gpus=("rtx-3090", "rtx-4090"), max_gpus=4, global_batch_size=8,
+         method="auto", lora_rank="auto", offload="none", seq_len=4096),
+    dict(model="qwen2.5-1.5b", gpus=("rtx-4090", "h100-sxm"), max_gpus=4, global_batch_size=8,
+         method="lora", lora_rank="auto", offload="none", pricing="rent", tokens=1e8),
 ]
 
 
