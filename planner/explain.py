@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import dataclasses as dc
+
 from ortools.sat.python import cp_model
 
 from planner.catalog import Catalog
@@ -90,6 +92,8 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
         for name, (used, limit, unit) in _usage(space, plan).items():
             slack = (limit - used) / limit if limit else 0.0
             relaxed = _one_step(space, plan, name)
+            if relaxed is None and slack < SLACK_BINDING:
+                relaxed = _resource_step(space, plan, name)
             out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
                                relaxed is not None or slack < SLACK_BINDING, relaxed))
         return out
@@ -104,12 +108,62 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
                 o = space.offers[values["offer"]]
                 relaxed = (f"without it: ${cost:,} for {values['num_gpus']} x {o.gpu.id} "
                            f"({space.strategies[values['strategy']].method})")
+                relaxed = _resource_step(space, plan, name) or relaxed
         out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
                            relaxed is not None or slack < SLACK_BINDING, relaxed))
     return out
 
 
 RELAX_STEP = 0.10  # "one step": a limit loosened by 10 %
+
+
+def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, str] | None:
+    """The space with one resource rule loosened one step: the plan's GPU type with the next
+    larger memory among the offered types, hosts with twice the RAM, or twice --max-gpus."""
+    req = space.request
+    if name == "gpu_memory":
+        mine = next(o.gpu.memory_gib for o in space.offers if o.gpu.id == plan.gpu)
+        larger = sorted({o.gpu.memory_gib for o in space.offers if o.gpu.memory_gib > mine})
+        if not larger:
+            return None
+        cap = int(larger[0] * 1024 * (1 - req.memory_margin))
+        offers = tuple(dc.replace(o, capacity_mib=cap) if o.gpu.id == plan.gpu else o
+                       for o in space.offers)
+        return dc.replace(space, offers=offers), f"{plan.gpu} with {larger[0]:g} GiB"
+    if name == "host_ram":
+        offers = tuple(dc.replace(o, host_ram_mib=2 * o.host_ram_mib)
+                       if o.host_ram_mib is not None else o for o in space.offers)
+        return dc.replace(space, offers=offers), "hosts with twice the RAM"
+    if name == "max_gpus" and req.num_gpus is None:
+        loose = req.model_copy(update={"max_gpus": 2 * req.max_gpus})
+        return dc.replace(space, request=loose), f"max-gpus {2 * req.max_gpus}"
+    return None
+
+
+def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
+    """What the plan becomes with a resource rule (GPU memory, host RAM, GPU count) loosened one
+    step, when that improves the objective (found by solving; None otherwise)."""
+    from planner.solve import SolveTimeout, config_of, make_plan, solve_lexicographic
+
+    relaxed = _relaxed_space(space, plan, name)
+    if relaxed is None:
+        return None
+    trial, label = relaxed
+    try:
+        solved = solve_lexicographic(trial, space.request.time_limit_s)
+    except SolveTimeout:
+        return None
+    if solved is None:
+        return None
+    better = make_plan(trial, solved.offer, config_of(trial, solved), solved.values["hosts"])
+    if space.request.objective == "time":
+        if better.time_hours < plan.time_hours * (1 - 1e-9):
+            return f"with {label}: {better.num_gpus} x {better.gpu}, {better.time_hours:,.2f} h"
+        return None
+    if better.cost_usd < plan.cost_usd * (1 - 1e-9):
+        return (f"with {label}: {better.num_gpus} x {better.gpu} "
+                f"({better.config.method}), ${better.cost_usd:,.0f}")
+    return None
 
 
 def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:

@@ -51,3 +51,15 @@ def test_binding_rules_use_the_analytic_numbers():
     mem = rows["gpu_memory"]
     assert mem.used == round(result.plan.memory.device / 2**30, 3)
     assert 0 <= mem.slack < 1
+
+
+def test_gpu_memory_relaxed_one_step_is_the_next_larger_memory():
+    # Full fine-tuning of Qwen2.5-1.5B (16 B/param = 24.7 GB of states) does not fit one 24 GB
+    # RTX 3090 but fits 32 GB: with the 3090's memory raised to the next larger offered size
+    # (the RTX 5090's 32 GB) one card would do, which is what the explanation says.
+    r = plan(PlanRequest(model="qwen2.5-1.5b", gpus=("rtx-3090", "rtx-5090"), method="full",
+                         offload="none", checkpointing="full", seq_len=1024, global_batch_size=8,
+                         max_gpus=4, sharding="none", micro_batch_size=1))
+    assert (r.plan.num_gpus, r.plan.gpu) == (2, "rtx-3090")
+    mem = next(b for b in r.binding if b.name == "gpu_memory")
+    assert mem.binding and mem.relaxed.startswith("with rtx-3090 with 32 GiB: 1 x rtx-3090")
