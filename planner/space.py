@@ -135,6 +135,12 @@ def activation_reserved_bytes(
     model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
 ) -> dict[str, float]:
     """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
+    if cfg.workload in ("sft", "pretrain"):  # the common case without building every term
+        from planner.memory import activation_bytes, logits_bytes
+
+        fwd = {"activations": activation_bytes(model, cfg),
+               "logits_and_loss": logits_bytes(model, cfg)}
+        return {FWD_PHASE: _reserved_part(fwd, activations=True), STEP_PHASE: 0.0}
     phases = _phases(model, cfg, precision, roles)
     return {p: _reserved_part(t, activations=True) for p, t in phases.items()}
 
