@@ -73,6 +73,8 @@ def _phases(model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModel
     from planner.workloads import workload_phases
 
     phases = workload_phases(model, cfg, precision, critic=roles.critic, reward=roles.reward)
+    if not cfg.is_rl:
+        return phases
     return {p: {k: v for k, v in t.items() if not k.startswith("engine ")}
             for p, t in phases.items()}
 

@@ -348,9 +348,9 @@ def workload_phases(model: ModelSpec, cfg: TrainConfig, precision: str, *,
                     reward: ModelSpec | None = None) -> dict[str, dict[str, float]]:
     """Every phase of ``cfg.workload`` with its terms (bytes on one GPU of the group that runs
     the phase); the peak is the phase with the most reserved memory."""
-    rs = roles(model, cfg, critic=critic, reward=reward)
     if cfg.workload in ("sft", "pretrain"):
         return phase_terms(model, cfg, precision)
+    rs = roles(model, cfg, critic=critic, reward=reward)
     if cfg.workload == "rm":
         return value_head_phases(rs[0], precision)
     if cfg.workload == "dpo":
