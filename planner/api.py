@@ -48,16 +48,10 @@ def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack)
 
 
-def check(
-    *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
-    margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
-    price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
-    power_usd_per_kwh: float | None = None, critic_model: str | None = None,
-    reward_model: str | None = None,
-) -> dict[str, Any]:
-    """Memory, throughput, time and cost of one configuration: the `planner check --json`
-    document."""
-    cat = catalog or load_catalog()
+def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig
+                ) -> tuple[Any, GpuSpec, TrainConfig]:
+    """The catalog entries of a job and its validated config: a quantized checkpoint
+    (-Int4/GPTQ) trains only with QLoRA, on its GPTQ weights."""
     resolved = cat.model(model)
     gpu_spec = cat.gpu(gpu)
     cfg = config
@@ -69,6 +63,20 @@ def check(
             )
         cfg = cfg.model_copy(update={"quant_format": "gptq"})
     validate_config(cfg, resolved.spec)
+    return resolved, gpu_spec, cfg
+
+
+def check(
+    *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
+    margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
+    price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
+    power_usd_per_kwh: float | None = None, critic_model: str | None = None,
+    reward_model: str | None = None,
+) -> dict[str, Any]:
+    """Memory, throughput, time and cost of one configuration: the `planner check --json`
+    document."""
+    cat = catalog or load_catalog()
+    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)

@@ -47,12 +47,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.api import default_platform, role_models, workload_throughput
+from planner.api import default_platform, resolve_job, role_models, workload_throughput
 from planner.catalog import Catalog, load_catalog
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
 from planner.memory import GIB, MemoryEstimate, estimate_memory
-from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, validate_config
+from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 Objective = Literal["throughput", "memory"]
@@ -194,16 +194,7 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
         raise PlannerError(f"--memory-target {memory_target} must be a fraction of capacity in "
                            "(0, 1], e.g. 0.875")
     cat = catalog or load_catalog()
-    resolved = cat.model(model)
-    gpu_spec = cat.gpu(gpu)
-    cfg = config
-    if resolved.weight_bits:
-        if cfg.method != "qlora":
-            raise PlannerError(
-                f"model {model!r} is a {resolved.weight_bits}-bit checkpoint: only --method qlora "
-                f"can train it (got {cfg.method})")
-        cfg = cfg.model_copy(update={"quant_format": "gptq"})
-    validate_config(cfg, resolved.spec)
+    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
