@@ -49,6 +49,10 @@ def _solver(time_limit: float) -> cp_model.CpSolver:
     s.parameters.num_workers = 1
     s.parameters.random_seed = SEED
     s.parameters.max_time_in_seconds = time_limit
+    # Measured (benchmarks/solver.py, 2026-11-21): presolve costs more than it saves on these
+    # one-hot row models: the cost stage of 405b/7b/70b/8b took 0.33/0.18/0.25/0.15 s with it,
+    # 0.11/0.09/0.15/0.09 s without, same optima (and tests/test_solve*.py == enumeration).
+    s.parameters.cp_model_presolve = False
     return s
 
 
