@@ -32,12 +32,11 @@ from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import (
     Links,
-    attention_fwd_flops_per_layer,
     estimate_decode,
     estimate_throughput,
     exposed,
+    forward_flops_per_token,
     matmul_fraction_rate,
-    matmul_params,
     params_per_gpu,
     resolve_links,
     ring_factor,
@@ -97,9 +96,8 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
     micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
     weights, throughput.dp_bytes_per_step without the backward half and the gradients), hidden
     behind compute up to the stack's data-parallel overlap."""
-    per_token = 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
-        model, cfg.seq_len, causal_skip=True)
-    compute = tokens / gpus * per_token / matmul_fraction_rate(gpu, cfg, stack)
+    compute = tokens / gpus * forward_flops_per_token(model, cfg.seq_len) / \
+        matmul_fraction_rate(gpu, cfg, stack)
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
     sharded = cfg.model_copy(update={"num_gpus": gpus})

@@ -772,7 +772,7 @@ class RowArrays:
 def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, int]:
     """Per token: (matmul-precision, 16-bit) training FLOPs summed over the trained roles,
     forward FLOPs summed over every role's forward pass, and the number of trained roles."""
-    from planner.throughput import attention_fwd_flops_per_layer, matmul_params, training_flops
+    from planner.throughput import forward_flops_per_token, training_flops
     from planner.workloads import roles
 
     cfg = config_for(space, row)
@@ -782,8 +782,7 @@ def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, in
     rs = roles(space.model, cfg, critic=space.roles.critic, reward=space.roles.reward)
     lin = sixteen = fwd = 0.0
     for r in rs:
-        fwd += 2 * matmul_params(r.model) + r.model.num_layers * attention_fwd_flops_per_layer(
-            r.model, cfg.seq_len, causal_skip=True)
+        fwd += forward_flops_per_token(r.model, r.cfg.seq_len)  # as rltime.forward_seconds
         if r.trained:
             f = training_flops(r.model, r.cfg)
             lin, sixteen = lin + f.linear, sixteen + f.sixteen_bit

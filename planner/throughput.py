@@ -566,13 +566,21 @@ def matmul_fraction_rate(gpu: GpuSpec, cfg: TrainConfig, stack: str) -> float:
         eff.stack_utilisation(stack, prec)
 
 
+def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal_skip: bool = True
+                            ) -> float:
+    """One forward pass per token: 2 N (matmuls of every layer and the head) + attention over
+    ``seq_len`` (Kaplan et al. 2020; Narayanan et al. 2021). Used for inference passes: RL
+    log-probs, DPO's reference, prefill."""
+    return 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
+        model, seq_len, causal_skip=causal_skip)
+
+
 def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
-    """DPO: the frozen reference's forward pass over the same tokens, 2 N + attention per
-    token, unless its log-probs are precomputed (Rafailov et al. 2023, TRL)."""
+    """DPO: the frozen reference's forward pass over the same tokens, unless its log-probs are
+    precomputed (Rafailov et al. 2023, TRL)."""
     if cfg.workload != "dpo" or not cfg.reference or cfg.precompute_ref:
         return 0.0
-    return 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
-        model, cfg.seq_len, causal_skip=cfg.flash_attention)
+    return forward_flops_per_token(model, cfg.seq_len, causal_skip=cfg.flash_attention)
 
 
 def estimate_throughput(
@@ -778,8 +786,7 @@ def estimate_decode(
     bw_eff = eff.DECODE_EFFICIENCY[stack] if efficiency is None else efficiency
     c_eff = eff.matmul_fraction(gpu, prec) * bw_eff
     peak = peak_tflops(gpu, prec)
-    fwd = 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
-        model, prompt_len, causal_skip=True)
+    fwd = forward_flops_per_token(model, prompt_len)
     prefill = batch * prompt_len * fwd / tp / (peak * 1e12 * c_eff)
     span = response_len / segments
     decode = 0.0
