@@ -38,14 +38,17 @@ def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
 
 def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                         platform: PlatformSpec | None, stack: str,
-                        critic: ModelSpec | None = None, reward: ModelSpec | None = None):
-    """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise."""
+                        critic: ModelSpec | None = None, reward: ModelSpec | None = None,
+                        gpus_per_node: int | None = None):
+    """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise: the one
+    dispatch check, tune, the planner's step times and its plans use."""
     if cfg.is_rl:
         from planner.rltime import estimate_rl_step
 
         return estimate_rl_step(model, gpu, cfg, platform=platform, stack=stack, critic=critic,
                                 reward=reward)
-    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack)
+    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack,
+                               gpus_per_node=gpus_per_node)
 
 
 def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig

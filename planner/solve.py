@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
+from planner.api import workload_throughput
 from planner.catalog import Catalog, load_catalog
 from planner.cost import Job, define_job, job_cost
 from planner.encoding import Encoding, add_step_time, build
@@ -28,7 +29,6 @@ from planner.space import (
     layout_config,
     pareto_rows,
 )
-from planner.throughput import estimate_throughput
 
 SEED = 0
 PARETO_STEP = 0.01  # each Pareto point is at least 1 % faster than the previous one
@@ -313,14 +313,9 @@ def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) ->
     roles = space.roles
     est = estimate_memory(space.model, offer.gpu, cfg, gpus_per_node=offer.gpus_per_host,
                           critic=roles.critic, reward=roles.reward)
-    if cfg.is_rl:
-        from planner.rltime import estimate_rl_step
-
-        tput = estimate_rl_step(space.model, offer.gpu, cfg, platform=offer.platform,
-                                stack=req.stack, critic=roles.critic, reward=roles.reward)
-    else:
-        tput = estimate_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
-                                   stack=req.stack, gpus_per_node=offer.gpus_per_host)
+    tput = workload_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
+                               stack=req.stack, critic=roles.critic, reward=roles.reward,
+                               gpus_per_node=offer.gpus_per_host)
     cost = job_cost(offer.gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s,
                     job=request_job(req), pricing=req.pricing, platform=offer.platform,
                     price_kind=req.price_kind)

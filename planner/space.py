@@ -682,19 +682,13 @@ class Timing:
 def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
     """Optimizer-step time of ``row`` on the offer's GPUs in microseconds, from the throughput
     model with the request's stack (the job time is proportional: fixed tokens per step)."""
-    from planner.throughput import estimate_throughput
+    from planner.api import workload_throughput
 
     offer = space.offers[offer_idx]
-    cfg = config_for(space, row)
-    if cfg.is_rl:
-        from planner.rltime import estimate_rl_step
-
-        rl = estimate_rl_step(space.model, offer.gpu, cfg, platform=offer.platform,
-                              stack=space.request.stack, critic=space.roles.critic,
-                              reward=space.roles.reward)
-        return max(1, round(rl.step_time_s * 1e6))
-    est = estimate_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
-                              stack=space.request.stack, gpus_per_node=offer.gpus_per_host)
+    est = workload_throughput(space.model, offer.gpu, config_for(space, row),
+                              platform=offer.platform, stack=space.request.stack,
+                              critic=space.roles.critic, reward=space.roles.reward,
+                              gpus_per_node=offer.gpus_per_host)
     return max(1, round(est.step_time_s * 1e6))
 
 
