@@ -35,6 +35,7 @@ from planner.request import (
     validate_plan_request,
 )
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.workloads import Engine
 
 ACTIVATION_TERMS = ("activations", "logits_and_loss")
 ROLLOUT_PHASE = "rollout"  # workloads.ROLLOUT_PHASE
@@ -388,14 +389,22 @@ class PlanSpace:
             return 2 * dp
         return tp * pp * dp
 
-    def engine_concurrency(self, si: int, dp: int) -> int:
-        """Sequences one rollout engine decodes at once when sized to its batch
-        (workloads.engine without gpu_memory_utilization): its share, capped."""
-        from planner.efficiency import MAX_DECODE_BATCH
+    @cached_property
+    def _engines(self) -> dict[tuple[int, int], Engine]:
+        return {}
 
-        engines = max(1, dp // self.strategies[si].rollout_tp)  # rollout GPUs = dp
-        share = -(-self.base.rollout_batch * self.base.samples_per_prompt // engines)
-        return min(share, MAX_DECODE_BATCH)
+    def engine_at(self, si: int, dp: int) -> Engine:
+        """workloads.engine of strategy ``si`` with data-parallel degree dp, sized to its
+        batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine)."""
+        from planner.workloads import engine
+
+        key = (si, dp)
+        if key not in self._engines:
+            s = self.strategies[si]
+            cfg = _with_dp(self.base.model_copy(update={
+                "rollout_tp": s.rollout_tp, "placement": s.placement}), dp)
+            self._engines[key] = engine(self.model, cfg, None)
+        return self._engines[key]
 
     def gpu_need_mib(self, si: int, tp: int, pp: int, dp: int, mb: int) -> int:
         """Per-GPU MiB of the worst phase, from the tables (the encoding's and the oracle's).
@@ -423,7 +432,7 @@ class PlanSpace:
         weights, per_seq, work = self.memory.engine[si]
         u = self.base.gpu_memory_utilization
         if u is None:
-            return resident + weights + work + self.engine_concurrency(si, dp) * per_seq
+            return resident + weights + work + self.engine_at(si, dp).concurrency * per_seq
         keep = 1 - self.request.memory_margin
         if keep - u <= 0:
             return 2**40  # nothing is left for training states
@@ -787,13 +796,8 @@ def _generation_bytes(space: PlanSpace, row: Row) -> float:
     """Bytes each engine GPU reads while generating, at least: every decoding step of every wave
     reads the engine's weights once (throughput._decode_step; prefill, KV reads and
     communication only add time). Divided by the vLLM share of HBM bandwidth: a time bound."""
-    from planner.workloads import engine_weight_bytes
-
-    s = space.strategies[row.strategy]
-    cfg = space.base.model_copy(update={"rollout_tp": s.rollout_tp})
-    waves = 1
-    if space.base.gpu_memory_utilization is None:
-        engines = max(1, row.dp // s.rollout_tp)
-        share = -(-space.base.rollout_batch * space.base.samples_per_prompt // engines)
-        waves = -(-share // space.engine_concurrency(row.strategy, row.dp))
-    return waves * (space.base.response_len or 0) * engine_weight_bytes(space.model, cfg)
+    eng = space.engine_at(row.strategy, row.dp)
+    # with a fixed gpu_memory_utilization the waves depend on the GPU: one wave at least
+    waves = 1 if space.base.gpu_memory_utilization is not None else \
+        -(-eng.sequences_per_engine // eng.concurrency)
+    return waves * (space.base.response_len or 0) * eng.weights
