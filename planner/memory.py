@@ -509,10 +509,8 @@ def estimate_memory(
         full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
     else:
         full_terms = dict(terms)
-    host = (host_ram_bytes(model, cfg, gpus_per_node or gpu.max_gpus_per_node)
-            if cfg.workload in ("sft", "pretrain") else
-            workload_host_ram(model, cfg, gpus_per_node or gpu.max_gpus_per_node, precision,
-                              critic=critic, reward=reward))
+    host = workload_host_ram(model, cfg, gpus_per_node or gpu.max_gpus_per_node, precision,
+                             critic=critic, reward=reward)
     per_phase = {name: reserved_bytes(t) + device_overhead_bytes(cfg.num_gpus)
                  for name, t in phases.items()}
     return MemoryEstimate(

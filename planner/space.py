@@ -118,18 +118,11 @@ def states_coefficients(
 def host_coefficients(model: ModelSpec, cfg: TrainConfig, roles: RoleModels = NO_ROLES,
                       precision: str = "bf16") -> tuple[int, int]:
     """Host RAM of one training process in MiB as a + b/dp (offloaded shards + the process),
-    read off memory.host_ram_bytes (workloads.workload_host_ram) at dp = 1 and 2."""
-    from planner.memory import host_ram_bytes
+    read off workloads.workload_host_ram at dp = 1 and 2."""
     from planner.workloads import workload_host_ram
 
-    def one(dp: int) -> float:
-        c = _with_dp(cfg, dp)
-        if c.workload in ("sft", "pretrain"):
-            return host_ram_bytes(model, c, 1)
-        return workload_host_ram(model, c, 1, precision, critic=roles.critic,
-                                 reward=roles.reward)
-
-    r1, r2 = one(1), one(2)
+    r1, r2 = (workload_host_ram(model, _with_dp(cfg, dp), 1, precision, critic=roles.critic,
+                                reward=roles.reward) for dp in (1, 2))
     b = 2 * (r1 - r2)
     return _ceil_mib(r1 - b), _ceil_mib(b)
 

@@ -368,7 +368,8 @@ def phase_group(cfg: TrainConfig, phase: str) -> str:
 
 def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, precision: str, *,
                       critic: ModelSpec | None = None, reward: ModelSpec | None = None) -> float:
-    """Host RAM of one node: the roles' ZeRO/FSDP offload (memory.host_ram_bytes), the idle
+    """Host RAM of one node, every workload (SFT: memory.host_ram_bytes of its one role): the
+    roles' ZeRO/FSDP offload (memory.host_ram_bytes), the idle
     states parked on the host with offload_idle, and the sleeping engine's weights (vLLM sleep
     level 1 keeps them in pinned host memory), per GPU on the node."""
     from planner.memory import host_ram_bytes
