@@ -525,7 +525,7 @@ def _predict_rl_case(case: dict[str, Any], catalog: Catalog, base: dict[str, Any
     )
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile (q in [0, 1])."""
     s = sorted(values)
     pos = q * (len(s) - 1)
@@ -551,12 +551,12 @@ def error_stats(results: list[CaseResult]) -> dict[str, Any]:
         abs_errs = [abs(e) for e in errs]
         out.update(
             median_abs_err=statistics.median(abs_errs),
-            p90_abs_err=_percentile(abs_errs, 0.9),
+            p90_abs_err=percentile(abs_errs, 0.9),
             bias=statistics.fmean(errs),
             within_10=sum(e <= 0.10 for e in abs_errs) / len(errs),
             within_20=sum(e <= 0.20 for e in abs_errs) / len(errs),
             strict_median_abs_err=statistics.median(strict),
-            strict_p90_abs_err=_percentile(strict, 0.9),
+            strict_p90_abs_err=percentile(strict, 0.9),
         )
     if verdicts:
         right = sum(r.predicted_fits == (r.kind != "oom") for r in verdicts)

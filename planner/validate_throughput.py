@@ -24,7 +24,7 @@ from planner.errors import PlannerError
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, PlatformSpec
 from planner.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
-from planner.validate import _percentile, case_config, load_cases
+from planner.validate import case_config, load_cases, percentile
 
 RL_WORKLOADS = ("ppo", "grpo", "dpo", "rm")
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
@@ -421,7 +421,7 @@ def error_stats(results: list[ThroughputResult]) -> dict[str, Any]:
                            "not_modelled": sum(1 for r in results if r.reason)}
     if errs:
         a = [abs(e) for e in errs]
-        out.update(median_abs_err=statistics.median(a), p90_abs_err=_percentile(a, 0.9),
+        out.update(median_abs_err=statistics.median(a), p90_abs_err=percentile(a, 0.9),
                    bias=statistics.fmean(errs),
                    within_20=sum(e <= 0.20 for e in a) / len(a))
     return out
