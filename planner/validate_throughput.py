@@ -21,12 +21,12 @@ from planner.catalog import Catalog
 from planner.cost import define_job, rent_cost
 from planner.efficiency import DECODE_EFFICIENCY
 from planner.errors import PlannerError
-from planner.request import TrainConfig
+from planner.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
 from planner.specs import GpuSpec, PlatformSpec
 from planner.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
 from planner.validate import case_config, load_cases, percentile
 
-RL_WORKLOADS = ("ppo", "grpo", "dpo", "rm")
+ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
 
 # Software stack of each framework slug (efficiency.STACKS / DECODE_STACKS).
@@ -95,7 +95,7 @@ def stack_of(case: dict[str, Any]) -> str:
 def family_of(workload: str) -> str:
     if workload == "decode":
         return "decode"
-    return "rl" if workload in RL_WORKLOADS else "training"
+    return "rl" if workload in ROLE_WORKLOADS else "training"
 
 
 def _grad_accum(case: dict[str, Any], dp: int) -> int:
