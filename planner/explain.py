@@ -26,18 +26,19 @@ SLACK_BINDING = 0.05  # a rule with less than 5 % slack is reported as binding
 
 
 def _solver() -> cp_model.CpSolver:
-    s = cp_model.CpSolver()
-    s.parameters.num_workers = 1
-    s.parameters.random_seed = 0
-    s.parameters.max_time_in_seconds = 10
-    return s
+    from planner.solve import cp_solver
+
+    return cp_solver(10)
 
 
 def cost_stage(space: PlanSpace) -> Encoding | None:
+    """The cost-stage model over the Pareto-minimal rows and the undominated offers."""
+    from planner.solve import purchase_front
+
     rows = space.rows
     if not rows or not space.offers:
         return None
-    return build(space, space.front)
+    return build(space, space.front, purchase_front(space, list(range(len(space.offers)))))
 
 
 def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, int | None, dict]:
@@ -129,11 +130,11 @@ def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, 
         cap = int(larger[0] * 1024 * (1 - req.memory_margin))
         offers = tuple(dc.replace(o, capacity_mib=cap) if o.gpu.id == plan.gpu else o
                        for o in space.offers)
-        return dc.replace(space, offers=offers), f"{plan.gpu} with {larger[0]:g} GiB"
+        return space.with_offers(offers), f"{plan.gpu} with {larger[0]:g} GiB"
     if name == "host_ram":
         offers = tuple(dc.replace(o, host_ram_mib=2 * o.host_ram_mib)
                        if o.host_ram_mib is not None else o for o in space.offers)
-        return dc.replace(space, offers=offers), "hosts with twice the RAM"
+        return space.with_offers(offers), "hosts with twice the RAM"
     if name == "max_gpus" and req.num_gpus is None:
         loose = req.model_copy(update={"max_gpus": 2 * req.max_gpus})
         return dc.replace(space, request=loose), f"max-gpus {2 * req.max_gpus}"

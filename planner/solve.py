@@ -44,7 +44,7 @@ class Solved:
     strategy: int
 
 
-def _solver(time_limit: float) -> cp_model.CpSolver:
+def cp_solver(time_limit: float) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
     s.parameters.num_workers = 1
     s.parameters.random_seed = SEED
@@ -82,6 +82,25 @@ class SolveTimeout(Exception):
 
 def _min_hosts_cost(space: PlanSpace, oi: int, n: int) -> int:
     return space.offers[oi].purchase_usd(n)
+
+
+def purchase_front(space: PlanSpace, allowed: list[int]) -> list[int]:
+    """The offers of ``allowed`` that no other offer dominates for a purchase: offer B
+    dominates A when B has the same GPUs per host, at least A's usable memory and host RAM, and
+    at most A's GPU and host prices (whole dollars), so every row A can hold B holds for no
+    more money, with every rule on or off. Exact for the cost stage (its optimum value is the
+    same); of equal offers the first in catalog order stays. Measured (benchmarks/scale.py, 333
+    GPU types): 328 offers -> 41, the 70B cost stage 0.39 s -> 0.09 s."""
+    offers = [space.offers[i] for i in allowed]
+    k = np.array([(o.gpus_per_host, o.capacity_mib,
+                   o.host_ram_mib if o.host_ram_mib is not None else np.inf,
+                   -round(o.gpu_price_usd), -round(o.host_price_usd)) for o in offers])
+    no_worse = (k[:, None, 0] == k[None, :, 0]) & (k[:, None, 1:] >= k[None, :, 1:]).all(axis=2)
+    equal = (k[:, None, :] == k[None, :, :]).all(axis=2)
+    earlier = np.arange(len(k))[:, None] < np.arange(len(k))[None, :]
+    # dominated[a]: some b (row) no worse than a (column), and better somewhere or earlier
+    beats = no_worse & (~equal | earlier)
+    return [i for i, hit in zip(allowed, beats.any(axis=0), strict=True) if not hit]
 
 
 def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[int, int], int]:
@@ -228,7 +247,7 @@ def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: 
     stages = tie_break_stages(enc)
     if (objective or space.request.objective) == "time":
         stages = [("cost", enc.var["cost_usd"]), *stages]
-    return _chain(enc, _solver(time_limit), "optimal", stages)
+    return _chain(enc, cp_solver(time_limit), "optimal", stages)
 
 
 def solve_lexicographic(
@@ -248,8 +267,8 @@ def solve_lexicographic(
         return None
     if needs_timing(space.request):
         return _solve_timed(space, time_limit, allowed, rows)
-    solver = _solver(time_limit)
-    first = build(space, front, allowed)
+    solver = cp_solver(time_limit)
+    first = build(space, front, purchase_front(space, allowed))
     first.model.add_assumptions(list(first.literal.values()))
     first.model.minimize(first.var["cost_usd"])
     code = solver.solve(first.model)
@@ -259,7 +278,8 @@ def solve_lexicographic(
     if status is None:
         return None
     best_cost = int(round(solver.objective_value))
-    reach = {(oi, n) for oi in allowed for n in {r.num_gpus for r in rows}
+    counts = {r.num_gpus for r in rows}
+    reach = {(oi, n) for oi in allowed for n in counts
              if _min_hosts_cost(space, oi, n) == best_cost}
     reaching = sorted({oi for oi, _ in reach})
     gpu_counts = {n for _, n in reach}

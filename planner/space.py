@@ -16,7 +16,7 @@ the decomposition reproduces ``estimate_memory`` exactly at other dp values.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from planner.catalog import Catalog
@@ -359,6 +359,20 @@ class PlanSpace:
     def front(self) -> list[Row]:
         """pareto_rows(self.rows), computed once."""
         return pareto_rows(self.rows)
+
+    def with_offers(self, offers: tuple[Offer, ...]) -> PlanSpace:
+        """This space with other offers. The candidate rows depend on the offers only through
+        their GPUs-per-host counts and the largest usable memory: when those stay, the rows
+        already computed are kept (explanations re-solve with one offer's memory or every
+        host's RAM loosened)."""
+        new = replace(self, offers=offers)
+        same = host_sizes(new) == host_sizes(self) and \
+            max(o.capacity_mib for o in offers) == max(o.capacity_mib for o in self.offers)
+        if same:
+            for name in ("rows", "front"):
+                if name in self.__dict__:
+                    new.__dict__[name] = self.__dict__[name]
+        return new
 
     @cached_property
     def dps(self) -> tuple[int, ...]:

@@ -297,14 +297,14 @@ def test_plan_json_is_byte_identical_in_process_and_across_processes():
 
 def test_same_plan_with_one_and_four_solver_workers(monkeypatch):
     one = run_once(DET_ARGV)
-    original = solve_mod._solver
+    original = solve_mod.cp_solver
 
     def four_workers(time_limit: float):
         solver = original(time_limit)
         solver.parameters.num_workers = 4
         return solver
 
-    monkeypatch.setattr(solve_mod, "_solver", four_workers)
+    monkeypatch.setattr(solve_mod, "cp_solver", four_workers)
     four = run_cli(DET_ARGV)
     assert one[0] == 0 and one == four
 
@@ -323,14 +323,14 @@ def test_tiny_time_limit_is_a_status_not_a_crash():
 def test_stopped_search_gives_feasible_plan_not_proven_optimal(monkeypatch):
     """A solve stopped before proving optimality (here: after its first solution, which is
     deterministic, unlike a wall-clock limit) returns its plan with status feasible."""
-    original = solve_mod._solver
+    original = solve_mod.cp_solver
 
     def first_solution(time_limit: float):
         solver = original(time_limit)
         solver.parameters.stop_after_first_solution = True
         return solver
 
-    monkeypatch.setattr(solve_mod, "_solver", first_solution)
+    monkeypatch.setattr(solve_mod, "cp_solver", first_solution)
     request = PlanRequest(model="3b", max_gpus=8, method="full")
     result = plan(request)
     assert result.status == "feasible" and result.plan is not None
