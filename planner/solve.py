@@ -84,6 +84,12 @@ def _min_hosts_cost(space: PlanSpace, oi: int, n: int) -> int:
     return space.offers[oi].purchase_usd(n)
 
 
+def purchase_usd(offer, num_gpus: np.ndarray) -> np.ndarray:
+    """Offer.purchase_usd of many GPU counts at once (whole dollars)."""
+    hosts = np.ceil(num_gpus / offer.gpus_per_host)  # exact: small whole numbers
+    return round(offer.gpu_price_usd) * num_gpus + round(offer.host_price_usd) * hosts
+
+
 def purchase_front(space: PlanSpace, allowed: list[int]) -> list[int]:
     """The offers of ``allowed`` that no other offer dominates for a purchase: offer B
     dominates A when B has the same GPUs per host, at least A's usable memory and host RAM, and
@@ -123,9 +129,7 @@ def fits_mask(space: PlanSpace, oi: int, arr, *, budget: float | None):
     if o.host_ram_mib is not None:
         mask &= arr.host_need[:, j] <= o.host_ram_mib
     if budget is not None:
-        ok = {n for n in set(arr.num_gpus.tolist())
-              if _min_hosts_cost(space, oi, int(n)) <= budget}
-        mask &= np.isin(arr.num_gpus, list(ok))
+        mask &= purchase_usd(o, arr.num_gpus) <= budget
     if req.grad_accum is not None:
         mask &= arr.grad_accum == req.grad_accum
     return mask
@@ -185,8 +189,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
 
     # Every feasible (offer, row) pair scored by the lower bound of its objective, at once
     # (numpy), in the order offers x rows-by-need, then visited best-first.
-    by_need = sorted(rows, key=lambda r: r.gpu_need_mib)
-    arr = space.timing.arrays(by_need)
+    by_need, arr = space.timing.by_need(rows)
     values, bounds_us, offer_of, row_of = [], [], [], []
     for oi in allowed:
         mask = fits_mask(space, oi, arr, budget=budget if req.pricing == "buy" else None)
@@ -199,8 +202,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
         elif req.pricing == "rent":
             v = space.offers[oi].gpu_price_usd * 1000 * arr.num_gpus[idx] * b * steps / 3.6e9
         else:
-            cost = {n: _min_hosts_cost(space, oi, int(n)) for n in set(arr.num_gpus[idx])}
-            v = np.array([cost[n] for n in arr.num_gpus[idx]], dtype=float)
+            v = purchase_usd(space.offers[oi], arr.num_gpus[idx]).astype(float)
         values.append(v)
         bounds_us.append(b)
         offer_of.append(np.full(len(idx), oi))
@@ -210,7 +212,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     all_v, all_b = np.concatenate(values), np.concatenate(bounds_us)
     all_o, all_r = np.concatenate(offer_of), np.concatenate(row_of)
     best, found = None, []
-    for k in np.argsort(all_v, kind="stable"):
+    for k in _best_first(all_v):
         lower, oi, r = all_v[k], int(all_o[k]), by_need[int(all_r[k])]
         if best is not None and lower > best:
             break
@@ -225,6 +227,26 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     if best is None:
         return None
     return best, [(oi, r, t) for v, oi, r, t in found if v == best]
+
+
+def _best_first(values: np.ndarray, chunk: int = 4096):
+    """Indices of ``values`` in ascending order (stable), sorted a chunk at a time: the search
+    usually stops within the first few thousand of millions of pairs."""
+    order = np.arange(len(values))
+    rest = values
+    while len(order):
+        if len(order) > chunk:
+            part = np.argpartition(rest, chunk)
+            head, tail = part[:chunk], part[chunk:]
+            # ties at the chunk edge: take every value equal to the chunk's largest
+            edge = rest[head].max()
+            extra = tail[rest[tail] == edge]
+            head, tail = np.concatenate([head, extra]), tail[rest[tail] != edge]
+        else:
+            head, tail = np.arange(len(order)), np.array([], dtype=int)
+        head = head[np.lexsort((order[head], rest[head]))]
+        yield from order[head].tolist()
+        order, rest = order[tail], rest[tail]
 
 
 def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row],

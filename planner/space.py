@@ -648,6 +648,7 @@ class Timing:
         self._rates: dict[int, tuple[float, float, float]] = {}
         self._gen: dict[tuple[int, int], float] = {}
         self._arrays: dict[int, tuple[list[Row], RowArrays]] = {}
+        self._by_need: dict[int, tuple[list[Row], list[Row], RowArrays]] = {}
 
     def arrays(self, rows: list[Row]) -> RowArrays:
         """RowArrays of ``rows``, kept for the space's own row lists (searched repeatedly)."""
@@ -658,6 +659,16 @@ class Timing:
         if len(rows) > 1:
             self._arrays[id(rows)] = (rows, arr)
         return arr
+
+    def by_need(self, rows: list[Row]) -> tuple[list[Row], RowArrays]:
+        """``rows`` ordered by GPU need and their RowArrays, kept like ``arrays``."""
+        hit = self._by_need.get(id(rows))
+        if hit is not None and hit[0] is rows:
+            return hit[1], hit[2]
+        ordered = sorted(rows, key=lambda r: r.gpu_need_mib)
+        arr = RowArrays(self._space, ordered)
+        self._by_need[id(rows)] = (rows, ordered, arr)
+        return ordered, arr
 
     def strategy_flops(self, row: Row) -> tuple[float, float, float, int]:
         if row.strategy not in self._flops:
