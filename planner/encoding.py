@@ -61,10 +61,10 @@ class Encoding:
         return lit
 
     def row_sum(self, values: Sequence[int]) -> cp_model.LinearExpr:
-        return sum(v * z for v, z in zip(values, self.row, strict=True))
+        return cp_model.LinearExpr.weighted_sum(self.row, [int(v) for v in values])
 
     def offer_sum(self, values: Sequence[int]) -> cp_model.LinearExpr:
-        return sum(v * x for v, x in zip(values, self.offer, strict=True))
+        return cp_model.LinearExpr.weighted_sum(self.offer, [int(v) for v in values])
 
 
 def _one_hot(m: cp_model.CpModel, n: int, name: str) -> list[cp_model.IntVar]:
@@ -120,7 +120,7 @@ def _add_gpu_memory(enc: Encoding) -> None:
     need = m.new_int_var(0, BIG, "gpu_need_mib")
     m.add(need == enc.row_sum([r.gpu_need_mib for r in enc.rows]))
     capacity = m.new_int_var(0, BIG, "capacity_mib")
-    m.add(capacity == sum(o.capacity_mib * x for o, x in _chosen(enc)))
+    m.add(capacity == enc.offer_sum([enc.space.offers[i].capacity_mib for i in enc.offers]))
     m.add(need <= capacity).only_enforce_if(lit)
     enc.var.update(gpu_need_mib=need, capacity_mib=capacity)
 
