@@ -84,3 +84,60 @@ def test_equals_enumeration_on_a_subset(synthetic, kw):
         assert v["step_time_us"] == best.step_time_us
     result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
     assert check_plan(space, result) == []
+
+
+def test_purchase_front_keeps_a_dominating_offer_and_the_cost_optimum(synthetic):
+    """Every offer purchase_front drops has a kept offer with the same host size, no less
+    memory and host RAM and no higher prices; the cost stage over all offers and over the front
+    reaches the same optimum."""
+    from ortools.sat.python import cp_model
+
+    from planner.encoding import build
+    from planner.solve import cp_solver, purchase_front
+
+    cat, _ = synthetic
+    space = build_space(PlanRequest(model="8b", budget_usd=20_000, max_gpus=1024), cat)
+    every = list(range(len(space.offers)))
+    kept = purchase_front(space, every)
+    assert 0 < len(kept) < len(every)
+
+    def no_worse(b, a) -> bool:
+        ram = lambda o: float("inf") if o.host_ram_mib is None else o.host_ram_mib  # noqa: E731
+        return (b.gpus_per_host == a.gpus_per_host and b.capacity_mib >= a.capacity_mib
+                and ram(b) >= ram(a) and round(b.gpu_price_usd) <= round(a.gpu_price_usd)
+                and round(b.host_price_usd) <= round(a.host_price_usd))
+
+    for i in set(every) - set(kept):
+        assert any(no_worse(space.offers[j], space.offers[i]) for j in kept)
+    optima = []
+    for offers in (every, kept):
+        enc = build(space, space.front, offers)
+        enc.model.minimize(enc.var["cost_usd"])
+        solver = cp_solver(30)
+        assert solver.solve(enc.model) == cp_model.OPTIMAL
+        optima.append(solver.objective_value)
+    assert optima[0] == optima[1]
+
+
+def test_best_first_order_is_the_stable_sort_across_chunks():
+    import numpy as np
+
+    from planner.solve import _best_first
+
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 40, size=1000).astype(float)  # many ties, also at chunk edges
+    assert list(_best_first(values, chunk=64)) == np.argsort(values, kind="stable").tolist()
+
+
+def test_merged_stages_respect_the_exact_weight_bound():
+    from planner.solve import EXACT_WEIGHTS, merge_stages
+
+    stages = [("time", None, None), ("a", None, (0, 9)), ("b", None, (1, 2**30)),
+              ("c", None, (0, 2**30)), ("d", None, (5, 5))]
+    groups = merge_stages(stages)
+    assert [[s[0] for s in g] for g in groups] == [["time"], ["a", "b"], ["c", "d"]]
+    for g in groups[1:]:
+        size = 1
+        for _, _, (lo, hi) in g:
+            size *= hi - lo + 1
+        assert size < EXACT_WEIGHTS
