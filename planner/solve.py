@@ -251,10 +251,27 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
             v = purchase_usd(space.offers[oi], arr.num_gpus[idx]).astype(float)
         values.append(v)
         bounds_us.append(b)
-        offer_of.append(np.full(len(idx), oi))
+        offer_of.append(oi)
         row_of.append(idx)
     if not values:
         return None
+    # An incumbent from each offer's most promising pair, cheapest bounds first: pairs whose
+    # bound exceeds it cannot reach the optimum (nor tie it), so they never enter the sort.
+    heads = sorted((float(v.min()), k) for k, v in enumerate(values))
+    incumbent = None
+    for _, k in heads[:INCUMBENT_TRIES]:
+        j = int(np.argmin(values[k]))
+        oi, r = offer_of[k], by_need[int(row_of[k][j])]
+        t = space.timing.step_us(oi, r)
+        if time_ok(oi, r, t):
+            v = round(value(oi, r, t))
+            incumbent = v if incumbent is None else min(incumbent, v)
+    if incumbent is not None:
+        keep = [v <= incumbent for v in values]
+        values = [v[m] for v, m in zip(values, keep, strict=True)]
+        bounds_us = [b[m] for b, m in zip(bounds_us, keep, strict=True)]
+        row_of = [r[m] for r, m in zip(row_of, keep, strict=True)]
+    offer_of = [np.full(len(r), oi) for oi, r in zip(offer_of, row_of, strict=True)]
     all_v, all_b = np.concatenate(values), np.concatenate(bounds_us)
     all_o, all_r = np.concatenate(offer_of), np.concatenate(row_of)
     best, found = None, []
@@ -273,6 +290,9 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     if best is None:
         return None
     return best, [(oi, r, t) for v, oi, r, t in found if v == best]
+
+
+INCUMBENT_TRIES = 8  # offers whose best-bound pair timed_search evaluates before sorting
 
 
 def _best_first(values: np.ndarray, chunk: int = 4096):
