@@ -196,7 +196,8 @@ def needs_timing(req: PlanRequest) -> bool:
 
 def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
                  drop: frozenset[str] = frozenset(), objective: str | None = None,
-                 max_hours: float | None = None, budget_usd: float | None = None
+                 max_hours: float | None = None, budget_usd: float | None = None,
+                 strategies: frozenset[int] | None = None
                  ) -> tuple[int, list[tuple[int, Row, int]]] | None:
     """Exact best-first search for requests that need step times: feasible (offer, row) pairs
     in order of a lower bound on the objective, the throughput model evaluated only while the
@@ -204,7 +205,8 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     row, step us) reaching it). Objective: step us (time), whole dollars (buy), or milli-dollars
     of rental for the job. ``drop`` names limits to ignore (budget, max_hours,
     min_tokens_per_s); ``objective``, ``max_hours`` and ``budget_usd`` override the request's
-    (explanations, the Pareto sweep)."""
+    (explanations, the Pareto sweep); ``strategies`` keeps only rows of those strategy indices
+    (the alternatives per method)."""
     req = space.request
     objective = objective or req.objective
     steps = job_steps(space)
@@ -236,9 +238,12 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     # Every feasible (offer, row) pair scored by the lower bound of its objective, at once
     # (numpy), in the order offers x rows-by-need, then visited best-first.
     by_need, arr = space.timing.by_need(rows)
+    chosen = None if strategies is None else np.isin(arr.strategy, list(strategies))
     values, bounds_us, offer_of, row_of = [], [], [], []
     for oi in allowed:
         mask = fits_mask(space, oi, arr, budget=budget if req.pricing == "buy" else None)
+        if chosen is not None:
+            mask &= chosen
         idx = np.nonzero(mask)[0]
         if not len(idx):
             continue
@@ -316,10 +321,11 @@ def _best_first(values: np.ndarray, chunk: int = 4096):
 
 
 def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row],
-                 *, objective: str | None = None, max_hours: float | None = None
-                 ) -> Solved | None:
+                 *, objective: str | None = None, max_hours: float | None = None,
+                 strategies: frozenset[int] | None = None) -> Solved | None:
     """The best pairs of ``timed_search``, then the tie-break chain by CP-SAT over them."""
-    result = timed_search(space, allowed, rows, objective=objective, max_hours=max_hours)
+    result = timed_search(space, allowed, rows, objective=objective, max_hours=max_hours,
+                          strategies=strategies)
     if result is None:
         return None
     _, ties = result
@@ -347,14 +353,18 @@ def solve_lexicographic(
     space (for alternatives). None = infeasible; a stage stopped by the time limit returns the
     best plan so far with status 'feasible'."""
     rows, front = space.rows, space.front
+    allowed = sorted(offers) if offers is not None else list(range(len(space.offers)))
+    if needs_timing(space.request):
+        strategies = None if methods is None else frozenset(
+            i for i, s in enumerate(space.strategies) if s.method in methods)
+        if not rows or not allowed or strategies == frozenset():
+            return None
+        return _solve_timed(space, time_limit, allowed, rows, strategies=strategies)
     if methods is not None:
         rows = [r for r in rows if space.strategies[r.strategy].method in methods]
         front = pareto_rows(rows)
-    allowed = sorted(offers) if offers is not None else list(range(len(space.offers)))
     if not rows or not allowed:
         return None
-    if needs_timing(space.request):
-        return _solve_timed(space, time_limit, allowed, rows)
     solver = cp_solver(time_limit)
     first = build(space, front, purchase_front(space, allowed))
     first.model.add_assumptions(list(first.literal.values()))

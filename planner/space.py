@@ -756,6 +756,7 @@ class RowArrays:
         col = lambda f: np.array([f(r) for r in rows], dtype=float)  # noqa: E731
         flops = space.timing.strategy_flops
         self.num_gpus = col(lambda r: r.num_gpus)
+        self.strategy = col(lambda r: r.strategy)
         self.gpu_need = col(lambda r: r.gpu_need_mib)
         self.tp = col(lambda r: r.tp)
         self.grad_accum = col(lambda r: r.grad_accum)
