@@ -148,7 +148,7 @@ def _draw(ax: Any, points: list[dict[str, Any]]) -> None:
                    facecolors="none", edgecolors=PLAN_COLOUR, s=140, linewidths=1.8,
                    label="the plan", zorder=5)
     _log_ticks(ax)
-    ax.yaxis.set_major_formatter(lambda v, _pos: _usd(v))
+    ax.yaxis.set_major_formatter(lambda v, _pos: usd_tick(v))
     legend = ax.legend(loc="upper right", fontsize=8, frameon=False)
     ax.figure.tight_layout()
     _annotate(ax, points, legend)
@@ -191,11 +191,13 @@ def _annotate(ax: Any, points: list[dict[str, Any]], legend: Any) -> None:
                                 if abs(dy) > 15 else None))
 
 
-def _usd(v: float) -> str:
+def usd_tick(v: float, digits: str = ".3g") -> str:
+    """A dollar axis label: $1.2M, $35k, $950 (``digits``: format of the M/k mantissa; the HTML
+    report's round ticks use "g")."""
     if v >= 1e6:
-        return f"${v / 1e6:.3g}M"
+        return f"${v / 1e6:{digits}}M"
     if v >= 1e4:
-        return f"${v / 1e3:.3g}k"
+        return f"${v / 1e3:{digits}}k"
     return f"${v:,.0f}" if v >= 10 or v == 0 else f"${v:.3g}"
 
 

@@ -27,6 +27,7 @@ from planner.plot import (
     nice_ticks,
     place_labels,
     setup_key,
+    usd_tick,
     use_log,
 )
 from planner.request import TrainConfig
@@ -355,13 +356,6 @@ class _Axis:
         return nice_ticks(self.lo, self.hi, log=self.log)
 
 
-def _tick_usd(v: float) -> str:
-    if v >= 1e6:
-        return f"${v / 1e6:g}M"
-    if v >= 1e4:
-        return f"${v / 1e3:g}k"
-    return f"${v:,.0f}" if v >= 10 or v == 0 else f"${v:.3g}"
-
 
 def pareto_svg(points: list[dict[str, Any]], *, title: str = "cost vs time") -> str:
     """Cost (USD, y) against job time (hours, x): the non-dominated points joined by a step
@@ -390,7 +384,7 @@ def pareto_svg(points: list[dict[str, Any]], *, title: str = "cost vs time") -> 
         y = ys(t)
         out.append(f"<line x1=\"{left}\" y1=\"{_f(y)}\" x2=\"{width - right}\" y2=\"{_f(y)}\" "
                    f"stroke=\"#e6e6e6\"/><text x=\"{left - 6}\" y=\"{_f(y + 4)}\" "
-                   f"font-size=\"11\" text-anchor=\"end\" fill=\"#555\">{_tick_usd(t)}</text>")
+                   f"font-size=\"11\" text-anchor=\"end\" fill=\"#555\">{usd_tick(t, 'g')}</text>")
     out.append(f"<text x=\"{(left + width - right) / 2:.0f}\" y=\"{height - 14}\" "
                "font-size=\"12\" text-anchor=\"middle\" fill=\"#333\">time of the job (hours"
                + (", log scale" if xs.log else "") + ")</text>")
