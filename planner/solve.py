@@ -130,12 +130,6 @@ def _min_hosts_cost(space: PlanSpace, oi: int, n: int) -> int:
     return space.offers[oi].purchase_usd(n)
 
 
-def purchase_usd(offer, num_gpus: np.ndarray) -> np.ndarray:
-    """Offer.purchase_usd of many GPU counts at once (whole dollars)."""
-    hosts = np.ceil(num_gpus / offer.gpus_per_host)  # exact: small whole numbers
-    return round(offer.gpu_price_usd) * num_gpus + round(offer.host_price_usd) * hosts
-
-
 def purchase_front(space: PlanSpace, allowed: list[int]) -> list[int]:
     """The offers of ``allowed`` that no other offer dominates for a purchase: offer B
     dominates A when B has the same GPUs per host, at least A's usable memory and host RAM, and
@@ -175,7 +169,7 @@ def fits_mask(space: PlanSpace, oi: int, arr, *, budget: float | None):
     if o.host_ram_mib is not None:
         mask &= arr.host_need[:, j] <= o.host_ram_mib
     if budget is not None:
-        mask &= purchase_usd(o, arr.num_gpus) <= budget
+        mask &= o.purchase_usd(arr.num_gpus) <= budget
     if req.grad_accum is not None:
         mask &= arr.grad_accum == req.grad_accum
     return mask
@@ -253,7 +247,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
         elif req.pricing == "rent":
             v = space.offers[oi].gpu_price_usd * 1000 * arr.num_gpus[idx] * b * steps / 3.6e9
         else:
-            v = purchase_usd(space.offers[oi], arr.num_gpus[idx]).astype(float)
+            v = space.offers[oi].purchase_usd(arr.num_gpus[idx]).astype(float)
         values.append(v)
         bounds_us.append(b)
         offer_of.append(oi)

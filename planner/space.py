@@ -316,7 +316,8 @@ class Offer:
         return -(-num_gpus // self.gpus_per_host)
 
     def purchase_usd(self, num_gpus: int) -> int:
-        """Whole dollars of GPUs and the hosts they need (the solver's and oracle's unit)."""
+        """Whole dollars of GPUs and the hosts they need (the solver's and oracle's unit); also
+        elementwise on an integer numpy array of GPU counts (solve.timed_search)."""
         return round(self.gpu_price_usd) * num_gpus + round(self.host_price_usd) * \
             self.hosts(num_gpus)
 
@@ -755,7 +756,7 @@ class RowArrays:
         self.space, self.rows = space, rows
         col = lambda f: np.array([f(r) for r in rows], dtype=float)  # noqa: E731
         flops = space.timing.strategy_flops
-        self.num_gpus = col(lambda r: r.num_gpus)
+        self.num_gpus = np.array([r.num_gpus for r in rows], dtype=np.int64)  # Offer.purchase_usd
         self.strategy = col(lambda r: r.strategy)
         self.gpu_need = col(lambda r: r.gpu_need_mib)
         self.tp = col(lambda r: r.tp)
