@@ -52,6 +52,7 @@ class Encoding:
     row: list[cp_model.IntVar] = field(default_factory=list)  # one-hot over ``rows``
     rules: dict[str, Rule] = field(default_factory=dict)
     literal: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    max_hosts: int = 1  # the hosts variable's upper bound
 
     def rule(self, name: str, unit: str, relax: str) -> cp_model.IntVar:
         """Register a rule and return its enforcement literal."""
@@ -79,7 +80,7 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
     ``solve``."""
     offers = list(range(len(space.offers))) if offers is None else list(offers)
     enc = Encoding(space, rows, offers)
-    m, max_gpus = enc.model, space.request.max_gpus
+    m = enc.model
     enc.offer = _one_hot(m, len(offers), "offer")
     enc.row = _one_hot(m, len(rows), "row")
     v = enc.var
@@ -89,7 +90,10 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
         m.add(v[name] == enc.row_sum(values))
     v["offer_idx"] = m.new_int_var(min(offers), max(offers), "offer_idx")
     m.add(v["offer_idx"] == enc.offer_sum(offers))
-    v["hosts"] = m.new_int_var(1, max_gpus, "hosts")
+    # No plan needs more hosts than some offer needs for the most GPUs of a row.
+    most = max((r.num_gpus for r in rows), default=1)
+    enc.max_hosts = max((space.offers[i].hosts(most) for i in offers), default=1)
+    v["hosts"] = m.new_int_var(1, enc.max_hosts, "hosts")
     _add_max_gpus(enc)
     _add_gpu_memory(enc)
     _add_hosts(enc)

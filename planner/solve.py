@@ -61,17 +61,14 @@ Stage = tuple[str, cp_model.LinearExpr, tuple[int, int] | None]
 
 def tie_break_stages(enc: Encoding) -> list[Stage]:
     """(name, expression to minimize, its (lowest, highest) value over the model's rows and
-    offers, None when not known) after the objective, in order. Hosts are bounded by the most
-    any offer needs for the largest GPU count: more hosts than that never win the last stage."""
+    offers, None when not known) after the objective, in order; hosts span their variable's
+    domain (Encoding.max_hosts)."""
     v, rows = enc.var, enc.rows
 
     def span(values) -> tuple[int, int]:
         values = list(values)
         return min(values), max(values)
 
-    most = max(r.num_gpus for r in rows)
-    hosts = max(-(-most // enc.space.offers[i].gpus_per_host) for i in enc.offers)
-    enc.model.add(v["hosts"] <= hosts)
     return [
         ("time", v["step_time_us"], None),
         ("num_gpus", v["num_gpus"], span(r.num_gpus for r in rows)),
@@ -80,7 +77,7 @@ def tie_break_stages(enc: Encoding) -> list[Stage]:
         ("tp", v["tp"], span(r.tp for r in rows)),
         ("pp", v["pp"], span(r.pp for r in rows)),
         ("micro_batch", -v["micro_batch"], span(-r.micro_batch for r in rows)),
-        ("hosts", v["hosts"], (1, hosts)),
+        ("hosts", v["hosts"], (1, enc.max_hosts)),
     ]
 
 
