@@ -648,21 +648,11 @@ class Timing:
         self._flops: dict[int, tuple[float, float, float, int]] = {}
         self._rates: dict[int, tuple[float, float, float]] = {}
         self._gen: dict[tuple[int, int], float] = {}
-        self._arrays: dict[int, tuple[list[Row], RowArrays]] = {}
         self._by_need: dict[int, tuple[list[Row], list[Row], RowArrays]] = {}
 
-    def arrays(self, rows: list[Row]) -> RowArrays:
-        """RowArrays of ``rows``, kept for the space's own row lists (searched repeatedly)."""
-        hit = self._arrays.get(id(rows))
-        if hit is not None and hit[0] is rows:
-            return hit[1]
-        arr = RowArrays(self._space, rows)
-        if len(rows) > 1:
-            self._arrays[id(rows)] = (rows, arr)
-        return arr
-
     def by_need(self, rows: list[Row]) -> tuple[list[Row], RowArrays]:
-        """``rows`` ordered by GPU need and their RowArrays, kept like ``arrays``."""
+        """``rows`` ordered by GPU need and their RowArrays, kept per row list (the space's own
+        rows are searched repeatedly: plan, binding steps, alternatives, Pareto points)."""
         hit = self._by_need.get(id(rows))
         if hit is not None and hit[0] is rows:
             return hit[1], hit[2]
