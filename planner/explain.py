@@ -85,7 +85,7 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
     solved) or its slack is under SLACK_BINDING. Purchases by cost: each rule dropped in turn
     (cheaper?). Timed requests (time objective, rental, deadline): the budget or the deadline
     loosened one step (RELAX_STEP) improves the objective?"""
-    from planner.solve import needs_timing
+    from planner.search import needs_timing
 
     enc = None if needs_timing(space.request) else cost_stage(space)
     if enc is None:
@@ -170,7 +170,7 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
 def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     """Timed requests: what the plan becomes with the budget or the deadline 10 % looser, if it
     improves the objective (found by solving; None when it does not)."""
-    from planner.solve import job_steps, timed_search
+    from planner.search import job_steps, timed_search
 
     req = space.request
     if name == "budget" and req.budget_usd is not None:
@@ -326,7 +326,7 @@ def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Co
     """Conflicts of requests whose limits need step times (rental budget, --max-hours,
     --min-tokens-per-s): each such limit that, given up alone, makes the request feasible is in
     conflict; its fix is the best value reachable without it (found by solving)."""
-    from planner.solve import job_steps, timed_search
+    from planner.search import job_steps, timed_search
 
     req = space.request
     rows = space.rows

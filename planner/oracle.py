@@ -13,7 +13,7 @@ from planner.space import PlanSpace, Row, step_time_us
 
 
 def job_steps(space: PlanSpace) -> float:
-    from planner.solve import job_steps as steps
+    from planner.search import job_steps as steps
 
     return steps(space)
 

@@ -16,12 +16,13 @@ from ortools.sat.python import cp_model
 
 from planner.api import workload_throughput
 from planner.catalog import Catalog, load_catalog
-from planner.cost import Job, define_job, job_cost
+from planner.cost import job_cost
 from planner.encoding import Encoding, add_step_time, build
 from planner.errors import PlannerError
 from planner.memory import GIB, estimate_memory
 from planner.request import PlanRequest, TrainConfig, validate_config
 from planner.result import Plan, PlanResult
+from planner.search import needs_timing, request_job, timed_search
 from planner.space import (
     PlanSpace,
     Row,
@@ -157,160 +158,6 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     return out
 
 
-def fits_mask(space: PlanSpace, oi: int, arr, *, budget: float | None):
-    """Which rows of a RowArrays fit one offer (a numpy boolean mask): GPU memory, tp in a
-    host, host RAM, purchase ``budget`` (GPUs + hosts; None = no limit), the accumulation pin."""
-    o, req = space.offers[oi], space.request
-    j = space.host_sizes.index(o.gpus_per_host)
-    mask = (arr.gpu_need <= o.capacity_mib) & (arr.tp <= o.gpus_per_host)
-    if o.host_ram_mib is not None:
-        mask &= arr.host_need[:, j] <= o.host_ram_mib
-    if budget is not None:
-        mask &= o.purchase_usd(arr.num_gpus) <= budget
-    if req.grad_accum is not None:
-        mask &= arr.grad_accum == req.grad_accum
-    return mask
-
-
-def job_steps(space: PlanSpace) -> float:
-    """Optimizer steps of the job: its tokens over global batch x sequence length."""
-    req = space.request
-    return request_job(req).tokens / (req.sequences_per_step * req.seq_len)
-
-
-def needs_timing(req: PlanRequest) -> bool:
-    """Requests whose objective or limits depend on step time: time objective, rental (cost is
-    GPU-hours), deadline, minimum throughput."""
-    return (req.objective == "time" or req.pricing == "rent" or req.max_hours is not None
-            or req.min_tokens_per_s is not None)
-
-
-def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
-                 drop: frozenset[str] = frozenset(), objective: str | None = None,
-                 max_hours: float | None = None, budget_usd: float | None = None,
-                 strategies: frozenset[int] | None = None
-                 ) -> tuple[int, list[tuple[int, Row, int]]] | None:
-    """Exact best-first search for requests that need step times: feasible (offer, row) pairs
-    in order of a lower bound on the objective, the throughput model evaluated only while the
-    bound can still reach the best value found. Returns (best objective value, every (offer,
-    row, step us) reaching it). Objective: step us (time), whole dollars (buy), or milli-dollars
-    of rental for the job. ``drop`` names limits to ignore (budget, max_hours,
-    min_tokens_per_s); ``objective``, ``max_hours`` and ``budget_usd`` override the request's
-    (explanations, the Pareto sweep); ``strategies`` keeps only rows of those strategy indices
-    (the alternatives per method)."""
-    req = space.request
-    objective = objective or req.objective
-    steps = job_steps(space)
-    tokens_step = req.sequences_per_step * req.seq_len
-    budget = None if "budget" in drop else (budget_usd or req.budget_usd)
-    deadline = None if "max_hours" in drop else req.max_hours
-    if max_hours is not None:
-        deadline = max_hours if deadline is None else min(deadline, max_hours)
-    min_rate = None if "min_tokens_per_s" in drop else req.min_tokens_per_s
-
-    def rent(oi: int, row: Row, t_us: float) -> float:
-        return space.offers[oi].gpu_price_usd * 1000 * row.num_gpus * t_us * steps / 3.6e9
-
-    def value(oi: int, row: Row, t_us: float) -> float:
-        if objective == "time":
-            return t_us
-        if req.pricing == "rent":
-            return rent(oi, row, t_us)
-        return _min_hosts_cost(space, oi, row.num_gpus)
-
-    def time_ok(oi: int, row: Row, t_us: int) -> bool:
-        if deadline is not None and t_us * steps / 3.6e9 > deadline:
-            return False
-        if min_rate is not None and tokens_step / (t_us / 1e6) < min_rate:
-            return False
-        return not (req.pricing == "rent" and budget is not None
-                    and rent(oi, row, t_us) > budget * 1000)
-
-    # Every feasible (offer, row) pair scored by the lower bound of its objective, at once
-    # (numpy), in the order offers x rows-by-need, then visited best-first.
-    by_need, arr = space.timing.by_need(rows)
-    chosen = None if strategies is None else np.isin(arr.strategy, list(strategies))
-    values, bounds_us, offer_of, row_of = [], [], [], []
-    for oi in allowed:
-        mask = fits_mask(space, oi, arr, budget=budget if req.pricing == "buy" else None)
-        if chosen is not None:
-            mask &= chosen
-        idx = np.nonzero(mask)[0]
-        if not len(idx):
-            continue
-        b = arr.bounds(oi)[idx]
-        if objective == "time":
-            v = b
-        elif req.pricing == "rent":
-            v = space.offers[oi].gpu_price_usd * 1000 * arr.num_gpus[idx] * b * steps / 3.6e9
-        else:
-            v = space.offers[oi].purchase_usd(arr.num_gpus[idx]).astype(float)
-        values.append(v)
-        bounds_us.append(b)
-        offer_of.append(oi)
-        row_of.append(idx)
-    if not values:
-        return None
-    # An incumbent from each offer's most promising pair, cheapest bounds first: pairs whose
-    # bound exceeds it cannot reach the optimum (nor tie it), so they never enter the sort.
-    heads = sorted((float(v.min()), k) for k, v in enumerate(values))
-    incumbent = None
-    for _, k in heads[:INCUMBENT_TRIES]:
-        j = int(np.argmin(values[k]))
-        oi, r = offer_of[k], by_need[int(row_of[k][j])]
-        t = space.timing.step_us(oi, r)
-        if time_ok(oi, r, t):
-            v = round(value(oi, r, t))
-            incumbent = v if incumbent is None else min(incumbent, v)
-    if incumbent is not None:
-        keep = [v <= incumbent for v in values]
-        values = [v[m] for v, m in zip(values, keep, strict=True)]
-        bounds_us = [b[m] for b, m in zip(bounds_us, keep, strict=True)]
-        row_of = [r[m] for r, m in zip(row_of, keep, strict=True)]
-    offer_of = [np.full(len(r), oi) for oi, r in zip(offer_of, row_of, strict=True)]
-    all_v, all_b = np.concatenate(values), np.concatenate(bounds_us)
-    all_o, all_r = np.concatenate(offer_of), np.concatenate(row_of)
-    best, found = None, []
-    for k in _best_first(all_v):
-        lower, oi, r = all_v[k], int(all_o[k]), by_need[int(all_r[k])]
-        if best is not None and lower > best:
-            break
-        if not time_ok(oi, r, all_b[k]):  # the bound already breaks a time limit
-            continue
-        t = space.timing.step_us(oi, r)
-        if not time_ok(oi, r, t):
-            continue
-        v = round(value(oi, r, t))
-        found.append((v, oi, r, t))
-        best = v if best is None else min(best, v)
-    if best is None:
-        return None
-    return best, [(oi, r, t) for v, oi, r, t in found if v == best]
-
-
-INCUMBENT_TRIES = 8  # offers whose best-bound pair timed_search evaluates before sorting
-
-
-def _best_first(values: np.ndarray, chunk: int = 4096):
-    """Indices of ``values`` in ascending order (stable), sorted a chunk at a time: the search
-    usually stops within the first few thousand of millions of pairs."""
-    order = np.arange(len(values))
-    rest = values
-    while len(order):
-        if len(order) > chunk:
-            part = np.argpartition(rest, chunk)
-            head, tail = part[:chunk], part[chunk:]
-            # ties at the chunk edge: take every value equal to the chunk's largest
-            edge = rest[head].max()
-            extra = tail[rest[tail] == edge]
-            head, tail = np.concatenate([head, extra]), tail[rest[tail] != edge]
-        else:
-            head, tail = np.arange(len(order)), np.array([], dtype=int)
-        head = head[np.lexsort((order[head], rest[head]))]
-        yield from order[head].tolist()
-        order, rest = order[tail], rest[tail]
-
-
 def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row],
                  *, objective: str | None = None, max_hours: float | None = None,
                  strategies: frozenset[int] | None = None) -> Solved | None:
@@ -409,13 +256,6 @@ def config_of(space: PlanSpace, solved: Solved) -> TrainConfig:
     v = solved.values
     return layout_config(space, solved.strategy, num_gpus=v["num_gpus"], tp=v["tp"], pp=v["pp"],
                          micro_batch=v["micro_batch"], grad_accum=v["grad_accum"])
-
-
-def request_job(req: PlanRequest) -> Job:
-    """The job in tokens; --steps counts optimizer steps (RL: iterations) of
-    sequences_per_step sequences."""
-    return define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
-                      steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
 
 
 def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) -> Plan:

@@ -119,14 +119,54 @@ def test_purchase_front_keeps_a_dominating_offer_and_the_cost_optimum(synthetic)
     assert optima[0] == optima[1]
 
 
-def test_best_first_order_is_the_stable_sort_across_chunks():
+@pytest.mark.parametrize("kind", [
+    dict(objective="time", budget_usd=300_000),
+    dict(pricing="rent", budget_usd=5_000),
+    dict(objective="time", pricing="rent"),
+    dict(budget_usd=80_000, max_hours=40),
+])
+def test_offer_bounds_and_search_match_every_pair(synthetic, kind):
+    """offer_lower_bounds is below every pair the search scores, and timed_search returns the
+    best value of all (offer, row) pairs with every pair that ties it (brute force: the
+    throughput model on every feasible pair of 12 offers)."""
     import numpy as np
 
-    from planner.solve import _best_first
+    from planner.search import (
+        ROUNDING,
+        fits_mask,
+        job_steps,
+        offer_lower_bounds,
+        timed_search,
+    )
 
-    rng = np.random.default_rng(3)
-    values = rng.integers(0, 40, size=1000).astype(float)  # many ties, also at chunk edges
-    assert list(_best_first(values, chunk=64)) == np.argsort(values, kind="stable").tolist()
+    cat, _ = synthetic
+    req = PlanRequest(model="8b", max_gpus=16, method="lora", time_limit_s=30, **kind)
+    space = build_space(req, cat)
+    allowed = list(range(0, len(space.offers), max(1, len(space.offers) // 12)))
+    by_need, arr = space.timing.by_need(space.rows)
+    objective, steps = req.objective, job_steps(space)
+    buy = req.budget_usd if req.pricing == "buy" else None
+    low = offer_lower_bounds(space, arr, allowed, np.ones(len(by_need), dtype=bool),
+                             objective=objective, steps=steps, budget=buy)
+    pairs = {}
+    for k, oi in enumerate(allowed):
+        o = space.offers[oi]
+        for j in np.nonzero(fits_mask(space, oi, arr, budget=buy))[0].tolist():
+            row, t = by_need[j], space.timing.step_us(oi, by_need[j])
+            hours = t * steps / 3.6e9
+            rent = o.gpu_price_usd * 1000 * row.num_gpus * t * steps / 3.6e9
+            value = (t if objective == "time" else
+                     rent if req.pricing == "rent" else o.purchase_usd(row.num_gpus))
+            assert low[k] <= value + ROUNDING
+            if req.max_hours is not None and hours > req.max_hours:
+                continue
+            if req.pricing == "rent" and req.budget_usd and rent > req.budget_usd * 1000:
+                continue
+            pairs[(oi, row)] = round(value)
+    best = min(pairs.values())
+    found = timed_search(space, allowed, space.rows)
+    assert found is not None and found[0] == best
+    assert {(oi, r) for oi, r, _ in found[1]} == {p for p, v in pairs.items() if v == best}
 
 
 def test_merged_stages_respect_the_exact_weight_bound():

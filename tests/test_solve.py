@@ -117,7 +117,8 @@ def test_solver_matches_enumeration_on_random_spaces(model, gpus, method, object
 def test_pareto_matches_an_enumerated_sweep():
     import dataclasses
 
-    from planner.solve import PARETO_STEP, job_steps, pareto
+    from planner.search import job_steps
+    from planner.solve import PARETO_STEP, pareto
 
     req = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8,
                       global_batch_size=8, method="lora", offload="none", budget_usd=12000)
