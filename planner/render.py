@@ -402,21 +402,27 @@ def plan_text(doc: dict[str, Any]) -> str:
 
 
 def pareto_doc(points: list[Any]) -> dict[str, Any]:
-    return {"points": [_alternative(p) | {"job": p.cost.job.definition,
-                                          "basis": p.cost.basis} for p in points]}
+    return {"points": [_alternative(p) | {
+        "job": p.cost.job.definition, "basis": p.cost.basis,
+        "status": "optimal" if p.proven_optimal else "feasible"} for p in points]}
 
 
 def pareto_text(doc: dict[str, Any]) -> str:
     if not doc["points"]:
         return "no plan satisfies the request (run planner plan for the conflicts)"
-    rows = [[f"{a['num_gpus']} x {a['gpu']}", a["platform"] or "rented",
+    rows = [[f"{a['num_gpus']} x {a['gpu']}" + ("" if a["status"] == "optimal" else " *"),
+             a["platform"] or "rented",
              a["method"], f"zero{a['zero_stage']}/{a['offload']}", f"tp{a['tp']} pp{a['pp']}",
              f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}", f"{a['time_hours']:,.2f}",
              f"${a['cost_usd']:,.0f}"] for a in doc["points"]]
     head = f"cost-vs-time Pareto-optimal plans ({doc['points'][0]['job']}, " \
            f"{doc['points'][0]['basis']}):"
-    return head + "\n" + _table(rows, ["GPUs", "host", "method", "sharding/offload", "layout",
-                                       "GiB/GPU", "tokens/s", "hours", "cost"])
+    table = _table(rows, ["GPUs", "host", "method", "sharding/offload", "layout", "GiB/GPU",
+                          "tokens/s", "hours", "cost"])
+    if any(a["status"] != "optimal" for a in doc["points"]):
+        table += ("\n* feasible, not proven optimal: the solver time limit (--time-limit) "
+                  "stopped the tie-break among plans of this cost and time")
+    return head + "\n" + table
 
 
 def throughput_doc(tput: Any) -> dict[str, Any]:

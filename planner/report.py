@@ -219,9 +219,16 @@ def pareto_sections(pareto_doc: dict[str, Any] | None,
            "(alternatives) faint when another point is no dearer and no slower</p>",
            pareto_svg(points, title=chart_title(pareto_doc))]
     if pareto_doc is not None:
-        rows = [("", _setup_cells(a)) for a in pareto_doc.get("points", [])]
+        pts = pareto_doc.get("points", [])
+        rows = [("", _setup_cells(a)) for a in pts]
         out += ["<h2>Pareto-optimal plans</h2>",
                 _table("pareto-points", SETUP_HEADER, rows, "no plan satisfies the request")]
+        unproven = [f"{a['num_gpus']} x {a['gpu']}" for a in pts
+                    if a.get("status", "optimal") != "optimal"]
+        if unproven:
+            out.append("<p class=\"caption\">feasible, not proven optimal (the solver time "
+                       "limit stopped the tie-break): " + _e(", ".join(unproven))
+                       + "</p>")
     return out
 
 

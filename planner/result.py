@@ -26,6 +26,9 @@ class Plan:
     memory: MemoryEstimate
     throughput: ThroughputEstimate
     cost: CostEstimate  # the job's cost; for purchases the hardware (+ power if asked)
+    # False when a solver time limit stopped the tie-break chain: the objective value is the
+    # optimum, the layout among the plans reaching it may not be the preferred one
+    proven_optimal: bool = True
 
     @property
     def cost_usd(self) -> float:

@@ -9,7 +9,7 @@ catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer host
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -384,7 +384,9 @@ def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: 
     """Cost-vs-time Pareto-optimal plans by an epsilon-constraint sweep: the cheapest plan, then
     repeatedly the cheapest plan at least PARETO_STEP faster than the last one (each re-checked),
     until none is within the request's limits or ``max_points`` are found. Every point is
-    non-dominated: no plan is both cheaper and faster by the step."""
+    non-dominated: no plan is both cheaper and faster by the step. A point whose tie-break
+    chain the time limit stopped has ``proven_optimal`` False (its cost is still the optimum:
+    the timed search is exact)."""
     space = build_space(request, catalog or load_catalog())
     allowed = list(range(len(space.offers)))
     points: list[Plan] = []
@@ -395,6 +397,8 @@ def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: 
         if solved is None:
             break
         found = _checked(space, solved)
+        if solved.status != "optimal":
+            found = replace(found, proven_optimal=False)
         points.append(found)
         deadline = found.time_hours * (1 - PARETO_STEP)
     return points

@@ -272,6 +272,30 @@ def test_pareto_json(capsys):
     assert costs == sorted(costs) and hours == sorted(hours, reverse=True)
 
 
+def test_pareto_marks_points_whose_tie_break_the_time_limit_stopped(monkeypatch, capsys):
+    """A Pareto point whose tie-break chain ended at the time limit is reported as feasible,
+    not proven optimal (json status, a starred row and a footnote in the table)."""
+    import dataclasses
+
+    import planner.solve as solve
+
+    real = solve._solve_timed
+    monkeypatch.setattr(solve, "_solve_timed", lambda *a, **k: dataclasses.replace(
+        real(*a, **k), status="feasible"))
+    argv = ["pareto", "--model", "qwen2.5-1.5b", "--gpus", "rtx-4090", "--max-gpus", "4",
+            "--max-points", "2"]
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0 and {p["status"] for p in json.loads(out)["points"]} == {"feasible"}
+    from planner.report import report_html
+
+    assert "not proven optimal" in report_html(None, json.loads(out))
+    code, out, _ = run(capsys, *argv)
+    assert " *" in out and "not proven optimal" in out
+    monkeypatch.setattr(solve, "_solve_timed", real)
+    code, out, _ = run(capsys, *argv, "--json")
+    assert {p["status"] for p in json.loads(out)["points"]} == {"optimal"}
+
+
 def test_a_plan_failing_the_recheck_is_one_line_exit_3(monkeypatch, capsys):
     import planner.solve as solve
 
