@@ -50,6 +50,11 @@ RECOMPUTE_WORKING_SET_LAYERS = 1.25
 # elements in 16 bit. Qwen's ds_config_zero2.json and DeepSpeed's documented examples use 2e8.
 # Set by qwen-1.8b-full-2048, qwen-7b-full-2gpu-256.
 ZERO_BUCKET_ELEMENTS = 2e8
+# DeepSpeed ZeRO-3 steps the optimizer one sub-group of the fp32 partition at a time; each
+# sub-group holds sub_group_size elements (DeepSpeed's default 1e9, also in Qwen's and Hugging
+# Face's ds_config_zero3.json examples), or the whole partition when it is smaller. A framework
+# default, not fitted to cases.
+ZERO3_SUB_GROUP_ELEMENTS = 1e9
 # ZeRO-3/FSDP keep the unit being computed plus one prefetched unit gathered.
 GATHERED_UNITS = 2
 

@@ -5,12 +5,14 @@ integer coefficients. The memory model has a fixed shape in the data-parallel de
 phase (forward/backward, optimizer step) the reserved bytes are
 
     states(dp) = a + b / dp + c * [dp > 1]     model states, buffers, gathered parameters
+    + min(e / dp, k)                             DeepSpeed ZeRO-3 step temporaries (one sub-group)
     + activations                                activations and loss buffers (no dp)
     + overhead(num_gpus)                         CUDA context, NCCL
 
-with a, b, c depending on the other choices only. ``states_coefficients`` reads a, b and c off
-``memory.phase_terms`` at dp = 1, 2 and 4; no physics is re-derived here, and a test checks that
-the decomposition reproduces ``estimate_memory`` exactly at other dp values.
+with a, b, c, e, k depending on the other choices only. ``states_coefficients`` reads a, b and c
+off ``memory.phase_terms`` at dp = 1, 2 and 4 (e and k off the step term at dp = 1 and a very
+large dp); no physics is re-derived here, and a test checks that the decomposition reproduces
+``estimate_memory`` exactly at other dp values.
 """
 
 from __future__ import annotations
@@ -44,14 +46,17 @@ PHASES = (FWD_PHASE, STEP_PHASE)
 
 @dataclass(frozen=True)
 class StatesCoefficients:
-    """Reserved bytes of the dp-dependent terms of one phase: a + b/dp + c*[dp > 1]."""
+    """Reserved bytes of the dp-dependent terms of one phase:
+    a + b/dp + c*[dp > 1] + min(e/dp, k)."""
 
     a: float
     b: float
     c: float
+    e: float = 0.0
+    k: float = 0.0
 
     def at(self, dp: int) -> float:
-        return self.a + self.b / dp + (self.c if dp > 1 else 0.0)
+        return self.a + self.b / dp + (self.c if dp > 1 else 0.0) + min(self.e / dp, self.k)
 
 
 def _with_dp(cfg: TrainConfig, dp: int) -> TrainConfig:
@@ -101,18 +106,34 @@ NO_ROLES = RoleModels()
 def states_coefficients(
     model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
 ) -> dict[str, StatesCoefficients]:
-    """a, b, c of every phase for the choices in ``cfg`` (its num_gpus is ignored)."""
+    """a, b, c (and e, k) of every phase for the choices in ``cfg`` (its num_gpus is ignored).
+
+    ZeRO-3's step temporaries are min(e/dp, k) (memory.zero3_step_cap): k is their value at
+    dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp."""
+    from planner.memory import zero3_step_cap
+
     m1, m2, m4 = (
         _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (1, 2, 4)
     )
+    capped = zero3_step_cap(cfg) is not None
+    free = _phases(model, _with_dp(cfg, CAP_FREE_DP), precision, roles) if capped else None
+    w = reserved_weight(STEP_TERM)
     out = {}
     for phase in m1:
-        s1 = _reserved_part(m1[phase], activations=False)
-        s2 = _reserved_part(m2[phase], activations=False)
-        s4 = _reserved_part(m4[phase], activations=False)
+        s1, s2, s4 = (_reserved_part(m[phase], activations=False) for m in (m1, m2, m4))
+        e = k = 0.0
+        if free is not None and STEP_TERM in m1[phase]:
+            k = w * m1[phase][STEP_TERM]
+            e = w * free[phase][STEP_TERM] * CAP_FREE_DP
+            s1, s2, s4 = (s - w * m[phase][STEP_TERM]
+                          for s, m in ((s1, m1), (s2, m2), (s4, m4)))
         b = 4 * (s2 - s4)
-        out[phase] = StatesCoefficients(a=s1 - b, b=b, c=s2 - s1 + b / 2)
+        out[phase] = StatesCoefficients(a=s1 - b, b=b, c=s2 - s1 + b / 2, e=e, k=k)
     return out
+
+
+STEP_TERM = "optimizer_step"
+CAP_FREE_DP = 2**20  # a data-parallel degree at which no ZeRO-3 sub-group cap binds
 
 
 def host_coefficients(model: ModelSpec, cfg: TrainConfig, roles: RoleModels = NO_ROLES,
@@ -216,11 +237,12 @@ def _ceil_mib(x: float) -> int:
 class MemoryTables:
     """Integer MiB coefficients per phase, keyed by choice indices.
 
-    states[phase][(s, tp, pp, accumulates)] = (a, b, c): a + ceil(b/dp) + c*[dp > 1]
+    states[phase][(s, tp, pp, accumulates)] = (a, b, c, e, k):
+        a + ceil(b/dp) + c*[dp > 1] + min(ceil(e/dp), k)
     acts[phase][(s, tp, pp, in_flight)] = MiB per sequence of the micro-batch
     """
 
-    states: dict[str, dict[tuple[int, int, int, bool], tuple[int, int, int]]]
+    states: dict[str, dict[tuple[int, int, int, bool], tuple[int, int, int, int, int]]]
     acts: dict[str, dict[tuple[int, int, int, int], int]]
     host: dict[tuple[int, int, int], tuple[int, int]]  # (s, tp, pp) -> per-rank host RAM (a, b)
     floor_mib: int  # allocator cache floor
@@ -273,7 +295,8 @@ def memory_tables(
                         coeffs = states_coefficients(model, cfg, precision, roles)
                         shared[key] = (
                             host_coefficients(model, cfg, roles, precision) if not acc else None,
-                            {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c))
+                            {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c),
+                                     _ceil_mib(co.e), _ceil_mib(co.k))
                              for phase, co in coeffs.items()},
                         )
                     host_co, per_phase = shared[key]
@@ -428,9 +451,9 @@ class PlanSpace:
         fixed = mem.floor_mib + mem.overhead_mib + (mem.multi_gpu_mib if n > 1 else 0)
         worst = 0
         for phase, table in mem.states.items():
-            a, b, c = table[(si, tp, pp, ga > 1)]
+            a, b, c, e, k = table[(si, tp, pp, ga > 1)]
             act = mem.acts[phase][(si, tp, pp, min(pp, ga))]
-            need = a + -(-b // dp) + (c if dp > 1 else 0) + mb * act
+            need = a + -(-b // dp) + (c if dp > 1 else 0) + min(-(-e // dp), k) + mb * act
             if phase == ROLLOUT_PHASE:
                 need = self._with_engine(si, dp, need, fixed)
             worst = max(worst, need)

@@ -65,3 +65,24 @@ def test_decomposition_is_exact(c, dp):
     device = max(coeffs[p].at(dp) + acts[p] for p in PHASES) + FLOOR
     device += device_overhead_bytes(cfg.num_gpus)
     assert device / GIB == pytest.approx(estimate_memory(model, GPU, cfg).device / GIB, rel=1e-9)
+
+
+@pytest.mark.parametrize("dp", [1, 2, 3, 8, 9, 16, 128])
+@pytest.mark.parametrize("tp", [1, 8])
+def test_zero3_sub_group_cap_is_exact(dp, tp):
+    """DeepSpeed ZeRO-3 converts one sub-group (<= 1e9 elements) of the gradient partition to
+    fp32 at a time: 6 B x min(partition, 1e9). The decomposition's min(e/dp, k) reproduces it
+    on both sides of the cap (70B: capped below dp = 70 / tp)."""
+    from planner.calibration import ZERO3_SUB_GROUP_ELEMENTS
+    from planner.memory import STEP_PHASE, optimizer_step_bytes, trainable_on_gpu
+
+    model = CAT.model("llama-3.1-70b").spec
+    c = {"method": "full", "optimizer": "adamw", "shard": "zero3", "offload": "none",
+         "checkpointing": "full", "micro_batch_size": 1, "grad_accum": 1, "tp": tp, "pp": 1}
+    cfg = _config(c, dp)
+    partition = trainable_on_gpu(model, cfg) / dp
+    assert optimizer_step_bytes(model, cfg) == 6 * min(partition, ZERO3_SUB_GROUP_ELEMENTS)
+    coeffs = states_coefficients(model, cfg, "bf16")
+    acts = activation_reserved_bytes(model, cfg, "bf16")
+    direct = reserved_bytes(phase_terms(model, cfg, "bf16")[STEP_PHASE]) - FLOOR
+    assert coeffs[STEP_PHASE].at(dp) + acts[STEP_PHASE] == pytest.approx(direct, rel=1e-9)
