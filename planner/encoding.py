@@ -184,17 +184,10 @@ def _add_offer_bounds(enc: Encoding) -> None:
     offer's cost bound at once. Measured (benchmarks/scale.py catalog, 70B cost stage over 41
     offers x 249 rows): 0.085 s -> 0.034 s, same optimum."""
     m, v = enc.model, enc.var
-    need = np.array([r.gpu_need_mib for r in enc.rows])
-    tp = np.array([r.tp for r in enc.rows])
     gpus = np.array([r.num_gpus for r in enc.rows])
-    host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
-    sizes = host_sizes(enc.space)
-    names = [k for k in ("gpu_memory", "gpus_per_host", "host_ram") if k in enc.literal]
+    names = [k for k in FIT_RULES if k in enc.literal]
     subsets = [c for k in range(1, len(names) + 1) for c in combinations(names, k)]
-    for o, x in _chosen(enc):
-        checks = {"gpu_memory": need <= o.capacity_mib, "gpus_per_host": tp <= o.gpus_per_host}
-        if "host_ram" in names:
-            checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib
+    for o, x, checks in _fit_checks(enc):
         price, host_price = _prices(enc, o)
         for subset in subsets:
             fits = np.logical_and.reduce([checks[k] for k in subset])
@@ -205,6 +198,55 @@ def _add_offer_bounds(enc: Encoding) -> None:
             n = int(gpus[fits].min())
             m.add(v["num_gpus"] >= n).only_enforce_if(on)
             m.add(v["cost_usd"] >= price * n + host_price * o.hosts(n)).only_enforce_if(on)
+
+
+FIT_RULES = ("gpu_memory", "gpus_per_host", "host_ram")  # rules of one (offer, row) pair
+
+
+def _fit_checks(enc: Encoding):
+    """Per offer of the model: (offer, its literal, {rule: numpy mask of the rows that satisfy
+    it}) for the FIT_RULES the model has."""
+    need = np.array([r.gpu_need_mib for r in enc.rows])
+    tp = np.array([r.tp for r in enc.rows])
+    host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
+    sizes = host_sizes(enc.space)
+    for o, x in _chosen(enc):
+        checks = {"gpu_memory": need <= o.capacity_mib, "gpus_per_host": tp <= o.gpus_per_host}
+        if "host_ram" in enc.literal:
+            checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib
+        yield o, x, checks
+
+
+def hint_cheapest(enc: Encoding, dropped: frozenset[str] = frozenset()) -> None:
+    """Hint a cost-minimizing solve with the cheapest (offer, row) pair under the FIT_RULES not
+    ``dropped`` (numpy, below a millisecond). CP-SAT's hint search takes it as its first
+    solution, so the search is left with proving the bound. The budget and pins are not
+    checked: a hint that breaks one only starts the search elsewhere; the optimum found does
+    not depend on the hint. Replaces earlier hints of the model. Measured with probing off
+    (solve.cp_solver): the 70B cost stage 36 ms -> 4 ms, same optimum."""
+    m = enc.model
+    m.clear_hints()
+    gpus = np.array([r.num_gpus for r in enc.rows])
+    best = None
+    for k, (o, _x, checks) in enumerate(_fit_checks(enc)):
+        fits = np.logical_and.reduce([checks[n] for n in checks if n not in dropped]
+                                     + [np.ones(len(gpus), dtype=bool)])
+        idx = np.flatnonzero(fits)
+        if not len(idx):
+            continue
+        price, host_price = _prices(enc, o)
+        cost = price * gpus[idx] + host_price * o.hosts(gpus[idx])
+        j = int(np.argmin(cost))
+        if best is None or cost[j] < best[0]:
+            best = (int(cost[j]), k, int(idx[j]))
+    if best is None:
+        return
+    _, k, j = best
+    for i, x in enumerate(enc.offer):
+        m.add_hint(x, i == k)
+    for i, x in enumerate(enc.row):
+        m.add_hint(x, i == j)
+    m.add_hint(enc.var["hosts"], enc.space.offers[enc.offers[k]].hosts(enc.rows[j].num_gpus))
 
 
 def add_step_time(enc: Encoding, times: dict[tuple[int, int], int]) -> None:

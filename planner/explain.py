@@ -15,7 +15,7 @@ import dataclasses as dc
 from ortools.sat.python import cp_model
 
 from planner.catalog import Catalog
-from planner.encoding import Encoding, build
+from planner.encoding import Encoding, build, hint_cheapest
 from planner.errors import PlannerError
 from planner.memory import GIB
 from planner.request import PlanRequest
@@ -50,6 +50,10 @@ def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, i
         m.clear_objective()
     else:
         m.minimize(objective)
+    if objective is enc.var["cost_usd"]:
+        hint_cheapest(enc, frozenset(dropped))
+    else:
+        m.clear_hints()
     s = _solver()
     code = s.solve(m)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -203,8 +207,10 @@ def _fix(space: PlanSpace, enc: Encoding, name: str) -> str:
     """The smallest change that satisfies the request when ``name`` alone is given up."""
     dropped = {name}
     v = enc.var
+    # a pin left open: the value of the cheapest plan (any feasible one would be arbitrary)
     target = {"budget": v["cost_usd"], "max_gpus": v["num_gpus"],
-              "gpu_memory": v["gpu_need_mib"]}.get(name)
+              "gpu_memory": v["gpu_need_mib"]}.get(
+        name, v["cost_usd"] if name.startswith("pin:") else None)
     ok, best, values = _solve_without(enc, dropped, target)
     if not ok:
         return enc.rules[name].relax

@@ -140,3 +140,36 @@ def test_pareto_matches_an_enumerated_sweep():
                                                                  in s.config_fields()})))
            for p in points]
     assert len(expected) >= 3 and got == expected
+
+
+@pytest.mark.parametrize("kw", [dict(model="7b", budget_usd=3000), dict(model="70b"),
+                                dict(model="8b", method="full"), dict(model="7b", budget_usd=100)])
+def test_cost_stage_hint_is_the_cheapest_fitting_pair_and_changes_no_optimum(kw):
+    """encoding.hint_cheapest: the hinted pair fits, no fitting pair is cheaper, and the cost
+    stage reaches the same status and optimum with and without it."""
+    from ortools.sat.python import cp_model
+
+    from planner.encoding import build, hint_cheapest
+    from planner.solve import _fits, cp_solver, purchase_front
+
+    space = build_space(PlanRequest(**kw), CAT)
+    results = []
+    for hinted in (False, True):
+        enc = build(space, space.front, purchase_front(space, list(range(len(space.offers)))))
+        enc.model.add_assumptions(list(enc.literal.values()))
+        enc.model.minimize(enc.var["cost_usd"])
+        if hinted:
+            hint_cheapest(enc)
+            hints = enc.model.proto.solution_hint
+            on = {v for v, x in zip(hints.vars, hints.values, strict=True) if x == 1}
+            k = next(i for i, x in enumerate(enc.offer) if x.index in on)
+            j = next(i for i, x in enumerate(enc.row) if x.index in on)
+            oi, row = enc.offers[k], enc.rows[j]
+            assert _fits(space, oi, row)
+            cheapest = min(space.offers[o].purchase_usd(r.num_gpus) for o in enc.offers
+                           for r in enc.rows if _fits(space, o, r))
+            assert space.offers[oi].purchase_usd(row.num_gpus) == cheapest
+        solver = cp_solver(30)
+        code = solver.solve(enc.model)
+        results.append((code, solver.objective_value if code == cp_model.OPTIMAL else None))
+    assert results[0] == results[1]
