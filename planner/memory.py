@@ -17,6 +17,7 @@ recomputed for SwiGLU MLPs, GQA and flash attention. Calibrated constants are in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from planner import calibration as cal
 from planner.params import count_params, layer_linears, layer_params, lora_params
@@ -57,15 +58,15 @@ def params_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
 
 def adapted_linears(model: ModelSpec, cfg: TrainConfig) -> list[tuple[int, int, int]]:
     """(d_in, d_out, count) of every LoRA-adapted matrix in one layer (layer 0 shape)."""
-    targets = set(cfg.lora_targets)
+    return list(_adapted(model, tuple(cfg.lora_targets)))
+
+
+@lru_cache(maxsize=1024)
+def _adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
     every = "all-linear" in targets
-    out = []
-    for lin in layer_linears(model, model.num_layers - 1):
-        if lin.group == "router":
-            continue
-        if every or lin.name in targets:
-            out.append((lin.d_in, lin.d_out, lin.count))
-    return out
+    return tuple((lin.d_in, lin.d_out, lin.count)
+                 for lin in layer_linears(model, model.num_layers - 1)
+                 if lin.group != "router" and (every or lin.name in targets))
 
 
 def trainable_params(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -75,15 +76,24 @@ def trainable_params(model: ModelSpec, cfg: TrainConfig) -> float:
     r*(d_in+d_out) per adapted matrix (Hu et al., "LoRA", 2021); DoRA adds a magnitude vector of
     d_out per adapted matrix (Liu et al., "DoRA", 2024).
     """
-    if cfg.method == "full":
+    return _trainable_params(model, cfg.method, cfg.rank, tuple(cfg.lora_targets),
+                             cfg.freeze_trainable_layers)
+
+
+@lru_cache(maxsize=1024)
+def _trainable_params(model: ModelSpec, method: str, rank: int, targets: tuple[str, ...],
+                      freeze_layers: int) -> float:
+    """trainable_params from the fields it reads (memoised: the planner's tables call it for
+    every layout of every strategy)."""
+    if method == "full":
         return float(count_params(model).total)
-    if cfg.method == "freeze":
-        k = min(cfg.freeze_trainable_layers, model.num_layers)
+    if method == "freeze":
+        k = min(freeze_layers, model.num_layers)
         last = range(model.num_layers - k, model.num_layers)
         return float(sum(layer_params(model, i) for i in last))
-    n = float(lora_params(model, cfg.rank, cfg.lora_targets))
-    if cfg.method == "dora":
-        n += model.num_layers * sum(d_out * cnt for _, d_out, cnt in adapted_linears(model, cfg))
+    n = float(lora_params(model, rank, targets))
+    if method == "dora":
+        n += model.num_layers * sum(d_out * cnt for _, d_out, cnt in _adapted(model, targets))
     return n
 
 

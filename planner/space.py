@@ -392,10 +392,13 @@ class PlanSpace:
         new = replace(self, offers=offers)
         same = host_sizes(new) == host_sizes(self) and \
             max(o.capacity_mib for o in offers) == max(o.capacity_mib for o in self.offers)
-        if same:
-            for name in ("rows", "front"):
-                if name in self.__dict__:
-                    new.__dict__[name] = self.__dict__[name]
+        # Step times depend on an offer's GPU, platform and GPUs per host, not on its usable
+        # memory, host RAM or price: with those unchanged the memoised timing carries over.
+        timed = same and [_timing_key(o) for o in offers] == [_timing_key(o) for o in self.offers]
+        names = ("rows", "front", "timing") if timed else ("rows", "front") if same else ()
+        for name in names:
+            if name in self.__dict__:
+                new.__dict__[name] = self.__dict__[name]
         return new
 
     @cached_property
@@ -475,6 +478,11 @@ class PlanSpace:
         """Host RAM of one host: its ranks (min(GPUs, per host)) x one process's MiB."""
         a, b = self.memory.host[(si, tp, pp)]
         return min(self.num_gpus(si, tp, pp, dp), gpus_per_host) * (a + -(-b // dp))
+
+
+def _timing_key(o: Offer) -> tuple[object, ...]:
+    """What of an offer the throughput model reads (space.step_time_us, Timing.rates)."""
+    return (o.gpu, o.platform, o.gpus_per_host)
 
 
 def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
