@@ -63,18 +63,20 @@ def cp_solver(time_limit: float) -> cp_model.CpSolver:
 Stage = tuple[str, cp_model.LinearExpr, tuple[int, int] | None]
 
 
-def tie_break_stages(enc: Encoding) -> list[Stage]:
+def tie_break_stages(enc: Encoding, times: dict[tuple[int, int], int]) -> list[Stage]:
     """(name, expression to minimize, its (lowest, highest) value over the model's rows and
     offers, None when not known) after the objective, in order; hosts span their variable's
-    domain (Encoding.max_hosts)."""
+    domain (Encoding.max_hosts), step time the ``times`` given to add_step_time (without the
+    sentinel of pairs that break a rule: no solution takes it)."""
     v, rows = enc.var, enc.rows
+    real = [t for t in times.values() if t < NO_TIME]
 
     def span(values) -> tuple[int, int]:
         values = list(values)
         return min(values), max(values)
 
     return [
-        ("time", v["step_time_us"], None),
+        ("time", v["step_time_us"], (min(real), max(real)) if real else None),
         ("num_gpus", v["num_gpus"], span(r.num_gpus for r in rows)),
         ("strategy", v["strategy"], span(r.strategy for r in rows)),
         ("offer", v["offer_idx"], span(enc.offers)),
@@ -157,8 +159,11 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     for k, oi in enumerate(offers):
         cap = space.offers[oi].capacity_mib
         for r, row in enumerate(rows):
-            out[(k, r)] = space.timing.step_us(oi, row) if row.gpu_need_mib <= cap else 10**11
+            out[(k, r)] = space.timing.step_us(oi, row) if row.gpu_need_mib <= cap else NO_TIME
     return out
+
+
+NO_TIME = 10**11  # step time of a pair that breaks the memory rule (never chosen)
 
 
 def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row],
@@ -173,13 +178,13 @@ def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: 
     tied_rows = list(dict.fromkeys(r for _, r, _ in ties))
     tied_offers = sorted({oi for oi, _, _ in ties})
     times = dict.fromkeys(((k, j) for k in range(len(tied_offers))
-                           for j in range(len(tied_rows))), 10**11)
+                           for j in range(len(tied_rows))), NO_TIME)
     for oi, r, t in ties:
         times[(tied_offers.index(oi), tied_rows.index(r))] = t
     enc = build(space, tied_rows, tied_offers)
     add_step_time(enc, times)
-    enc.model.add(enc.var["step_time_us"] < 10**11)  # only the pairs the search found
-    stages = tie_break_stages(enc)
+    enc.model.add(enc.var["step_time_us"] < NO_TIME)  # only the pairs the search found
+    stages = tie_break_stages(enc, times)
     if (objective or space.request.objective) == "time":
         stages = [("cost", enc.var["cost_usd"], None), *stages]
     return _chain(enc, cp_solver(time_limit), "optimal", stages)
@@ -232,9 +237,10 @@ def solve_lexicographic(
                 second.append(r)
                 reaching.update(fit)
     enc = build(space, second, sorted(reaching))
-    add_step_time(enc, _times(space, enc.offers, second))
+    times = _times(space, enc.offers, second)
+    add_step_time(enc, times)
     enc.model.add(enc.var["cost_usd"] == best_cost)
-    return _chain(enc, solver, status, tie_break_stages(enc))
+    return _chain(enc, solver, status, tie_break_stages(enc, times))
 
 
 def _fits(space: PlanSpace, oi: int, row: Row) -> bool:
