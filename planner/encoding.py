@@ -53,6 +53,7 @@ class Encoding:
     rules: dict[str, Rule] = field(default_factory=dict)
     literal: dict[str, cp_model.IntVar] = field(default_factory=dict)
     max_hosts: int = 1  # the hosts variable's upper bound
+    fit_checks: list | None = None  # _fit_checks, once per model
 
     def rule(self, name: str, unit: str, relax: str) -> cp_model.IntVar:
         """Register a rule and return its enforcement literal."""
@@ -203,18 +204,22 @@ def _add_offer_bounds(enc: Encoding) -> None:
 FIT_RULES = ("gpu_memory", "gpus_per_host", "host_ram")  # rules of one (offer, row) pair
 
 
-def _fit_checks(enc: Encoding):
+def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, np.ndarray]]]:
     """Per offer of the model: (offer, its literal, {rule: numpy mask of the rows that satisfy
-    it}) for the FIT_RULES the model has."""
-    need = np.array([r.gpu_need_mib for r in enc.rows])
-    tp = np.array([r.tp for r in enc.rows])
-    host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
-    sizes = host_sizes(enc.space)
-    for o, x in _chosen(enc):
-        checks = {"gpu_memory": need <= o.capacity_mib, "gpus_per_host": tp <= o.gpus_per_host}
-        if "host_ram" in enc.literal:
-            checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib
-        yield o, x, checks
+    it}) for the FIT_RULES the model has (computed once per model)."""
+    if enc.fit_checks is None:
+        need = np.array([r.gpu_need_mib for r in enc.rows])
+        tp = np.array([r.tp for r in enc.rows])
+        host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
+        sizes = host_sizes(enc.space)
+        enc.fit_checks = []
+        for o, x in _chosen(enc):
+            checks = {"gpu_memory": need <= o.capacity_mib,
+                      "gpus_per_host": tp <= o.gpus_per_host}
+            if "host_ram" in enc.literal:
+                checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib
+            enc.fit_checks.append((o, x, checks))
+    return enc.fit_checks
 
 
 def hint_cheapest(enc: Encoding, dropped: frozenset[str] = frozenset()) -> None:
