@@ -181,7 +181,7 @@ def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: 
                            for j in range(len(tied_rows))), NO_TIME)
     for oi, r, t in ties:
         times[(tied_offers.index(oi), tied_rows.index(r))] = t
-    enc = build(space, tied_rows, tied_offers)
+    enc = build(space, tied_rows, tied_offers, every_subset=False)
     add_step_time(enc, times)
     enc.model.add(enc.var["step_time_us"] < NO_TIME)  # only the pairs the search found
     stages = tie_break_stages(enc, times)
@@ -212,7 +212,7 @@ def solve_lexicographic(
     if not rows or not allowed:
         return None
     solver = cp_solver(time_limit)
-    first = build(space, front, purchase_front(space, allowed))
+    first = build(space, front, purchase_front(space, allowed), every_subset=False)
     first.model.add_assumptions(list(first.literal.values()))
     first.model.minimize(first.var["cost_usd"])
     hint_cheapest(first)
@@ -236,7 +236,7 @@ def solve_lexicographic(
             if fit:
                 second.append(r)
                 reaching.update(fit)
-    enc = build(space, second, sorted(reaching))
+    enc = build(space, second, sorted(reaching), every_subset=False)
     times = _times(space, enc.offers, second)
     add_step_time(enc, times)
     enc.model.add(enc.var["cost_usd"] == best_cost)
