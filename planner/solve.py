@@ -8,6 +8,7 @@ catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer host
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -153,13 +154,31 @@ def purchase_front(space: PlanSpace, allowed: list[int]) -> list[int]:
 
 
 def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[int, int], int]:
-    """Step time of every (offer, row) pair that fits that offer's GPU; others get a large
-    sentinel (the memory rule excludes them anyway)."""
-    out = {}
+    """Step time of the (offer, row) pairs for the step-time stage; pairs that break the GPU
+    memory rule get NO_TIME (the rule excludes them). Evaluated best-first by the lower bound
+    of RowArrays.bounds: once a pair's bound exceeds the fastest time found, it and every later
+    pair get their bound (rounded up) instead, which is below their true time but above the
+    fastest, so the stage's optimum and its ties (all that later stages see) are the same."""
+    from planner.space import RowArrays
+
+    arr = RowArrays(space, rows)
+    out, pending = {}, []
     for k, oi in enumerate(offers):
         cap = space.offers[oi].capacity_mib
+        bounds = arr.bounds(oi)
         for r, row in enumerate(rows):
-            out[(k, r)] = space.timing.step_us(oi, row) if row.gpu_need_mib <= cap else NO_TIME
+            out[(k, r)] = NO_TIME
+            if row.gpu_need_mib <= cap:
+                pending.append((float(bounds[r]) - 0.5, k, r))
+    pending.sort()
+    best = None
+    for low, k, r in pending:
+        if best is not None and low > best:
+            out[(k, r)] = max(best + 1, math.ceil(low))
+            continue
+        t = space.timing.step_us(offers[k], rows[r])
+        out[(k, r)] = t
+        best = t if best is None else min(best, t)
     return out
 
 

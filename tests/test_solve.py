@@ -173,3 +173,27 @@ def test_cost_stage_hint_is_the_cheapest_fitting_pair_and_changes_no_optimum(kw)
         code = solver.solve(enc.model)
         results.append((code, solver.objective_value if code == cp_model.OPTIMAL else None))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("kw", [dict(model="7b", budget_usd=3000), dict(model="8b", method="full"),
+                                dict(model="qwen2.5-1.5b", gpus=("rtx-3090", "rtx-4090"),
+                                     max_gpus=8)])
+def test_chain_step_times_skip_only_pairs_that_cannot_be_fastest(kw):
+    """solve._times evaluates pairs best-first by their bound: every pair it does not evaluate
+    is truly slower than the fastest, and its stand-in is below its true time but above the
+    fastest, so the step-time stage keeps its optimum and its ties."""
+    from planner.solve import NO_TIME, _times
+
+    space = build_space(PlanRequest(**kw), CAT)
+    rows = space.front[:60]
+    offers = list(range(min(6, len(space.offers))))
+    got = _times(space, offers, rows)
+    true = {(k, r): space.timing.step_us(oi, row) for k, oi in enumerate(offers)
+            for r, row in enumerate(rows) if row.gpu_need_mib <= space.offers[oi].capacity_mib}
+    assert {p for p, t in got.items() if t < NO_TIME} == set(true)
+    fastest = min(true.values())
+    assert min(got[p] for p in true) == fastest
+    for p, t in true.items():
+        assert got[p] == t or fastest < got[p] <= t
+    assert {p for p in true if got[p] == fastest} == {p for p in true if true[p] == fastest}
+    assert sum(got[p] != t for p, t in true.items()) > len(true) // 2  # most are skipped
