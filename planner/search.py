@@ -85,6 +85,7 @@ def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], kee
     caps = np.array([o.capacity_mib for o in offers], dtype=float)
     per_host = np.array([o.gpus_per_host for o in offers], dtype=float)
     rates = np.array([space.timing.rates(oi) for oi in allowed])  # (offers, 3)
+    rent_rate = np.array([o.gpu_price_usd for o in offers]) * 1000 * steps / 3.6e9
     key = n * 1024 + tp.astype(np.int64)
     order = np.lexsort((need, key))  # by group, then by need (stable)
     key, n, tp, need, cols = key[order], n[order], tp[order], need[order], cols[:, order]
@@ -109,7 +110,7 @@ def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], kee
             if not rent:
                 value = np.maximum(value, low[3] / rates[:, 2] * 1e6 - ROUNDING)
             else:
-                value *= np.array([o.gpu_price_usd for o in offers]) * 1000 * steps / 3.6e9
+                value *= rent_rate  # job milli-dollars per GPU and microsecond of step
         out = np.where(ok, np.minimum(out, value), out)
     return out
 
