@@ -139,7 +139,7 @@ def buy_cost(
         return _not_offered("buy", hours, job,
                             f"{gpu.id} has no {price_kind or 'new or used'} purchase price")
     items = {f"{num_gpus} x {gpu.id} GPU ({kind}, ${price:,.0f} each)": num_gpus * price}
-    covers = f"purchase of {num_gpus} {gpu.id} GPUs ({kind})"
+    covers = f"purchase of {num_gpus} {gpu.id} GPU{'s' if num_gpus != 1 else ''} ({kind})"
     notes = [f"GPU prices as of {gpu.price_as_of}",
              *stale_price_notes([(f"GPU {gpu.id}", gpu.price_as_of)])]
     if platform is not None:
@@ -148,7 +148,7 @@ def buy_cost(
             return _not_offered("buy", hours, job, f"host platform {platform.id} has no price")
         items[f"{hosts} x {platform.id} host (${platform.price_usd:,.0f} each, without GPUs)"] = (
             hosts * platform.price_usd)
-        covers += f" and {hosts} {platform.id} host(s)"
+        covers += f" and {hosts} {platform.id} host{'s' if hosts != 1 else ''}"
         notes.append(f"host price as of {platform.price_as_of}")
         notes += stale_price_notes([(f"host platform {platform.id}", platform.price_as_of)])
     else:

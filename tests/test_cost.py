@@ -54,7 +54,7 @@ def test_buy_gpus_and_hosts(cat):
     assert est.usd == pytest.approx(544_020)
     assert est.hours == pytest.approx(10)
     assert any("2 x hgx-8gpu-sxm" in k for k in est.items)
-    assert "2 hgx-8gpu-sxm host(s)" in est.covers
+    assert "2 hgx-8gpu-sxm hosts" in est.covers
 
 
 def test_buy_used_with_power(cat):
