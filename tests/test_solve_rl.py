@@ -95,3 +95,43 @@ def test_rl_without_enough_memory_is_infeasible_with_a_fix():
     res = plan(PlanRequest(model="qwen2.5-7b", workload="ppo", method="full",
                            gpus=("rtx-3090",), max_gpus=2, offload="none", **RL), CAT)
     assert res.status == "infeasible" and res.conflicts
+
+
+def test_rl_timed_search_matches_every_pair():
+    """GRPO on rental: every pair's bound is below its step time (engine generation included),
+    every offer's bound below its pairs' values, and timed_search returns the best value of all
+    pairs with every pair tying it (brute force over ~20,000 pairs of 10 offers)."""
+    import numpy as np
+
+    from planner.search import (
+        ROUNDING,
+        fits_mask,
+        job_steps,
+        offer_lower_bounds,
+        timed_search,
+    )
+
+    req = PlanRequest(model="qwen2.5-1.5b", workload="grpo", prompt_len=256, response_len=512,
+                      max_gpus=8, method="lora", pricing="rent", budget_usd=3000)
+    space = build_space(req, CAT)
+    allowed = list(range(0, len(space.offers), max(1, len(space.offers) // 10)))
+    by_need, arr = space.timing.by_need(space.rows)
+    steps = job_steps(space)
+    low = offer_lower_bounds(space, arr, allowed, np.ones(len(by_need), dtype=bool),
+                             objective="cost", steps=steps, budget=None)
+    pairs = {}
+    for k, oi in enumerate(allowed):
+        price = space.offers[oi].gpu_price_usd
+        bounds = arr.bounds(oi)
+        for j in np.nonzero(fits_mask(space, oi, arr, budget=None))[0].tolist():
+            row = by_need[j]
+            t = space.timing.step_us(oi, row)
+            assert bounds[j] <= t + ROUNDING
+            rent = price * 1000 * row.num_gpus * t * steps / 3.6e9
+            assert low[k] <= rent + ROUNDING
+            if rent <= req.budget_usd * 1000:
+                pairs[(oi, row)] = round(rent)
+    best = min(pairs.values())
+    found = timed_search(space, allowed, space.rows)
+    assert found is not None and found[0] == best
+    assert {(oi, r) for oi, r, _ in found[1]} == {p for p, v in pairs.items() if v == best}
