@@ -177,6 +177,13 @@ def _prices(enc: Encoding, o) -> tuple[int, int]:
     return round(o.gpu_price_usd * scale), round(o.host_price_usd)
 
 
+def _cost(enc: Encoding, o, num_gpus):
+    """The cost variable's value for ``num_gpus`` GPUs of offer ``o`` (as _add_cost constrains
+    it; elementwise on numpy arrays)."""
+    price, host_price = _prices(enc, o)
+    return price * num_gpus + host_price * o.hosts(num_gpus)
+
+
 def _add_offer_bounds(enc: Encoding, every_subset: bool = True) -> None:
     """Implied constraints (redundant, no rule of their own): with the GPU-memory, tp-in-host
     and host-RAM rules on, an offer can only take rows that fit it, so its GPU count and cost
@@ -193,7 +200,6 @@ def _add_offer_bounds(enc: Encoding, every_subset: bool = True) -> None:
     subsets = [c for k in range(1, len(names) + 1) for c in combinations(names, k)
                if every_subset or k == len(names)]
     for o, x, checks in _fit_checks(enc):
-        price, host_price = _prices(enc, o)
         for subset in subsets:
             fits = np.logical_and.reduce([checks[k] for k in subset])
             on = [x, *(enc.literal[k] for k in subset)]
@@ -202,7 +208,7 @@ def _add_offer_bounds(enc: Encoding, every_subset: bool = True) -> None:
                 continue
             n = int(gpus[fits].min())
             m.add(v["num_gpus"] >= n).only_enforce_if(on)
-            m.add(v["cost_usd"] >= price * n + host_price * o.hosts(n)).only_enforce_if(on)
+            m.add(v["cost_usd"] >= _cost(enc, o, n)).only_enforce_if(on)
 
 
 FIT_RULES = ("gpu_memory", "gpus_per_host", "host_ram")  # rules of one (offer, row) pair
@@ -243,8 +249,7 @@ def hint_cheapest(enc: Encoding, dropped: frozenset[str] = frozenset()) -> None:
         idx = np.flatnonzero(fits)
         if not len(idx):
             continue
-        price, host_price = _prices(enc, o)
-        cost = price * gpus[idx] + host_price * o.hosts(gpus[idx])
+        cost = _cost(enc, o, gpus[idx])
         j = int(np.argmin(cost))
         if best is None or cost[j] < best[0]:
             best = (int(cost[j]), k, int(idx[j]))

@@ -174,7 +174,7 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
 def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     """Timed requests: what the plan becomes with the budget or the deadline 10 % looser, if it
     improves the objective (found by solving; None when it does not)."""
-    from planner.search import job_steps, timed_search
+    from planner.search import job_hours_at, job_steps, plan_usd, timed_search
 
     req = space.request
     if name == "budget" and req.budget_usd is not None:
@@ -191,13 +191,11 @@ def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
         return None
     _, ties = found
     oi, row, t_us = min(ties, key=lambda t: (t[2], t[1].num_gpus))
-    hours = t_us * job_steps(space) / 3.6e9
+    hours = job_hours_at(t_us, job_steps(space))
     gpu = space.offers[oi].gpu.id
     if req.objective == "time" and hours < plan.time_hours * (1 - 1e-9):
         return f"with {label}: {row.num_gpus} x {gpu}, {hours:,.2f} h"
-    offer = space.offers[oi]
-    cost = (offer.gpu_price_usd * row.num_gpus * hours if req.pricing == "rent"
-            else offer.purchase_usd(row.num_gpus))
+    cost = plan_usd(space, oi, row.num_gpus, hours)
     if req.objective == "cost" and cost < plan.cost_usd * (1 - 1e-9):
         return f"with {label}: {row.num_gpus} x {gpu}, ${cost:,.0f}"
     return None
@@ -332,7 +330,7 @@ def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Co
     """Conflicts of requests whose limits need step times (rental budget, --max-hours,
     --min-tokens-per-s): each such limit that, given up alone, makes the request feasible is in
     conflict; its fix is the best value reachable without it (found by solving)."""
-    from planner.search import job_steps, timed_search
+    from planner.search import job_hours_at, job_steps, plan_usd, timed_search
 
     req = space.request
     rows = space.rows
@@ -351,12 +349,9 @@ def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Co
             continue
         _, ties = found
         oi, row, t_us = ties[0]
-        hours = t_us * steps / 3.6e9
+        hours = job_hours_at(t_us, steps)
         if name == "budget":
-            o = space.offers[oi]
-            usd = (o.gpu_price_usd * row.num_gpus * hours if req.pricing == "rent"
-                   else o.purchase_usd(row.num_gpus))
-            fix = f"budget >= ${usd:,.0f}"
+            fix = f"budget >= ${plan_usd(space, oi, row.num_gpus, hours):,.0f}"
         elif name == "max_hours":
             fix = f"max-hours >= {hours:,.2f}"
         else:

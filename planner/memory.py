@@ -237,7 +237,7 @@ def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     (stage_1_and_2.py, step()). ZeRO-3 does the same one sub-group at a time
     (stage3.py, _prepare_fp32_grad_for_sub_group, then the sub-group's step, then its fp32
     gradient is freed): the temporaries of at most ZERO3_SUB_GROUP_ELEMENTS elements
-    (``zero3_step_cap``). PyTorch's multi-tensor (foreach) AdamW allocates a full-size
+    (``steps_by_sub_group``). PyTorch's multi-tensor (foreach) AdamW allocates a full-size
     temporary for sqrt(v) in the state dtype (4 B; 2 B pure bf16); the fused AdamW kernel works
     in place. 8-bit optimizers update block-wise in place; SGD needs no temporary. Offloaded
     optimizers step on the host; an optimizer step in backward updates one parameter at a time.
@@ -246,7 +246,7 @@ def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     if not per:
         return 0.0
     n = trainable_on_gpu(model, cfg) / state_shards(cfg)
-    if cfg.zero_stage == 3 and not cfg.fsdp:
+    if steps_by_sub_group(cfg):
         n = min(n, cal.ZERO3_SUB_GROUP_ELEMENTS)
     return n * per
 
@@ -258,20 +258,18 @@ def _step_bytes_per_element(cfg: TrainConfig) -> float:
         return 0.0
     if cfg.optimizer in ("sgd", "adamw-8bit", "paged-adamw-8bit"):
         return 0.0
-    if cfg.zero_stage in (1, 2, 3) and not cfg.fsdp and not cfg.is_peft:
+    if cfg.zero_stage >= 1 and not cfg.is_peft:  # DeepSpeed ZeRO (FSDP has no zero_stage)
         return 2 + 4
     if cfg.fused_optimizer:
         return 0.0
     return 2 if cfg.pure_bf16 else 4
 
 
-def zero3_step_cap(cfg: TrainConfig) -> float | None:
-    """The most bytes the optimizer-step temporaries reach whatever the data-parallel degree:
-    one DeepSpeed ZeRO-3 sub-group's (None: not ZeRO-3, the temporaries scale with the
-    shard). space.MemoryTables keeps this term apart: min(e/dp, cap) is not a + b/dp."""
-    if cfg.zero_stage != 3 or cfg.fsdp:
-        return None
-    return cal.ZERO3_SUB_GROUP_ELEMENTS * _step_bytes_per_element(cfg)
+def steps_by_sub_group(cfg: TrainConfig) -> bool:
+    """DeepSpeed ZeRO-3 steps the optimizer one sub-group at a time, so its step temporaries
+    stop growing with the shard at ZERO3_SUB_GROUP_ELEMENTS (space.MemoryTables keeps this term
+    apart: min(e/dp, k) is not a + b/dp)."""
+    return cfg.zero_stage == 3
 
 
 def comm_buffer_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:

@@ -44,14 +44,25 @@ def needs_timing(req: PlanRequest) -> bool:
             or req.min_tokens_per_s is not None)
 
 
+def job_hours_at(t_us, steps: float):
+    """Hours of a job of ``steps`` optimizer steps at a step time in microseconds."""
+    return t_us * steps / 3.6e9
+
+
+def plan_usd(space: PlanSpace, oi: int, num_gpus: int, hours: float) -> float:
+    """Dollars of a plan on offer ``oi``: the rental for the job, or the purchase."""
+    o = space.offers[oi]
+    if space.request.pricing == "rent":
+        return o.rental_usd(num_gpus, hours)
+    return o.purchase_usd(num_gpus)
+
+
 def fits_mask(space: PlanSpace, oi: int, arr: RowArrays, *, budget: float | None):
-    """Which rows of a RowArrays fit one offer (a numpy boolean mask): GPU memory, tp in a
-    host, host RAM, purchase ``budget`` (GPUs + hosts; None = no limit), the accumulation pin."""
+    """Which rows of a RowArrays fit one offer (a numpy boolean mask): Offer.holds, purchase
+    ``budget`` (GPUs + hosts; None = no limit), the accumulation pin."""
     o, req = space.offers[oi], space.request
     j = space.host_sizes.index(o.gpus_per_host)
-    mask = (arr.gpu_need <= o.capacity_mib) & (arr.tp <= o.gpus_per_host)
-    if o.host_ram_mib is not None:
-        mask &= arr.host_need[:, j] <= o.host_ram_mib
+    mask = o.holds(arr.gpu_need, arr.tp, arr.host_need[:, j])
     if budget is not None:
         mask &= o.purchase_usd(arr.num_gpus) <= budget
     if req.grad_accum is not None:
@@ -85,23 +96,26 @@ def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], kee
     caps = np.array([o.capacity_mib for o in offers], dtype=float)
     per_host = np.array([o.gpus_per_host for o in offers], dtype=float)
     rates = np.array([space.timing.rates(oi) for oi in allowed])  # (offers, 3)
-    rent_rate = np.array([o.gpu_price_usd for o in offers]) * 1000 * steps / 3.6e9
+    # job milli-dollars per GPU and microsecond of step
+    rent_rate = np.array([1000 * o.rental_usd(1, job_hours_at(1, steps)) for o in offers])
     key = n * 1024 + tp.astype(np.int64)
     order = np.lexsort((need, key))  # by group, then by need (stable)
     key, n, tp, need, cols = key[order], n[order], tp[order], need[order], cols[:, order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     ends = np.r_[starts[1:], len(key)]
+    purchase = objective != "time" and not rent
     counts = np.unique(n)  # purchase price of every offer at every GPU count: (offers, counts)
-    prices = np.array([o.purchase_usd(counts) for o in offers]).reshape(len(offers), -1)
+    prices = (np.array([o.purchase_usd(counts) for o in offers]).reshape(len(offers), -1)
+              if budget is not None or purchase else None)
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         at = np.searchsorted(need[s:e], caps, side="right") - 1  # last row each offer holds
         ok = (at >= 0) & (tp[s] <= per_host)
-        price = prices[:, np.searchsorted(counts, n[s])]
+        price = None if prices is None else prices[:, np.searchsorted(counts, n[s])]
         if budget is not None:
             ok &= price <= budget
         if not ok.any():
             continue
-        if objective != "time" and not rent:  # a purchase: the price of the GPU count
+        if purchase:  # the price of the GPU count
             value = price.astype(float)
         else:
             low = np.minimum.accumulate(cols[:, s:e], axis=1)[:, np.maximum(at, 0)]
@@ -110,7 +124,7 @@ def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], kee
             if not rent:
                 value = np.maximum(value, low[3] / rates[:, 2] * 1e6 - ROUNDING)
             else:
-                value *= rent_rate  # job milli-dollars per GPU and microsecond of step
+                value *= rent_rate
         out = np.where(ok, np.minimum(out, value), out)
     return out
 
@@ -140,17 +154,16 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     buy_budget = budget if req.pricing == "buy" else None
 
     def rent(oi: int, row: Row, t_us: float) -> float:
-        return space.offers[oi].gpu_price_usd * 1000 * row.num_gpus * t_us * steps / 3.6e9
+        return 1000 * space.offers[oi].rental_usd(row.num_gpus, job_hours_at(t_us, steps))
 
     def value(oi: int, row: Row, t_us: float) -> float:
         if objective == "time":
             return t_us
-        if req.pricing == "rent":
-            return rent(oi, row, t_us)
-        return space.offers[oi].purchase_usd(row.num_gpus)
+        usd = plan_usd(space, oi, row.num_gpus, job_hours_at(t_us, steps))
+        return 1000 * usd if req.pricing == "rent" else usd  # rental in milli-dollars
 
     def time_ok(oi: int, row: Row, t_us: float) -> bool:
-        if deadline is not None and t_us * steps / 3.6e9 > deadline:
+        if deadline is not None and job_hours_at(t_us, steps) > deadline:
             return False
         if min_rate is not None and tokens_step / (t_us / 1e6) < min_rate:
             return False
@@ -172,7 +185,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
         if objective == "time":
             v = b
         elif req.pricing == "rent":
-            v = space.offers[oi].gpu_price_usd * 1000 * arr.num_gpus[idx] * b * steps / 3.6e9
+            v = 1000 * space.offers[oi].rental_usd(arr.num_gpus[idx], job_hours_at(b, steps))
         else:
             v = space.offers[oi].purchase_usd(arr.num_gpus[idx]).astype(float)
         return v, b, idx

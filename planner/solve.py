@@ -23,7 +23,7 @@ from planner.errors import PlannerError
 from planner.memory import GIB, estimate_memory
 from planner.request import PlanRequest, TrainConfig, validate_config
 from planner.result import Plan, PlanResult
-from planner.search import needs_timing, request_job, timed_search
+from planner.search import ROUNDING, needs_timing, request_job, timed_search
 from planner.space import (
     PlanSpace,
     Row,
@@ -169,7 +169,7 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
         for r, row in enumerate(rows):
             out[(k, r)] = NO_TIME
             if row.gpu_need_mib <= cap:
-                pending.append((float(bounds[r]) - 0.5, k, r))
+                pending.append((float(bounds[r]) - ROUNDING, k, r))
     pending.sort()
     best = None
     for low, k, r in pending:
@@ -263,11 +263,9 @@ def solve_lexicographic(
 
 
 def _fits(space: PlanSpace, oi: int, row: Row) -> bool:
-    """The row fits the offer: GPU memory, tp within a host, host RAM (where known)."""
     o = space.offers[oi]
-    ram = o.host_ram_mib is None or \
-        row.host_need_mib[space.host_sizes.index(o.gpus_per_host)] <= o.host_ram_mib
-    return row.gpu_need_mib <= o.capacity_mib and row.tp <= o.gpus_per_host and ram
+    return bool(o.holds(row.gpu_need_mib, row.tp,
+                        row.host_need_mib[space.host_sizes.index(o.gpus_per_host)]))
 
 
 def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str,

@@ -108,15 +108,15 @@ def states_coefficients(
 ) -> dict[str, StatesCoefficients]:
     """a, b, c (and e, k) of every phase for the choices in ``cfg`` (its num_gpus is ignored).
 
-    ZeRO-3's step temporaries are min(e/dp, k) (memory.zero3_step_cap): k is their value at
-    dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp."""
-    from planner.memory import zero3_step_cap
+    ZeRO-3's step temporaries are min(e/dp, k) (memory.steps_by_sub_group): k is their value
+    at dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp."""
+    from planner.memory import steps_by_sub_group
 
     m1, m2, m4 = (
         _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (1, 2, 4)
     )
-    capped = zero3_step_cap(cfg) is not None
-    free = _phases(model, _with_dp(cfg, CAP_FREE_DP), precision, roles) if capped else None
+    free = (_phases(model, _with_dp(cfg, CAP_FREE_DP), precision, roles)
+            if steps_by_sub_group(cfg) else None)
     w = reserved_weight(STEP_TERM)
     out = {}
     for phase in m1:
@@ -343,6 +343,20 @@ class Offer:
         elementwise on an integer numpy array of GPU counts (solve.timed_search)."""
         return round(self.gpu_price_usd) * num_gpus + round(self.host_price_usd) * \
             self.hosts(num_gpus)
+
+    def rental_usd(self, num_gpus, hours):
+        """Rental of ``num_gpus`` GPUs for ``hours`` at the offer's hourly rate (cost.rent_cost's
+        formula); elementwise on numpy arrays."""
+        return self.gpu_price_usd * num_gpus * hours
+
+    def holds(self, gpu_need_mib, tp, host_need_mib):
+        """A layout fits this offer: GPU memory, tp within one host, host RAM per host (its
+        need at this offer's GPUs per host; unknown RAM: not checked). Elementwise on numpy
+        arrays (search.fits_mask) as on single rows (solve)."""
+        ok = (gpu_need_mib <= self.capacity_mib) & (tp <= self.gpus_per_host)
+        if self.host_ram_mib is not None:
+            ok = ok & (host_need_mib <= self.host_ram_mib)
+        return ok
 
     @property
     def label(self) -> str:
