@@ -37,14 +37,6 @@ LOGIT_BYTES_FORWARD = 10.0
 # cross-entropy's output (2 B).
 LOGIT_BYTES_FORWARD_16BIT = 4.0
 
-# --- activations ------------------------------------------------------------------------------
-# With full recomputation, backward of one layer re-materialises that layer's saved activations
-# and, while it runs, the gradients of its largest intermediates (the f-wide MLP tensors, about a
-# quarter of the layer's saved bytes for SwiGLU); the working set is this multiple of one
-# layer's saved activations. Set by torchtune-llama3.2-3b-full-packed-ac,
-# torchtune2024-llama2-7b-lora-1x4090 and the qwen-*-8192 LoRA rows.
-RECOMPUTE_WORKING_SET_LAYERS = 1.25
-
 # --- framework buffers ------------------------------------------------------------------------
 # DeepSpeed ZeRO-1/2 gradient reduce buckets: two buckets (overlap_comm) of reduce_bucket_size
 # elements in 16 bit. Qwen's ds_config_zero2.json and DeepSpeed's documented examples use 2e8.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from planner import calibration as cal
-from planner.params import count_params, layer_linears, layer_params, lora_params
+from planner.params import Linear, count_params, layer_linears, layer_params, lora_params
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec
 
@@ -62,11 +62,20 @@ def adapted_linears(model: ModelSpec, cfg: TrainConfig) -> list[tuple[int, int, 
 
 
 @lru_cache(maxsize=1024)
-def _adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+def _adapted_linears(model: ModelSpec, targets: tuple[str, ...]) -> tuple[Linear, ...]:
     every = "all-linear" in targets
-    return tuple((lin.d_in, lin.d_out, lin.count)
-                 for lin in layer_linears(model, model.num_layers - 1)
+    return tuple(lin for lin in layer_linears(model, model.num_layers - 1)
                  if lin.group != "router" and (every or lin.name in targets))
+
+
+@lru_cache(maxsize=1024)
+def _adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+    return tuple((lin.d_in, lin.d_out, lin.count) for lin in _adapted_linears(model, targets))
+
+
+@lru_cache(maxsize=1024)
+def _adapted_names(model: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(lin.name for lin in _adapted_linears(model, targets))
 
 
 def trainable_params(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -324,40 +333,64 @@ def tokens_per_gpu(cfg: TrainConfig) -> int:
     return cfg.micro_batch_size * cfg.seq_len // cfg.cp
 
 
+NORM_READERS = {"attention": ("q", "k", "v", "q_a", "kv_a"), "mlp": ("gate", "up")}
+
+
 def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
     """16-bit activations one layer saves for backward, per token, without recomputation.
 
-    Counting the tensors a Llama-style block saves (b = 2 bytes), with h hidden, g = kv/heads:
-      input norm: input + output                         2h b
-      q, k, v (read by flash attention), attention output  (2h + 2hg) b ... q,o = 2h, k,v = 2hg
-      post-attention norm: input + output                2h b
-      SwiGLU MLP: gate out, up out, act(gate), product    4f b
-    = (8h + 2hg + 4f) b ~ 37h bytes for Llama-2-7B, close to the 34h of Korthikanti et al.
-    (Table 2, GELU MLP with dropout). GELU/ReLU MLPs save 2f (pre- and post-activation) instead
-    of 4f; so do gated MLPs under torch.compile, whose min-cut partitioner recomputes act(gate)
-    and the product in backward (torchtune's packed 3B ablation: 60.0 -> 51.0 GiB with compile).
-    MoE layers save the MLP tensors of the k routed experts (+ shared) per token.
-    Without flash attention the scores and softmax add 4*a*s bytes per token (Korthikanti's
-    5as/h term without dropout). DoRA adds the base output of each adapted matrix (d_out) and
-    LoRA's A-projection output (r) per adapted matrix. Divided by tp (sequence parallel).
+    A tensor is saved only if some backward needs it: an input is kept for the gradient of a
+    weight that trains (or of its LoRA A), an activation's input for its own derivative. With
+    h hidden, g = kv/heads, f the MLP width and b = 2 bytes, a Llama-style layer keeps
+      attention: q, k, v (read by flash attention) and its output   (2h + 2hg) b
+      each RMSNorm: its input upcast to fp32 (4h bytes); the normalised input before the
+        weight (h b) if the norm weight trains; its output (h b) if a matrix reading it trains
+        (LayerNorm keeps its 16-bit input instead of the fp32 copy and nothing normalised)
+      SwiGLU: gate out, act(gate), up out (3f b) + the product (f b) if down trains
+        (GELU/ReLU MLP: its input f b + its output f b if down trains)
+    Full fine-tuning keeps all: (10h + 2hg + 4f) b + 8h for a Llama layer, 131 kB per token
+    for Llama-3.2-3B; LoRA on every matrix drops the two normalised inputs, LoRA on q, v also
+    the second norm's output and the product. MoE layers keep the MLP tensors of the k routed
+    experts (+ shared) per token. Under torch.compile the min-cut partitioner keeps the 16-bit
+    layer input and the attention output projection's result instead of fp32 norm copies
+    (the norms are recomputed: 4h b with both norm outputs) and recomputes act(gate).
+    Without flash attention (eager attention) the fp32 softmax output and its 16-bit copy add
+    6*a*s bytes per token (Korthikanti's 5as/h term, without dropout and with the fp32 softmax)
+    and k, v are saved after their expansion to every query head (2h each instead of 2hg), as
+    they are where the framework copies them before the attention kernel (cfg.expand_kv_heads:
+    torchtune, Hugging Face sdpa before native GQA). DoRA adds the base output of each adapted
+    matrix (d_out) and LoRA the A-projection output (r) per adapted matrix. Divided by tp
+    (sequence parallel).
+    All of it is measured: tools/saved_activations.py sums the tensors autograd saves in a
+    Hugging Face Llama layer and in torchtune's (eager and AOT-partitioned, full and LoRA;
+    torch 2.14 on CPU), recorded in tests/data/saved_activations.json.
     """
     h, b = model.hidden_size, 2
     g = model.num_kv_heads / model.num_attention_heads
     q_dim = model.num_attention_heads * model.head_dim
-    attn = (q_dim * (2 + 2 * g)) * b + 4 * h * b
-    gated = model.activation in ("swiglu", "geglu")
-    per_f = 4 if gated and not cfg.compiled else 2
-    if model.moe is not None:
-        moe = model.moe
-        shared_f = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
-        f_tokens = moe.experts_per_token * moe.expert_ffn_hidden_size
-        f_tokens += moe.num_shared_experts * shared_f
-        mlp = per_f * f_tokens * b + moe.num_experts * 4  # + fp32 router logits
+    trained = None if not cfg.is_peft else _adapted_names(model, tuple(cfg.lora_targets))
+    reads = {part: trained is None or any(n in trained for n in names)
+             for part, names in NORM_READERS.items()}
+    down = trained is None or "down" in trained
+    attn = q_dim * (2 + 2 * g) * b
+    outputs = h * b * (reads["attention"] + reads["mlp"])
+    if cfg.compiled:
+        norms = 2 * h * b + outputs  # the layer input, o's output; normalised parts recomputed
+    elif model.norm == "rmsnorm":
+        norms = 2 * h * 4 + (2 * h * b if trained is None else 0) + outputs
     else:
-        mlp = per_f * model.ffn_hidden_size * b
-    total = attn + mlp
+        norms = 2 * h * b + outputs
+    # gated: gate out, up out (+ act(gate) unless compiled); plain: the activation's input
+    kept = (2 if cfg.compiled else 3) if model.activation in ("swiglu", "geglu") else 1
+    per_f = kept + down  # + the down projection's input when it trains
+    mlp = per_f * _mlp_width(model) * b
+    if model.moe is not None:
+        mlp += model.moe.num_experts * 4  # fp32 router logits
+    total = attn + norms + mlp
     if not cfg.flash_attention:
-        total += 4 * model.num_attention_heads * cfg.seq_len / cfg.cp
+        total += 6 * model.num_attention_heads * cfg.seq_len / cfg.cp
+    if cfg.expand_kv_heads or not cfg.flash_attention:
+        total += 2 * q_dim * (1 - g) * b
     if cfg.is_peft:
         adapted = adapted_linears(model, cfg)
         total += sum(cnt * cfg.rank * b for _, _, cnt in adapted)
@@ -366,23 +399,47 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     return total / cfg.tp
 
 
+def _mlp_width(model: ModelSpec) -> int:
+    """f-wide MLP units a token passes through: ffn_hidden_size, or for MoE the k routed experts'
+    and the shared experts' widths."""
+    moe = model.moe
+    if moe is None:
+        return model.ffn_hidden_size
+    shared_f = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
+    return moe.experts_per_token * moe.expert_ffn_hidden_size + moe.num_shared_experts * shared_f
+
+
+def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Activation bytes alive at the peak of one layer's backward, per token: its saved tensors
+    (recomputed first under checkpointing) plus the f-wide gradients of the MLP backward, alive
+    together: of the product, act(gate) and up output for a gated MLP (3 x 2f bytes), of the
+    activation's output and input for a plain one (2 x 2f), less the down projection's input
+    (2f), freed once its weight gradient is taken when down trains. Measured exactly by
+    tools/saved_activations.py (full, LoRA and LoRA-on-q,v layers; tests/test_memory.py):
+    1.25 x the saved tensors for a fully trained Llama-3.2-3B layer, 1.51 x with LoRA on q, v."""
+    f_bytes = 2 * _mlp_width(model)
+    grads = 3 if model.activation in ("swiglu", "geglu") else 2
+    down = not cfg.is_peft or "down" in _adapted_names(model, tuple(cfg.lora_targets))
+    extra = (grads - down) * f_bytes / cfg.tp
+    return layer_activation_bytes_per_token(model, cfg) + extra
+
+
 def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """Saved activations of the most loaded pipeline stage for the micro-batches in flight.
 
     none/selective: every layer's saved tensors (flash attention already drops the s^2 term that
     selective recomputation targets). full: only each layer's 16-bit input (2h bytes/token,
-    Korthikanti et al. section 4.1) plus the working set of recomputing one layer
-    (RECOMPUTE_WORKING_SET_LAYERS). Pipeline 1F1B keeps min(pp, grad_accum) micro-batches in
-    flight on the first stage (Narayanan et al. 2021).
+    Korthikanti et al. section 4.1) plus the working set of recomputing and back-propagating
+    one layer (backward_working_set_bytes_per_token). Pipeline 1F1B keeps min(pp, grad_accum)
+    micro-batches in flight on the first stage (Narayanan et al. 2021).
     """
     tokens = tokens_per_gpu(cfg)
     layers = model.num_layers / cfg.pp
-    per_layer = layer_activation_bytes_per_token(model, cfg) * tokens
     in_flight = min(cfg.pp, cfg.grad_accum) if cfg.pp > 1 else 1
     if cfg.checkpointing == "full":
         kept = layers * 2 * model.hidden_size * tokens / cfg.tp * in_flight
-        return kept + cal.RECOMPUTE_WORKING_SET_LAYERS * per_layer
-    return layers * per_layer * in_flight
+        return kept + backward_working_set_bytes_per_token(model, cfg) * tokens
+    return layers * layer_activation_bytes_per_token(model, cfg) * tokens * in_flight
 
 
 def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -458,11 +515,27 @@ def _stored_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
 
 
 FWD_PHASE = "forward/backward"
+BWD_END_PHASE = "end of backward"
 STEP_PHASE = "optimizer step"
 
 
+def backward_end_activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Activations alive while the first layer's backward runs, when every other gradient
+    already exists: the working set of one layer's backward (its saved tensors, recomputed
+    under full checkpointing, and the MLP's gradients) plus, under full checkpointing, that
+    layer's kept input. One micro-batch of the first pipeline stage."""
+    tokens = tokens_per_gpu(cfg)
+    kept = 2 * model.hidden_size * tokens / cfg.tp if cfg.checkpointing == "full" else 0.0
+    return backward_working_set_bytes_per_token(model, cfg) * tokens + kept
+
+
 def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str, dict[str, float]]:
-    """The allocated bytes of each term in each of the two phases that can set the peak."""
+    """The allocated bytes of each term at the three moments that can set the peak: the start
+    of backward (every activation and the loss buffers; gradients only where they persist), the
+    end of backward (every gradient, one layer's working set) and the optimizer step. Activations
+    shrink and gradients grow layer by layer in between, so the backward peaks at one of its two
+    ends; the end binds where gradients do not persist and the step needs no large temporaries
+    (fused or pure-bf16 optimizers: torchtune-llama3.2-3b-full-packed-ac)."""
     states = {
         "weights": weight_bytes(model, cfg, precision),
         "adapters": adapter_bytes(model, cfg),
@@ -471,18 +544,21 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
         "comm_buffers": comm_buffer_bytes(model, cfg, precision),
     }
     grads = gradient_bytes(model, cfg, precision)
+    gathered = gathered_bytes(model, cfg, precision)
     # Gradients exist during forward when they accumulate over micro-batches, or when ZeRO-2/3
     # and FSDP keep their persistent gradient partition buffers.
     keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2 or cfg.fsdp
     fwd = {
         **states,
         "gradients": grads if keeps_grads else 0.0,
-        "gathered_params": gathered_bytes(model, cfg, precision),
+        "gathered_params": gathered,
         "activations": activation_bytes(model, cfg),
         "logits_and_loss": logits_bytes(model, cfg),
     }
+    end = {**states, "gradients": grads, "gathered_params": gathered,
+           "activations": backward_end_activation_bytes(model, cfg)}
     step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg)}
-    return {FWD_PHASE: fwd, STEP_PHASE: step}
+    return {FWD_PHASE: fwd, BWD_END_PHASE: end, STEP_PHASE: step}
 
 
 def reserved_weight(term: str) -> float:

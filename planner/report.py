@@ -242,8 +242,7 @@ def memory_bars(plan: dict[str, Any]) -> list[dict[str, Any]]:
     mem = plan["memory"]
     terms = [(k, v) for k, v in mem["breakdown_gib"].items() if v > 0.0005]
     phases = mem.get("phases_gib") or {}
-    per_phase = plan.get("rl") is not None or plan["workload"] not in ("sft", "pretrain") \
-        or len(phases) > 2
+    per_phase = plan.get("rl") is not None or plan["workload"] not in ("sft", "pretrain")
     if not per_phase or not phases:
         return [{"label": f"each of {plan['num_gpus']} x {plan['gpu']}",
                  "sub": f"peak in {mem['peak_phase']}", "segments": terms,

@@ -74,6 +74,10 @@ class TrainConfig(BaseModel):
         "longest sample in a batch, or the pack length with packing"
     )
     flash_attention: bool = True
+    expand_kv_heads: bool = Field(
+        default=False, description="k and v copied to every query head before attention "
+        "(torchtune, Hugging Face sdpa before native GQA), not read by a GQA kernel"
+    )
     chunked_loss: bool = Field(default=False, description="logits/CE computed in chunks")
     loss_in_fp32: bool = Field(
         default=True, description="logits upcast to fp32 for the loss (HF models, autocast)"
@@ -82,7 +86,7 @@ class TrainConfig(BaseModel):
         default=False, description="FSDP: embedding and head wrapped as units of their own"
     )
     compiled: bool = Field(
-        default=False, description="torch.compile: cheap pointwise MLP outputs are recomputed"
+        default=False, description="torch.compile: norms and act(gate) are recomputed in backward"
     )
     paged_optimizer: bool = Field(
         default=False, description="optimizer states in CUDA managed memory (bitsandbytes paged)"

@@ -24,6 +24,7 @@ from functools import cached_property
 from planner.catalog import Catalog
 from planner.cost import gpu_purchase_price
 from planner.memory import (
+    BWD_END_PHASE,
     FWD_PHASE,
     STEP_PHASE,
     reserved_weight,
@@ -41,7 +42,7 @@ from planner.workloads import Engine
 
 ACTIVATION_TERMS = ("activations", "logits_and_loss")
 ROLLOUT_PHASE = "rollout"  # workloads.ROLLOUT_PHASE
-PHASES = (FWD_PHASE, STEP_PHASE)
+PHASES = (FWD_PHASE, BWD_END_PHASE, STEP_PHASE)
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,13 @@ def activation_reserved_bytes(
 ) -> dict[str, float]:
     """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
     if cfg.workload in ("sft", "pretrain"):  # the common case without building every term
-        from planner.memory import activation_bytes, logits_bytes
+        from planner.memory import activation_bytes, backward_end_activation_bytes, logits_bytes
 
         fwd = {"activations": activation_bytes(model, cfg),
                "logits_and_loss": logits_bytes(model, cfg)}
-        return {FWD_PHASE: _reserved_part(fwd, activations=True), STEP_PHASE: 0.0}
+        end = {"activations": backward_end_activation_bytes(model, cfg)}
+        return {FWD_PHASE: _reserved_part(fwd, activations=True),
+                BWD_END_PHASE: _reserved_part(end, activations=True), STEP_PHASE: 0.0}
     phases = _phases(model, cfg, precision, roles)
     return {p: _reserved_part(t, activations=True) for p, t in phases.items()}
 

@@ -36,8 +36,11 @@ FRAMEWORK_DEFAULTS: dict[str, dict[str, Any]] = {
     # loss of every shipped LLM config; a case's explicit extra.chunked_ce overrides this.
     # Its distributed Llama-3 configs shard tok_embeddings and output as FSDP units of their own
     # (custom_sharded_layers).
+    # Its attention copies k and v to every query head before SDPA (modules/attention.py,
+    # expand + reshape), so the saved k, v are query-sized.
     "torchtune": {"pure_bf16": True, "fused_optimizer": True, "chunked_loss": True,
-                  "shard_embeddings": True, "lora_rank": 8, "lora_targets": ("q", "v")},
+                  "shard_embeddings": True, "lora_rank": 8, "lora_targets": ("q", "v"),
+                  "expand_kv_heads": True},
     # Qwen(1) finetune.py: lora_r 64 on c_attn, c_proj, w1, w2 (all linear layers). Qwen-1's
     # modeling code applies CrossEntropyLoss to the 16-bit logits; only autocast (HF Trainer
     # without DeepSpeed) upcasts it, so runs under DeepSpeed keep a 16-bit loss.
@@ -192,6 +195,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         paged_optimizer=bool(extra.get("paged_optimizer", False)),
         optimizer_in_backward=bool(extra.get("optimizer_in_bwd", False)),
         shard_embeddings=fw.get("shard_embeddings", False),
+        expand_kv_heads=fw.get("expand_kv_heads", False),
     )
     validate_config(cfg, resolved.spec)
     return cfg, resolved

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from planner import calibration as cal
 from planner.memory import (
+    BWD_END_PHASE,
     FWD_PHASE,
     STEP_PHASE,
     adapter_bytes,
@@ -313,11 +314,12 @@ def rl_phases(rs: tuple[Role, ...], cfg: TrainConfig, precision: str,
         for phase, terms in value_head_phases(role, precision).items():
             own = {(f"{role.name} {k}" if k not in _ACTIVE_TERMS else k): v
                    for k, v in terms.items() if v}
-            phases[f"{role.name} {'update' if phase == FWD_PHASE else 'step'}"] = \
+            phases[f"{role.name} {_ROLE_PHASE[phase]}"] = \
                 _sum(others, own)
     return phases
 
 
+_ROLE_PHASE = {FWD_PHASE: "update", BWD_END_PHASE: "update end", STEP_PHASE: "step"}
 _ACTIVE_TERMS = ("activations", "logits_and_loss", "optimizer_step", "gathered_params",
                  "gradients", "comm_buffers")
 

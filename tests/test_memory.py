@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,12 @@ def test_full_adamw_single_gpu_is_16_bytes_plus_step(tiny, gpu):
 
 def test_activation_and_logit_terms(tiny):
     # per token per layer: attention q,o 2*64 + k,v 2*32 -> 192 elements * 2 B = 384;
-    # two norms (input + output) 4*64*2 B = 512; SwiGLU 4*128*2 B = 1024 -> 1920 B.
+    # two norms (normalised input + output) 4*64*2 B = 512 and their fp32 input copies
+    # 2*64*4 B = 512; SwiGLU 4*128*2 B = 1024 -> 2432 B.
     c = cfg()
-    assert mem.layer_activation_bytes_per_token(tiny, c) == 1920
-    # 2 layers * 8 tokens * 1920 = 30,720
-    assert mem.activation_bytes(tiny, c) == 30_720
+    assert mem.layer_activation_bytes_per_token(tiny, c) == 2432
+    # 2 layers * 8 tokens * 2432 = 38,912
+    assert mem.activation_bytes(tiny, c) == 38_912
     # logits 8 tokens * 1000 vocab * 12 B (fp32 loss) + final norm output 8 * 64 * 2 B = 97,024
     assert mem.logits_bytes(tiny, c) == 97_024
     # 16-bit loss: 8 * 1000 * 6 + 1024 = 49,024; chunked: 8 * 1000 * 3 + 1024 = 25,024
@@ -45,15 +47,67 @@ def test_activation_and_logit_terms(tiny):
 
 
 def test_full_recompute_keeps_layer_inputs(tiny):
-    # kept: 2 layers * 8 tokens * 64 * 2 B = 2048; recompute working set 1.25 x one layer's
-    # activations: 1.25 * 8 * 1920 = 19,200
+    # kept: 2 layers * 8 tokens * 64 * 2 B = 2048; working set of one layer's backward: its
+    # 2432 saved bytes + the MLP's three f-wide gradients less down's freed input,
+    # (3 - 1) * 128 * 2 B = 512 -> 8 tokens * 2944 = 23,552
     c = cfg(checkpointing="full")
-    assert mem.activation_bytes(tiny, c) == 2048 + 19_200
+    assert mem.backward_working_set_bytes_per_token(tiny, c) == 2944
+    assert mem.activation_bytes(tiny, c) == 2048 + 23_552
+    # LoRA on q, v: down is frozen, its input is not saved and not freed: 3 gradients
+    qv = cfg(checkpointing="full", method="lora", lora_rank=4, lora_targets=("q", "v"))
+    saved = mem.layer_activation_bytes_per_token(tiny, qv)
+    assert mem.backward_working_set_bytes_per_token(tiny, qv) == saved + 3 * 128 * 2
 
 
-def test_compile_saves_two_mlp_tensors(tiny):
-    # SwiGLU under torch.compile saves 2f instead of 4f: 1920 - 2*128*2 B = 1408
-    assert mem.layer_activation_bytes_per_token(tiny, cfg(compiled=True)) == 1408
+def test_compile_recomputes_norms_and_activation(tiny):
+    # torch.compile: no fp32 norm copies (-512) and SwiGLU saves 3f (-128*2 B): 2432 - 768
+    assert mem.layer_activation_bytes_per_token(tiny, cfg(compiled=True)) == 1664
+
+
+def test_expanded_kv_and_eager_attention(tiny):
+    # k, v copied to all 4 query heads: +2 * (64 - 32) * 2 B = 128
+    assert mem.layer_activation_bytes_per_token(tiny, cfg(expand_kv_heads=True)) == 2560
+    # eager attention: fp32 softmax + 16-bit probabilities 6 B x 4 heads x 8 keys = 192, and
+    # the expanded k, v (+128): 2432 + 320
+    assert mem.layer_activation_bytes_per_token(tiny, cfg(flash_attention=False)) == 2752
+
+
+def test_backward_end_phase(tiny):
+    # the first layer's backward: its working set (8 * 2944 = 23,552) + its kept input under
+    # full recomputation (8 * 64 * 2 B = 1024); every gradient, no loss buffers
+    assert mem.backward_end_activation_bytes(tiny, cfg()) == 23_552
+    c = cfg(checkpointing="full")
+    assert mem.backward_end_activation_bytes(tiny, c) == 23_552 + 1024
+    end = mem.phase_terms(tiny, c, "bf16")[mem.BWD_END_PHASE]
+    assert end["gradients"] == 2 * N and "logits_and_loss" not in end
+
+
+MEASURED = json.loads((DATA / "saved_activations.json").read_text())
+
+
+METHODS = {"full": {}, "lora": {"method": "lora", "lora_rank": 32},
+           "lora-qv": {"method": "lora", "lora_rank": 32, "lora_targets": ("q", "v")}}
+
+
+@pytest.mark.parametrize("row", MEASURED["rows"], ids=lambda r: "-".join(
+    str(r[k]) for k in ("implementation", "attention", "method", "compiled", "hidden")))
+def test_saved_activations_match_measurement(tiny, row):
+    """The per-layer count and the backward working set against the bytes autograd saved and
+    the peak live bytes in a real layer (CPU measurements by tools/saved_activations.py). The
+    model leaves out the logsumexp and norm statistics (4 B per head and per norm per token,
+    < 0.2 %)."""
+    model = tiny.model_copy(update={
+        "hidden_size": row["hidden"], "ffn_hidden_size": row["ffn"],
+        "num_attention_heads": row["heads"], "num_kv_heads": row["kv_heads"],
+        "head_dim": row["hidden"] // row["heads"]})
+    c = cfg(seq_len=row["tokens"], compiled=row["compiled"],
+            flash_attention=row["attention"] != "eager",
+            expand_kv_heads=row["implementation"] == "torchtune", **METHODS[row["method"]])
+    predicted = mem.layer_activation_bytes_per_token(model, c)
+    assert predicted == pytest.approx(row["bytes_per_token"], rel=2e-3)
+    if "working_set_bytes_per_token" in row:
+        working = mem.backward_working_set_bytes_per_token(model, c)
+        assert working == pytest.approx(row["working_set_bytes_per_token"], rel=2e-3)
 
 
 def test_zero_stages_shard_states(tiny, gpu):
@@ -131,7 +185,7 @@ def test_tensor_and_pipeline_parallel_split(tiny, gpu):
     assert tp2.terms["weights"] == pytest.approx(one.terms["weights"] / 2)
     # pp = 2, grad_accum 4: the first stage keeps min(2, 4) = 2 micro-batches of its layer
     pp2 = cfg(num_gpus=2, pp=2, grad_accum=4)
-    assert mem.activation_bytes(tiny, pp2) == 1 * 8 * 1920 * 2
+    assert mem.activation_bytes(tiny, pp2) == 1 * 8 * 2432 * 2
 
 
 def test_reserved_and_device_ordering(tiny, gpu):

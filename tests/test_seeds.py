@@ -146,6 +146,17 @@ def test_verl_row_fits_at_its_script_settings(row):
     assert S2.predict(row, CAT).fits
 
 
+@pytest.mark.parametrize("row", [r for r in TRAINABLE if r.case in S2.TRAIL_FIRST_FAILURE],
+                         ids=lambda r: r.case[10:])
+def test_verl_trail_edge(row):
+    # The scripts record where tuning stopped ('58 ok -> 59 failed'): the first micro-batch
+    # predicted not to fit lies within 30 % of the one that failed (14B 61 vs 59, 32B 47 vs 45,
+    # 72B 29 vs 23, 7B 78 vs 101; the 7B trail ran at a larger u than the table's row).
+    failed = S2.TRAIL_FIRST_FAILURE[row.case]
+    edge = S2.largest_micro(row, CAT, 2 * failed)
+    assert abs(edge + 1 - failed) <= 0.3 * failed
+
+
 @pytest.mark.parametrize("row", [r for r in TRAINABLE if not r.token_budget],
                          ids=lambda r: r.case[10:])
 def test_verl_row_does_not_fit_with_every_sequence_at_full_length(row):

@@ -1,0 +1,246 @@
+"""Measure the bytes one transformer layer saves for backward, per token (CPU, no GPU needed).
+
+    python tools/saved_activations.py > tests/data/saved_activations.json
+
+Needs torch and transformers (optionally torchtune 0.3) in the environment; the planner does
+not. For each implementation it builds one Llama-style decoder layer in bf16, runs a forward
+pass over a batch of tokens and sums the distinct storages autograd keeps for backward
+(parameters and buffers excluded), the quantity ``memory.layer_activation_bytes_per_token``
+predicts:
+
+- eager: ``torch.autograd.graph.saved_tensors_hooks`` sees every saved tensor.
+- compiled: the layer goes through AOTAutograd with the min-cut rematerialisation partitioner
+  (the partitioner torch.compile uses); the activations the forward graph returns for backward,
+  at run time, are the saved set.
+- working set (eager): the layer runs under activation checkpointing and a dispatch mode
+  tracks every live storage; the peak during backward above what the forward left (the layer's
+  output), weight gradients excluded, is what recomputing and back-propagating one layer needs
+  (``memory.backward_working_set_bytes_per_token``).
+
+Methods: full (every weight trains), lora (rank-32 adapters on every matrix, base weights and
+norms frozen) and lora-qv (adapters on q and v only).
+
+tests/test_memory.py compares the model with the recorded output.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.checkpoint import checkpoint
+
+SHAPES = (  # (hidden, ffn, heads, kv heads): Llama-3.2-3B and a multi-head shape
+    (3072, 8192, 24, 8),
+    (2048, 5632, 16, 16),
+)
+TOKENS = 256
+# (implementation, attention kernel, method, compiled)
+VARIANTS = (
+    ("hf", "sdpa", "full", False), ("hf", "sdpa", "full", True), ("hf", "eager", "full", False),
+    ("hf", "sdpa", "lora", False), ("hf", "sdpa", "lora-qv", False),
+    ("torchtune", "sdpa", "full", False), ("torchtune", "sdpa", "full", True),
+)
+
+
+def _storages(tensors, exclude):
+    seen = {}
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.dim() == 0:
+            continue
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in exclude:
+            seen[ptr] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def _constants(layer, extra):
+    """Storages that are not activations: parameters, buffers, rotary tables."""
+    return {t.untyped_storage().data_ptr()
+            for t in (*layer.parameters(), *layer.buffers(), *extra)}
+
+
+def _eager(layer, run, x, extra):
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        run(x, *extra)
+    return _storages(saved, _constants(layer, extra))
+
+
+def _compiled(layer, run, x, extra):
+    from functorch.compile import (
+        aot_module,
+        make_boxed_func,
+        min_cut_rematerialization_partition,
+    )
+
+    exclude = _constants(layer, extra)
+    got = {}
+
+    def fw(gm, _inputs):
+        def call(*args):
+            outs = gm(*args)
+            # the outputs after the layer's own output are what backward reads
+            got["bytes"] = _storages(outs[1:], exclude)
+            return outs
+        return make_boxed_func(call)
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x, *extra):
+            return run(x, *extra)
+
+    compiled = aot_module(Wrapped(), fw_compiler=fw,
+                          bw_compiler=lambda gm, _i: make_boxed_func(gm.forward),
+                          partition_fn=min_cut_rematerialization_partition)
+    compiled(x, *extra)
+    return got["bytes"]
+
+
+class _LiveBytes(TorchDispatchMode):
+    """Bytes of the storages created under the mode and still referenced by some tensor."""
+
+    def __init__(self, ignore_ptrs, ignore_shapes):
+        super().__init__()
+        self.live, self.now, self.peak = {}, 0, 0
+        self.ignore_ptrs, self.ignore_shapes = ignore_ptrs, ignore_shapes
+
+    def _drop(self, key):
+        entry = self.live.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self.now -= entry[0]
+                del self.live[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key in self.ignore_ptrs or not storage.nbytes() or tuple(t.shape) in \
+                    self.ignore_shapes:
+                continue
+            if key not in self.live:
+                self.live[key] = [storage.nbytes(), 0]
+                self.now += storage.nbytes()
+                self.peak = max(self.peak, self.now)
+            self.live[key][1] += 1
+            weakref.finalize(t, self._drop, key)
+        return out
+
+
+def _working_set(layer, run, x, extra):
+    """Peak live bytes while one checkpointed layer is recomputed and back-propagated."""
+    shapes = set()
+    for p in layer.parameters():  # weight gradients are the gradients term, not activations
+        shapes |= {tuple(p.shape), tuple(p.shape)[::-1]}
+    grad = torch.randn_like(x)
+    mode = _LiveBytes(_constants(layer, (*extra, x, grad)), shapes)
+    with mode:
+        y = checkpoint(run, x, *extra, use_reentrant=False)
+        after_forward = mode.now
+        mode.peak = mode.now
+        y.backward(grad)
+    return mode.peak - after_forward
+
+
+class _Lora(torch.nn.Module):
+    """base(x) + B(A(x)) with a frozen base, as PEFT and torchtune add adapters."""
+
+    def __init__(self, base, rank=32):
+        super().__init__()
+        self.base = base
+        self.A = torch.nn.Linear(base.in_features, rank, bias=False, dtype=base.weight.dtype)
+        self.B = torch.nn.Linear(rank, base.out_features, bias=False, dtype=base.weight.dtype)
+
+    def forward(self, x):
+        return self.base(x) + self.B(self.A(x))
+
+
+LORA_TARGETS = {"lora": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                         "down_proj"), "lora-qv": ("q_proj", "v_proj")}
+
+
+def _with_method(layer, method):
+    if method == "full":
+        return layer
+    for p in layer.parameters():
+        p.requires_grad_(False)
+    for block in (layer.self_attn, layer.mlp):
+        for name, child in list(block.named_children()):
+            if name in LORA_TARGETS[method]:
+                setattr(block, name, _Lora(child))
+    return layer
+
+
+def hf_layer(hidden, ffn, heads, kv, attention):
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=ffn, num_attention_heads=heads,
+                      num_key_value_heads=kv, head_dim=hidden // heads, num_hidden_layers=1,
+                      vocab_size=128)
+    cfg._attn_implementation = attention
+    layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
+    pos = torch.arange(TOKENS)[None]
+    probe = torch.zeros(1, TOKENS, hidden, dtype=torch.bfloat16)
+    cos, sin = LlamaRotaryEmbedding(cfg)(probe, pos)
+
+    def run(x, cos, sin):
+        out = layer(x, attention_mask=None, position_ids=pos, position_embeddings=(cos, sin))
+        return out[0] if isinstance(out, tuple) else out
+    return layer, run, (cos, sin)
+
+
+def torchtune_layer(hidden, ffn, heads, kv):
+    from torchtune.models.llama3_2._component_builders import llama3_2
+
+    model = llama3_2(vocab_size=128, num_layers=1, num_heads=heads, num_kv_heads=kv,
+                     embed_dim=hidden, max_seq_len=4096, intermediate_dim=ffn,
+                     rope_base=500000, norm_eps=1e-5, scale_factor=32).to(torch.bfloat16)
+    layer = model.layers[0]
+    return layer, lambda x: layer(x), ()
+
+
+def main() -> None:
+    import transformers
+
+    versions = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__}
+    try:
+        import torchtune
+        versions["torchtune"] = torchtune.__version__.split("+")[0]
+    except ImportError:
+        pass
+    rows = []
+    for hidden, ffn, heads, kv in SHAPES:
+        for impl, attention, method, compiled in VARIANTS:
+            if impl == "torchtune" and "torchtune" not in versions:
+                continue
+            torch.manual_seed(0)
+            layer, run, extra = (hf_layer(hidden, ffn, heads, kv, attention) if impl == "hf"
+                                 else torchtune_layer(hidden, ffn, heads, kv))
+            layer = _with_method(layer, method)
+            x = torch.randn(1, TOKENS, hidden, dtype=torch.bfloat16, requires_grad=True)
+            saved = (_compiled if compiled else _eager)(layer, run, x, extra)
+            row = {"implementation": impl, "attention": attention, "method": method,
+                   "compiled": compiled, "hidden": hidden, "ffn": ffn, "heads": heads,
+                   "kv_heads": kv, "tokens": TOKENS, "bytes_per_token": saved / TOKENS}
+            if not compiled and attention == "sdpa":
+                row["working_set_bytes_per_token"] = _working_set(layer, run, x, extra) / TOKENS
+            rows.append(row)
+    json.dump({"measured_with": versions, "rows": rows}, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
