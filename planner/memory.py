@@ -368,7 +368,7 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     h, b = model.hidden_size, 2
     g = model.num_kv_heads / model.num_attention_heads
     q_dim = model.num_attention_heads * model.head_dim
-    trained = None if not cfg.is_peft else _adapted_names(model, tuple(cfg.lora_targets))
+    trained = _trained_matrices(model, cfg)
     reads = {part: trained is None or any(n in trained for n in names)
              for part, names in NORM_READERS.items()}
     down = trained is None or "down" in trained
@@ -399,6 +399,16 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     return total / cfg.tp
 
 
+def _trained_matrices(model: ModelSpec, cfg: TrainConfig) -> frozenset[str] | None:
+    """Names of the layer matrices whose adapters train (PEFT); None: every weight trains."""
+    return _adapted_names(model, tuple(cfg.lora_targets)) if cfg.is_peft else None
+
+
+def _layer_input_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """One layer's 16-bit input for one micro-batch, the tensor full checkpointing keeps."""
+    return 2 * model.hidden_size * tokens_per_gpu(cfg) / cfg.tp
+
+
 def _mlp_width(model: ModelSpec) -> int:
     """f-wide MLP units a token passes through: ffn_hidden_size, or for MoE the k routed experts'
     and the shared experts' widths."""
@@ -419,7 +429,8 @@ def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> 
     1.25 x the saved tensors for a fully trained Llama-3.2-3B layer, 1.51 x with LoRA on q, v."""
     f_bytes = 2 * _mlp_width(model)
     grads = 3 if model.activation in ("swiglu", "geglu") else 2
-    down = not cfg.is_peft or "down" in _adapted_names(model, tuple(cfg.lora_targets))
+    trained = _trained_matrices(model, cfg)
+    down = trained is None or "down" in trained
     extra = (grads - down) * f_bytes / cfg.tp
     return layer_activation_bytes_per_token(model, cfg) + extra
 
@@ -437,7 +448,7 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     layers = model.num_layers / cfg.pp
     in_flight = min(cfg.pp, cfg.grad_accum) if cfg.pp > 1 else 1
     if cfg.checkpointing == "full":
-        kept = layers * 2 * model.hidden_size * tokens / cfg.tp * in_flight
+        kept = layers * _layer_input_bytes(model, cfg) * in_flight
         return kept + backward_working_set_bytes_per_token(model, cfg) * tokens
     return layers * layer_activation_bytes_per_token(model, cfg) * tokens * in_flight
 
@@ -524,9 +535,18 @@ def backward_end_activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     already exists: the working set of one layer's backward (its saved tensors, recomputed
     under full checkpointing, and the MLP's gradients) plus, under full checkpointing, that
     layer's kept input. One micro-batch of the first pipeline stage."""
-    tokens = tokens_per_gpu(cfg)
-    kept = 2 * model.hidden_size * tokens / cfg.tp if cfg.checkpointing == "full" else 0.0
-    return backward_working_set_bytes_per_token(model, cfg) * tokens + kept
+    kept = _layer_input_bytes(model, cfg) if cfg.checkpointing == "full" else 0.0
+    return backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg) + kept
+
+
+def activation_phase_terms(model: ModelSpec, cfg: TrainConfig) -> dict[str, dict[str, float]]:
+    """The activation and loss-buffer terms of each phase of phase_terms (no dp dependence)."""
+    return {
+        FWD_PHASE: {"activations": activation_bytes(model, cfg),
+                    "logits_and_loss": logits_bytes(model, cfg)},
+        BWD_END_PHASE: {"activations": backward_end_activation_bytes(model, cfg)},
+        STEP_PHASE: {},
+    }
 
 
 def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str, dict[str, float]]:
@@ -548,16 +568,12 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
     # Gradients exist during forward when they accumulate over micro-batches, or when ZeRO-2/3
     # and FSDP keep their persistent gradient partition buffers.
     keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2 or cfg.fsdp
-    fwd = {
-        **states,
-        "gradients": grads if keeps_grads else 0.0,
-        "gathered_params": gathered,
-        "activations": activation_bytes(model, cfg),
-        "logits_and_loss": logits_bytes(model, cfg),
-    }
-    end = {**states, "gradients": grads, "gathered_params": gathered,
-           "activations": backward_end_activation_bytes(model, cfg)}
-    step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg)}
+    acts = activation_phase_terms(model, cfg)
+    fwd = {**states, "gradients": grads if keeps_grads else 0.0, "gathered_params": gathered,
+           **acts[FWD_PHASE]}
+    end = {**states, "gradients": grads, "gathered_params": gathered, **acts[BWD_END_PHASE]}
+    step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg),
+            **acts[STEP_PHASE]}
     return {FWD_PHASE: fwd, BWD_END_PHASE: end, STEP_PHASE: step}
 
 

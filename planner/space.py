@@ -154,14 +154,11 @@ def activation_reserved_bytes(
 ) -> dict[str, float]:
     """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
     if cfg.workload in ("sft", "pretrain"):  # the common case without building every term
-        from planner.memory import activation_bytes, backward_end_activation_bytes, logits_bytes
+        from planner.memory import activation_phase_terms
 
-        fwd = {"activations": activation_bytes(model, cfg),
-               "logits_and_loss": logits_bytes(model, cfg)}
-        end = {"activations": backward_end_activation_bytes(model, cfg)}
-        return {FWD_PHASE: _reserved_part(fwd, activations=True),
-                BWD_END_PHASE: _reserved_part(end, activations=True), STEP_PHASE: 0.0}
-    phases = _phases(model, cfg, precision, roles)
+        phases = activation_phase_terms(model, cfg)
+    else:
+        phases = _phases(model, cfg, precision, roles)
     return {p: _reserved_part(t, activations=True) for p, t in phases.items()}
 
 
