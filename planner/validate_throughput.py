@@ -295,6 +295,8 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         extra = {**extra, "train_batch_size": int(extra["rollouts_per_step"])}
     mem["extra"] = extra
     rc = rl_case(mem, catalog, for_time=True)
+    if case.get("framework") == "deepspeed-chat" and not case.get("micro_batch_size"):
+        rc = dschat_benchmark_batch(mem, rc, catalog)
     cfg = rc.cfg
     tp, pp = case.get("tp") or 1, case.get("pp") or 1
     update: dict[str, Any] = {}
@@ -313,6 +315,50 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
     # update is set after, as training_estimate does for uneven pipelines
     cfg = cfg.model_copy(update={**update, "tp": tp, "pp": pp})
     return rc, cfg, catalog.gpu(case["gpu"])
+
+
+# DeepSpeed-Chat's Table 1 times (step3_rlhf_finetuning/BenckmarkSetting.md): "whenever the
+# global training token batch size does not exceed our limit of 524,288 [1024 sequences of
+# 256 + 256 tokens], we always use the largest training batch size" that does not run out of
+# memory. A published run's per-device batch is therefore the largest that fits, at most
+# 1024 / GPUs sequences.
+DSCHAT_GLOBAL_BATCH_CAP = 1024
+
+
+def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> Any:
+    """The RLCase of a DeepSpeed-Chat time case at the benchmark's per-device batch: the largest
+    the memory model fits on the case's GPU (bisection; memory grows with the batch), capped at
+    DSCHAT_GLOBAL_BATCH_CAP / GPUs. Where no batch fits in the model, the shipped script's batch
+    (validate.DSCHAT_SCRIPTS) stays, and the assumption says so."""
+    from dataclasses import replace
+
+    from planner.memory import estimate_memory
+    from planner.validate import rl_case
+
+    gpu = catalog.gpu(case["gpu"])
+    if case.get("gpu_memory_gib"):
+        gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
+
+    def at(batch: int) -> Any:
+        return rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)
+
+    def fits(batch: int) -> bool:
+        r = at(batch)
+        return estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
+                               reward=r.reward).fits()
+
+    if not fits(1):
+        return replace(rc, assumptions=rc.assumptions + (
+            f"no per-device batch fits the memory model: the script's "
+            f"{rc.cfg.micro_batch_size}",))
+    lo, hi = 1, max(1, DSCHAT_GLOBAL_BATCH_CAP // case["num_gpus"])
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    best = at(lo)
+    return replace(best, assumptions=best.assumptions + (
+        f"per-device batch {lo}: the largest that fits (benchmark setting), at most "
+        f"{DSCHAT_GLOBAL_BATCH_CAP} per iteration",))
 
 
 # Generation engine of each RL framework where it is not a vLLM engine (whose in-iteration

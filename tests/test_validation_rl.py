@@ -74,12 +74,41 @@ def test_every_usable_rl_time_case_is_predicted(timing):
 def test_ppo_time_accuracy(timing):
     s = _usable(timing, "ppo")
     assert s["predicted"] == 12
-    assert s["median_abs_err"] <= 0.20, s  # bar met: measured 8.0 %
-    # Bar p90 <= 50 % NOT met: measured 146 %. Two DeepSpeed-Chat rows (OPT-6.7B and OPT-30B on
-    # 8x A100-80GB, +167 % / +158 %) run the shipped scripts' 4 prompts per GPU, while the
-    # benchmark used the largest batch that fits (BenckmarkSetting.md); at 64 per GPU both are
-    # within +7 % / +2 %. The per-device batch of the published runs is not stated.
-    assert s["p90_abs_err"] == pytest.approx(1.458, abs=0.05), s
+    # Bars met: measured median 11.3 %, p90 35.3 %. Each run's per-device batch is the largest
+    # the memory model fits (BenckmarkSetting.md: the benchmark used the largest batch that
+    # does not run out of memory, at most 1024 sequences per iteration). OPT-30B on 8x
+    # A100-80GB (+158 %) keeps the script's 4 per GPU: the model fits no batch there.
+    assert s["median_abs_err"] <= 0.20, s
+    assert s["p90_abs_err"] <= 0.50, s
+
+
+def test_dschat_runs_use_the_largest_batch_that_fits(catalog, time_cases):
+    """The benchmark batch is the memory model's edge: it fits and one more does not (or it is
+    the 1024-per-iteration cap); where nothing fits, the script's batch stays and is said."""
+    from planner.memory import estimate_memory
+    from planner.validate_throughput import DSCHAT_GLOBAL_BATCH_CAP, rl_inputs
+
+    def fits(case, batch):
+        rc = rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)
+        return estimate_memory(rc.resolved.spec, catalog.gpu(case["gpu"]), rc.cfg,
+                               critic=rc.critic, reward=rc.reward).fits()
+
+    edges = {}
+    for name in ("dschat_ppo_opt6.7b_8xA100-80", "dschat_ppo_opt1.3b_1xA6000",
+                 "dschat_ppo_opt66b_64xA100-80"):
+        case = time_cases[name]
+        rc, cfg, _gpu = rl_inputs(case, catalog)
+        b = cfg.micro_batch_size
+        cap = DSCHAT_GLOBAL_BATCH_CAP // case["num_gpus"]
+        assert fits(case, b) and (b == cap or not fits(case, b + 1)), (name, b)
+        assert cfg.rollout_batch == b * case["num_gpus"]
+        assert any("largest that fits" in a for a in rc.assumptions)
+        edges[name] = b
+    assert edges["dschat_ppo_opt66b_64xA100-80"] == 16  # the cap: 1024 / 64
+    assert edges["dschat_ppo_opt6.7b_8xA100-80"] > 4  # more than the script's 4
+    rc, cfg, _gpu = rl_inputs(time_cases["dschat_ppo_opt30b_8xA100-80"], catalog)
+    assert cfg.micro_batch_size == 4 and any("no per-device batch fits" in a
+                                             for a in rc.assumptions)
 
 
 def test_grpo_time_accuracy(timing):
