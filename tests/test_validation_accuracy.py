@@ -4,14 +4,17 @@ Bar (issue 2): on the usable SFT-family peak cases, median |relative error| <= 8
 fits/OOM verdicts (measured peaks count as "fits") >= 90 % right. Readings whose counter is
 unknown are judged against the predicted allocated..device range (validate.CaseResult.rel_err).
 
-Measured now: median 2.1 %, p90 24.5 % (strictly against reserved: 5.9 % / 30.6 %), verdicts
-93 %. The p90 target is NOT met: three cases whose stated configuration the evidence
-contradicts (qwen-7b-full-2gpu-256, torchtune2024-llama2-70b-lora-8xa100,
+Measured now: median 2.1 %, p90 24.4 % (strictly against reserved: 5.9 % / 30.6 %), verdicts
+93 %. The p90 target is NOT met, and one case alone keeps it above 20 %:
+qwen-7b-full-2gpu-256 (+34 %) states a ZeRO-2 run that cannot fit the card it ran on, while its
+reading lies inside the ZeRO-3 prediction (test_qwen_7b_two_gpu_row_cannot_be_the_zero2_it_states);
+with it inside that range the p90 is 15.3 %. The other cases above 10 %: two torchtune 2024
+rows at lengths the unpacked Alpaca data does not reach (torchtune2024-llama2-70b-lora-8xa100,
 torchtune2024-llama2-7b-lora-2x4090) and torchtune's Llama-3.1-8B LoRA/QLoRA rows on one 4090,
 whose readings (16.2 / 7.4 GiB) lie below the bf16 (or NF4) weights plus the bf16 logits and
 checkpointed layer inputs at the stated batch alone (see benchmarks/README.md). The p90
 assertion below guards the current figure against regressions; tighten it to 0.20 when those
-cases are explained.
+cases are corrected.
 """
 
 from __future__ import annotations
@@ -51,3 +54,40 @@ def test_sft_family_verdicts(summary):
 
 def test_every_usable_sft_case_is_modelled(summary):
     assert summary["sft_acceptance"]["not_modelled"] == 0, summary["not_modelled_reasons"]
+
+
+def _case(case_id):
+    import yaml
+
+    return next(c for c in yaml.safe_load(CASES.read_text())["cases"] if c["id"] == case_id)
+
+
+def test_qwen_7b_two_gpu_row_cannot_be_the_zero2_it_states():
+    # qwen-7b-full-2gpu-256 alone keeps p90 above 20 %. Its stated ZeRO-2 on 2 GPUs must hold,
+    # at DeepSpeed's step, the resident 9 B/param (2 bf16 weights + 1 gradient shard + 6 fp32
+    # master/moments) plus the flat bf16 gradient copy and its fp32 conversion (1 + 2 B/param):
+    # 12 B x 7.72e9 = 86 GiB, more than the 80 GiB card the row ran on. The same README's
+    # single-GPU 1.8B row needs that transient (predicted within 1 %). At ZeRO-3 the reading
+    # (64.8 GiB) falls inside the predicted allocated..device range.
+    from planner.memory import GIB, estimate_memory
+    from planner.params import count_params
+    from planner.validate import case_config
+
+    cat = load_catalog()
+    case = _case("qwen-7b-full-2gpu-256")
+    cfg, resolved = case_config(case, cat)
+    gpu = cat.gpu(case["gpu"])
+    zero2 = estimate_memory(resolved.spec, gpu, cfg)
+    assert zero2.phase == "optimizer step" and not zero2.fits()
+    step = zero2.terms
+    resident = sum(step[k] for k in ("weights", "master_weights", "optimizer_states",
+                                     "gradients"))
+    assert resident / count_params(resolved.spec).total == pytest.approx(9.0, rel=0.01)
+    assert (resident + step["optimizer_step"]) / GIB > case["gpu_memory_gib"]
+    zero3 = estimate_memory(resolved.spec, gpu, cfg.model_copy(update={"zero_stage": 3}))
+    assert zero3.allocated / GIB <= case["outcome"]["peak_gib"] <= zero3.device / GIB
+    one_gpu = _case("qwen-1.8b-full-2048")
+    cfg1, res1 = case_config(one_gpu, cat)
+    est1 = estimate_memory(res1.spec, cat.gpu(one_gpu["gpu"]), cfg1)
+    assert est1.allocated / GIB <= one_gpu["outcome"]["peak_gib"] * 1.01
+    assert one_gpu["outcome"]["peak_gib"] <= est1.device / GIB * 1.01
