@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,11 @@ from planner.catalog import Catalog
 from planner.cost import define_job, rent_cost
 from planner.efficiency import DECODE_EFFICIENCY
 from planner.errors import PlannerError
+from planner.memory import estimate_memory
 from planner.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
 from planner.specs import GpuSpec, PlatformSpec
 from planner.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
-from planner.validate import case_config, load_cases, percentile
+from planner.validate import case_config, load_cases, percentile, rl_case
 
 ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
@@ -271,8 +272,6 @@ OFF_POLICY_SEPARATE = ("nemo-rl",)
 
 def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
     """(validate.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
-    from planner.validate import rl_case
-
     for need in ("gpu", "model"):
         if not case.get(need):
             raise PlannerError(f"case has no {need}" if need == "gpu"
@@ -330,11 +329,6 @@ def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> A
     the memory model fits on the case's GPU (bisection; memory grows with the batch), capped at
     DSCHAT_GLOBAL_BATCH_CAP / GPUs. Where no batch fits in the model, the shipped script's batch
     (validate.DSCHAT_SCRIPTS) stays, and the assumption says so."""
-    from dataclasses import replace
-
-    from planner.memory import estimate_memory
-    from planner.validate import rl_case
-
     gpu = catalog.gpu(case["gpu"])
     if case.get("gpu_memory_gib"):
         gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
