@@ -218,6 +218,8 @@ ROLE_ARCHITECTURE = {"weqweasdas/RM-Mistral-7B": "mistralai/Mistral-7B-Instruct-
 # --only_optimize_lora (all actor weights train, adapters on top), --actor_gradient_checkpointing,
 # --enable_hybrid_engine, ZeRO stage 0 on one GPU and 3 on several, ppo_epochs 1 and
 # generation_batches 1 (one optimizer step per iteration).
+# Time cases (Table 1) replace the batch by the benchmark's own rule, the largest that fits
+# (validate_throughput.dschat_benchmark_batch); the scripts' batch remains where none fits.
 DSCHAT_SCRIPTS: dict[tuple[float, bool], tuple[int, int]] = {
     (1.3, True): (16, 1),    # single_gpu/run_1.3b.sh: main.py default batch 16
     (6.7, True): (8, 1),     # single_gpu/run_6.7b_lora.sh
