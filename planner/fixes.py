@@ -157,17 +157,20 @@ def largest_fitting(model: str, gpu: str, config: TrainConfig, field_name: str, 
     fits (None if even ``lo`` does not), by bisection: memory grows with the field."""
     cat = catalog or load_catalog()
 
-    def fits(value: int) -> bool:
-        cfg = _with(config, {field_name: value})
+    def fits(k: int) -> bool:
+        cfg = _with(config, {field_name: k * step})
         return evaluate(model, gpu, cfg, catalog=cat, **kwargs).fits
 
-    a, b = -(-lo // step), hi // step  # candidate values are k * step, a <= k <= b
-    if a > b or not fits(a * step):
+    k = largest_true(fits, -(-lo // step), hi // step)  # candidates k * step in [lo, hi]
+    return None if k is None else k * step
+
+
+def largest_true(pred: Callable[[int], bool], lo: int, hi: int) -> int | None:
+    """The largest integer k in [lo, hi] with pred(k), by bisection, for a predicate that
+    holds up to some k and fails above it (memory fits up to a batch); None if pred(lo) fails."""
+    if lo > hi or not pred(lo):
         return None
-    while a < b:
-        mid = (a + b + 1) // 2
-        if fits(mid * step):
-            a = mid
-        else:
-            b = mid - 1
-    return a * step
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if pred(mid) else (lo, mid - 1)
+    return lo

@@ -329,6 +329,8 @@ def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> A
     the memory model fits on the case's GPU (bisection; memory grows with the batch), capped at
     DSCHAT_GLOBAL_BATCH_CAP / GPUs. Where no batch fits in the model, the shipped script's batch
     (validate.DSCHAT_SCRIPTS) stays, and the assumption says so."""
+    from planner.fixes import largest_true  # validation only: off the CLI's start-up path
+
     gpu = catalog.gpu(case["gpu"])
     if case.get("gpu_memory_gib"):
         gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
@@ -341,17 +343,14 @@ def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> A
         return estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
                                reward=r.reward).fits()
 
-    if not fits(1):
+    batch = largest_true(fits, 1, max(1, DSCHAT_GLOBAL_BATCH_CAP // case["num_gpus"]))
+    if batch is None:
         return replace(rc, assumptions=rc.assumptions + (
             f"no per-device batch fits the memory model: the script's "
             f"{rc.cfg.micro_batch_size}",))
-    lo, hi = 1, max(1, DSCHAT_GLOBAL_BATCH_CAP // case["num_gpus"])
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    best = at(lo)
+    best = at(batch)
     return replace(best, assumptions=best.assumptions + (
-        f"per-device batch {lo}: the largest that fits (benchmark setting), at most "
+        f"per-device batch {batch}: the largest that fits (benchmark setting), at most "
         f"{DSCHAT_GLOBAL_BATCH_CAP} per iteration",))
 
 
