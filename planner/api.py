@@ -10,7 +10,7 @@ from planner.cost import Job, job_cost
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
 from planner.memory import estimate_memory
-from planner.request import TrainConfig, validate_config
+from planner.request import TrainConfig, fill_role_gpus, validate_config
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import estimate_throughput
 
@@ -51,13 +51,14 @@ def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                                gpus_per_node=gpus_per_node)
 
 
-def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig
-                ) -> tuple[Any, GpuSpec, TrainConfig]:
+def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig, *,
+                reward_model: str | None = None) -> tuple[Any, GpuSpec, TrainConfig]:
     """The catalog entries of a job and its validated config: a quantized checkpoint
-    (-Int4/GPTQ) trains only with QLoRA, on its GPTQ weights."""
+    (-Int4/GPTQ) trains only with QLoRA, on its GPTQ weights; split RL placement without
+    role GPUs gets equal groups (request.fill_role_gpus)."""
     resolved = cat.model(model)
     gpu_spec = cat.gpu(gpu)
-    cfg = config
+    cfg = fill_role_gpus(config, has_reward=reward_model is not None)
     if resolved.weight_bits:
         if cfg.method != "qlora":
             raise PlannerError(
@@ -79,7 +80,7 @@ def check(
     """Memory, throughput, time and cost of one configuration: the `planner check --json`
     document."""
     cat = catalog or load_catalog()
-    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config)
+    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)

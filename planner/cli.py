@@ -31,6 +31,7 @@ from planner.request import (
     WORKLOADS,
     PlanRequest,
     TrainConfig,
+    parse_role_gpus,
 )
 from planner.validate import validate_file
 from planner.validate_throughput import is_throughput_file, validate_throughput_file
@@ -124,9 +125,13 @@ WORKLOAD_OPTIONS = [
                  help="RL: mean real tokens per sequence of padding-free trainer passes."),
     click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
     click.option("--placement", type=_choice(PLACEMENTS), default="colocate", show_default=True,
-                 help="RL: engines share the GPUs (verl) or have their own (OpenRLHF)."),
+                 help="RL: engines share the GPUs (verl), have their own (separate), or "
+                      "every role and the engines have their own (split, OpenRLHF)."),
     click.option("--rollout-gpus", type=int, default=None,
                  help="Separate placement: GPUs for the engines [default: half]."),
+    click.option("--role-gpus", default=None,
+                 help="Split placement: GPUs per role, e.g. actor=4,critic=2,reference=1,"
+                      "reward=1; the engines take the rest [default: equal groups]."),
     click.option("--offload-idle", is_flag=True,
                  help="RL: idle roles' states wait in host RAM between phases."),
     click.option("--no-engine-sleep", is_flag=True,
@@ -229,6 +234,9 @@ def _config(opts: dict[str, object]) -> TrainConfig:
         _check_kl(kl, str(data.get("workload")))
         data["reference"] = kl > 0
     data["engine_sleep"] = not data.pop("no_engine_sleep", False)
+    role_gpus = data.pop("role_gpus", None)
+    if role_gpus is not None:
+        data["role_gpus"] = parse_role_gpus(str(role_gpus))
     if data.get("seq_len") is None:
         prompt, response = data.get("prompt_len"), data.get("response_len")
         data["seq_len"] = prompt + response if prompt and response else 2048

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from planner.memory import GIB, MemoryEstimate
-from planner.request import TrainConfig
+from planner.request import TrainConfig, rollout_gpu_count
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 
@@ -303,8 +303,8 @@ def _rl_doc(c: TrainConfig, est: MemoryEstimate) -> dict[str, Any] | None:
     if u is None and est.engine_utilization is not None:
         u = math.ceil(est.engine_utilization * 100) / 100
     return {"placement": c.placement, "rollout_tp": c.rollout_tp,
-            "rollout_gpus": c.rollout_gpus or (c.num_gpus if c.placement == "colocate"
-                                               else c.num_gpus // 2),
+            "rollout_gpus": rollout_gpu_count(c),
+            "role_gpus": dict(c.role_gpus) if c.role_gpus else None,
             "gpu_memory_utilization": u, "offload_idle": c.offload_idle,
             "rollout_batch": c.rollout_batch, "rollout_n": c.samples_per_prompt,
             "prompt_len": c.prompt_len, "response_len": c.response_len,
@@ -338,6 +338,8 @@ def _rl_line(rl: dict[str, Any] | None) -> str:
         return ""
     where = ("engines share every GPU" if rl["placement"] == "colocate"
              else f"engines on {rl['rollout_gpus']} GPUs of their own")
+    if rl.get("role_gpus"):
+        where += ", " + ", ".join(f"{n} on {g}" for n, g in rl["role_gpus"].items())
     return (f": {rl['placement']} ({where}), rollout TP {rl['rollout_tp']}, "
             f"gpu_memory_utilization {rl['gpu_memory_utilization']:.2f}"
             + (", idle roles offloaded to host" if rl["offload_idle"] else ""))

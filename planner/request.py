@@ -11,11 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.errors import PlannerError
+from planner.errors import PlannerError, did_you_mean
 from planner.specs import GpuSpec, ModelSpec
 
 Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
-Placement = Literal["colocate", "separate"]
+Placement = Literal["colocate", "separate", "split"]
 Method = Literal["full", "lora", "dora", "qlora", "freeze"]
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "sgd-momentum", "adafactor"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
@@ -123,6 +123,10 @@ class TrainConfig(BaseModel):
     rollout_gpus: int | None = Field(
         default=None, gt=0, description="separate placement: GPUs of the rollout engines"
     )
+    role_gpus: tuple[tuple[str, int], ...] | None = Field(
+        default=None, description="split placement: GPUs of each model role, e.g. (('actor', "
+        "4), ('critic', 2), ('reference', 1), ('reward', 1)); the engines take the rest"
+    )
     offload_idle: bool = Field(
         default=False, description="RL: states of idle roles move to host RAM between phases "
         "(verl param/optimizer offload)"
@@ -152,6 +156,8 @@ class TrainConfig(BaseModel):
         gpus = self.num_gpus
         if self.workload in RL_WORKLOADS and self.placement == "separate":
             gpus -= rollout_gpu_count(self)
+        if self.workload in RL_WORKLOADS and self.placement == "split" and self.role_gpus:
+            gpus = dict(self.role_gpus)["actor"]
         return gpus // (self.tp * self.pp * self.cp)
 
     @property
@@ -245,7 +251,8 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
     rl_only = {"--prompt-len": cfg.prompt_len, "--response-len": cfg.response_len,
                "--mean-seq-len": cfg.mean_seq_len,
                "--rollout-n": cfg.rollout_n, "--gpu-memory-utilization": cfg.gpu_memory_utilization,
-               "--rollout-gpus": cfg.rollout_gpus}
+               "--rollout-gpus": cfg.rollout_gpus,
+               "--role-gpus": format_role_gpus(cfg.role_gpus) if cfg.role_gpus else None}
     if not cfg.is_rl:
         for flag, value in rl_only.items():
             if value is not None:
@@ -291,21 +298,112 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
     if gen_gpus % cfg.rollout_tp:
         raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the {gen_gpus} rollout "
                            "GPUs")
-    if cfg.placement == "separate":
+    if cfg.role_gpus is not None and cfg.placement != "split":
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)} needs --placement "
+                           "split")
+    if cfg.placement == "split":
+        _validate_split(cfg)
+    elif cfg.placement == "separate":
         if cfg.num_gpus < 2:
             raise PlannerError("--placement separate needs at least 2 GPUs (engines and trainer)")
         if cfg.rollout_gpus is not None and cfg.rollout_gpus >= cfg.num_gpus:
             raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must leave GPUs for training "
                                f"(--num-gpus {cfg.num_gpus})")
     elif cfg.rollout_gpus is not None:
-        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} needs --placement separate")
+        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} needs --placement separate or "
+                           "split")
+
+
+def _validate_split(cfg: TrainConfig) -> None:
+    """Split placement: every role named once with at least one GPU, the engines the rest."""
+    if cfg.role_gpus is None:
+        raise PlannerError("--placement split needs the GPUs of each role (--role-gpus "
+                           "actor=N,critic=N,...; the CLI and the planner default to equal "
+                           "groups)")
+    names = [n for n, _ in cfg.role_gpus]
+    for name, gpus in cfg.role_gpus:
+        if name not in SPLIT_ROLES:
+            raise PlannerError(f"--role-gpus: {name!r} is not a role"
+                               f"{did_you_mean(name, SPLIT_ROLES)}; roles: "
+                               f"{', '.join(SPLIT_ROLES)}")
+        if gpus < 1:
+            raise PlannerError(f"--role-gpus {name}={gpus}: every role needs at least 1 GPU")
+    if len(set(names)) != len(names) or "actor" not in names:
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)}: name each role once, "
+                           "the actor included")
+    engines = cfg.num_gpus - sum(g for _, g in cfg.role_gpus)
+    if engines < 1:
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)} take all "
+                           f"{cfg.num_gpus} GPUs: the rollout engines need GPUs of their own")
+    if cfg.rollout_gpus is not None and cfg.rollout_gpus != engines:
+        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must be the GPUs --role-gpus "
+                           f"leaves ({engines} of {cfg.num_gpus})")
+    if cfg.offload_idle:
+        raise PlannerError("--offload-idle moves idle roles off shared GPUs; with --placement "
+                           "split every role has GPUs of its own")
+
+
+SPLIT_ROLES = ("actor", "critic", "reference", "reward")
+
+
+def split_role_names(workload: str, *, peft: bool, reference: bool,
+                     has_reward: bool) -> tuple[str, ...]:
+    """Roles that get GPUs of their own with split placement (OpenRLHF without
+    --colocate_*): the actor, PPO's critic and reward model, GRPO's reward model when one is
+    given, and the reference unless it is the actor's base with the adapters off (LoRA/DoRA/
+    QLoRA: it runs on the actor's GPUs, workloads.roles)."""
+    names = ["actor"]
+    if workload == "ppo":
+        names.append("critic")
+    if reference and not peft:
+        names.append("reference")
+    if workload == "ppo" or has_reward:
+        names.append("reward")
+    return tuple(names)
+
+
+def fill_role_gpus(cfg: TrainConfig, *, has_reward: bool) -> TrainConfig:
+    """Split placement without --role-gpus: the roles and the engines take equal groups of
+    the GPUs (OpenRLHF's examples give every role and the vLLM engines the same count)."""
+    if not cfg.is_rl or cfg.placement != "split" or cfg.role_gpus is not None:
+        return cfg
+    names = split_role_names(cfg.workload, peft=cfg.is_peft, reference=cfg.reference,
+                             has_reward=has_reward)
+    groups = len(names) + 1
+    if cfg.num_gpus % groups:
+        raise PlannerError(
+            f"--placement split on {cfg.num_gpus} GPUs: the {len(names)} roles "
+            f"({', '.join(names)}) and the engines take equal groups, so --num-gpus must be a "
+            f"multiple of {groups}; or give --role-gpus")
+    g = cfg.num_gpus // groups
+    return cfg.model_copy(update={"role_gpus": tuple((n, g) for n in names)})
+
+
+def format_role_gpus(role_gpus: tuple[tuple[str, int], ...]) -> str:
+    return ",".join(f"{n}={g}" for n, g in role_gpus)
+
+
+def parse_role_gpus(text: str) -> tuple[tuple[str, int], ...]:
+    """--role-gpus actor=4,critic=2,reference=1,reward=1 -> (('actor', 4), ...)."""
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, count = part.partition("=")
+        if not count.strip().isdigit():
+            raise PlannerError(f"--role-gpus {part!r}: write role=GPUs, e.g. "
+                               "actor=4,critic=2,reference=1,reward=1")
+        out.append((name.strip(), int(count)))
+    if not out:
+        raise PlannerError(f"--role-gpus {text!r}: write role=GPUs, e.g. actor=4,critic=2")
+    return tuple(out)
 
 
 def rollout_gpu_count(cfg: TrainConfig) -> int:
     """GPUs that run rollout engines: all of them colocated; --rollout-gpus (default half)
-    when separate."""
+    when separate; split, what the roles' groups leave."""
     if cfg.placement == "colocate":
         return cfg.num_gpus
+    if cfg.placement == "split" and cfg.role_gpus:
+        return max(1, cfg.num_gpus - sum(g for _, g in cfg.role_gpus))
     return cfg.rollout_gpus or max(1, cfg.num_gpus // 2)
 
 
@@ -451,11 +549,17 @@ def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
         response_len=req.response_len, rollout_n=req.rollout_n,
         rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
         reference=req.reference, precompute_ref=req.precompute_ref,
-        mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
+        mean_seq_len=req.mean_seq_len,
+        # split's groups are the space's (equal, space._with_dp); its other checks are
+        # separate's
+        placement="separate" if req.placement == "split" else req.placement or "colocate",
         rollout_tp=req.rollout_tp or 1, offload_idle=bool(req.offload_idle),
         num_gpus=max(2, 2 * (req.rollout_tp or 1)),
     )
     validate_workload(probe, model)
+    if req.placement == "split" and req.offload_idle:
+        raise PlannerError("--offload-idle moves idle roles off shared GPUs; with --placement "
+                           "split every role has GPUs of its own")
     if req.is_rl and (req.tp not in (None, 1) or req.pp not in (None, 1)):
         raise PlannerError(f"{req.workload}: the trainer is data parallel; --tp/--pp apply to "
                            f"SFT (use --rollout-tp for the engines)")

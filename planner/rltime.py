@@ -18,7 +18,9 @@ all sequences, and moves the new weights into the engine:
 
 Colocated phases run one after another; separate placement pipelines generation of the next
 batch with training on this one (OpenRLHF async / verl one-step-off-policy), so an iteration
-takes the slower side plus the weight sync.
+takes the slower side plus the weight sync. Split placement (every role on GPUs of its own)
+pipelines the same way, and its roles work side by side: the forward passes take as long as
+the busiest group's, then the actor and critic updates as long as the slower one.
 """
 
 from __future__ import annotations
@@ -46,10 +48,24 @@ from planner.workloads import (
     Role,
     engine,
     engine_weight_bytes,
+    phase_group,
     resident_terms,
     roles,
     trainer_gpus,
 )
+
+
+def split_training_seconds(phases: dict[str, float], cfg: TrainConfig) -> float:
+    """Training side of a split-placement iteration: the forward passes of every group
+    (a LoRA reference runs on the actor's GPUs, after the actor's own pass), then the updates
+    (actor and critic on their own GPUs, side by side)."""
+    busy: dict[str, float] = {}
+    for k, v in phases.items():
+        if k.endswith(" forward"):
+            group = phase_group(cfg, k)
+            busy[group] = busy.get(group, 0.0) + v
+    updates = [v for k, v in phases.items() if k.endswith(" update")]
+    return max(busy.values(), default=0.0) + max(updates, default=0.0)
 
 
 @dataclass(frozen=True)
@@ -189,9 +205,11 @@ def estimate_rl_step(
             model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
             cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
     for r in rs:
-        # Padding-free passes (mean_seq_len) see the role config's tokens per sequence.
+        # Padding-free passes (mean_seq_len) see the role config's tokens per sequence; with
+        # split placement each role's pass runs on its own group's GPUs.
+        gpus = r.cfg.num_gpus if cfg.placement == "split" else n_train
         phases[f"{r.name} forward"] = forward_seconds(
-            r.model, gpu, r.cfg, seqs * r.cfg.seq_len, n_train, stack, links=links,
+            r.model, gpu, r.cfg, seqs * r.cfg.seq_len, gpus, stack, links=links,
             batch=cfg.logprob_batch)
     for r in rs:
         if r.trained:
@@ -214,11 +232,16 @@ def estimate_rl_step(
         step = sum(phases.values())
     else:
         gen_keys = ("generation", "generation tail", "weight sync")
-        train = sum(v for k, v in phases.items() if k not in gen_keys)
+        if cfg.placement == "split":
+            train = split_training_seconds(phases, cfg) + phases.get("offload traffic", 0.0)
+            notes.append("split placement: each role on GPUs of its own; forward passes and "
+                         "updates of different roles run side by side")
+        else:
+            train = sum(v for k, v in phases.items() if k not in gen_keys)
         generation = phases["generation"] + phases.get("generation tail", 0.0)
         step = max(generation, train) + phases["weight sync"]
-        notes.append("separate placement: generation of the next batch overlaps training "
-                     "(one step off-policy)")
+        notes.append(f"{cfg.placement} placement: generation of the next batch overlaps "
+                     "training (one step off-policy)")
     if eng.concurrency < eng.sequences_per_engine:
         notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
                      f"wave(s) of {conc}")

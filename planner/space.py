@@ -33,8 +33,10 @@ from planner.request import (
     DEFAULT_LORA_RANK,
     LORA_RANKS,
     OFFLOADS,
+    PLACEMENTS,
     PlanRequest,
     TrainConfig,
+    split_role_names,
     validate_plan_request,
 )
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -62,9 +64,14 @@ class StatesCoefficients:
 
 def _with_dp(cfg: TrainConfig, dp: int) -> TrainConfig:
     """``cfg`` with data-parallel degree dp: separate RL placement gives the engines as many
-    GPUs as the trainer (num_gpus = 2 dp)."""
+    GPUs as the trainer (num_gpus = 2 dp); split gives every role and the engines dp GPUs each
+    (num_gpus = (roles + 1) dp, OpenRLHF's equal groups)."""
     if cfg.is_rl and cfg.placement == "separate":
         return cfg.model_copy(update={"num_gpus": 2 * dp, "rollout_gpus": dp})
+    if cfg.is_rl and cfg.placement == "split":
+        names = [n for n, _ in cfg.role_gpus or ()]
+        return cfg.model_copy(update={"num_gpus": (len(names) + 1) * dp,
+                                      "role_gpus": tuple((n, dp) for n in names)})
     return cfg.model_copy(update={"num_gpus": cfg.tp * cfg.pp * cfg.cp * dp})
 
 
@@ -182,13 +189,24 @@ class Strategy:
     sharding: str  # none | zero1 | zero2 | zero3 | fsdp
     offload: str
     checkpointing: str
-    placement: str = "colocate"  # RL: colocate | separate
+    placement: str = "colocate"  # RL: colocate | separate | split
     rollout_tp: int = 1
     offload_idle: bool = False
+    role_names: tuple[str, ...] = ()  # split: the roles with GPUs of their own
+
+    @property
+    def groups(self) -> int:
+        """GPU groups of dp GPUs each: 1 (colocate), 2 (separate: trainer and engines), or one
+        per role plus the engines (split)."""
+        if self.placement == "split":
+            return len(self.role_names) + 1
+        return 2 if self.placement == "separate" else 1
 
     def config_fields(self) -> dict[str, object]:
         return {
             "placement": self.placement,
+            "role_gpus": tuple((n, 1) for n in self.role_names)
+            if self.placement == "split" else None,
             "rollout_tp": self.rollout_tp,
             "offload_idle": self.offload_idle,
             "method": self.method,
@@ -432,9 +450,10 @@ class PlanSpace:
         return gb // (dp * mb) if gb % (dp * mb) == 0 else None
 
     def num_gpus(self, si: int, tp: int, pp: int, dp: int) -> int:
-        """GPUs of a layout: tp x pp x dp, twice dp for separate RL placement."""
-        if self.strategies[si].placement == "separate":
-            return 2 * dp
+        """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Strategy.groups)."""
+        s = self.strategies[si]
+        if s.placement != "colocate":
+            return s.groups * dp
         return tp * pp * dp
 
     @cached_property
@@ -448,9 +467,9 @@ class PlanSpace:
 
         key = (si, dp)
         if key not in self._engines:
-            s = self.strategies[si]
+            fields = self.strategies[si].config_fields()
             cfg = _with_dp(self.base.model_copy(update={
-                "rollout_tp": s.rollout_tp, "placement": s.placement}), dp)
+                k: fields[k] for k in ("rollout_tp", "placement", "role_gpus")}), dp)
             self._engines[key] = engine(self.model, cfg, None)
         return self._engines[key]
 
@@ -538,11 +557,13 @@ def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int
     otherwise."""
     if not request.is_rl:
         return [("colocate", 1, False)]
-    placements = (request.placement,) if request.placement else ("colocate", "separate")
+    placements = (request.placement,) if request.placement else PLACEMENTS
     rtps = (request.rollout_tp,) if request.rollout_tp else tensor_parallel_options(
         model, per_node)
     idles = (request.offload_idle,) if request.offload_idle is not None else (False, True)
-    return [(p, t, i) for p in placements for t in rtps for i in idles]
+    # split: no role shares a GPU, so there is nothing idle to move (request._validate_split)
+    return [(p, t, i) for p in placements for t in rtps for i in idles
+            if not (p == "split" and i)]
 
 
 def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = None
@@ -566,7 +587,13 @@ def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = N
                 for off in offloads:
                     for ck in ckpts:
                         for place, rtp, idle in rl or [("colocate", 1, False)]:
-                            s = Strategy(method, rank, opt, shard, off, ck, place, rtp, idle)
+                            names = split_role_names(
+                                request.workload, peft=method in ("lora", "dora", "qlora"),
+                                reference=request.reference,
+                                has_reward=request.reward_model is not None,
+                            ) if place == "split" else ()
+                            s = Strategy(method, rank, opt, shard, off, ck, place, rtp, idle,
+                                         names)
                             if valid_strategy(s):
                                 out.append(s)
     return tuple(out)
@@ -764,13 +791,15 @@ def config_for(space: PlanSpace, row: Row) -> TrainConfig:
 def layout_config(space: PlanSpace, si: int, *, num_gpus: int, tp: int, pp: int,
                   micro_batch: int, grad_accum: int) -> TrainConfig:
     """The concrete TrainConfig of strategy ``si`` on a layout (separate RL placement: half the
-    GPUs run the engines)."""
+    GPUs run the engines; split: every role and the engines an equal group)."""
     s = space.strategies[si]
+    group = num_gpus // s.groups
     return space.base.model_copy(update={
         **s.config_fields(),
         "num_gpus": num_gpus, "tp": tp, "pp": pp,
         "micro_batch_size": micro_batch, "grad_accum": grad_accum,
-        "rollout_gpus": num_gpus // 2 if s.placement == "separate" else None,
+        "rollout_gpus": group if s.placement == "separate" else None,
+        "role_gpus": tuple((n, group) for n in s.role_names) if s.placement == "split" else None,
     })
 
 
@@ -809,20 +838,25 @@ class RowArrays:
         self.fwd = np.zeros(len(rows))
         self.gen = np.zeros(len(rows))
         self.separate = np.zeros(len(rows), dtype=bool)
+        self.groups = np.ones(len(rows))
         if space.base.is_rl:
             steps = -(-req.sequences_per_step // req.global_batch_size)
             self.fwd = per * col(lambda r: flops(r)[2])
             self.fixed = col(lambda r: flops(r)[3]) * steps * eff.STEP_OVERHEAD_S
             self.gen = col(space.timing.generation_bytes)
-            self.separate = np.array([space.strategies[r.strategy].placement == "separate"
+            self.separate = np.array([space.strategies[r.strategy].placement != "colocate"
                                       for r in rows], dtype=bool)
+            # split: the role groups work side by side, so training takes at least the
+            # average over the groups (rltime.split_training_seconds takes the busiest)
+            self.groups = col(lambda r: max(1, space.strategies[r.strategy].groups - 1)
+                              if space.strategies[r.strategy].placement == "split" else 1)
 
     def bounds(self, offer_idx: int):
         """Lower bounds on step_time_us of every row on one offer."""
         import numpy as np
 
         r_lin, r_16, bandwidth = self.space.timing.rates(offer_idx)
-        train = self.lin / r_lin + self.s16 / r_16 + self.fwd / r_lin + self.fixed
+        train = (self.lin / r_lin + self.s16 / r_16 + self.fwd / r_lin + self.fixed) / self.groups
         gen = self.gen / bandwidth
         return np.where(self.separate, np.maximum(train, gen), train + gen) * 1e6
 

@@ -52,7 +52,7 @@ from planner.catalog import Catalog, load_catalog
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
 from planner.memory import GIB, MemoryEstimate, estimate_memory
-from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig
+from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 Objective = Literal["throughput", "memory"]
@@ -194,7 +194,7 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
         raise PlannerError(f"--memory-target {memory_target} must be a fraction of capacity in "
                            "(0, 1], e.g. 0.875")
     cat = catalog or load_catalog()
-    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config)
+    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
@@ -250,7 +250,7 @@ def _check_pins(base: TrainConfig, pins: Pins) -> None:
         raise PlannerError(f"--optimizer-in-backward needs --grad-accum 1 (got {a})")
     if base.is_rl and pins.rollout_batch is not None and pins.rollout_n is not None:
         seqs = pins.rollout_batch * pins.rollout_n
-        rules = [(base.num_gpus, "--num-gpus"), (g, "--global-batch")]
+        rules = [_gpu_unit(base), (g, "--global-batch")]
         rules += [(m * dp if m else None, f"micro-batch x dp = {m} x {dp}"),
                   (pins.logprob_micro_batch * dp if pins.logprob_micro_batch else None,
                    f"logprob micro-batch x dp = {pins.logprob_micro_batch} x {dp}")]
@@ -259,6 +259,20 @@ def _check_pins(base: TrainConfig, pins: Pins) -> None:
                 raise PlannerError(
                     f"rollout sequences {pins.rollout_batch} x {pins.rollout_n} = {seqs} must be "
                     f"a multiple of {name} ({unit})")
+
+
+def _gpu_unit(base: TrainConfig) -> tuple[int, str]:
+    """Rollout sequences split evenly over every GPU that handles them: all GPUs when the
+    roles and engines share them; with engines (and, split, each role) on GPUs of their own,
+    every group's GPU count (their least common multiple)."""
+    if not base.is_rl or base.placement == "colocate":
+        return base.num_gpus, "--num-gpus"
+    groups = {"engines": rollout_gpu_count(base)}
+    groups.update(dict(base.role_gpus or ()) if base.placement == "split"
+                  else {"trainer": base.num_gpus - rollout_gpu_count(base)})
+    unit = math.lcm(*groups.values())
+    shown = ", ".join(f"{k} {v}" for k, v in groups.items())
+    return unit, f"the GPU groups' counts ({shown})"
 
 
 def _choices(pinned: Any, values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -306,7 +320,7 @@ def outer_settings(base: TrainConfig, pins: Pins, space: SearchSpace) -> list[_O
             for n in ns:
                 seqs = rb * n
                 total = pins.global_batch or seqs
-                if seqs % base.num_gpus or seqs % total:
+                if seqs % _gpu_unit(base)[0] or seqs % total:
                     continue
                 pairs = tuple((m, a) for m, a in _inner(total, pins.grad_accum, micros, dp,
                                                         accums)
@@ -519,7 +533,7 @@ def _no_candidates(base: TrainConfig, pins: Pins) -> str:
     if base.is_rl:
         return (f"no batch settings meet the divisibility rules on {base.num_gpus} GPU(s) "
                 f"(dp {base.dp}): rollout sequences (prompts x samples) must be a multiple of "
-                "the GPU count, of micro-batch x dp, of the global batch and of logprob "
+                f"{_gpu_unit(base)[1]}, of micro-batch x dp, of the global batch and of logprob "
                 "micro-batch x dp; relax --rollout-batch/--rollout-n/--global-batch/"
                 "--micro-batch/--grad-accum")
     return (f"no batch settings meet the divisibility rules (dp {base.dp}): the global batch "

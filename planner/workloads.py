@@ -18,9 +18,12 @@ Placement (PPO/GRPO): *colocate* time-shares every GPU among all roles and the e
 hybrid engine): the engine sleeps (frees its KV cache, offloads weights) while training runs,
 and with ``offload_idle`` the states of roles not in use wait in host RAM. *separate* puts the
 engines on their own GPUs (OpenRLHF with vLLM engines) and the trained and frozen roles
-time-share the other GPUs (OpenRLHF ``--colocate_all_models``). The per-GPU peak is the
-largest phase on either group. Reward and value heads output one number per token: no
-vocabulary logits.
+time-share the other GPUs (OpenRLHF ``--colocate_all_models``). *split* gives the engines and
+every model role GPUs of their own (OpenRLHF without ``--colocate_*``: actor, critic, reference
+and reward model each on ``--<role>_num_gpus_per_node`` GPUs, ``cfg.role_gpus``); a LoRA
+reference is the actor's base and runs on the actor's GPUs. A group holds only its own role, so
+no idle states wait beside the active one. The per-GPU peak is the largest phase on any group.
+Reward and value heads output one number per token: no vocabulary logits.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from planner import calibration as cal
+from planner.errors import PlannerError
 from planner.memory import (
     BWD_END_PHASE,
     FWD_PHASE,
@@ -42,7 +46,7 @@ from planner.memory import (
     weight_bytes,
 )
 from planner.params import count_params
-from planner.request import TrainConfig, rollout_gpu_count
+from planner.request import TrainConfig, format_role_gpus, rollout_gpu_count, split_role_names
 from planner.specs import ModelSpec
 
 ROLLOUT_PHASE = "rollout"
@@ -73,10 +77,36 @@ def value_model(model: ModelSpec) -> ModelSpec:
 
 
 def trainer_gpus(cfg: TrainConfig) -> int:
-    """GPUs that hold the trained and frozen roles."""
+    """GPUs that hold the trained and frozen roles (split placement: the actor's)."""
     if cfg.is_rl and cfg.placement == "separate":
         return cfg.num_gpus - rollout_gpu_count(cfg)
+    if cfg.is_rl and cfg.placement == "split":
+        return role_group_gpus(cfg, "actor")
     return cfg.num_gpus
+
+
+def role_group_gpus(cfg: TrainConfig, name: str) -> int:
+    """GPUs of one role's group with split placement (a reference without a group of its own
+    shares the actor's base, on the actor's GPUs)."""
+    groups = dict(cfg.role_gpus or ())
+    if name not in groups and name == "reference" and cfg.is_peft:
+        name = "actor"
+    if name not in groups:
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus or ())} gives no GPUs "
+                           f"to the {name}")
+    return groups[name]
+
+
+def _split_check(cfg: TrainConfig, names: tuple[str, ...]) -> None:
+    """Every group of --role-gpus belongs to a role of the workload."""
+    extra = [n for n, _ in cfg.role_gpus or () if n not in names]
+    if extra:
+        hint = {"reward": "; GRPO scores with a reward function unless --reward-model is "
+                          "given",
+                "reference": "; a LoRA reference runs on the actor's GPUs and --kl 0 drops it",
+                "critic": "; only PPO has a critic"}.get(extra[0], "")
+        raise PlannerError(f"--role-gpus {extra[0]}=...: this {cfg.workload} job has no "
+                           f"{extra[0]} model of its own (roles: {', '.join(names)}){hint}")
 
 
 def _base(cfg: TrainConfig, **update: object) -> TrainConfig:
@@ -117,17 +147,38 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
             out.append(Role("reference", model, _frozen_cfg(cfg, n).model_copy(
                 update={"micro_batch_size": mb}), False, shares_base=peft))
         return tuple(out)
-    actor_cfg = _base(cfg, num_gpus=n)
+    split = cfg.placement == "split"
+    if split:
+        _split_check(cfg, _rl_role_names(cfg, reward is not None))
+    gpus = (lambda name: role_group_gpus(cfg, name)) if split else (lambda name: n)
     lp = cfg.logprob_batch
-    fwd = _frozen_cfg(cfg, n).model_copy(update={"micro_batch_size": lp})
-    out = [Role("actor", model, actor_cfg, True)]
+
+    def fwd(name: str) -> TrainConfig:
+        return _frozen_cfg(cfg, gpus(name)).model_copy(update={"micro_batch_size": lp})
+
+    out = [Role("actor", model, _base(cfg, num_gpus=n), True)]
     if cfg.workload == "ppo":
-        out.append(Role("critic", value_model(critic or model), actor_cfg, True, True))
+        out.append(Role("critic", value_model(critic or model), _trained_cfg(cfg, gpus("critic")),
+                        True, True))
     if cfg.reference:
-        out.append(Role("reference", model, fwd, False, shares_base=peft))
+        out.append(Role("reference", model, fwd("reference"), False, shares_base=peft))
     if cfg.workload == "ppo" or reward is not None:
-        out.append(Role("reward", value_model(reward or model), fwd, False, True))
+        out.append(Role("reward", value_model(reward or model), fwd("reward"), False, True))
     return tuple(out)
+
+
+def _rl_role_names(cfg: TrainConfig, has_reward: bool) -> tuple[str, ...]:
+    return split_role_names(cfg.workload, peft=cfg.is_peft, reference=cfg.reference,
+                            has_reward=has_reward)
+
+
+def _trained_cfg(cfg: TrainConfig, gpus: int) -> TrainConfig:
+    """A trained role on ``gpus`` GPUs with the actor's global batch: on a group of another
+    size (split placement) the accumulation makes up the difference (OpenRLHF's
+    train_batch_size is global), rounded up."""
+    actor_batch = cfg.micro_batch_size * cfg.grad_accum * cfg.dp
+    accum = max(1, -(-actor_batch // (cfg.micro_batch_size * gpus)))
+    return _base(cfg, num_gpus=gpus, grad_accum=accum)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,7 +314,11 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
 # Phases of a workload
 # ---------------------------------------------------------------------------------------------
 def _idle(role: Role, cfg: TrainConfig, precision: str) -> dict[str, float]:
-    return {} if cfg.offload_idle else _prefixed(role, resident_terms(role, precision))
+    """A role's states while another role runs on its GPUs: none when idle states go to the
+    host, or when no other role shares its GPUs (split placement)."""
+    if cfg.offload_idle or cfg.placement == "split":
+        return {}
+    return _prefixed(role, resident_terms(role, precision))
 
 
 def _sum(*parts: dict[str, float]) -> dict[str, float]:
@@ -361,11 +416,18 @@ def workload_phases(model: ModelSpec, cfg: TrainConfig, precision: str, *,
 
 
 def phase_group(cfg: TrainConfig, phase: str) -> str:
-    """Which GPUs run ``phase``: all GPUs, or with separate placement the engine or trainer
-    GPUs."""
-    if not (cfg.is_rl and cfg.placement == "separate"):
+    """Which GPUs run ``phase``: all GPUs; with separate placement the engine or trainer
+    GPUs; split, the engine GPUs or the GPUs of the role the phase belongs to."""
+    if not (cfg.is_rl and cfg.placement in ("separate", "split")):
         return "all GPUs"
-    return ENGINE_GROUP if phase == ROLLOUT_PHASE else "trainer GPUs"
+    if phase == ROLLOUT_PHASE:
+        return ENGINE_GROUP
+    if cfg.placement == "separate":
+        return "trainer GPUs"
+    role = phase.split()[0]
+    if role == "reference" and cfg.is_peft:
+        role = "actor"
+    return f"{role} GPUs"
 
 
 def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, precision: str, *,
@@ -383,7 +445,9 @@ def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, pr
     for r in rs:
         if r.trained:
             one = host_ram_bytes(r.model, r.cfg, 1) - per_rank
-            total += one
+            # split: a rank serves one role, so a node holds at most the largest role's
+            # share per GPU (its groups may sit on any node)
+            total = max(total, one) if cfg.placement == "split" else total + one
         if cfg.is_rl and cfg.offload_idle:
             total += sum(resident_terms(r, precision).values())
     if cfg.is_rl and cfg.engine_sleep and cfg.placement == "colocate":

@@ -31,6 +31,11 @@ SMALL = [
     dict(model="qwen2.5-0.5b", workload="grpo", method="lora", gpus=("rtx-4090", "h100-sxm"),
          max_gpus=4, global_batch_size=8, offload="none", pricing="rent", tokens=1e7,
          objective="time", budget_usd=50, mean_seq_len=200, **RL),
+    dict(model="qwen2.5-0.5b", workload="ppo", method="full", gpus=("rtx-3090", "h100-sxm"),
+         max_gpus=10, global_batch_size=8, checkpointing="full", placement="split", **RL),
+    dict(model="qwen2.5-0.5b", workload="grpo", method="full", gpus=("rtx-4090", "h100-sxm"),
+         max_gpus=6, global_batch_size=8, offload="none", pricing="rent", tokens=1e7,
+         objective="time", budget_usd=50, placement="split", **RL),
     dict(model="qwen2.5-1.5b", workload="rm", gpus=("rtx-3090", "rtx-4090"), max_gpus=4,
          global_batch_size=8, seq_len=1024, method="full"),
     dict(model="qwen2.5-1.5b", workload="dpo", gpus=("rtx-3090", "rtx-4090"), max_gpus=4,
@@ -38,7 +43,8 @@ SMALL = [
 ]
 
 
-@pytest.mark.parametrize("kw", SMALL, ids=lambda kw: f"{kw['workload']}-{kw['model']}")
+@pytest.mark.parametrize("kw", SMALL, ids=lambda kw: f"{kw['workload']}-{kw['model']}"
+                         f"{'-' + kw['placement'] if 'placement' in kw else ''}")
 def test_solver_matches_enumeration(kw):
     space = build_space(PlanRequest(**kw), CAT)
     solved = solve_lexicographic(space, 30)
@@ -54,7 +60,7 @@ def test_solver_matches_enumeration(kw):
     assert check_plan(space, result) == []
 
 
-@pytest.mark.parametrize("placement", ["colocate", "separate"])
+@pytest.mark.parametrize("placement", ["colocate", "separate", "split"])
 @pytest.mark.parametrize("util", [None, 0.5])
 @pytest.mark.parametrize("dp", [1, 2, 3, 8])
 def test_rl_memory_tables_match_the_model(placement, util, dp):

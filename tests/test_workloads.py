@@ -119,6 +119,52 @@ def test_separate_placement_moves_the_engine_off_the_trainer():
         validate_config(grpo(placement="separate", rollout_gpus=8), QWEN7)
 
 
+def ppo(**kw) -> TrainConfig:
+    base = dict(workload="ppo", method="full", zero_stage=3, prompt_len=512, response_len=512,
+                micro_batch_size=2, rollout_batch=64)
+    return TrainConfig(**(base | kw))
+
+
+def test_split_placement_gives_each_role_only_its_own_states():
+    """Split (OpenRLHF without --colocate_*): on 4-GPU groups the actor's update holds the
+    actor alone. The same roles time-sharing 4 trainer GPUs (separate) add the idle critic,
+    reference and reward states: their ZeRO-3 shards over 4 GPUs, exactly."""
+    split = ppo(num_gpus=20, placement="split",
+                role_gpus=(("actor", 4), ("critic", 4), ("reference", 4), ("reward", 4)))
+    sep = ppo(num_gpus=8, placement="separate", rollout_gpus=4)
+    ps, pp = workload_phases(QWEN7, split, "bf16"), workload_phases(QWEN7, sep, "bf16")
+    idle = {k: v for k, v in pp["actor update"].items()
+            if k.split()[0] in ("critic", "reference", "reward")}
+    assert idle and not any(k.split()[0] in ("critic", "reference", "reward")
+                            for k in ps["actor update"])
+    assert sum(ps["actor update"].values()) == pytest.approx(
+        sum(pp["actor update"].values()) - sum(idle.values()))
+    est = estimate_memory(QWEN7, H100, split)
+    assert est.groups["critic update"] == "critic GPUs"
+    assert est.groups["reward forward"] == "reward GPUs"
+    assert est.groups[ROLLOUT_PHASE] == "engine GPUs"
+    assert est.device < estimate_memory(QWEN7, H100, sep).device
+
+
+def test_split_groups_of_other_sizes_keep_the_global_batch():
+    """A critic on half the actor's GPUs accumulates twice as many micro-batches (OpenRLHF's
+    train_batch_size is global); a LoRA reference has no group of its own."""
+    cfg = ppo(num_gpus=8, placement="split", grad_accum=2,
+              role_gpus=(("actor", 4), ("critic", 2), ("reference", 1), ("reward", 1)))
+    with pytest.raises(PlannerError, match="engines need GPUs"):
+        validate_config(cfg, QWEN7)
+    cfg = cfg.model_copy(update={"num_gpus": 10})
+    validate_config(cfg, QWEN7)
+    by = {r.name: r.cfg for r in roles(QWEN7, cfg)}
+    assert by["actor"].num_gpus == 4 and by["critic"].num_gpus == 2
+    assert by["actor"].global_batch_size == by["critic"].global_batch_size == 16
+    assert by["reward"].num_gpus == 1
+    lora = grpo(num_gpus=8, placement="split", role_gpus=(("actor", 6),))
+    assert estimate_memory(QWEN7, H100, lora).groups["reference forward"] == "actor GPUs"
+    with pytest.raises(PlannerError, match="no reference model of its own"):
+        roles(QWEN7, lora.model_copy(update={"role_gpus": (("actor", 4), ("reference", 2))}))
+
+
 def test_full_ppo_7b_needs_more_than_one_80gb_gpu():
     # Actor and critic states alone: 2 x 7.6e9 x 16 B = 243 GB > 80 GB.
     cfg = TrainConfig(workload="ppo", prompt_len=512, response_len=512, num_gpus=1)

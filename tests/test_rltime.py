@@ -1,0 +1,54 @@
+"""Time of an RL iteration by placement: how the phases compose."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.request import TrainConfig
+from planner.rltime import estimate_rl_step
+
+CAT = load_catalog()
+QWEN7 = CAT.model("qwen2.5-7b").spec
+H100 = CAT.gpu("h100-sxm")
+GROUPS = (("actor", 4), ("critic", 4), ("reference", 4), ("reward", 4))
+
+
+def ppo(**kw) -> TrainConfig:
+    base = dict(workload="ppo", method="full", zero_stage=3, prompt_len=512, response_len=512,
+                micro_batch_size=4, grad_accum=4, rollout_batch=256)
+    return TrainConfig(**(base | kw))
+
+
+def test_split_roles_work_side_by_side():
+    """Every role on 4 GPUs of its own does the same work per role as the four roles on 4
+    shared trainer GPUs (separate placement), but the forward passes and the two updates
+    overlap: the training side is the busiest forward plus the slower update, not the sum."""
+    split = estimate_rl_step(QWEN7, H100, ppo(num_gpus=20, placement="split", role_gpus=GROUPS),
+                             stack="deepspeed")
+    sep = estimate_rl_step(QWEN7, H100, ppo(num_gpus=8, placement="separate", rollout_gpus=4),
+                           stack="deepspeed")
+    roles = [k for k in sep.phases if k.endswith((" forward", " update"))]
+    assert len(roles) == 6
+    for k in roles:
+        assert split.phases[k] == pytest.approx(sep.phases[k])
+    forwards = max(v for k, v in split.phases.items() if k.endswith(" forward"))
+    updates = max(v for k, v in split.phases.items() if k.endswith(" update"))
+    generation = split.phases["generation"]
+    assert split.step_time_s == pytest.approx(
+        max(generation, forwards + updates) + split.phases["weight sync"])
+    assert sum(sep.phases[k] for k in roles) > forwards + updates
+    assert split.step_time_s < sep.step_time_s
+
+
+def test_split_lora_reference_queues_behind_the_actor():
+    """A LoRA reference is the actor's base on the actor's GPUs: its forward pass adds to the
+    actor's, while the reward model's runs beside them."""
+    cfg = ppo(method="lora", num_gpus=16, placement="split",
+              role_gpus=(("actor", 4), ("critic", 4), ("reward", 4)))
+    est = estimate_rl_step(QWEN7, H100, cfg, stack="deepspeed")
+    p = est.phases
+    forwards = max(p["actor forward"] + p["reference forward"], p["critic forward"],
+                   p["reward forward"])
+    train = forwards + max(p["actor update"], p["critic update"])
+    assert est.step_time_s == pytest.approx(max(p["generation"], train) + p["weight sync"])
