@@ -346,16 +346,15 @@ def _validate_split(cfg: TrainConfig) -> None:
 SPLIT_ROLES = ("actor", "critic", "reference", "reward")
 
 
-def split_role_names(workload: str, *, peft: bool, reference: bool,
-                     has_reward: bool) -> tuple[str, ...]:
+def split_role_names(workload: str, *, reference: bool, has_reward: bool) -> tuple[str, ...]:
     """Roles that get GPUs of their own with split placement (OpenRLHF without
     --colocate_*): the actor, PPO's critic and reward model, GRPO's reward model when one is
-    given, and the reference unless it is the actor's base with the adapters off (LoRA/DoRA/
-    QLoRA: it runs on the actor's GPUs, workloads.roles)."""
+    given, and the reference (OpenRLHF loads it as a model of its own on its own GPUs, also
+    when the actor trains adapters)."""
     names = ["actor"]
     if workload == "ppo":
         names.append("critic")
-    if reference and not peft:
+    if reference:
         names.append("reference")
     if workload == "ppo" or has_reward:
         names.append("reward")
@@ -367,8 +366,7 @@ def fill_role_gpus(cfg: TrainConfig, *, has_reward: bool) -> TrainConfig:
     the GPUs (OpenRLHF's examples give every role and the vLLM engines the same count)."""
     if not cfg.is_rl or cfg.placement != "split" or cfg.role_gpus is not None:
         return cfg
-    names = split_role_names(cfg.workload, peft=cfg.is_peft, reference=cfg.reference,
-                             has_reward=has_reward)
+    names = split_role_names(cfg.workload, reference=cfg.reference, has_reward=has_reward)
     groups = len(names) + 1
     if cfg.num_gpus % groups:
         raise PlannerError(

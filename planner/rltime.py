@@ -56,9 +56,8 @@ from planner.workloads import (
 
 
 def split_training_seconds(phases: dict[str, float], cfg: TrainConfig) -> float:
-    """Training side of a split-placement iteration: the forward passes of every group
-    (a LoRA reference runs on the actor's GPUs, after the actor's own pass), then the updates
-    (actor and critic on their own GPUs, side by side)."""
+    """Training side of a split-placement iteration: the forward passes of every group side
+    by side, then the updates (actor and critic on their own GPUs, side by side)."""
     busy: dict[str, float] = {}
     for k, v in phases.items():
         if k.endswith(" forward"):

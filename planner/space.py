@@ -588,8 +588,7 @@ def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = N
                     for ck in ckpts:
                         for place, rtp, idle in rl or [("colocate", 1, False)]:
                             names = split_role_names(
-                                request.workload, peft=method in ("lora", "dora", "qlora"),
-                                reference=request.reference,
+                                request.workload, reference=request.reference,
                                 has_reward=request.reward_model is not None,
                             ) if place == "split" else ()
                             s = Strategy(method, rank, opt, shard, off, ck, place, rtp, idle,

@@ -307,9 +307,11 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     assumed: list[str] = []
     if extra.get("roles"):
         # OpenRLHF without --colocate: each role on GPUs of its own (e.g. actor 4, critic 2,
-        # reference 1, reward 1), generation with HF generate on the actor GPUs
-        raise PlannerError(f"per-role GPU groups ({extra['roles']}) are not a placement the "
-                           "planner models (colocate or engines apart)")
+        # reference 1, reward 1) is --placement split, but this run generates with HF
+        # generate on the actor's GPUs: no engine GPUs, and a generation batch the case lacks
+        raise PlannerError(f"per-role GPU groups ({extra['roles']}) with generation on the "
+                           "actor's GPUs (HF generate, no vLLM engines): split placement "
+                           "needs engine GPUs of its own")
     method = case.get("method")
     sharding = case.get("sharding") or ("zero3" if fw_name == "deepspeed-chat"
                                         and case["num_gpus"] > 1 else "none")

@@ -20,9 +20,9 @@ and with ``offload_idle`` the states of roles not in use wait in host RAM. *sepa
 engines on their own GPUs (OpenRLHF with vLLM engines) and the trained and frozen roles
 time-share the other GPUs (OpenRLHF ``--colocate_all_models``). *split* gives the engines and
 every model role GPUs of their own (OpenRLHF without ``--colocate_*``: actor, critic, reference
-and reward model each on ``--<role>_num_gpus_per_node`` GPUs, ``cfg.role_gpus``); a LoRA
-reference is the actor's base and runs on the actor's GPUs. A group holds only its own role, so
-no idle states wait beside the active one. The per-GPU peak is the largest phase on any group.
+and reward model each on ``--<role>_num_gpus_per_node`` GPUs, ``cfg.role_gpus``); the reference
+is a model of its own there, also beside a LoRA actor. A group holds only its own role, so no
+idle states wait beside the active one. The per-GPU peak is the largest phase on any group.
 Reward and value heads output one number per token: no vocabulary logits.
 """
 
@@ -86,11 +86,8 @@ def trainer_gpus(cfg: TrainConfig) -> int:
 
 
 def role_group_gpus(cfg: TrainConfig, name: str) -> int:
-    """GPUs of one role's group with split placement (a reference without a group of its own
-    shares the actor's base, on the actor's GPUs)."""
+    """GPUs of one role's group with split placement."""
     groups = dict(cfg.role_gpus or ())
-    if name not in groups and name == "reference" and cfg.is_peft:
-        name = "actor"
     if name not in groups:
         raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus or ())} gives no GPUs "
                            f"to the {name}")
@@ -103,8 +100,8 @@ def _split_check(cfg: TrainConfig, names: tuple[str, ...]) -> None:
     if extra:
         hint = {"reward": "; GRPO scores with a reward function unless --reward-model is "
                           "given",
-                "reference": "; a LoRA reference runs on the actor's GPUs and --kl 0 drops it",
-                "critic": "; only PPO has a critic"}.get(extra[0], "")
+                "reference": "; --kl 0 drops it", "critic": "; only PPO has a critic"
+                }.get(extra[0], "")
         raise PlannerError(f"--role-gpus {extra[0]}=...: this {cfg.workload} job has no "
                            f"{extra[0]} model of its own (roles: {', '.join(names)}){hint}")
 
@@ -161,15 +158,15 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
         out.append(Role("critic", value_model(critic or model), _trained_cfg(cfg, gpus("critic")),
                         True, True))
     if cfg.reference:
-        out.append(Role("reference", model, fwd("reference"), False, shares_base=peft))
+        out.append(Role("reference", model, fwd("reference"), False,
+                        shares_base=peft and not split))
     if cfg.workload == "ppo" or reward is not None:
         out.append(Role("reward", value_model(reward or model), fwd("reward"), False, True))
     return tuple(out)
 
 
 def _rl_role_names(cfg: TrainConfig, has_reward: bool) -> tuple[str, ...]:
-    return split_role_names(cfg.workload, peft=cfg.is_peft, reference=cfg.reference,
-                            has_reward=has_reward)
+    return split_role_names(cfg.workload, reference=cfg.reference, has_reward=has_reward)
 
 
 def _trained_cfg(cfg: TrainConfig, gpus: int) -> TrainConfig:
@@ -424,10 +421,7 @@ def phase_group(cfg: TrainConfig, phase: str) -> str:
         return ENGINE_GROUP
     if cfg.placement == "separate":
         return "trainer GPUs"
-    role = phase.split()[0]
-    if role == "reference" and cfg.is_peft:
-        role = "actor"
-    return f"{role} GPUs"
+    return f"{phase.split()[0]} GPUs"
 
 
 def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, precision: str, *,

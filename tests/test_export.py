@@ -297,6 +297,22 @@ def test_openrlhf_separate_engines(grpo):
     assert int(flag(tokens, "--actor_num_gpus_per_node")) == 2  # 4 GPUs - 2 for the engines
 
 
+def test_openrlhf_split_gives_every_role_its_own_gpus(grpo):
+    """Split placement is OpenRLHF's default layout: no --colocate_* flag, each role's own
+    nodes x GPUs, the engines on the rest."""
+    groups = (("actor", 4), ("critic", 2), ("reference", 1), ("reward", 1))
+    p = variant(grpo, workload="ppo", rollout_n=1, num_gpus=10, placement="split",
+                role_gpus=groups, offload_idle=False, rollout_tp=1, grad_accum=4)
+    tokens = argv(export_plan(p, "openrlhf").text)
+    assert not [t for t in tokens if t.startswith("--colocate")]
+    for role, gpus in (("actor", 4), ("critic", 2), ("ref", 1), ("reward", 1)):
+        assert int(flag(tokens, f"--{role}_num_nodes")) * \
+            int(flag(tokens, f"--{role}_num_gpus_per_node")) == gpus
+    assert int(flag(tokens, "--vllm_num_engines")) == 2
+    with pytest.raises(PlannerError, match="split rollout GPUs.*openrlhf"):
+        export_plan(p, "verl")
+
+
 def test_openrlhf_supervised_and_offload(sft):
     tokens = argv(export_plan(variant(sft, workload="dpo", offload="optimizer"),
                               "openrlhf").text)

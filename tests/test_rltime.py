@@ -41,14 +41,13 @@ def test_split_roles_work_side_by_side():
     assert split.step_time_s < sep.step_time_s
 
 
-def test_split_lora_reference_queues_behind_the_actor():
-    """A LoRA reference is the actor's base on the actor's GPUs: its forward pass adds to the
-    actor's, while the reward model's runs beside them."""
-    cfg = ppo(method="lora", num_gpus=16, placement="split",
-              role_gpus=(("actor", 4), ("critic", 4), ("reward", 4)))
+def test_split_groups_of_other_sizes_are_timed_on_their_own_gpus():
+    """A reference on 1 GPU takes 4x the seconds of the same pass on the actor's 4 (same
+    tokens, a quarter of the GPUs) and then sets the forward side of the iteration."""
+    cfg = ppo(num_gpus=11, placement="split",
+              role_gpus=(("actor", 4), ("critic", 4), ("reference", 1), ("reward", 1)))
     est = estimate_rl_step(QWEN7, H100, cfg, stack="deepspeed")
     p = est.phases
-    forwards = max(p["actor forward"] + p["reference forward"], p["critic forward"],
-                   p["reward forward"])
-    train = forwards + max(p["actor update"], p["critic update"])
+    assert p["reference forward"] == pytest.approx(4 * p["actor forward"], rel=0.02)
+    train = p["reference forward"] + max(p["actor update"], p["critic update"])
     assert est.step_time_s == pytest.approx(max(p["generation"], train) + p["weight sync"])

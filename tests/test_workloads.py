@@ -148,7 +148,8 @@ def test_split_placement_gives_each_role_only_its_own_states():
 
 def test_split_groups_of_other_sizes_keep_the_global_batch():
     """A critic on half the actor's GPUs accumulates twice as many micro-batches (OpenRLHF's
-    train_batch_size is global); a LoRA reference has no group of its own."""
+    train_batch_size is global). Beside a LoRA actor the reference is a 16-bit model on GPUs of
+    its own (OpenRLHF loads it apart), not the actor's base with adapters off."""
     cfg = ppo(num_gpus=8, placement="split", grad_accum=2,
               role_gpus=(("actor", 4), ("critic", 2), ("reference", 1), ("reward", 1)))
     with pytest.raises(PlannerError, match="engines need GPUs"):
@@ -159,10 +160,17 @@ def test_split_groups_of_other_sizes_keep_the_global_batch():
     assert by["actor"].num_gpus == 4 and by["critic"].num_gpus == 2
     assert by["actor"].global_batch_size == by["critic"].global_batch_size == 16
     assert by["reward"].num_gpus == 1
-    lora = grpo(num_gpus=8, placement="split", role_gpus=(("actor", 6),))
-    assert estimate_memory(QWEN7, H100, lora).groups["reference forward"] == "actor GPUs"
-    with pytest.raises(PlannerError, match="no reference model of its own"):
-        roles(QWEN7, lora.model_copy(update={"role_gpus": (("actor", 4), ("reference", 2))}))
+    lora = grpo(num_gpus=8, placement="split", role_gpus=(("actor", 4), ("reference", 2)))
+    ref = next(r for r in roles(QWEN7, lora) if r.name == "reference")
+    assert not ref.shares_base and ref.cfg.num_gpus == 2
+    phases = workload_phases(QWEN7, lora, "bf16")
+    assert phases["reference forward"]["reference weights"] == pytest.approx(
+        count_params(QWEN7).total * 2 / 2)  # 16-bit weights sharded over its 2 GPUs
+    assert estimate_memory(QWEN7, H100, lora).groups["reference forward"] == "reference GPUs"
+    with pytest.raises(PlannerError, match="gives no GPUs to the reference"):
+        roles(QWEN7, lora.model_copy(update={"role_gpus": (("actor", 6),)}))
+    with pytest.raises(PlannerError, match="no critic model of its own"):
+        roles(QWEN7, lora.model_copy(update={"role_gpus": (("actor", 4), ("critic", 2))}))
 
 
 def test_full_ppo_7b_needs_more_than_one_80gb_gpu():

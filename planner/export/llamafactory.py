@@ -153,9 +153,9 @@ def _llamafactory_precision(job: Job, out: _Out) -> dict[str, Any]:
 
 def _llamafactory_ppo(job: Job, out: _Out) -> dict[str, Any]:
     cfg = job.cfg
-    if cfg.placement == "separate":
-        out.refuse("separate rollout GPUs (LLaMA-Factory's PPO generates with the policy on "
-                   "the training GPUs)", "use --format openrlhf")
+    if cfg.placement != "colocate":
+        out.refuse(f"{cfg.placement} rollout GPUs (LLaMA-Factory's PPO generates with the "
+                   "policy on the training GPUs)", "use --format openrlhf")
     if cfg.samples_per_prompt > 1:
         out.refuse(f"{cfg.samples_per_prompt} samples per prompt (LLaMA-Factory's PPO samples "
                    "one)", "use --format verl or openrlhf")

@@ -133,6 +133,12 @@ def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str,
             ("--vllm_enable_sleep", cfg.engine_sleep),
             ("--deepspeed_enable_sleep", cfg.offload_idle),
         ]
+    elif cfg.placement == "split":
+        # OpenRLHF's default without --colocate_*: each role on GPUs of its own
+        engine_gpus = rollout_gpu_count(cfg)
+        trainer = dict(cfg.role_gpus or ())["actor"]
+        engines = engine_gpus // tp
+        place = []
     else:
         if ppo:
             out.refuse("PPO with separate rollout GPUs (OpenRLHF puts actor+reference and "
@@ -149,14 +155,18 @@ def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str,
         trainer = job.num_gpus - engine_gpus
         engines = engine_gpus // tp
         place = [("--colocate_actor_ref", cfg.reference)]
-    nodes, per_node = _nodes(job, trainer)
-    if nodes * per_node != trainer:
-        out.refuse(f"{trainer} trainer GPUs on {nodes} nodes (OpenRLHF needs the same GPUs per "
-                   "node)", "re-plan with another GPU count")
     roles = ["actor"] + (["ref"] if cfg.reference else []) + (["critic"] if ppo else []) + \
         (["reward"] if job.reward_model else [])
+    groups = dict(cfg.role_gpus or ())
     res: list[tuple[str, Any]] = []
     for role in roles:
+        # split: the role's own group
+        name = {"ref": "reference"}.get(role, role)
+        gpus = groups[name] if cfg.placement == "split" else trainer
+        nodes, per_node = _nodes(job, gpus)
+        if nodes * per_node != gpus:
+            out.refuse(f"{gpus} {name} GPUs on {nodes} nodes (OpenRLHF needs the same GPUs per "
+                       "node)", "re-plan with another GPU count")
         res += [(f"--{role}_num_nodes", nodes), (f"--{role}_num_gpus_per_node", per_node)]
     if job.engine_utilization is None:
         out.warn("the plan has no engine memory fraction: OpenRLHF's default "

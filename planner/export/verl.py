@@ -53,9 +53,10 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
     if not cfg.is_rl:
         out.refuse(f"{cfg.workload} (verl's main_ppo trains PPO/GRPO)",
                    "use --format deepspeed, accelerate, torchrun or llamafactory")
-    if cfg.placement == "separate":
-        out.refuse("separate rollout GPUs (verl's hybrid engine colocates actor, reference and "
-                   "engine)", "use --format openrlhf, or re-plan with --placement colocate")
+    if cfg.placement != "colocate":
+        out.refuse(f"{cfg.placement} rollout GPUs (verl's hybrid engine colocates actor, "
+                   "reference and engine)", "use --format openrlhf, or re-plan with "
+                   "--placement colocate")
     if cfg.method in ("qlora", "freeze"):
         out.refuse(f"method {cfg.method} (verl trains full or LoRA)", "re-plan with --method "
                    "lora or full")
