@@ -6,7 +6,8 @@ on GPUs of their own). The planner sizes every role (policy, reference, rollout 
 KV cache; PPO adds a critic and a reward model) and picks placement, rollout TP, the vLLM memory
 fraction and offload. The job is 200 iterations (``steps`` counts RL iterations). First the
 cheapest GPUs to buy, for LoRA and for full training, and PPO for comparison; the fastest
-purchase within $60,000; then the cost-vs-time Pareto front of renting for the same job.
+purchase within $60,000; then the cost-vs-time Pareto front of renting for the same job; last,
+one PPO job on 20 H100s in the three placements (colocate, separate, split), checked as given.
 
 The GPU types are limited to three to keep the script fast; drop ``gpus`` for the whole catalog.
 
@@ -19,7 +20,8 @@ CLI equivalents:
 Run: python examples/rl_sizing.py
 """
 
-from planner import PlanRequest, load_catalog, pareto, plan
+from planner import PlanRequest, TrainConfig, check, load_catalog, pareto, plan
+from planner.request import rollout_gpu_count
 
 GPUS = ("h100-sxm", "a100-80gb-sxm", "rtx-4090")
 RL = dict(model="qwen2.5-7b", prompt_len=512, response_len=1024, rollout_batch=256, gpus=GPUS,
@@ -61,6 +63,30 @@ def main() -> None:
         print(f"  {p.num_gpus:2d} x {p.gpu:13s} {p.config.placement:8s} "
               f"{p.throughput.tokens_per_s:9,.0f} tokens/s {p.time_hours:6.1f} h "
               f"${p.cost_usd:7,.0f}")
+
+    print("\nFull PPO of qwen2.5-7b on 20 x h100-sxm (ZeRO-3), by placement:")
+    placements(cat)
+
+
+def placements(cat) -> None:
+    """One job, three placements: all roles and the engines time-share 20 GPUs; engines on 10
+    of them and the roles time-sharing the other 10; each role and the engines on 4 of their
+    own. Fewer roles per GPU, but each sharded over fewer GPUs: split's actor holds a quarter
+    of its ZeRO-3 states per GPU where separate's holds a tenth. Colocated phases run one after
+    another; apart, generation overlaps training and split's roles run side by side."""
+    job = dict(workload="ppo", method="full", zero_stage=3, prompt_len=512, response_len=1024,
+               micro_batch_size=4, rollout_batch=256, num_gpus=20)
+    for place in ("colocate", "separate", "split"):
+        doc = check(model="qwen2.5-7b", gpu="h100-sxm", catalog=cat,
+                    config=TrainConfig(**job, placement=place))
+        t, m = doc["throughput"], doc["memory"]
+        phases = t["phases_s"]
+        cfg = TrainConfig.model_validate(doc["config"])  # split: the equal groups filled in
+        where = ", ".join(f"{n} {g}" for n, g in cfg.role_gpus or ()) or "shared"
+        print(f"  {place:8s} engines on {rollout_gpu_count(cfg):2d} GPUs, roles: {where:38s} "
+              f"peak {m['per_gpu_gib']:5.1f} GiB ({m['peak_phase']}); iteration "
+              f"{t['step_time_s']:5.1f} s (generation {phases['generation']:4.1f} s, actor "
+              f"update {phases['actor update']:4.1f} s)")
 
 
 if __name__ == "__main__":
