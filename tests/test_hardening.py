@@ -126,12 +126,16 @@ COMMON_OPTIONS = {
     "--prompt-len": ints(64, 256), "--response-len": ints(64, 512), "--rollout-n": ints(1, 4, 8),
     "--rollout-batch": ints(8, 64, 256), "--gpu-memory-utilization": floats(0.3, 0.6, 0.9),
     "--kl": floats(0, 0.05), "--mean-seq-len": ints(64, 200),
-    "--placement": choice("colocate", "separate", "elsewhere"),
+    "--placement": choice("colocate", "separate", "split", "elsewhere"),
 }
 CHECK_OPTIONS = {**COMMON_OPTIONS, "--zero": ints(0, 1, 2, 3), "--rollout-tp": ints(1, 2),
                  "--logprob-micro-batch": ints(1, 4), "--power-usd-per-kwh": floats(0.1, 0.3),
                  "--platform": choice("hgx-8gpu-sxm", "consumer-2gpu-am5", "nope"),
-                 "--lora-targets": choice("all-linear", "q,v", "q,k,v,o", "qq")}
+                 "--lora-targets": choice("all-linear", "q,v", "q,k,v,o", "qq"),
+                 "--rollout-gpus": ints(1, 2),
+                 "--role-gpus": choice("actor=1", "actor=1,reference=1", "actor=2,critic=1",
+                                       "actor=1,critic=1,reference=1,reward=1", "actor=x",
+                                       "critc=1", "actor=0", "=", "actor=1,actor=1")}
 CHECK_FLAGS = ["--fsdp", "--pure-bf16", "--compile", "--chunked-loss", "--no-flash-attention",
                "--precompute-ref", "--offload-idle", "--no-engine-sleep", "--paged-optimizer",
                "--optimizer-in-backward", "--fused-optimizer", "--json"]
