@@ -157,7 +157,7 @@ class TrainConfig(BaseModel):
         if self.workload in RL_WORKLOADS and self.placement == "separate":
             gpus -= rollout_gpu_count(self)
         if self.workload in RL_WORKLOADS and self.placement == "split" and self.role_gpus:
-            gpus = dict(self.role_gpus)["actor"]
+            gpus = dict(self.role_gpus).get("actor", gpus)  # none: validate_workload says so
         return gpus // (self.tp * self.pp * self.cp)
 
     @property

@@ -49,6 +49,10 @@ def test_check_text_lists_terms(capsys):
     assert code == 0 and "optimizer step" in out
 
 
+SPLIT = ["--workload", "ppo", "--prompt-len", "128", "--response-len", "128", "--zero", "3",
+         "--num-gpus", "8", "--placement", "split"]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -63,6 +67,13 @@ def test_check_text_lists_terms(capsys):
         (["--method", "lorra"], "lorra"),
         (["--lora-targets", "qq", "--method", "lora"], "--lora-targets 'qq'"),
         (["--offload", "optimizer"], "--offload optimizer needs"),
+        (SPLIT + ["--role-gpus", "critic=1"], "the actor included"),
+        (SPLIT + ["--role-gpus", "critc=1,actor=1"], "did you mean: critic"),
+        (SPLIT + ["--role-gpus", "actor=8"], "the rollout engines need GPUs"),
+        (SPLIT + ["--role-gpus", "actor=2,reference=1"], "gives no GPUs to the critic"),
+        (SPLIT + ["--role-gpus", "actor=x"], "write role=GPUs"),
+        (SPLIT[:-2] + ["--role-gpus", "actor=2"], "needs --placement split"),
+        (SPLIT[:-2] + ["--placement", "split", "--num-gpus", "6"], "a multiple of 5"),
     ],
 )
 def test_bad_input_one_line_exit_2(capsys, args, needle):
