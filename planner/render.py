@@ -503,8 +503,10 @@ def tune_text(doc: dict[str, Any]) -> str:
              + ", ".join(f"{k.replace('_', ' ')} {v:.2f}"
                          for k, v in mem["breakdown_gib"].items() if v >= 0.005)]
     if tc.is_rl:
-        lines.append("phases     " + ", ".join(f"{k} {v:.2f}"
-                                               for k, v in mem["phases_gib"].items()) + " GiB")
+        groups = mem.get("phase_groups", {})
+        lines.append("phases     " + ", ".join(
+            f"{k} {v:.2f}" + (f" ({groups[k]})" if groups.get(k, "all GPUs") != "all GPUs" else "")
+            for k, v in mem["phases_gib"].items()) + " GiB")
         lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
                      f"RL iteration, limited by {t['limited_by']} (stack {t['stack']})")
     else:
