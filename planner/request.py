@@ -547,17 +547,15 @@ def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
         response_len=req.response_len, rollout_n=req.rollout_n,
         rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
         reference=req.reference, precompute_ref=req.precompute_ref,
-        mean_seq_len=req.mean_seq_len,
-        # split's groups are the space's (equal, space._with_dp); its other checks are
-        # separate's
-        placement="separate" if req.placement == "split" else req.placement or "colocate",
+        mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
         rollout_tp=req.rollout_tp or 1, offload_idle=bool(req.offload_idle),
         num_gpus=max(2, 2 * (req.rollout_tp or 1)),
+        # split: the space sizes the groups (space._with_dp); the probe gives the engines
+        # rollout_tp GPUs and the actor the rest
+        role_gpus=(("actor", max(1, req.rollout_tp or 1)),) if req.placement == "split"
+        else None,
     )
     validate_workload(probe, model)
-    if req.placement == "split" and req.offload_idle:
-        raise PlannerError("--offload-idle moves idle roles off shared GPUs; with --placement "
-                           "split every role has GPUs of its own")
     if req.is_rl and (req.tp not in (None, 1) or req.pp not in (None, 1)):
         raise PlannerError(f"{req.workload}: the trainer is data parallel; --tp/--pp apply to "
                            f"SFT (use --rollout-tp for the engines)")

@@ -62,15 +62,21 @@ class StatesCoefficients:
         return self.a + self.b / dp + (self.c if dp > 1 else 0.0) + min(self.e / dp, self.k)
 
 
+def placement_groups(placement: str, roles: int) -> int:
+    """GPU groups of dp GPUs each in the planner's layouts: 1 colocated, 2 separate (trainer
+    and engines), split one per role plus the engines (OpenRLHF's equal groups)."""
+    return {"colocate": 1, "separate": 2}.get(placement, roles + 1)
+
+
 def _with_dp(cfg: TrainConfig, dp: int) -> TrainConfig:
-    """``cfg`` with data-parallel degree dp: separate RL placement gives the engines as many
-    GPUs as the trainer (num_gpus = 2 dp); split gives every role and the engines dp GPUs each
-    (num_gpus = (roles + 1) dp, OpenRLHF's equal groups)."""
-    if cfg.is_rl and cfg.placement == "separate":
-        return cfg.model_copy(update={"num_gpus": 2 * dp, "rollout_gpus": dp})
-    if cfg.is_rl and cfg.placement == "split":
+    """``cfg`` with data-parallel degree dp: apart from the trainer, every RL group gets dp GPUs
+    (placement_groups)."""
+    if cfg.is_rl and cfg.placement != "colocate":
         names = [n for n, _ in cfg.role_gpus or ()]
-        return cfg.model_copy(update={"num_gpus": (len(names) + 1) * dp,
+        gpus = placement_groups(cfg.placement, len(names)) * dp
+        if cfg.placement == "separate":
+            return cfg.model_copy(update={"num_gpus": gpus, "rollout_gpus": dp})
+        return cfg.model_copy(update={"num_gpus": gpus,
                                       "role_gpus": tuple((n, dp) for n in names)})
     return cfg.model_copy(update={"num_gpus": cfg.tp * cfg.pp * cfg.cp * dp})
 
@@ -196,11 +202,7 @@ class Strategy:
 
     @property
     def groups(self) -> int:
-        """GPU groups of dp GPUs each: 1 (colocate), 2 (separate: trainer and engines), or one
-        per role plus the engines (split)."""
-        if self.placement == "split":
-            return len(self.role_names) + 1
-        return 2 if self.placement == "separate" else 1
+        return placement_groups(self.placement, len(self.role_names))
 
     def config_fields(self) -> dict[str, object]:
         return {
@@ -847,8 +849,7 @@ class RowArrays:
                                       for r in rows], dtype=bool)
             # split: the role groups work side by side, so training takes at least the
             # average over the groups (rltime.split_training_seconds takes the busiest)
-            self.groups = col(lambda r: max(1, space.strategies[r.strategy].groups - 1)
-                              if space.strategies[r.strategy].placement == "split" else 1)
+            self.groups = col(lambda r: len(space.strategies[r.strategy].role_names) or 1)
 
     def bounds(self, offer_idx: int):
         """Lower bounds on step_time_us of every row on one offer."""

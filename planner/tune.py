@@ -265,11 +265,13 @@ def _gpu_unit(base: TrainConfig) -> tuple[int, str]:
     """Rollout sequences split evenly over every GPU that handles them: all GPUs when the
     roles and engines share them; with engines (and, split, each role) on GPUs of their own,
     every group's GPU count (their least common multiple)."""
+    from planner.workloads import trainer_gpus  # not at start-up
+
     if not base.is_rl or base.placement == "colocate":
         return base.num_gpus, "--num-gpus"
     groups = {"engines": rollout_gpu_count(base)}
     groups.update(dict(base.role_gpus or ()) if base.placement == "split"
-                  else {"trainer": base.num_gpus - rollout_gpu_count(base)})
+                  else {"trainer": trainer_gpus(base)})
     unit = math.lcm(*groups.values())
     shown = ", ".join(f"{k} {v}" for k, v in groups.items())
     return unit, f"the GPU groups' counts ({shown})"
@@ -304,6 +306,7 @@ def outer_settings(base: TrainConfig, pins: Pins, space: SearchSpace) -> list[_O
     micros = _choices(pins.micro_batch, space.micro_batches)
     accums = (1,) if base.optimizer_in_backward else _choices(pins.grad_accum, space.accumulations)
     out: list[_Outer] = []
+    unit = _gpu_unit(base)[0] if base.is_rl else 1
     for ckpt in ckpts:
         if not base.is_rl:
             if pins.global_batch is not None:
@@ -320,7 +323,7 @@ def outer_settings(base: TrainConfig, pins: Pins, space: SearchSpace) -> list[_O
             for n in ns:
                 seqs = rb * n
                 total = pins.global_batch or seqs
-                if seqs % _gpu_unit(base)[0] or seqs % total:
+                if seqs % unit or seqs % total:
                     continue
                 pairs = tuple((m, a) for m, a in _inner(total, pins.grad_accum, micros, dp,
                                                         accums)

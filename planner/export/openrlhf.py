@@ -25,6 +25,7 @@ from planner.export._common import (
     _script,
 )
 from planner.request import rollout_gpu_count
+from planner.workloads import role_group_gpus, trainer_gpus
 
 OPENRLHF_MODULES = {"sft": "train_sft", "pretrain": "train_sft", "rm": "train_rm",
                     "dpo": "train_dpo", "ppo": "train_ppo_ray", "grpo": "train_ppo_ray"}
@@ -135,34 +136,31 @@ def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str,
         ]
     elif cfg.placement == "split":
         # OpenRLHF's default without --colocate_*: each role on GPUs of its own
-        engine_gpus = rollout_gpu_count(cfg)
-        trainer = dict(cfg.role_gpus or ())["actor"]
-        engines = engine_gpus // tp
+        trainer = trainer_gpus(cfg)
+        engines = rollout_gpu_count(cfg) // tp
         place = []
     else:
         if ppo:
             out.refuse("PPO with separate rollout GPUs (OpenRLHF puts actor+reference and "
                        "critic+reward on different GPUs unless --colocate_all_models, which "
-                       "also takes the engines)", "re-plan with --placement colocate")
+                       "also takes the engines)", "re-plan with --placement split or colocate")
         if cfg.offload_idle:
             out.refuse("offload of idle states with separate rollout GPUs (DeepSpeed sleep "
                        "needs --colocate_all_models)", "re-plan with --no-offload-idle")
         if job.reward_model:
             out.refuse("a reward model with separate rollout GPUs (OpenRLHF gives it GPUs of "
                        "its own unless --colocate_all_models)", "re-plan with --placement "
-                       "colocate")
-        engine_gpus = rollout_gpu_count(cfg)
-        trainer = job.num_gpus - engine_gpus
-        engines = engine_gpus // tp
+                       "split or colocate")
+        trainer = trainer_gpus(cfg)
+        engines = rollout_gpu_count(cfg) // tp
         place = [("--colocate_actor_ref", cfg.reference)]
     roles = ["actor"] + (["ref"] if cfg.reference else []) + (["critic"] if ppo else []) + \
         (["reward"] if job.reward_model else [])
-    groups = dict(cfg.role_gpus or ())
     res: list[tuple[str, Any]] = []
     for role in roles:
         # split: the role's own group
         name = {"ref": "reference"}.get(role, role)
-        gpus = groups[name] if cfg.placement == "split" else trainer
+        gpus = role_group_gpus(cfg, name) if cfg.placement == "split" else trainer
         nodes, per_node = _nodes(job, gpus)
         if nodes * per_node != gpus:
             out.refuse(f"{gpus} {name} GPUs on {nodes} nodes (OpenRLHF needs the same GPUs per "
