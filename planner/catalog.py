@@ -111,12 +111,24 @@ def _index_models(models: tuple[ModelSpec, ...]) -> dict[str, ModelSpec]:
     return index
 
 
-def shipped_catalog_dir() -> Path:
-    """The catalog folder: the repository's ``catalog/`` or the installed package data."""
-    repo = Path(__file__).resolve().parents[1] / "catalog"
+def _shipped_dir(folder: str) -> Path:
+    """A data folder of the project: the repository's ``<folder>/`` or, installed, the package
+    data ``planner/_<folder>``."""
+    repo = Path(__file__).resolve().parents[1] / folder
     if repo.is_dir():
         return repo
-    return Path(__file__).resolve().parent / "_catalog"  # installed package data
+    return Path(__file__).resolve().parent / f"_{folder}"  # installed package data
+
+
+def shipped_catalog_dir() -> Path:
+    """The catalog folder: the repository's ``catalog/`` or the installed package data."""
+    return _shipped_dir("catalog")
+
+
+def shipped_validation_dir() -> Path:
+    """The project's copy of the validation cases (``validation/``: memory_cases.yaml,
+    throughput_cases.yaml and their README)."""
+    return _shipped_dir("validation")
 
 
 def load_catalog(overlays: Sequence[str | Path] = ()) -> Catalog:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from pydantic import ValidationError
 
 from planner import render
 from planner.api import check as check_config
-from planner.catalog import load_catalog
+from planner.catalog import load_catalog, shipped_validation_dir
 from planner.cost import define_job
 from planner.efficiency import STACKS
 from planner.errors import PlannerError
@@ -517,38 +518,53 @@ def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, o
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @CATALOG_OPTION
 @JSON_OPTION
-def validate(file: str, catalogs: tuple[str, ...], as_json: bool) -> None:
-    """Predict every case of a validation file and report the error.
+def validate(files: tuple[str, ...], catalogs: tuple[str, ...], as_json: bool) -> None:
+    """Predict every case of validation files and report the error.
+
+    Without FILES: the project's own cases (validation/memory_cases.yaml and
+    validation/throughput_cases.yaml).
 
     \b
     Example:
-      planner validate ../shared/validation/memory_cases.yaml
+      planner validate
+      planner validate my_cases.yaml --json
     """
-    if is_throughput_file(Path(file)):
-        t_results, t_summary = validate_throughput_file(Path(file), load_catalog(catalogs))
-        if as_json:
-            cases = [{"id": r.id, "metric": r.metric, "usable": r.usable, "measured": r.measured,
-                      "predicted": None if r.predicted is None else {"value": r.predicted},
-                      "rel_err": r.rel_err, "reason": r.reason} for r in t_results]
-            click.echo(render.to_json({"cases": cases, "summary": t_summary}))
-        else:
-            click.echo(render.throughput_validate_text(t_results, t_summary))
-        return
-    results, summary = validate_file(Path(file), load_catalog(catalogs))
+    paths = [Path(f) for f in files] or [shipped_validation_dir() / "memory_cases.yaml",
+                                         shipped_validation_dir() / "throughput_cases.yaml"]
+    catalog = load_catalog(catalogs)
+    docs = [_validation_report(path, catalog, as_json) for path in paths]
     if as_json:
-        cases = [{"id": r.id, "kind": r.kind, "usable": r.usable,
-                  "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
-                  "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
-                                                      "range_gib": r.predicted_range_gib,
-                                                      "fits": r.predicted_fits},
-                  "rel_err": r.rel_err,
-                  "reason": r.reason} for r in results]
-        click.echo(render.to_json({"cases": cases, "summary": summary}))
+        click.echo(render.to_json(docs[0] if len(docs) == 1 else
+                                  {"files": [{"file": str(p), **d} for p, d in zip(
+                                      paths, docs, strict=True)]}))
     else:
-        click.echo(render.validate_text(results, summary))
+        click.echo("\n\n".join(docs))
+
+
+def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
+    """One validation file's report: text, or the JSON document {cases, summary}."""
+    if is_throughput_file(path):
+        t_results, t_summary = validate_throughput_file(path, catalog)
+        if not as_json:
+            return render.throughput_validate_text(t_results, t_summary)
+        cases = [{"id": r.id, "metric": r.metric, "usable": r.usable, "measured": r.measured,
+                  "predicted": None if r.predicted is None else {"value": r.predicted},
+                  "rel_err": r.rel_err, "reason": r.reason} for r in t_results]
+        return {"cases": cases, "summary": t_summary}
+    results, summary = validate_file(path, catalog)
+    if not as_json:
+        return render.validate_text(results, summary)
+    cases = [{"id": r.id, "kind": r.kind, "usable": r.usable,
+              "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
+              "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
+                                                  "range_gib": r.predicted_range_gib,
+                                                  "fits": r.predicted_fits},
+              "rel_err": r.rel_err,
+              "reason": r.reason} for r in results]
+    return {"cases": cases, "summary": summary}
 
 
 @cli.command("catalog")

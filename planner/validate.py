@@ -52,6 +52,15 @@ FRAMEWORK_DEFAULTS: dict[str, dict[str, Any]] = {
     "peft+transformers": {"lora_rank": 8, "lora_targets": ("q", "v")},
     "trl+peft": {"lora_rank": 8, "lora_targets": ("all-linear",)},
     "unsloth": {"lora_rank": 16, "lora_targets": ("all-linear",), "chunked_loss": True},
+    # prime-rl's trainer wraps every decoder layer and the model in FSDP2 fully_shard on any
+    # world size, one GPU included, with MixedPrecisionPolicy(param_dtype=bf16,
+    # reduce_dtype=fp32): the sharded parameters stay fp32 (src/prime_rl/trainer/model.py,
+    # setup_fsdp).
+    "prime-rl": {"always_fsdp": True},
+    # DeepSpeed-Chat (Apr 2023 logs, transformers 4.28-4.29): OPT's attention was eager only
+    # (modeling_opt.py OPTAttention: bmm, softmax, dropout; SDPA came to OPT later), so every
+    # layer saves its attention probabilities.
+    "deepspeed-chat": {"flash_attention": False},
 }
 
 _TARGET_NAMES = {
@@ -146,6 +155,30 @@ def _chunked_loss(case: dict[str, Any], fw: dict[str, Any]) -> bool:
     return bool(fw.get("chunked_loss", False))
 
 
+def _fp32_weights(case: dict[str, Any]) -> bool:
+    """The case holds its trained (and, with adapters, frozen base) weights in fp32:
+    extra.master_weights_dtype / extra.frozen_base_weights_dtype name fp32."""
+    extra = case.get("extra") or {}
+    frozen = str(extra.get("frozen_base_weights_dtype") or "")
+    master = str(extra.get("master_weights_dtype") or "")
+    if (case.get("method") or "full") == "full":
+        return master.startswith("fp32")
+    return frozen.startswith("fp32")
+
+
+def _fsdp(case: dict[str, Any], fw: dict[str, Any]) -> bool:
+    return case.get("sharding") == "fsdp" or (
+        bool(fw.get("always_fsdp")) and (case.get("sharding") or "none") == "none")
+
+
+def trainer_only_reading(case: dict[str, Any]) -> bool:
+    """An RL reading of trainer GPUs alone (extra.trainer_only, or no rollout engine memory on
+    them: rl.gpu_memory_utilization 0)."""
+    extra = case.get("extra") or {}
+    rl = case.get("rl") or {}
+    return bool(extra.get("trainer_only")) or rl.get("gpu_memory_utilization") == 0
+
+
 def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, Any]:
     """(TrainConfig, resolved model) for one memory case; PlannerError when not expressible.
     Reward-model, DPO, PPO and GRPO cases go through ``rl_case`` (critic/reward models and the
@@ -179,7 +212,8 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         pure_bf16=fw.get("pure_bf16", False),
         num_gpus=case["num_gpus"],
         zero_stage=zero,
-        fsdp=sharding == "fsdp",
+        fsdp=_fsdp(case, fw),
+        fp32_trained_weights=_fp32_weights(case),
         tp=case.get("tp") or 1,
         pp=case.get("pp") or 1,
         cp=case.get("cp") or 1,
@@ -196,6 +230,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         optimizer_in_backward=bool(extra.get("optimizer_in_bwd", False)),
         shard_embeddings=fw.get("shard_embeddings", False),
         expand_kv_heads=fw.get("expand_kv_heads", False),
+        flash_attention=fw.get("flash_attention", True),
     )
     validate_config(cfg, resolved.spec)
     return cfg, resolved
@@ -265,9 +300,12 @@ class RLCase:
 
 
 def _role_model(name: str | None, catalog: Catalog) -> Any:
+    """The ModelSpec of a critic/reward model named by a case: its Hugging Face id, the first
+    word of the field (a description in parentheses may follow)."""
     if not name:
         return None
-    return catalog.model(ROLE_ARCHITECTURE.get(name, name)).spec
+    repo = str(name).split()[0]
+    return catalog.model(ROLE_ARCHITECTURE.get(repo, repo)).spec
 
 
 def _pairs(case: dict[str, Any]) -> int:
@@ -329,12 +367,16 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     common: dict[str, Any] = {
         "workload": workload, "optimizer": case.get("optimizer") or "adamw",
         "precision": case.get("precision") or "bf16", "pure_bf16": fw.get("pure_bf16", False),
-        "num_gpus": case["num_gpus"], "zero_stage": zero, "fsdp": sharding == "fsdp",
+        "num_gpus": case["num_gpus"], "zero_stage": zero, "fsdp": _fsdp(case, fw),
         "checkpointing": ckpt, "fused_optimizer": fw.get("fused_optimizer", False),
         "paged_optimizer": bool(extra.get("paged_optimizer", False)),
         "optimizer_in_backward": bool(extra.get("optimizer_in_bwd", False)),
         "compiled": bool(extra.get("compile", False)),
+        "chunked_loss": _chunked_loss(case, fw),
+        "flash_attention": fw.get("flash_attention", True),
     }
+    if _fp32_weights(case):
+        common["fp32_trained_weights"] = True
     offload = case.get("offload") or "none"
     if method is None and fw_name == "deepspeed-chat" and for_time:
         # Table 1 runs (the shipped scripts): --actor_lora_dim 128 without
@@ -367,6 +409,15 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         if workload == "rm" and not extra.get("pairs_per_micro_batch") \
                 and extra.get("per_device_batch_examples"):
             assumed.append("each example taken as one pair (ranked replies: more sequences)")
+    elif trainer_only_reading(case):
+        # The reading is of trainer GPUs alone (disaggregated RL: the engines run elsewhere, no
+        # reference model on them): the actor's training step over the case's packed
+        # sequences, the same phases as a training job of that batch.
+        cfg = TrainConfig(**{**common, "workload": "sft"}, micro_batch_size=int(
+            case.get("micro_batch_size") or 1), offload=offload,
+            seq_len=int(case.get("seq_len") or 2048),
+            grad_accum=int(extra.get("grad_accum") or 1))
+        assumed.append("trainer-only GPUs: the actor's training step (no engine, no reference)")
     else:
         rl = case.get("rl") or {}
         if not (rl.get("prompt_len") and rl.get("response_len")):
@@ -428,6 +479,8 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         if extra.get("reward_model"):
             reward = _role_model(extra["reward_model"], catalog)
             critic = reward if workload == "ppo" else None
+        if extra.get("critic_model") and workload == "ppo":
+            critic = _role_model(extra["critic_model"], catalog)
         prompts = (extra.get("train_batch_size_prompts") or extra.get("batch_size_prompts")
                    or extra.get("train_batch_size"))
         if prompts and "rollout_batch" not in rl_opts:

@@ -38,6 +38,8 @@ FRAMEWORK_STACK: dict[str, str] = {
     "torchtune": "fsdp", "pytorch": "fsdp", "llama-recipes": "fsdp", "fmengine": "deepspeed",
     "llama-factory": "hf", "peft+transformers": "hf", "trl+peft": "hf", "dpo-reference": "fsdp",
     "unsloth": "unsloth",
+    # prime-rl trains with FSDP2 (fully_shard on every world size) and torch.compile
+    "prime-rl": "fsdp",
     "tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi",
 }
 
@@ -411,13 +413,30 @@ def implied_rl_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> floa
     return (lo * hi) ** 0.5
 
 
+def _preference_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
+    """A reward-model or DPO training case in its metric: the training step of the pairs
+    (validate.rl_case maps the batch to pairs; DPO adds the reference's forward passes)."""
+    if case["metric"] not in ("tokens_per_sec_per_gpu", "step_time_s"):
+        raise PlannerError(f"{case['workload']} metric {case['metric']!r} needs a total "
+                           "workload the case does not state")
+    for need in ("gpu", "model"):
+        if not case.get(need):
+            raise PlannerError(f"case has no {need}")
+    rc = rl_case(_memory_style_case(case), catalog)
+    gpu = catalog.gpu(case["gpu"])
+    platform, per_node, network = _platform(gpu, catalog)
+    est = estimate_throughput(rc.resolved.spec, gpu, rc.cfg, platform=platform,
+                              stack=stack_of(case), gpus_per_node=per_node,
+                              inter_node_gbps=network)
+    return _training_metric(case, est, gpu), est.limited_by
+
+
 def _rl_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
     """A PPO/GRPO case in its metric (rltime.estimate_rl_step); rm/dpo time cases are not
     usable (no verified total workload)."""
     workload = str(case.get("workload"))
     if workload in ("rm", "dpo"):
-        raise PlannerError(f"{workload} time case: total workload not verified "
-                           "(no usable rm/dpo time case)")
+        return _preference_value(case, catalog)
     est = rl_estimate(case, catalog)
     return _rl_metric(case, est), est.limited_by
 

@@ -165,12 +165,9 @@ def test_job_defined_twice_is_bad_input(capsys):
 
 
 def test_validate_throughput_file(capsys):
-    from pathlib import Path
+    from planner.catalog import shipped_validation_dir
 
-    cases = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
-    f = cases / "throughput_cases.yaml"
-    if not f.is_file():
-        pytest.skip(f"validation data not found at {f} (CI has it beside the repo)")
+    f = shipped_validation_dir() / "throughput_cases.yaml"
     code, out, _ = run(capsys, "validate", str(f), "--json")
     doc = json.loads(out)
     assert code == 0 and doc["summary"]["training"]["predicted"] >= 30

@@ -1,4 +1,4 @@
-"""Acceptance: the throughput model against ../shared/validation/throughput_cases.yaml.
+"""Acceptance: the throughput model against validation/throughput_cases.yaml.
 
 Bar (issue 3): on the usable public training cases, median |relative error| <= 20 % and
 p90 <= 50 %. Measured now: 34 cases, median 6.7 %, p90 30.1 % (per stack and the cases that
@@ -10,13 +10,12 @@ factors in efficiency.py are exactly those medians, so nobody tunes them by hand
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import pytest
 import yaml
 
 from planner import efficiency as eff
-from planner.catalog import load_catalog
+from planner.catalog import load_catalog, shipped_validation_dir
 from planner.validate_throughput import (
     implied_decode_efficiency,
     implied_utilisation,
@@ -25,12 +24,7 @@ from planner.validate_throughput import (
     summarise_throughput,
 )
 
-CASES = (Path(__file__).resolve().parents[1].parent / "shared" / "validation"
-         / "throughput_cases.yaml")
-
-pytestmark = pytest.mark.skipif(
-    not CASES.is_file(), reason=f"validation data not found at {CASES} (CI has it beside the repo)"
-)
+CASES = shipped_validation_dir() / "throughput_cases.yaml"
 
 
 @pytest.fixture(scope="module")

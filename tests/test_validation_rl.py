@@ -1,4 +1,4 @@
-"""Accuracy of the reward-model, DPO, PPO and GRPO predictions against ../shared/validation.
+"""Accuracy of the reward-model, DPO, PPO and GRPO predictions against validation/.
 
 Issue 5's bars: memory median |error| <= 8 %, p90 <= 20 %; time median <= 20 %, p90 <= 50 %.
 Where a bar is met it is asserted; where it is not, the measured figure is asserted with a small
@@ -13,12 +13,11 @@ reported as their own group, not as an acceptance set.
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import pytest
 import yaml
 
-from planner.catalog import load_catalog
+from planner.catalog import load_catalog, shipped_validation_dir
 from planner.efficiency import RL_ROLLOUT_CASES, RL_ROLLOUT_DECODE_EFFICIENCY
 from planner.validate import RL_CASE_WORKLOADS, predict_case, rl_case, rl_summary
 from planner.validate_throughput import (
@@ -27,12 +26,7 @@ from planner.validate_throughput import (
     predict_throughput_case,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
-
-pytestmark = pytest.mark.skipif(
-    not (DATA / "memory_cases.yaml").is_file(),
-    reason=f"validation data not found at {DATA} (CI has it beside the repo)",
-)
+DATA = shipped_validation_dir()
 
 
 def _cases(name):
