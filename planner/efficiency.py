@@ -27,7 +27,7 @@ from typing import Literal
 from planner.request import TrainConfig
 from planner.specs import GpuSpec
 
-Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth"]
+Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth", "prime-rl"]
 DecodeStack = Literal["tensorrt-llm", "vllm", "tgi"]
 STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
 DECODE_STACKS: tuple[str, ...] = DecodeStack.__args__  # type: ignore[attr-defined]
@@ -87,14 +87,19 @@ STACK_UTILISATION: dict[str, dict[str, float]] = {
     # MFU / MAMF(A100 SXM 0.87) / (1 - ~5 % bubble and exposed communication): 0.50-0.68,
     # median 0.65. Arithmetic, not a fit of this model.
     "megatron": {"bf16": 0.65, "fp8": 0.59},
-    # median of 3 MLPerf LoRA rows (implied 0.33-0.64; end-to-end rates incl. evaluation).
-    "deepspeed": {"bf16": 0.43},
+    # median of 3 MLPerf LoRA rows (implied 0.33-0.64; end-to-end rates incl. evaluation) and
+    # DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.52).
+    "deepspeed": {"bf16": 0.476},
     # median of 8 torchtune README rows (implied 0.59-1.37).
     "fsdp": {"bf16": 0.89},
     # median of 2 LLaMA-Factory HF-backend rows (implied 0.37, 0.38).
     "hf": {"bf16": 0.375},
     # one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
     "unsloth": {"bf16": 0.63},
+    # median of 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
+    # implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
+    # imply half of torchtune's: kept apart rather than pooled.
+    "prime-rl": {"bf16": 0.453},
 }
 STACK_CASES: dict[str, tuple[str, ...]] = {
     "megatron": (
@@ -111,7 +116,7 @@ STACK_CASES: dict[str, tuple[str, ...]] = {
     ),
     "deepspeed": (
         "mlperf40_lora70b_64xA100_deepspeed-tps", "mlperf40_lora70b_8xH100_deepspeed-tps",
-        "mlperf40_lora70b_32xH100_deepspeed-tps",
+        "mlperf40_lora70b_32xH100_deepspeed-tps", "dschat_log_sft_opt1.3b_16xV100",
     ),
     "fsdp": (
         "torchtune_llama31_8b_full_1x4090", "torchtune_llama31_8b_full_1xA6000",
@@ -121,6 +126,11 @@ STACK_CASES: dict[str, tuple[str, ...]] = {
     ),
     "hf": ("llamafactory_llama2_7b_lora_hf_1xA100", "llamafactory_llama2_7b_qlora_hf_1xA100"),
     "unsloth": ("llamafactory_llama2_7b_lora_unsloth_fa2_1xA100",),
+    "prime-rl": (
+        "primerl_qwen3_0.6b_sft_full_8k_1xH100", "primerl_qwen3_0.6b_sft_full_16k_1xH100",
+        "primerl_qwen3_4b_sft_full_16k_8xH100", "primerl_qwen3_30b_a3b_sft_full_16k_8xH200",
+        "primerl_qwen3_0.6b_sft_full_8k_1xA6000",
+    ),
 }
 
 
@@ -175,6 +185,7 @@ OVERLAP: dict[str, dict[str, float]] = {
     "fsdp": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
     "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
     "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
+    "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
 }
 
 # ---------------------------------------------------------------------------------------------

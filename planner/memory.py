@@ -453,19 +453,40 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     return layers * layer_activation_bytes_per_token(model, cfg) * tokens * in_flight
 
 
+def logit_columns(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Vocabulary columns of the logits alive at once on one GPU: vocab / tp, or one slice of
+    ``lm_head_vocab_chunk`` rows for a head fused with its loss over vocabulary slices."""
+    columns = model.vocab_size / cfg.tp
+    return min(columns, cfg.lm_head_vocab_chunk) if cfg.lm_head_vocab_chunk else columns
+
+
 def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Output logits and cross-entropy buffers on the last stage: tokens x vocab / tp x bytes per
-    element (LOGIT_BYTES_UNCHUNKED for an fp32 loss, LOGIT_BYTES_16BIT_LOSS without the upcast,
-    LOGIT_BYTES_CHUNKED for a chunked/fused loss) plus the
-    final-norm output (2h bytes per token). Dominant for large vocabularies (Qwen 152k)."""
+    """Output logits and cross-entropy buffers on the last stage: tokens x logit_columns x bytes
+    per element (LOGIT_BYTES_UNCHUNKED for an fp32 loss, LOGIT_BYTES_16BIT_LOSS without the
+    upcast, LOGIT_BYTES_CHUNKED for a chunked/fused loss) plus the final-norm output (2h bytes
+    per token). Dominant for large vocabularies (Qwen 152k).
+
+    A head fused with its loss over vocabulary slices (prime-rl's _ChunkedLogProbEntropyFn,
+    src/prime_rl/trainer/models/layers/lm_head.py) holds, per slice, the fp32 slice logits,
+    their exponentials and the gradient of the slice (three fp32 [tokens, slice] tensors):
+    LOGIT_BYTES_UNCHUNKED over the slice's columns; besides, the fp32 copy of the final hidden
+    states it multiplies (4h bytes per token) and, in backward, the head weight's gradient
+    allocated whole in the weight's 16-bit dtype (torch.zeros_like(weight): vocab x h x 2 B,
+    also when the head is frozen)."""
     tokens = tokens_per_gpu(cfg)
-    if cfg.chunked_loss:
+    if cfg.lm_head_vocab_chunk:
+        fused = tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
+    else:
+        fused = 0.0
+    if cfg.lm_head_vocab_chunk:
+        per = cal.LOGIT_BYTES_UNCHUNKED
+    elif cfg.chunked_loss:
         per = cal.LOGIT_BYTES_CHUNKED
     elif cfg.loss_in_fp32:
         per = cal.LOGIT_BYTES_UNCHUNKED
     else:
         per = cal.LOGIT_BYTES_16BIT_LOSS
-    return tokens * model.vocab_size / cfg.tp * per + tokens * model.hidden_size * 2
+    return tokens * logit_columns(model, cfg) * per + tokens * model.hidden_size * 2 + fused
 
 
 # ---------------------------------------------------------------------------------------------

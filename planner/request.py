@@ -79,6 +79,11 @@ class TrainConfig(BaseModel):
         "(torchtune, Hugging Face sdpa before native GQA), not read by a GQA kernel"
     )
     chunked_loss: bool = Field(default=False, description="logits/CE computed in chunks")
+    lm_head_vocab_chunk: int | None = Field(
+        default=None, gt=0, description="fused LM head and loss computed over slices of this "
+        "many vocabulary rows at a time: the [tokens, vocab] logits are never materialised "
+        "(prime-rl FusedOutputLinear); None = the whole vocabulary at once"
+    )
     loss_in_fp32: bool = Field(
         default=True, description="logits upcast to fp32 for the loss (HF models, autocast)"
     )

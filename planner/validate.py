@@ -66,7 +66,8 @@ FRAMEWORK_DEFAULTS: dict[str, dict[str, Any]] = {
 _TARGET_NAMES = {
     "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "output_proj": "o",
     "gate_proj": "gate", "up_proj": "up", "down_proj": "down", "q": "q", "k": "k", "v": "v",
-    "o": "o", "c_attn": "all-linear", "all": "all-linear", "all-linear": "all-linear",
+    "o": "o", "gate": "gate", "up": "up", "down": "down", "c_attn": "all-linear",
+    "all": "all-linear", "all-linear": "all-linear",
 }
 
 
@@ -166,6 +167,13 @@ def _fp32_weights(case: dict[str, Any]) -> bool:
     return frozen.startswith("fp32")
 
 
+def _vocab_chunk(case: dict[str, Any]) -> int | None:
+    """extra.fused_lm_head_chunk_size: the LM head and loss over slices of that many vocabulary
+    rows (prime-rl's fused head)."""
+    chunk = (case.get("extra") or {}).get("fused_lm_head_chunk_size")
+    return int(chunk) if chunk else None
+
+
 def _fsdp(case: dict[str, Any], fw: dict[str, Any]) -> bool:
     return case.get("sharding") == "fsdp" or (
         bool(fw.get("always_fsdp")) and (case.get("sharding") or "none") == "none")
@@ -223,6 +231,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         grad_accum=_grad_accum(case),
         seq_len=case.get("seq_len") or 2048,
         chunked_loss=_chunked_loss(case, fw),
+        lm_head_vocab_chunk=_vocab_chunk(case),
         loss_in_fp32=not (fw.get("fp32_loss_needs_autocast") and zero > 0),
         fused_optimizer=fw.get("fused_optimizer", False),
         compiled=bool(extra.get("compile", False)),
@@ -373,6 +382,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         "optimizer_in_backward": bool(extra.get("optimizer_in_bwd", False)),
         "compiled": bool(extra.get("compile", False)),
         "chunked_loss": _chunked_loss(case, fw),
+        "lm_head_vocab_chunk": _vocab_chunk(case),
         "flash_attention": fw.get("flash_attention", True),
     }
     if _fp32_weights(case):

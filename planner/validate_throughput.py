@@ -38,8 +38,9 @@ FRAMEWORK_STACK: dict[str, str] = {
     "torchtune": "fsdp", "pytorch": "fsdp", "llama-recipes": "fsdp", "fmengine": "deepspeed",
     "llama-factory": "hf", "peft+transformers": "hf", "trl+peft": "hf", "dpo-reference": "fsdp",
     "unsloth": "unsloth",
-    # prime-rl trains with FSDP2 (fully_shard on every world size) and torch.compile
-    "prime-rl": "fsdp",
+    # prime-rl trains with FSDP2 (fully_shard on every world size) and torch.compile; its
+    # measured rate is its own (efficiency.STACK_UTILISATION)
+    "prime-rl": "prime-rl",
     "tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi",
 }
 
@@ -272,6 +273,24 @@ NEMO_RL_PROMPT_TOKENS = 200
 OFF_POLICY_SEPARATE = ("nemo-rl",)
 
 
+def _logged_means(case: dict[str, Any]) -> bool:
+    """The case logs its mean prompt and response lengths (extra.avg_prompt_len and
+    extra.avg_response_len) besides the configured limits."""
+    extra = case.get("extra") or {}
+    return bool(extra.get("avg_prompt_len") and extra.get("avg_response_len"))
+
+
+def _max_response_len(case: dict[str, Any], cfg: TrainConfig) -> int | None:
+    """The longest response of an iteration when cfg.response_len is the mean: the case's
+    extra.max_seq_len less the prompt, or its configured rl.response_len beside logged means."""
+    extra = case.get("extra") or {}
+    if extra.get("max_seq_len"):
+        return int(extra["max_seq_len"]) - cfg.prompt_len
+    if _logged_means(case):
+        return int((case.get("rl") or {})["response_len"])
+    return None
+
+
 def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
     """(validate.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
     for need in ("gpu", "model"):
@@ -287,6 +306,11 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         rl["response_len"] = total - NEMO_RL_PROMPT_TOKENS
     if not rl.get("prompt_len"):
         raise PlannerError("rollout lengths unknown")
+    if _logged_means(case):
+        # the logged mean lengths; the configured response length is the limit the longest
+        # responses run up to (the generation tail, _max_response_len)
+        rl["prompt_len"] = round(float(extra["avg_prompt_len"]))
+        rl["response_len"] = round(float(extra["avg_response_len"]))
     rl["rollout_tp"] = rl.get("rollout_tp") or extra.get("generation_tp")
     mem["rl"] = rl
     mem.setdefault("method", None)
@@ -375,8 +399,7 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
 
     rc, cfg, gpu = rl_inputs(case, catalog)
     platform, _per_node, _network = _platform(gpu, catalog)
-    extra = case.get("extra") or {}
-    cap = int(extra["max_seq_len"]) - cfg.prompt_len if extra.get("max_seq_len") else None
+    cap = _max_response_len(case, cfg)
     if decode_efficiency is None:
         decode_efficiency = RL_ENGINE_EFFICIENCY.get(str(case.get("framework")))
     # NeMo-RL's FP8 tables state "Precision: Generation FP8, Training FP8"

@@ -40,6 +40,7 @@ from planner.memory import (
     adapter_bytes,
     gathered_bytes,
     layer_activation_bytes_per_token,
+    logit_columns,
     master_weight_bytes,
     optimizer_state_bytes,
     phase_terms,
@@ -217,7 +218,8 @@ def forward_terms(role: Role, precision: str, batch: int) -> dict[str, float]:
     if role.value_head:
         out = tokens * m.hidden_size * 2
     else:
-        out = tokens * m.vocab_size * forward_logit_bytes(cfg) + tokens * m.hidden_size * 2
+        out = (tokens * logit_columns(m, cfg) * forward_logit_bytes(cfg)
+               + tokens * m.hidden_size * 2)
     return {
         "gathered_params": gathered_bytes(m, cfg, precision, backward=False),
         "activations": acts,
@@ -230,6 +232,8 @@ def forward_logit_bytes(cfg: TrainConfig) -> float:
     (LOGIT_BYTES_FORWARD), 16-bit logits and log-softmax without the upcast
     (LOGIT_BYTES_FORWARD_16BIT: verl's flash-attn cross-entropy on bf16 logits, TRL's
     selective_log_softmax), or chunked (LOGIT_BYTES_CHUNKED)."""
+    if cfg.lm_head_vocab_chunk:
+        return cal.LOGIT_BYTES_FORWARD
     if cfg.chunked_loss:
         return cal.LOGIT_BYTES_CHUNKED
     return cal.LOGIT_BYTES_FORWARD if cfg.loss_in_fp32 else cal.LOGIT_BYTES_FORWARD_16BIT

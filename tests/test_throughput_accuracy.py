@@ -56,7 +56,8 @@ def test_training_acceptance(summary):
 
 
 def test_every_stack_and_workload_is_reported(summary):
-    assert set(summary["training_by_stack"]) == {"megatron", "deepspeed", "fsdp", "hf", "unsloth"}
+    assert set(summary["training_by_stack"]) == {"megatron", "deepspeed", "fsdp", "hf", "unsloth",
+                                                 "prime-rl"}
     assert {"pretrain", "sft", "lora", "qlora"} <= set(summary["training_by_workload"])
 
 

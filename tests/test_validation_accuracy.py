@@ -5,17 +5,14 @@ Bar (issue 2): on the usable SFT-family peak cases, median |relative error| <= 8
 fits/OOM verdicts (measured peaks count as "fits") >= 90 % right. Readings whose counter is
 unknown are judged against the predicted allocated..device range (validate.CaseResult.rel_err).
 
-Measured now: median 2.1 %, p90 24.4 % (strictly against reserved: 5.9 % / 30.6 %), verdicts
-93 %. The p90 target is NOT met, and one case alone keeps it above 20 %:
-qwen-7b-full-2gpu-256 (+34 %) states a ZeRO-2 run that cannot fit the card it ran on, while its
-reading lies inside the ZeRO-3 prediction (test_qwen_7b_two_gpu_row_cannot_be_the_zero2_it_states);
-with it inside that range the p90 is 15.3 %. The other cases above 10 %: two torchtune 2024
-rows at lengths the unpacked Alpaca data does not reach (torchtune2024-llama2-70b-lora-8xa100,
-torchtune2024-llama2-7b-lora-2x4090) and torchtune's Llama-3.1-8B LoRA/QLoRA rows on one 4090,
-whose readings (16.2 / 7.4 GiB) lie below the bf16 (or NF4) weights plus the bf16 logits and
-checkpointed layer inputs at the stated batch alone (see benchmarks/README.md). The p90
-assertion below guards the current figure against regressions; tighten it to 0.20 when those
-cases are corrected.
+Measured now (33 usable peaks, with the 2026-11-25 cases): median 2.6 %, p90 19.7 % (strictly
+against reserved: 6.6 % / 21.1 %), verdicts 93.5 %: every bar met. The p90 bar became reachable
+when qwen-7b-full-2gpu-256 was corrected to the ZeRO-3 run the memory model said it was (its
+reading lies inside the ZeRO-3 range). The cases above 15 %: two torchtune 2024 rows at lengths
+the unpacked Alpaca data does not reach (torchtune2024-llama2-7b-lora-2x4090,
+torchtune2024-llama2-70b-lora-8xa100), torchtune's Llama-3.1-8B QLoRA row on one 4090 (+18 %),
+and prime-rl's SFT rows (-17 % to -21 %: full fp32 logits, whose loss-time copies the 12 B/logit
+constant undercounts for that trainer).
 """
 
 from __future__ import annotations
@@ -35,9 +32,9 @@ def summary():
 
 def test_sft_family_peak_error(summary):
     s = summary["sft_acceptance"]
-    assert s["peak_cases"] >= 25, s
+    assert s["peak_cases"] >= 33, s
     assert s["median_abs_err"] <= 0.08, s
-    assert s["p90_abs_err"] <= 0.25, s  # target 0.20, see the module docstring
+    assert s["p90_abs_err"] <= 0.20, s
 
 
 def test_sft_family_verdicts(summary):
