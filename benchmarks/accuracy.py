@@ -1,4 +1,4 @@
-"""Print the accuracy tables of the planner's models against ../shared/validation.
+"""Print the accuracy tables of the planner's models against validation/ (the project copy of ../shared/validation).
 
 Usage: python benchmarks/accuracy.py [VALIDATION_DIR]
 Prints, per file, each case's prediction and the summary (median / p90 |relative error|,
@@ -17,7 +17,7 @@ from planner.catalog import load_catalog
 from planner.validate import validate_file
 from planner.validate_throughput import validate_throughput_file
 
-DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+DEFAULT = Path(__file__).resolve().parents[1] / "validation"
 
 
 def main() -> None:

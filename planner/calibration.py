@@ -2,7 +2,7 @@
 
 Physics lives in memory.py; what cannot be derived from first principles (allocator behaviour,
 CUDA context size, how a framework materialises the loss) is a named constant here. Case ids refer
-to ../shared/validation/memory_cases.yaml. Change a constant only together with the cases it lists,
+to validation/memory_cases.yaml. Change a constant only together with the cases it lists,
 and re-run ``planner validate`` / ``benchmarks/accuracy.py``.
 """
 

@@ -2,7 +2,7 @@
 
 Physics lives in throughput.py (FLOPs, bytes, bandwidths, overlap). What cannot be derived from
 first principles, namely how close a software stack gets to the hardware, is a named number here.
-Case ids refer to ../shared/validation/throughput_cases.yaml. A calibrated factor is the median of
+Case ids refer to validation/throughput_cases.yaml. A calibrated factor is the median of
 its cases' implied values (validate_throughput.implied_utilisation / implied_decode_efficiency);
 tests/test_throughput_accuracy.py checks that each factor still equals that median, so change a
 factor only by changing the physics or the cases, then re-derive it.
