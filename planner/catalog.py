@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from planner.errors import CatalogError, PlannerError, UnknownNameError, did_you_mean
-from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.specs import FrameworkSpec, GpuSpec, ModelSpec, PlatformSpec
 
 # libyaml's safe loader when PyYAML was built with it (several times faster), else pure Python.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -26,6 +26,7 @@ KINDS: dict[str, type[BaseModel]] = {
     "gpus": GpuSpec,
     "models": ModelSpec,
     "platforms": PlatformSpec,
+    "frameworks": FrameworkSpec,
 }
 SIZE_ALIASES_FILE = "size_aliases.yaml"
 # Suffixes of quantized checkpoints that share their base model's architecture.
@@ -47,6 +48,7 @@ class Catalog:
     models: dict[str, ModelSpec]
     platforms: dict[str, PlatformSpec]
     size_aliases: dict[str, str] = field(default_factory=dict)
+    frameworks: dict[str, FrameworkSpec] = field(default_factory=dict)
 
     # ----- lookups -------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuSpec:
@@ -94,8 +96,26 @@ class Catalog:
             "in the catalog, or a path to a config.json"
         )
 
+    def framework(self, name: str) -> FrameworkSpec:
+        """A framework profile by id or alias (case-insensitive)."""
+        key = name.strip().lower()
+        index = _index_frameworks(tuple(self.frameworks.values()))
+        if key in index:
+            return index[key]
+        raise UnknownNameError(
+            f"unknown framework {name!r}{did_you_mean(key, index)}; "
+            "see 'planner catalog frameworks' for the ids"
+        )
+
     def _model_index(self) -> dict[str, ModelSpec]:
         return _index_models(tuple(self.models.values()))
+
+
+@lru_cache(maxsize=8)
+def _index_frameworks(frameworks: tuple[FrameworkSpec, ...]) -> dict[str, FrameworkSpec]:
+    index = {alias.lower(): f for f in frameworks for alias in f.aliases}
+    index.update({f.id: f for f in frameworks})  # ids win over aliases of other entries
+    return index
 
 
 @lru_cache(maxsize=8)
@@ -163,6 +183,7 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
     for alias, target in aliases.items():
         if target not in models:
             errors.append(f"{SIZE_ALIASES_FILE}: alias {alias!r} names unknown model {target!r}")
+    errors += _framework_base_errors(entries["frameworks"])  # type: ignore[arg-type]
     if errors:
         raise CatalogError(
             f"{len(errors)} catalog error(s): " + "; ".join(errors)
@@ -172,7 +193,28 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
         models=models,  # type: ignore[arg-type]
         platforms=entries["platforms"],  # type: ignore[arg-type]
         size_aliases=aliases,
+        frameworks=entries["frameworks"],  # type: ignore[arg-type]
     )
+
+
+def _framework_base_errors(frameworks: dict[str, FrameworkSpec]) -> list[str]:
+    """A profile's base must exist, and inheritance must not run in a circle."""
+    errors = []
+    for spec in frameworks.values():
+        seen = [spec.id]
+        base = spec.base
+        while base is not None:
+            if base not in frameworks:
+                errors.append(f"frameworks/{seen[-1]}.yaml: base {base!r} is not a framework "
+                              "profile")
+                break
+            if base in seen:
+                errors.append(f"frameworks/{spec.id}.yaml: inheritance runs in a circle "
+                              f"({' -> '.join([*seen, base])})")
+                break
+            seen.append(base)
+            base = frameworks[base].base
+    return errors
 
 
 def _read_yaml(path: Path, errors: list[str]) -> object:

@@ -21,6 +21,7 @@ from planner.catalog import load_catalog, shipped_validation_dir
 from planner.cost import define_job
 from planner.efficiency import STACKS
 from planner.errors import PlannerError
+from planner.frameworks import resolve
 from planner.params import count_params
 from planner.request import (
     CHECKPOINTINGS,
@@ -568,11 +569,11 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
 
 
 @cli.command("catalog")
-@click.argument("kind", type=_choice(("gpus", "models", "platforms")))
+@click.argument("kind", type=_choice(("gpus", "models", "platforms", "frameworks")))
 @CATALOG_OPTION
 @JSON_OPTION
 def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
-    """List what the catalog holds: gpus, models or platforms.
+    """List what the catalog holds: gpus, models, platforms or frameworks.
 
     \b
     Example:
@@ -580,6 +581,13 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
     """
     cat = load_catalog(catalogs)
     entries = list(getattr(cat, kind).values())
+    if kind == "frameworks":
+        profiles = [resolve(cat, f.id) for f in sorted(entries, key=lambda f: f.id)]
+        click.echo(render.to_json([{"id": p.id, **p.spec.model_dump(mode="json", exclude={
+            "facts"}), "facts": {k: {**f.model_dump(mode="json"), "from": p.origin[k]}
+                                 for k, f in p.facts.items()}} for p in profiles])
+                   if as_json else render.frameworks_table(profiles))
+        return
     if as_json:
         docs = [e.model_dump(mode="json") for e in entries]
         if kind == "models":

@@ -185,6 +185,19 @@ def platforms_table(platforms: list[PlatformSpec]) -> str:
     return _table(rows, ["id", "GPUs", "takes", "host $", "RAM GiB", "net GB/s", "as of"])
 
 
+def frameworks_table(profiles: list[Any]) -> str:
+    """Framework profiles (frameworks.Profile) with what each runs; inherited facts included."""
+    def listed(p: Any, key: str) -> str:
+        value = p.value(key)
+        return "-" if value is None else (",".join(value) or "-")
+
+    rows = [[p.id, p.spec.base or "-", listed(p, "workloads"), listed(p, "methods"),
+             listed(p, "sharding"), listed(p, "parallelism"), p.value("launch_format") or "-",
+             p.value("efficiency") or "-"] for p in profiles]
+    return _table(rows, ["id", "base", "workloads", "methods", "sharding", "parallel",
+                         "exports as", "efficiency"])
+
+
 def _money(x: float | None) -> str:
     return f"{x:,.0f}" if x else "-"
 

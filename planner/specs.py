@@ -6,7 +6,7 @@ in the shipped catalog comes with a source (``source_urls`` / ``*_source``); see
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -188,4 +188,98 @@ class PlatformSpec(_Frozen):
     nvlink_switch: bool = Field(default=False, description="all GPUs on NVLink/NVSwitch (HGX)")
     price_source_urls: tuple[str, ...] = Field(default_factory=tuple)
     source_urls: tuple[str, ...] = Field(min_length=1)
+    notes: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Framework profiles (catalog/frameworks/<id>.yaml)
+# ---------------------------------------------------------------------------------------------
+T = TypeVar("T")
+
+FrameworkWorkload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
+FrameworkMethod = Literal["full", "lora", "dora", "qlora", "freeze"]
+ShardingKind = Literal["none", "ddp", "zero1", "zero2", "zero3", "fsdp1", "fsdp2", "megatron"]
+ParallelKind = Literal["tp", "pp", "cp", "ep"]
+OffloadKind = Literal["optimizer", "optimizer+params"]
+PlacementKind = Literal["colocate", "separate", "split"]
+RolloutEngine = Literal["vllm", "sglang", "hf-generate", "deepspeed-hybrid", "megatron"]
+LaunchFormat = Literal["deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory"]
+CheckpointingKind = Literal["none", "full", "selective"]
+# flash: a kernel that reads q, k, v without an s^2 matrix and GQA-shaped k, v;
+# sdpa-expanded-kv: k and v copied to every query head before the kernel; eager: the softmax
+# probabilities are materialised and saved.
+AttentionKind = Literal["flash", "sdpa-expanded-kv", "eager"]
+# fp32: logits upcast to fp32 for the loss; fp32-under-autocast: upcast only under autocast
+# (16-bit under DeepSpeed's engine); 16bit: no upcast; chunked: the loss over token chunks of
+# the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices.
+LossKind = Literal["fp32", "fp32-under-autocast", "16bit", "chunked", "vocab-fused"]
+
+
+class Fact(BaseModel, Generic[T]):
+    """One fact about a framework and where it was read (its file at a commit, or a docs page)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    value: T
+    source: str = Field(min_length=1)
+
+
+class FrameworkFacts(_Frozen):
+    """What a framework runs, the memory semantics it imposes and its speed. A fact left out is
+    inherited from the profile's base, and where no profile states it the planner's default
+    applies (said in the output)."""
+
+    # what it can run
+    workloads: Fact[tuple[FrameworkWorkload, ...]] | None = None
+    methods: Fact[tuple[FrameworkMethod, ...]] | None = None
+    sharding: Fact[tuple[ShardingKind, ...]] | None = None
+    parallelism: Fact[tuple[ParallelKind, ...]] | None = Field(
+        default=None, description="model parallelism besides data parallel (tp, pp, cp, ep)")
+    offload: Fact[tuple[OffloadKind, ...]] | None = None
+    rl_placements: Fact[tuple[PlacementKind, ...]] | None = None
+    rollout_engines: Fact[tuple[RolloutEngine, ...]] | None = None
+    launch_format: Fact[LaunchFormat] | None = None
+    # memory semantics
+    checkpointing: Fact[tuple[CheckpointingKind, ...]] | None = None
+    checkpointing_default: Fact[CheckpointingKind] | None = None
+    attention: Fact[AttentionKind] | None = None
+    loss: Fact[LossKind] | None = None
+    loss_vocab_chunk: Fact[int] | None = Field(
+        default=None, description="vocabulary rows per slice of a vocab-fused head")
+    logprobs: Fact[Literal["fp32", "16bit"]] | None = Field(
+        default=None, description="dtype of forward-only log-prob passes (DPO reference, RL)")
+    master_weights: Fact[Literal["fp32", "none"]] | None = Field(
+        default=None, description="none: pure 16-bit weights and optimizer states")
+    frozen_base_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(
+        default=None, description="dtype of a frozen adapter base's sharded parameters")
+    idle_offload: Fact[bool] | None = Field(
+        default=None, description="RL: offload moves a role's states to the host between "
+        "phases (not ZeRO-style offload during compute)")
+    engine_outside_torch: Fact[bool] | None = Field(
+        default=None, description="RL: the colocated engine's memory pool is allocated outside "
+        "torch's caching allocator (vLLM sleep mode's CuMem allocator), unseen by its counters")
+    fsdp_on_one_gpu: Fact[bool] | None = Field(
+        default=None, description="the model is wrapped in FSDP also on a single GPU")
+    fused_optimizer: Fact[bool] | None = None
+    shard_embeddings: Fact[bool] | None = Field(
+        default=None, description="FSDP: embedding and head wrapped as units of their own")
+    lora_rank: Fact[int] | None = None
+    lora_targets: Fact[tuple[str, ...]] | None = None
+    fp8_generation: Fact[bool] | None = Field(
+        default=None, description="FP8 training recipes also generate in FP8")
+    # speed
+    efficiency: Fact[str] | None = Field(
+        default=None, description="the calibrated efficiency (efficiency.STACK_UTILISATION key)")
+
+
+class FrameworkSpec(_Frozen):
+    """A training framework's profile: facts with sources, inheriting from ``base``."""
+
+    id: Slug
+    name: str
+    base: Slug | None = None
+    aliases: tuple[str, ...] = Field(
+        default_factory=tuple, description="other names of it (validation-case slugs)")
+    version: str = Field(description="the release or commit the facts were read at")
+    homepage: str | None = None
+    facts: FrameworkFacts = Field(default_factory=FrameworkFacts)
     notes: str = ""

@@ -1,9 +1,10 @@
 """Predict published validation cases and summarise the error (``planner validate``).
 
-A case file follows the schema of ../shared/validation (``{schema_version, units, cases}``).
-Each memory case is turned into a TrainConfig; the framework named by the case sets the
-framework-specific knobs (documented in ``FRAMEWORK_DEFAULTS``). Cases that the models cannot
-express yet get ``predicted: None`` and a reason, never a guess.
+A case file follows the schema of validation/ (``{schema_version, units, cases}``). Each memory
+case is turned into a TrainConfig: the case's own fields, and for what it leaves out the profile
+of the framework it names (catalog/frameworks, planner.frameworks). A case naming a framework
+with no profile, or that the models cannot express yet, gets ``predicted: None`` and a reason,
+never a guess.
 """
 
 from __future__ import annotations
@@ -19,49 +20,14 @@ from typing import Any
 import yaml
 
 from planner.catalog import Catalog
-from planner.errors import PlannerError
+from planner.errors import PlannerError, UnknownNameError
+from planner.frameworks import Profile, config_fields, resolve
 from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import TrainConfig, validate_config
 
 SFT_WORKLOADS = ("sft", "pretrain")
 EMULATING_GPU = "h100-sxm"
 SFT_METHODS = ("full", "lora", "qlora", "dora", "freeze")
-
-# What each framework does by default where the case does not say (sources: each framework's
-# shipped recipes/configs). rank/targets: LoRA defaults; pure_bf16: bf16 weights and optimizer
-# states without fp32 master copies.
-FRAMEWORK_DEFAULTS: dict[str, dict[str, Any]] = {
-    # torchtune recipes train in pure bf16 (dtype: bf16, AdamW states in bf16) with the fused
-    # AdamW (optimizer.fused: True) and, since v0.3 (Sep 2024), CEWithChunkedOutputLoss as the
-    # loss of every shipped LLM config; a case's explicit extra.chunked_ce overrides this.
-    # Its distributed Llama-3 configs shard tok_embeddings and output as FSDP units of their own
-    # (custom_sharded_layers).
-    # Its attention copies k and v to every query head before SDPA (modules/attention.py,
-    # expand + reshape), so the saved k, v are query-sized.
-    "torchtune": {"pure_bf16": True, "fused_optimizer": True, "chunked_loss": True,
-                  "shard_embeddings": True, "lora_rank": 8, "lora_targets": ("q", "v"),
-                  "expand_kv_heads": True},
-    # Qwen(1) finetune.py: lora_r 64 on c_attn, c_proj, w1, w2 (all linear layers). Qwen-1's
-    # modeling code applies CrossEntropyLoss to the 16-bit logits; only autocast (HF Trainer
-    # without DeepSpeed) upcasts it, so runs under DeepSpeed keep a 16-bit loss.
-    "qwen-finetune": {"lora_rank": 64, "lora_targets": ("all-linear",),
-                      "fp32_loss_needs_autocast": True},
-    # LLaMA-Factory: lora_rank 8, lora_target all.
-    "llama-factory": {"lora_rank": 8, "lora_targets": ("all-linear",)},
-    # PEFT's default LoRA targets for Llama-family models are q_proj, v_proj; rank 8.
-    "peft+transformers": {"lora_rank": 8, "lora_targets": ("q", "v")},
-    "trl+peft": {"lora_rank": 8, "lora_targets": ("all-linear",)},
-    "unsloth": {"lora_rank": 16, "lora_targets": ("all-linear",), "chunked_loss": True},
-    # prime-rl's trainer wraps every decoder layer and the model in FSDP2 fully_shard on any
-    # world size, one GPU included, with MixedPrecisionPolicy(param_dtype=bf16,
-    # reduce_dtype=fp32): the sharded parameters stay fp32 (src/prime_rl/trainer/model.py,
-    # setup_fsdp).
-    "prime-rl": {"always_fsdp": True},
-    # DeepSpeed-Chat (Apr 2023 logs, transformers 4.28-4.29): OPT's attention was eager only
-    # (modeling_opt.py OPTAttention: bmm, softmax, dropout; SDPA came to OPT later), so every
-    # layer saves its attention probabilities.
-    "deepspeed-chat": {"flash_attention": False},
-}
 
 _TARGET_NAMES = {
     "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "output_proj": "o",
@@ -143,8 +109,8 @@ def _grad_accum(case: dict[str, Any]) -> int:
     return int(found.group(1)) if found else 1
 
 
-def _chunked_loss(case: dict[str, Any], fw: dict[str, Any]) -> bool:
-    """A case's explicit extra.chunked_ce wins. Otherwise the framework default, except for
+def _chunked_loss(case: dict[str, Any], default: bool) -> bool:
+    """A case's explicit extra.chunked_ce wins. Otherwise the framework's default, except for
     sources pinned to a commit before torchtune v0.3 (the May-2024 README, 30c75d4) and the rows
     of torchtune's cumulative optimisation table, which add chunked cross-entropy as a step of
     its own (recorded as extra.chunked_ce on the rows that have it)."""
@@ -153,7 +119,7 @@ def _chunked_loss(case: dict[str, Any], fw: dict[str, Any]) -> bool:
         return bool(extra["chunked_ce"])
     if "30c75d4" in str(case.get("source")) or "optimisation table" in str(case.get("location")):
         return False
-    return bool(fw.get("chunked_loss", False))
+    return default
 
 
 def _fp32_weights(case: dict[str, Any]) -> bool:
@@ -174,9 +140,46 @@ def _vocab_chunk(case: dict[str, Any]) -> int | None:
     return int(chunk) if chunk else None
 
 
-def _fsdp(case: dict[str, Any], fw: dict[str, Any]) -> bool:
+def _fsdp(case: dict[str, Any], profile: Profile) -> bool:
+    """FSDP as the case states it, or on one GPU where the framework always wraps in FSDP."""
     return case.get("sharding") == "fsdp" or (
-        bool(fw.get("always_fsdp")) and (case.get("sharding") or "none") == "none")
+        bool(profile.value("fsdp_on_one_gpu")) and (case.get("sharding") or "none") == "none")
+
+
+def case_profile(case: dict[str, Any], catalog: Catalog) -> Profile:
+    """The profile of the framework a case names (PlannerError: none, or no profile)."""
+    slug = str(case.get("framework") or "").strip()
+    if not slug:
+        raise PlannerError("the case names no framework")
+    try:
+        return resolve(catalog, slug)
+    except UnknownNameError:
+        raise PlannerError(f"framework {slug!r} has no profile (catalog/frameworks)") from None
+
+
+def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict[str, Any]:
+    """The TrainConfig fields a case takes from its framework's profile, with the case's own
+    statements winning: extra.chunked_ce, extra.fused_lm_head_chunk_size and the weight dtypes
+    (extra.master_weights_dtype / frozen_base_weights_dtype)."""
+    sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
+    extra = case.get("extra") or {}
+    sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
+    if "chunked_ce" in extra and not extra["chunked_ce"]:
+        sem["lm_head_vocab_chunk"] = None
+    if _vocab_chunk(case):
+        sem["lm_head_vocab_chunk"] = _vocab_chunk(case)
+    if extra.get("master_weights_dtype") or extra.get("frozen_base_weights_dtype"):
+        sem["fp32_trained_weights"] = _fp32_weights(case)
+    return sem
+
+
+def _lora_defaults(case: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """LoRA rank and targets: the case's, else the framework's defaults (PEFT's r 16 on every
+    linear layer where no profile says)."""
+    extra = case.get("extra") or {}
+    return {"lora_rank": case.get("lora_rank") or profile.value("lora_rank", 16),
+            "lora_targets": _targets(extra.get("target_modules"),
+                                     tuple(profile.value("lora_targets", ("all-linear",))))}
 
 
 def trainer_only_reading(case: dict[str, Any]) -> bool:
@@ -201,45 +204,39 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         raise PlannerError("no public checkpoint: architecture unknown")
     resolved = catalog.model(case["model"])
     extra = case.get("extra") or {}
-    fw = FRAMEWORK_DEFAULTS.get(case.get("framework") or "", {})
+    profile = case_profile(case, catalog)
     method = case.get("method") or "full"
     sharding = case.get("sharding") or "none"
     quant = "gptq" if "gptq" in str(extra.get("weight_quant", "")).lower() else "nf4"
     if resolved.weight_bits and method != "qlora":
         raise PlannerError("quantized checkpoint trained without a QLoRA-style adapter")
     zero = {"zero1": 1, "zero2": 2, "zero3": 3, "megatron": 1}.get(sharding, 0)
+    fsdp = _fsdp(case, profile)
+    lora = _lora_defaults(case, profile)
     cfg = TrainConfig(
+        **_semantics(case, profile, sharded=bool(zero) or fsdp),
         workload=workload,
         method=method,
-        lora_rank=(case.get("lora_rank") or fw.get("lora_rank", 16))
-        if method in ("lora", "dora", "qlora") else None,
-        lora_targets=_targets(extra.get("target_modules"), fw.get("lora_targets", ("all-linear",))),
+        lora_rank=lora["lora_rank"] if method in ("lora", "dora", "qlora") else None,
+        lora_targets=lora["lora_targets"],
         quant_format=quant,
         optimizer=case.get("optimizer") or "adamw",
         precision=case.get("precision") or "bf16",
-        pure_bf16=fw.get("pure_bf16", False),
         num_gpus=case["num_gpus"],
         zero_stage=zero,
-        fsdp=_fsdp(case, fw),
-        fp32_trained_weights=_fp32_weights(case),
+        fsdp=fsdp,
         tp=case.get("tp") or 1,
         pp=case.get("pp") or 1,
         cp=case.get("cp") or 1,
         offload=case.get("offload") or "none",
-        checkpointing=case.get("grad_checkpointing") or "none",
+        checkpointing=case.get("grad_checkpointing")
+        or profile.value("checkpointing_default", "none"),
         micro_batch_size=case.get("micro_batch_size") or 1,
         grad_accum=_grad_accum(case),
         seq_len=case.get("seq_len") or 2048,
-        chunked_loss=_chunked_loss(case, fw),
-        lm_head_vocab_chunk=_vocab_chunk(case),
-        loss_in_fp32=not (fw.get("fp32_loss_needs_autocast") and zero > 0),
-        fused_optimizer=fw.get("fused_optimizer", False),
         compiled=bool(extra.get("compile", False)),
         paged_optimizer=bool(extra.get("paged_optimizer", False)),
         optimizer_in_backward=bool(extra.get("optimizer_in_bwd", False)),
-        shard_embeddings=fw.get("shard_embeddings", False),
-        expand_kv_heads=fw.get("expand_kv_heads", False),
-        flash_attention=fw.get("flash_attention", True),
     )
     validate_config(cfg, resolved.spec)
     return cfg, resolved
@@ -274,15 +271,6 @@ DSCHAT_SCRIPTS: dict[tuple[float, bool], tuple[int, int]] = {
     (30.0, False): (4, 1),   # single_node/run_30b_lora.sh
     (66.0, False): (4, 8),   # multi_node/run_66b.sh: --inference_tp_size 8
 }
-
-
-# DPO log-probs: TRL >= 0.13 (Dec 2024) computes the per-token log-probs of the model's
-# 16-bit logits with selective_log_softmax (row by row for bf16/fp16), and transformers >= 4.45
-# upcasts logits to fp32 only when the model computes its own loss (DPO passes no labels): the
-# 16-bit loss constant (calibration.LOGIT_BYTES_16BIT_LOSS) applies. Earlier stacks upcast
-# (LLaMA-Factory issue #3716, May 2024: TRL 0.8 on transformers 4.40).
-DPO_16BIT_LOGPROBS = ("trl+peft",)
-DPO_FP32_LOGPROBS_SOURCES = ("hiyouga/LLaMA-Factory/issues/3716",)
 
 
 def dschat_script(params_b: float, num_gpus: int) -> tuple[int, int]:
@@ -350,7 +338,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     resolved = catalog.model(case["model"])
     extra = case.get("extra") or {}
     fw_name = str(case.get("framework"))
-    fw = FRAMEWORK_DEFAULTS.get(fw_name, {})
+    profile = case_profile(case, catalog)
     assumed: list[str] = []
     if extra.get("roles"):
         # OpenRLHF without --colocate: each role on GPUs of its own (e.g. actor 4, critic 2,
@@ -370,23 +358,19 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     zero = {"zero1": 1, "zero2": 2, "zero3": 3, "megatron": 1}.get(sharding, 0)
     ckpt = case.get("grad_checkpointing")
     if ckpt is None:
-        ckpt = "full" if ("llama-factory" in str(case.get("source")).lower()
-                          or fw_name in ("deepspeed-chat", "verl")) else "none"
-        assumed.append(f"checkpointing {ckpt} (framework default)")
+        ckpt = profile.value("checkpointing_default", "none")
+        assumed.append(f"checkpointing {ckpt} ({profile.id} default)")
+    fsdp = _fsdp(case, profile)
     common: dict[str, Any] = {
+        **_semantics(case, profile, sharded=bool(zero) or fsdp),
         "workload": workload, "optimizer": case.get("optimizer") or "adamw",
-        "precision": case.get("precision") or "bf16", "pure_bf16": fw.get("pure_bf16", False),
-        "num_gpus": case["num_gpus"], "zero_stage": zero, "fsdp": _fsdp(case, fw),
-        "checkpointing": ckpt, "fused_optimizer": fw.get("fused_optimizer", False),
+        "precision": case.get("precision") or "bf16",
+        "num_gpus": case["num_gpus"], "zero_stage": zero, "fsdp": fsdp,
+        "checkpointing": ckpt,
         "paged_optimizer": bool(extra.get("paged_optimizer", False)),
         "optimizer_in_backward": bool(extra.get("optimizer_in_bwd", False)),
         "compiled": bool(extra.get("compile", False)),
-        "chunked_loss": _chunked_loss(case, fw),
-        "lm_head_vocab_chunk": _vocab_chunk(case),
-        "flash_attention": fw.get("flash_attention", True),
     }
-    if _fp32_weights(case):
-        common["fp32_trained_weights"] = True
     offload = case.get("offload") or "none"
     if method is None and fw_name == "deepspeed-chat" and for_time:
         # Table 1 runs (the shipped scripts): --actor_lora_dim 128 without
@@ -404,14 +388,10 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     method = method or "full"
     common["method"] = method
     if method in ("lora", "dora", "qlora"):
-        common.setdefault("lora_rank", case.get("lora_rank") or fw.get("lora_rank", 8))
-        common["lora_targets"] = _targets(extra.get("target_modules"),
-                                          fw.get("lora_targets", ("all-linear",)))
+        lora = _lora_defaults(case, profile)
+        common.setdefault("lora_rank", lora["lora_rank"])
+        common["lora_targets"] = lora["lora_targets"]
     critic = reward = None
-    if workload == "dpo" and fw_name in DPO_16BIT_LOGPROBS and not any(
-            src in str(case.get("source")) for src in DPO_FP32_LOGPROBS_SOURCES):
-        common["loss_in_fp32"] = False
-        assumed.append("TRL selective_log_softmax on 16-bit logits")
     if workload in ("rm", "dpo"):
         cfg = TrainConfig(**common, micro_batch_size=_pairs(case), offload=offload,
                           seq_len=case.get("seq_len") or 2048,
@@ -450,18 +430,10 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
             assumed.append(f"rollout TP {rl_opts['rollout_tp']} over {spec.num_kv_heads} kv "
                            f"heads -> {tp}")
             rl_opts["rollout_tp"] = tp
-        if fw_name == "verl":
+        if profile.value("idle_offload"):
+            # the framework's offload moves states to the host between phases
             rl_opts["offload_idle"] = offload == "optimizer+params"
             offload = "none"
-            # verl's actor computes token log-probs with flash-attn's cross-entropy kernel on
-            # the 16-bit logits of the packed tokens (utils/torch_functional.py
-            # logprobs_from_logits_flash_attn) and the entropy on the same 16-bit tensor: no
-            # fp32 copy (the 16-bit loss buffers, calibration.LOGIT_BYTES_16BIT_LOSS)
-            common["loss_in_fp32"] = False
-            # verl builds the actor in fp32 and lets FSDP MixedPrecision cast each gathered
-            # unit to bf16 (workers/fsdp_workers.py: torch_dtype fp32 for the actor): its
-            # flat parameters are 4 B each, the frozen LoRA base included
-            common["fp32_trained_weights"] = True
         mb = case.get("micro_batch_size")
         if mb is None and extra.get("ppo_max_token_len_per_gpu"):
             mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)
@@ -499,7 +471,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
                           seq_len=seq)
     validate_config(cfg, resolved.spec)
     return RLCase(cfg, resolved, critic, reward, tuple(assumed),
-                  engine_outside_counter=fw_name == "verl")
+                  engine_outside_counter=bool(profile.value("engine_outside_torch")))
 
 
 def _predicted_gib(est: MemoryEstimate, measured_as: str | None) -> float:

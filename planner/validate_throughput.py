@@ -17,44 +17,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from planner.catalog import Catalog
+from planner.catalog import Catalog, load_catalog
 from planner.cost import define_job, rent_cost
 from planner.efficiency import DECODE_EFFICIENCY
 from planner.errors import PlannerError
+from planner.frameworks import efficiency_of
 from planner.memory import estimate_memory
 from planner.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
 from planner.specs import GpuSpec, PlatformSpec
 from planner.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
-from planner.validate import case_config, load_cases, percentile, rl_case
+from planner.validate import case_config, case_profile, load_cases, percentile, rl_case
 
 ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
 
-# Software stack of each framework slug (efficiency.STACKS / DECODE_STACKS).
-FRAMEWORK_STACK: dict[str, str] = {
-    "nemo": "megatron", "megatron-lm": "megatron", "nemo-rl": "megatron",
-    "deepspeed": "deepspeed", "deepspeed-chat": "deepspeed", "peft+deepspeed": "deepspeed",
-    "transformers+deepspeed": "deepspeed", "openrlhf": "deepspeed",
-    "torchtune": "fsdp", "pytorch": "fsdp", "llama-recipes": "fsdp", "fmengine": "deepspeed",
-    "llama-factory": "hf", "peft+transformers": "hf", "trl+peft": "hf", "dpo-reference": "fsdp",
-    "unsloth": "unsloth",
-    # prime-rl trains with FSDP2 (fully_shard on every world size) and torch.compile; its
-    # measured rate is its own (efficiency.STACK_UTILISATION)
-    "prime-rl": "prime-rl",
-    "tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi",
-}
-
-# Activation checkpointing where a case leaves it unstated (null): the framework's default.
-# LLaMA-Factory enables gradient checkpointing unless --disable_gradient_checkpointing is given
-# (its model-loading patcher); NeMo/Megatron performance recipes and torchtune rows that do not
-# state it ran without (the torchtune A6000 rows cannot have used it: with it the implied
-# throughput would exceed the GPU's peak).
-CHECKPOINTING_DEFAULT: dict[str, str] = {"llama-factory": "full"}
-
-# LoRA target modules where validate.FRAMEWORK_DEFAULTS has no entry for the framework:
-# NeMo 2 LoRA adapts linear_qkv and linear_proj (attention in and out projections) by default;
-# the MLPerf llama2_70b_lora reference adapts the same attention projections.
-LORA_TARGETS_DEFAULT: dict[str, str] = {"nemo": "q_proj,k_proj,v_proj,o_proj"}
+# Serving stack of each inference framework slug (decode cases; efficiency.DECODE_STACKS).
+# Training frameworks take their efficiency from their profile (catalog/frameworks).
+DECODE_STACK: dict[str, str] = {"tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi"}
+# The stack of a training framework whose profile (and bases) state no measured efficiency.
+DEFAULT_STACK = "hf"
 
 # Host platform by GPU form factor, for node size and links (catalog/platforms). GB200 NVL72:
 # the NVLink domain is the 72-GPU rack, so its node size is 72 (gb200-nvl72-tray notes).
@@ -88,12 +69,21 @@ class ThroughputResult:
         return (self.predicted - self.measured) / self.measured
 
 
-def stack_of(case: dict[str, Any]) -> str:
-    """The case's stack; LLaMA-Factory rows run on the Unsloth backend where the row says so."""
+def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
+    """The case's efficiency stack: a serving stack for decode cases, else the efficiency its
+    framework's profile states or inherits (DEFAULT_STACK where none does, and for a framework
+    without a profile, which training cases report as not modelled). LLaMA-Factory rows run on
+    the Unsloth backend where the row says so."""
     fw = str(case.get("framework"))
+    if case.get("workload") == "decode" or fw in DECODE_STACK:
+        return DECODE_STACK.get(fw, "vllm")
     if fw == "llama-factory" and "unsloth" in str(case.get("location", "")).lower():
         return "unsloth"
-    return FRAMEWORK_STACK.get(fw, "hf")
+    try:
+        profile = case_profile(case, catalog or load_catalog())
+    except PlannerError:
+        return DEFAULT_STACK
+    return efficiency_of(profile)[0] or DEFAULT_STACK
 
 
 def family_of(workload: str) -> str:
@@ -121,9 +111,6 @@ def _memory_style_case(case: dict[str, Any]) -> dict[str, Any]:
     workload = case.get("workload")
     if workload in PEFT_WORKLOADS:
         out["workload"], out["method"] = "sft", workload
-    fw_targets = LORA_TARGETS_DEFAULT.get(str(case.get("framework")))
-    if fw_targets and not extra.get("target_modules"):
-        extra["target_modules"] = fw_targets
     out.setdefault("method", None)
     out["method"] = out.get("method") or "full"
     out["lora_rank"] = case.get("lora_rank") or extra.get("lora_rank")
@@ -134,8 +121,6 @@ def _memory_style_case(case: dict[str, Any]) -> dict[str, Any]:
         extra["optimizer_in_bwd"] = True
     if extra.get("fsdp_cpu_offload"):
         out["offload"] = "optimizer+params"
-    if case.get("grad_checkpointing") is None:
-        out["grad_checkpointing"] = CHECKPOINTING_DEFAULT.get(str(case.get("framework")), "none")
     n = case["num_gpus"]
     dp = n // ((case.get("tp") or 1) * (case.get("pp") or 1) * (case.get("cp") or 1))
     extra["grad_accum"] = _grad_accum(case, dp)
@@ -174,9 +159,9 @@ def training_estimate(
     gpu = catalog.gpu(case["gpu"])
     platform, per_node, network = _platform(gpu, catalog)
     vp = int((case.get("extra") or {}).get("vp") or 1)
-    est = estimate_throughput(resolved.spec, gpu, cfg, platform=platform, stack=stack_of(case),
-                              gpus_per_node=per_node, inter_node_gbps=network,
-                              virtual_stages=vp, **overrides)
+    est = estimate_throughput(resolved.spec, gpu, cfg, platform=platform,
+                              stack=stack_of(case, catalog), gpus_per_node=per_node,
+                              inter_node_gbps=network, virtual_stages=vp, **overrides)
     return est, cfg, gpu
 
 
@@ -223,7 +208,7 @@ def _decode_value(
     est = estimate_decode(
         resolved.spec, gpu, prompt_len=int(rl["prompt_len"]),
         response_len=int(rl["response_len"]), tp=int(tp), batch=case.get("micro_batch_size"),
-        precision=case.get("precision") or "bf16", weight_bits=bits, stack=stack_of(case),
+        precision=case.get("precision") or "bf16", weight_bits=bits, stack=stack_of(case, catalog),
         efficiency=efficiency,
     )
     return est.output_tokens_per_s / case["num_gpus"], est.limited_by
@@ -235,7 +220,7 @@ def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> Throughpu
     family = family_of(workload)
     base = {
         "id": str(case.get("id")), "metric": str(case.get("metric")), "workload": workload,
-        "framework": str(case.get("framework")), "stack": stack_of(case),
+        "framework": str(case.get("framework")), "stack": stack_of(case, catalog),
         "precision": str(case.get("precision")), "family": family,
         "usable": bool(case.get("usable_for_accuracy")), "measured": float(case["value"]),
     }
@@ -384,10 +369,8 @@ def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> A
 # efficiency is efficiency.RL_ROLLOUT_DECODE_EFFICIENCY): DeepSpeed-Chat's hybrid engine
 # decodes with DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token
 # answers; no case isolates it, so it takes the serving roofline share of vLLM (assumed; its
-# 12 cases would imply 0.22-0.66, median 0.49, with two cases unreachable).
-# Frameworks whose FP8 rows also generate in FP8 (NeMo-RL performance-summary.md, "H100 FP8
-# Benchmarks": "Precision: Generation FP8, Training FP8").
-FP8_GENERATION = ("nemo-rl",)
+# 12 cases would imply 0.22-0.66, median 0.49, with two cases unreachable). Whether FP8 rows
+# also generate in FP8 is the profile's fp8_generation fact.
 RL_ENGINE_EFFICIENCY: dict[str, float] = {"deepspeed-chat": DECODE_EFFICIENCY["vllm"]}
 
 
@@ -403,9 +386,11 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
     if decode_efficiency is None:
         decode_efficiency = RL_ENGINE_EFFICIENCY.get(str(case.get("framework")))
     # NeMo-RL's FP8 tables state "Precision: Generation FP8, Training FP8"
-    fp8_gen = case.get("precision") == "fp8" and case.get("framework") in FP8_GENERATION
-    return estimate_rl_step(rc.resolved.spec, gpu, cfg, platform=platform, stack=stack_of(case),
-                            critic=rc.critic, reward=rc.reward, max_response_len=cap,
+    fp8_gen = case.get("precision") == "fp8" and bool(
+        case_profile(case, catalog).value("fp8_generation"))
+    return estimate_rl_step(rc.resolved.spec, gpu, cfg, platform=platform,
+                            stack=stack_of(case, catalog), critic=rc.critic, reward=rc.reward,
+                            max_response_len=cap,
                             decode_efficiency=decode_efficiency,
                             rollout_precision="fp8" if fp8_gen else "bf16")
 
@@ -449,7 +434,7 @@ def _preference_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, st
     gpu = catalog.gpu(case["gpu"])
     platform, per_node, network = _platform(gpu, catalog)
     est = estimate_throughput(rc.resolved.spec, gpu, rc.cfg, platform=platform,
-                              stack=stack_of(case), gpus_per_node=per_node,
+                              stack=stack_of(case, catalog), gpus_per_node=per_node,
                               inter_node_gbps=network)
     return _training_metric(case, est, gpu), est.limited_by
 

@@ -98,7 +98,8 @@ def test_catalog_lists(capsys):
 
 def test_validate_json_shape(capsys, tmp_path):
     case = {
-        "id": "mine", "workload": "sft", "method": "lora", "lora_rank": 8, "model":
+        "id": "mine", "framework": "peft+transformers", "workload": "sft", "method": "lora",
+        "lora_rank": 8, "model":
         "meta-llama/Llama-2-7b-hf", "gpu": "rtx-4090", "gpu_memory_gib": 24, "num_gpus": 1,
         "sharding": "none", "offload": "none", "tp": 1, "pp": 1, "cp": 1,
         "grad_checkpointing": "full", "micro_batch_size": 1, "seq_len": 1024,
