@@ -10,17 +10,14 @@ record with transformers and compares again.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 import yaml
+from conftest import load_tool
 
 from planner.catalog import load_catalog
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "param_counts.py"
-_spec = importlib.util.spec_from_file_location("param_counts", TOOL)
-param_counts = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(param_counts)
+param_counts = load_tool("param_counts")
 
 DATA = yaml.safe_load(param_counts.DATA_FILE.read_text(encoding="utf-8"))
 RECORDS = {**DATA["catalog"], **DATA["hf_configs"]}
