@@ -55,8 +55,20 @@ def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
         num_shared_experts=1 if qwen_shared else _first(cfg, "n_shared_experts", default=0),
         shared_expert_ffn_hidden_size=qwen_shared or None,
         shared_expert_gate=bool(qwen_shared),
-        first_dense_layers=_first(cfg, "first_k_dense_replace", default=0),
+        first_dense_layers=_first_dense_layers(cfg),
     )
+
+
+def _first_dense_layers(cfg: dict[str, Any]) -> int:
+    """Leading dense layers: DeepSeek/GLM first_k_dense_replace, or Qwen-MoE mlp_only_layers when
+    they are 0..k-1 with decoder_sparse_step 1; other dense/sparse patterns are not modelled."""
+    dense = sorted(cfg.get("mlp_only_layers") or [])
+    if _first(cfg, "decoder_sparse_step", default=1) != 1 or dense != list(range(len(dense))):
+        raise PlannerError(
+            f"MoE layers other than a dense prefix are not modelled (mlp_only_layers {dense}, "
+            f"decoder_sparse_step {cfg.get('decoder_sparse_step')})"
+        )
+    return _first(cfg, "first_k_dense_replace", default=len(dense))
 
 
 def _norms_per_layer(cfg: dict[str, Any], family: str) -> int:

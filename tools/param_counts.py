@@ -63,6 +63,10 @@ MODEL_TYPES: dict[str, str] = {
 HF_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     # transformers' Qwen2MoeConfig() defaults (the Qwen1.5-MoE-A2.7B shape).
     "qwen2_moe-defaults": ("qwen2_moe", {}),
+    # Qwen3-MoE with a dense first layer (mlp_only_layers), read as first_dense_layers.
+    "qwen3_moe-dense-first-layer": ("qwen3_moe", {"mlp_only_layers": [0]}),
+    # GLM-4.5 (355B) normalises q and k per head: Glm4MoeConfig() defaults with use_qk_norm.
+    "glm4_moe-qk-norm": ("glm4_moe", {"use_qk_norm": True}),
 }
 
 # to_dict() keys that describe no shape (generation, dropout, output flags, bookkeeping).
