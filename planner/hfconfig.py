@@ -72,9 +72,9 @@ def _first_dense_layers(cfg: dict[str, Any]) -> int:
 
 
 def _norms_per_layer(cfg: dict[str, Any], family: str) -> int:
-    """Gemma-2/3: 4 (sandwich); Falcon's parallel block: 1 unless the new architecture's
+    """Gemma-2: 4 (sandwich); Falcon's parallel block: 1 unless the new architecture's
     ln_attn + ln_mlp (num_ln_in_parallel_attn 2, its default there); else 2."""
-    if family in {"gemma2", "gemma3_text"}:
+    if family == "gemma2":
         return 4
     if family == "falcon" and cfg.get("parallel_attn", True):
         new = cfg.get("new_decoder_architecture")
@@ -148,7 +148,8 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
         "word_embed_proj_dim": cfg.get("word_embed_proj_dim")
         if cfg.get("word_embed_proj_dim") not in (None, hidden) else None,
         "norms_per_layer": _norms_per_layer(cfg, family),
-        "layernorm_bias": not (family == "mpt" and cfg.get("no_bias", True)),
+        # transformers' MPT drops every LayerNorm bias whatever no_bias says (modeling_mpt.py)
+        "layernorm_bias": family != "mpt",
         "qk_norm": family in {"qwen3", "qwen3_moe"} or bool(cfg.get("use_qk_norm")),
         "final_norm": not (family == "opt" and (
             not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),

@@ -9,12 +9,12 @@ Conventions (matching the Hugging Face implementations of the catalog's families
 - norms: ``norms_per_layer`` per layer (RMSNorm h, LayerNorm 2h with bias or h without), Qwen3's
   q/k norms (head_dim each), MLA's q_a/kv_a norms, one final norm unless ``final_norm`` is false,
   one after the embedding when ``embedding_norm``.
+- learned positions: ``max_position_embeddings`` rows of h; OPT (the only ReLU family) allocates
+  2 more rows (HF ``OPTLearnedPositionalEmbedding`` offset 2).
 
 Every catalog architecture's total equals ``sum(p.numel() for p in model.parameters())`` of
 transformers' ``AutoModelForCausalLM.from_config`` on the meta device: tools/param_counts.py records
 those counts in tests/data/param_counts.yaml and tests/test_param_counts.py checks them.
-- learned positions: ``max_position_embeddings`` rows of h; OPT (the only ReLU family) allocates
-  2 more rows (HF ``OPTLearnedPositionalEmbedding`` offset 2).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class ParamCounts:
 
 def _norm_params(m: ModelSpec, dim: int) -> int:
     """RMSNorm has a weight of ``dim``; LayerNorm a weight and a bias (2*dim), or only the weight
-    when ``layernorm_bias`` is false (MPT's no_bias: transformers models/mpt/modeling_mpt.py sets
-    ``norm_1.bias = norm_2.bias = norm_f.bias = None``)."""
+    when ``layernorm_bias`` is false (MPT: transformers models/mpt/modeling_mpt.py sets
+    ``norm_1.bias = norm_2.bias = norm_f.bias = None``, as MPT's no_bias checkpoints hold none)."""
     return 2 * dim if m.norm == "layernorm" and m.layernorm_bias else dim
 
 

@@ -131,7 +131,7 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
         return {"vocab_size": m.vocab_size, "d_model": m.hidden_size, "n_layers": m.num_layers,
                 "n_heads": m.num_attention_heads,
                 "expansion_ratio": m.ffn_hidden_size // m.hidden_size,
-                "max_seq_len": m.max_position_embeddings, "no_bias": not m.layernorm_bias}
+                "max_seq_len": m.max_position_embeddings, "no_bias": not m.attention_bias}
     if model_type == "falcon":
         new = m.num_kv_heads > 1
         return {"vocab_size": m.vocab_size, "hidden_size": m.hidden_size,
