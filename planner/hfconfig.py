@@ -1,8 +1,10 @@
 """Read a local Hugging Face ``config.json`` into a ModelSpec (no network).
 
 Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2 (SwiGLU/GeGLU,
-rotary), Mixtral/Qwen-MoE (MoE), OPT, GPT-NeoX, Falcon, BLOOM and MPT. The parameter count is
-computed from the architecture, so ``published_params_b`` is that count and says so.
+rotary), Mixtral/Qwen2-MoE/Qwen3-MoE/GLM-4-MoE/DeepSeek-V3 (MoE), OPT, GPT-NeoX, Falcon, BLOOM and
+MPT. The parameter count is computed from the architecture, so ``published_params_b`` is that count
+and says so; tests/test_param_counts.py reads the configs transformers built for every catalog
+architecture (and Qwen2MoeConfig's defaults) through this module and compares the counts.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from planner.params import count_params
 from planner.specs import MlaSpec, ModelSpec, MoeSpec
 
 _GELU_FAMILIES = {"gpt_neox", "falcon", "bloom", "mpt", "gpt2", "gptj"}
+_QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "glm4_moe"}
 
 
 def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -39,16 +42,44 @@ def _activation(cfg: dict[str, Any], family: str) -> str:
 
 
 def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
+    """Routed experts; shared experts as n_shared_experts of the expert size (DeepSeek, GLM-4-MoE)
+    or Qwen2-MoE's one shared expert of shared_expert_intermediate_size with its sigmoid gate."""
     experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts")
     if not experts or experts <= 1:
         return None
+    qwen_shared = _first(cfg, "shared_expert_intermediate_size", default=0)
     return MoeSpec(
         num_experts=experts,
         experts_per_token=_first(cfg, "num_experts_per_tok", "moe_topk", default=2),
         expert_ffn_hidden_size=_first(cfg, "moe_intermediate_size", "intermediate_size"),
-        num_shared_experts=_first(cfg, "n_shared_experts", default=0),
-        first_dense_layers=_first(cfg, "first_k_dense_replace", default=0),
+        num_shared_experts=1 if qwen_shared else _first(cfg, "n_shared_experts", default=0),
+        shared_expert_ffn_hidden_size=qwen_shared or None,
+        shared_expert_gate=bool(qwen_shared),
+        first_dense_layers=_first_dense_layers(cfg),
     )
+
+
+def _first_dense_layers(cfg: dict[str, Any]) -> int:
+    """Leading dense layers: DeepSeek/GLM first_k_dense_replace, or Qwen-MoE mlp_only_layers when
+    they are 0..k-1 with decoder_sparse_step 1; other dense/sparse patterns are not modelled."""
+    dense = sorted(cfg.get("mlp_only_layers") or [])
+    if _first(cfg, "decoder_sparse_step", default=1) != 1 or dense != list(range(len(dense))):
+        raise PlannerError(
+            f"MoE layers other than a dense prefix are not modelled (mlp_only_layers {dense}, "
+            f"decoder_sparse_step {cfg.get('decoder_sparse_step')})"
+        )
+    return _first(cfg, "first_k_dense_replace", default=len(dense))
+
+
+def _norms_per_layer(cfg: dict[str, Any], family: str) -> int:
+    """Gemma-2: 4 (sandwich); Falcon's parallel block: 1 unless the new architecture's
+    ln_attn + ln_mlp (num_ln_in_parallel_attn 2, its default there); else 2."""
+    if family == "gemma2":
+        return 4
+    if family == "falcon" and cfg.get("parallel_attn", True):
+        new = cfg.get("new_decoder_architecture")
+        return 2 if new and cfg.get("num_ln_in_parallel_attn") in (None, 2) else 1
+    return 2
 
 
 def _mla(cfg: dict[str, Any]) -> MlaSpec | None:
@@ -103,15 +134,25 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
         "position_embedding": "alibi" if alibi else "learned" if learned else "rotary",
         "norm": "layernorm" if family in {"opt", "gpt_neox", "falcon", "bloom", "mpt"}
         else "rmsnorm",
-        "attention_bias": bool(
-            _first(cfg, "attention_bias", default=family in {"opt", "gpt_neox", "bloom", "qwen2"})
-        ),
-        "attention_out_bias": False if family == "qwen2" else None,
+        "attention_bias": bool(_first(
+            cfg, "attention_bias", "qkv_bias",
+            default=family in {"opt", "gpt_neox", "bloom", "qwen2", "qwen2_moe"},
+        )),
+        # q, k and v only: o_proj has no bias in Qwen2, Qwen2-MoE and GLM-4-MoE
+        "attention_out_bias": False if family in _QKV_BIAS_ONLY else None,
         "mlp_bias": bool(_first(cfg, "mlp_bias", default=family in {"opt", "gpt_neox", "bloom"})),
         "parallel_attention_mlp": bool(
             _first(cfg, "use_parallel_residual", "parallel_attn", default=family == "falcon")
         ),
         "embedding_norm": family == "bloom",
+        "word_embed_proj_dim": cfg.get("word_embed_proj_dim")
+        if cfg.get("word_embed_proj_dim") not in (None, hidden) else None,
+        "norms_per_layer": _norms_per_layer(cfg, family),
+        # transformers' MPT drops every LayerNorm bias whatever no_bias says (modeling_mpt.py)
+        "layernorm_bias": family != "mpt",
+        "qk_norm": family in {"qwen3", "qwen3_moe"} or bool(cfg.get("use_qk_norm")),
+        "final_norm": not (family == "opt" and (
+            not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),
         "moe": _moe(cfg),
         "mla": mla,
         "published_params_b": 1.0,

@@ -4,12 +4,17 @@ Conventions (matching the Hugging Face implementations of the catalog's families
 - attention: q = h x (heads*head_dim), k and v = h x (kv_heads*head_dim), o = (heads*head_dim) x h;
   MLA (DeepSeek-V2/V3) replaces q/k/v by low-rank q_a/q_b and kv_a/kv_b (DeepSeek-V3 report, 2024).
 - MLP: gated (SwiGLU/GeGLU: gate, up, down) or plain (GELU/ReLU: up, down), each h x ffn.
-- MoE: router h x num_experts, every routed and shared expert is a gated MLP of its own size.
-- norms: two per layer (RMSNorm h, LayerNorm 2h with bias), one final, one after the embedding when
-  ``embedding_norm``. Extra norms some families add (Gemma-2 pre/post-FFN norms, Qwen3 q/k norms,
-  MLA's q_a/kv_a norms are counted) are a few thousand parameters per layer and are not modelled.
+- MoE: router h x num_experts, every routed and shared expert is a gated MLP of its own size;
+  Qwen2-MoE gates its shared expert with a sigmoid of a h x 1 linear (``shared_expert_gate``).
+- norms: ``norms_per_layer`` per layer (RMSNorm h, LayerNorm 2h with bias or h without), Qwen3's
+  q/k norms (head_dim each), MLA's q_a/kv_a norms, one final norm unless ``final_norm`` is false,
+  one after the embedding when ``embedding_norm``.
 - learned positions: ``max_position_embeddings`` rows of h; OPT (the only ReLU family) allocates
   2 more rows (HF ``OPTLearnedPositionalEmbedding`` offset 2).
+
+Every catalog architecture's total equals ``sum(p.numel() for p in model.parameters())`` of
+transformers' ``AutoModelForCausalLM.from_config`` on the meta device: tools/param_counts.py records
+those counts in tests/data/param_counts.yaml and tests/test_param_counts.py checks them.
 """
 
 from __future__ import annotations
@@ -57,8 +62,10 @@ class ParamCounts:
 
 
 def _norm_params(m: ModelSpec, dim: int) -> int:
-    """RMSNorm has a weight of ``dim``; LayerNorm a weight and a bias (2*dim)."""
-    return dim if m.norm == "rmsnorm" else 2 * dim
+    """RMSNorm has a weight of ``dim``; LayerNorm a weight and a bias (2*dim), or only the weight
+    when ``layernorm_bias`` is false (MPT: transformers models/mpt/modeling_mpt.py sets
+    ``norm_1.bias = norm_2.bias = norm_f.bias = None``, as MPT's no_bias checkpoints hold none)."""
+    return 2 * dim if m.norm == "layernorm" and m.layernorm_bias else dim
 
 
 def _moe_of_layer(m: ModelSpec, layer: int) -> MoeSpec | None:
@@ -108,7 +115,9 @@ def layer_linears(m: ModelSpec, layer: int) -> tuple[Linear, ...]:
     """Weight-matrix shapes of layer ``layer`` (0-based): attention, then the MLP or the MoE block.
 
     MoE layers (index >= ``first_dense_layers``) hold a router (h x E, no bias), E routed experts
-    and the shared experts, each a gated MLP; earlier layers hold a dense MLP of ffn_hidden_size.
+    and the shared experts, each a gated MLP, and Qwen2-MoE's shared-expert gate (h x 1, no bias:
+    transformers models/qwen2_moe/modeling_qwen2_moe.py ``shared_expert_gate``, grouped with the
+    router: LoRA's all-linear skips both); earlier layers hold a dense MLP of ffn_hidden_size.
     """
     linears = _attention(m)
     moe = _moe_of_layer(m, layer)
@@ -119,13 +128,24 @@ def layer_linears(m: ModelSpec, layer: int) -> tuple[Linear, ...]:
     if moe.num_shared_experts:
         shared = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
         linears += _mlp(m, shared, moe.num_shared_experts, "shared_expert", m.mlp_bias)
+    if moe.shared_expert_gate:
+        linears.append(Linear("shared_expert_gate", m.hidden_size, 1, 1, False, "router"))
     return tuple(linears)
 
 
 def layer_params(m: ModelSpec, layer: int) -> int:
-    """sum(weights + biases of layer_linears) + 2 norms of h (+ MLA's q_a and kv_a RMSNorms)."""
+    """sum(weights + biases of layer_linears) + norms_per_layer norms of h + the attention's norms.
+
+    norms_per_layer: 2 (input and post-attention), 1 for Falcon-7B's parallel block with one
+    ``input_layernorm`` (transformers models/falcon/modeling_falcon.py, parallel_attn without
+    new_decoder_architecture), 4 for Gemma-2 (input, post-attention, pre- and post-feedforward:
+    models/gemma2/modeling_gemma2.py). Attention norms: Qwen3's q_norm and k_norm, RMSNorm of
+    head_dim each (models/qwen3/modeling_qwen3.py), and MLA's q_a and kv_a RMSNorms.
+    """
     params = sum(lin.params for lin in layer_linears(m, layer))
-    params += 2 * _norm_params(m, m.hidden_size)
+    params += m.norms_per_layer * _norm_params(m, m.hidden_size)
+    if m.qk_norm:
+        params += 2 * m.head_dim
     if m.mla is not None:
         params += m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0)
     return params
@@ -161,13 +181,16 @@ def _inactive_expert_params(m: ModelSpec, layer: int) -> int:
 def count_params(m: ModelSpec) -> ParamCounts:
     """total = embedding + lm_head + sum(layer_params) + final_norm; lm_head = vocab*e untied.
 
+    final_norm is 0 without one (OPT-350m's post-LN: transformers models/opt/modeling_opt.py
+    builds ``final_layer_norm`` only when ``do_layer_norm_before``).
+
     active = total - sum over MoE layers of (E - top_k) * params of one routed expert
     (compute counts active experts, memory counts all: DESIGN.md section 4).
     """
     per_layer = [layer_params(m, i) for i in range(m.num_layers)]
     embedding = _embedding_params(m)
     lm_head = 0 if m.tied_embeddings else m.vocab_size * (m.word_embed_proj_dim or m.hidden_size)
-    final_norm = _norm_params(m, m.hidden_size)
+    final_norm = _norm_params(m, m.hidden_size) if m.final_norm else 0
     total = embedding + lm_head + sum(per_layer) + final_norm
     inactive = sum(_inactive_expert_params(m, i) for i in range(m.num_layers))
     return ParamCounts(

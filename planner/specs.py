@@ -93,6 +93,9 @@ class MoeSpec(_Frozen):
     first_dense_layers: int = Field(
         default=0, ge=0, description="leading layers with a dense MLP of ffn_hidden_size"
     )
+    shared_expert_gate: bool = Field(
+        default=False, description="a sigmoid gate h x 1 scales the shared experts (Qwen2-MoE)"
+    )
 
 
 class MlaSpec(_Frozen):
@@ -137,6 +140,14 @@ class ModelSpec(_Frozen):
         default=False, description="attention and MLP read the same input (GPT-J/Falcon style)"
     )
     embedding_norm: bool = Field(default=False, description="LayerNorm after embeddings (BLOOM)")
+    norms_per_layer: int = Field(
+        default=2, ge=1, description="norms in each layer: 1 (Falcon-7B), 2, 4 (Gemma-2 sandwich)"
+    )
+    layernorm_bias: bool = Field(default=True, description="LayerNorms have a bias (MPT: none)")
+    qk_norm: bool = Field(default=False, description="RMSNorm of head_dim on q and k (Qwen3)")
+    final_norm: bool = Field(
+        default=True, description="a norm after the last layer (OPT-350m: none)"
+    )
     word_embed_proj_dim: int | None = Field(
         default=None, gt=0, description="OPT-350m: embeddings in a smaller dim, projected in/out"
     )

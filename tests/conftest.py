@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import settings
@@ -15,6 +17,15 @@ settings.register_profile("deterministic", derandomize=True, database=None)
 settings.load_profile("deterministic")
 
 DATA = Path(__file__).parent / "data"
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
+
+
+def load_tool(name: str) -> ModuleType:
+    """tools/<name>.py as a module (tools/ is a folder of scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tiny_config(**kw) -> TrainConfig:

@@ -87,3 +87,17 @@ def test_bad_config_json(tmp_path):
     p.write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(PlannerError, match="lacks hidden_size"):
         load_catalog().model(str(p))
+
+
+def test_hf_config_moe_with_interleaved_dense_layers_is_refused(tmp_path):
+    cfg = {
+        "model_type": "qwen2_moe", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 4, "intermediate_size": 128, "moe_intermediate_size": 32,
+        "num_experts": 4, "num_experts_per_tok": 2, "vocab_size": 1000,
+    }
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**cfg, "mlp_only_layers": [1, 3]}))
+    with pytest.raises(PlannerError, match="dense prefix"):
+        load_catalog().model(str(p))
+    p.write_text(json.dumps({**cfg, "mlp_only_layers": [0, 1]}))
+    assert load_catalog().model(str(p)).spec.moe.first_dense_layers == 2

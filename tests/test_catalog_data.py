@@ -134,6 +134,20 @@ def test_validation_gpu_ids_exist():
     assert not missing, f"validation cases use GPUs missing from the catalog: {missing}"
 
 
+def test_models_of_usable_validation_cases_resolve():
+    """Every model a usable case names (policy, critic, reward) resolves to a catalog entry."""
+    from conftest import load_tool
+
+    tool = load_tool("validation_models")
+    files = [VALIDATION / name for name in tool.CASE_FILES]
+    for path in files:
+        _need_shared(path)
+    found = tool.resolutions(files)
+    assert len(found) >= 30
+    missing = sorted(name for name, (resolved, _) in found.items() if resolved is None)
+    assert not missing, f"usable validation cases name models missing from the catalog: {missing}"
+
+
 def test_every_gpu_form_factor_has_a_platform():
     taken = {ff for platform in _platforms().values() for ff in platform.form_factors}
     for gpu_id, spec in _gpus().items():

@@ -73,6 +73,11 @@ REQUIRED_IDS = [
     "open-llama-3b",
     "open-llama-7b",
     "open-llama-13b",
+    "qwen3-0.6b",
+    "qwen3-4b",
+    "qwen2-57b-a14b",
+    "glm-4.5-air",
+    "deepseek-llm-7b",
 ]
 
 
@@ -169,3 +174,40 @@ def test_layer_linear_excludes_biases_and_norms() -> None:
     assert c.layer_linear == 30 * (4 * h * h + 2 * h * f)
     # biases: q, k, v, o (4h) + up (f) + down (h); 2 LayerNorms (4h)
     assert c.layers == c.layer_linear + 30 * (4 * h + f + h + 4 * h)
+
+
+def test_qwen2_moe_shared_expert_and_gate_by_hand() -> None:
+    # Qwen2-57B-A14B: h=3584, q 28x128=3584 wide, kv 4x128=512, 64 experts of 2560, top-8, one
+    # shared expert of 20480 gated by sigmoid(h x 1), vocab 151936 untied, 28 layers.
+    # attention: q 3584*3584+3584 = 12,848,640; k, v 3584*512+512 = 1,835,520 each;
+    #            o 3584*3584 = 12,845,056 (no bias)                      -> 29,364,736
+    # router 3584*64 = 229,376; experts 64*3*3584*2560 = 1,761,607,680;
+    # shared 3*3584*20480 = 220,200,960; gate 3,584; norms 2*3584 = 7,168 -> 2,011,413,504
+    # total = 28*2,011,413,504 + 2*151936*3584 + 3584 = 57,408,658,944
+    m = _model("qwen2-57b-a14b")
+    c = count_params(m)
+    assert layer_params(m, 0) == 2_011_413_504
+    assert c.total == 57_408_658_944
+    gate = {lin.name: lin for lin in layer_linears(m, 0)}["shared_expert_gate"]
+    assert (gate.d_in, gate.d_out, gate.group) == (3584, 1, "router")
+    # active: the shared expert and its gate run for every token; 56 of 64 experts do not
+    assert c.total - c.active == 28 * 56 * 3 * 3584 * 2560
+
+
+def test_norm_variants_by_hand() -> None:
+    # Qwen3-0.6B (qk_norm): attention 1024*2048*2 + 1024*1024*2 = 6,291,456; MLP 3*1024*3072 =
+    # 9,437,184; norms 2*1024 + q/k norms 2*128 = 2,304 -> 15,730,944
+    assert layer_params(_model("qwen3-0.6b"), 0) == 15_730_944
+    # Falcon-7B (one LayerNorm): attention 2*4544^2 + 2*4544*64 = 41,877,504;
+    # MLP 2*4544*18176 = 165,183,488; one LayerNorm 2*4544 = 9,088 -> 207,070,080
+    assert layer_params(_model("falcon-7b"), 0) == 207_070_080
+    # MPT-7B (LayerNorms without bias): 4*4096^2 + 2*4096*16384 + 2*4096 = 201,334,784
+    mpt = _model("mpt-7b")
+    assert layer_params(mpt, 0) == 201_334_784
+    assert count_params(mpt).final_norm == 4096
+    # Gemma-2-9B (4 norms): attention 2*3584*4096 + 2*3584*2048 = 44,040,192;
+    # MLP 3*3584*14336 = 154,140,672; norms 4*3584 = 14,336 -> 198,195,200
+    assert layer_params(_model("gemma-2-9b"), 0) == 198_195_200
+    # OPT-350m (post-LN): no final LayerNorm; the HF checkpoint holds 331,196,416
+    opt = count_params(_model("opt-350m"))
+    assert (opt.final_norm, opt.total) == (0, 331_196_416)
