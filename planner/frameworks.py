@@ -89,6 +89,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["pure_bf16"] = profile.value("master_weights") == "none"
     if profile.value("frozen_base_dtype") is not None:
         out["fp32_trained_weights"] = profile.value("frozen_base_dtype") == "fp32"
+    if profile.value("selective_checkpointing") is not None:
+        out["selective_checkpointing"] = profile.value("selective_checkpointing")
     for key in ("fused_optimizer", "shard_embeddings"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))

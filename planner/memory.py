@@ -388,7 +388,7 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
         mlp += model.moe.num_experts * 4  # fp32 router logits
     total = attn + norms + mlp
     if not cfg.flash_attention:
-        total += 6 * model.num_attention_heads * cfg.seq_len / cfg.cp
+        total += eager_softmax_bytes_per_token(model, cfg) * cfg.tp
     if cfg.expand_kv_heads or not cfg.flash_attention:
         total += 2 * q_dim * (1 - g) * b
     if cfg.is_peft:
@@ -438,19 +438,60 @@ def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> 
 def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """Saved activations of the most loaded pipeline stage for the micro-batches in flight.
 
-    none/selective: every layer's saved tensors (flash attention already drops the s^2 term that
-    selective recomputation targets). full: only each layer's 16-bit input (2h bytes/token,
-    Korthikanti et al. section 4.1) plus the working set of recomputing and back-propagating
-    one layer (backward_working_set_bytes_per_token). Pipeline 1F1B keeps min(pp, grad_accum)
-    micro-batches in flight on the first stage (Narayanan et al. 2021).
+    none: every layer's saved tensors. selective, core-attention (Megatron): the same without
+    eager attention's s^2 softmax term (flash attention never keeps it, so there it equals none).
+    full: only each layer's 16-bit input (2h bytes/token, Korthikanti et al. section 4.1) plus
+    the working set of recomputing and back-propagating one layer
+    (backward_working_set_bytes_per_token). selective, op: each layer's input and what the
+    policy keeps (op_sac_bytes_per_token) plus the same working set. Pipeline 1F1B keeps
+    min(pp, grad_accum) micro-batches in flight on the first stage (Narayanan et al. 2021).
     """
     tokens = tokens_per_gpu(cfg)
     layers = model.num_layers / cfg.pp
     in_flight = min(cfg.pp, cfg.grad_accum) if cfg.pp > 1 else 1
-    if cfg.checkpointing == "full":
-        kept = layers * _layer_input_bytes(model, cfg) * in_flight
+    op_sac = cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op"
+    if cfg.checkpointing == "full" or op_sac:
+        per_layer = _layer_input_bytes(model, cfg)
+        if op_sac:
+            per_layer += op_sac_bytes_per_token(model, cfg) * tokens
+        kept = layers * per_layer * in_flight
         return kept + backward_working_set_bytes_per_token(model, cfg) * tokens
-    return layers * layer_activation_bytes_per_token(model, cfg) * tokens * in_flight
+    saved = layer_activation_bytes_per_token(model, cfg)
+    if cfg.checkpointing == "selective" and not cfg.flash_attention:
+        saved -= eager_softmax_bytes_per_token(model, cfg)
+    return layers * saved * tokens * in_flight
+
+
+def eager_softmax_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Eager attention's fp32 softmax output and its 16-bit copy, per token and GPU: 6*a*s
+    bytes (Korthikanti's 5as/h term without dropout, with the fp32 softmax), split over tp and
+    the sequence over cp."""
+    return 6 * model.num_attention_heads * cfg.seq_len / cfg.cp / cfg.tp
+
+
+def op_sac_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """What op-level selective checkpointing keeps of one layer, per token, besides its input.
+
+    torchtitan's policy (models/llama3/parallelize.py, _apply_ac_to_transformer_block) saves
+    the output of every aten.mm except every second one, counted in execution order, and the
+    attention kernel's outputs; everything else is recomputed. The matmuls of a layer run in
+    the order of params.layer_linears (q, k, v, o, gate, up, down), a PEFT-adapted matrix as
+    three (base, A, B: widths d_out, r, d_out); routed experts run as grouped GEMMs outside
+    the save list. Kept: the odd-numbered matmul outputs (16-bit) + the attention output
+    (heads x v width, 16-bit) and its fp32 log-sum-exp (4 bytes per head). Measured exactly by
+    tools/saved_activations.py --op-sac (tests/data/saved_activations_op_sac.json)."""
+    adapted = _trained_matrices(model, cfg) if cfg.is_peft else frozenset()
+    widths: list[int] = []
+    for lin in layer_linears(model, model.num_layers - 1):
+        if lin.group == "expert":
+            continue
+        widths.append(lin.d_out)
+        if adapted and lin.name in adapted and lin.group != "router":
+            widths += [cfg.rank, lin.d_out]
+    heads = model.num_attention_heads
+    v_width = model.mla.v_head_dim if model.mla else model.head_dim
+    kept = 2 * sum(widths[0::2]) + 2 * heads * v_width + 4 * heads
+    return kept / cfg.tp
 
 
 def logit_columns(model: ModelSpec, cfg: TrainConfig) -> float:

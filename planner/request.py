@@ -67,6 +67,12 @@ class TrainConfig(BaseModel):
     cp: int = Field(default=1, gt=0)
     offload: Offload = "none"
     checkpointing: Checkpointing = "full"
+    selective_checkpointing: Literal["core-attention", "op"] = Field(
+        default="core-attention", description="what checkpointing 'selective' recomputes: "
+        "core-attention (Megatron: the attention's softmax and dropout; nothing more under "
+        "flash attention) or op (PyTorch op-level selective checkpointing as torchtitan: every "
+        "other matmul output and the attention output kept, the rest recomputed)"
+    )
     micro_batch_size: int = Field(default=1, gt=0)
     grad_accum: int = Field(default=1, gt=0)
     seq_len: int = Field(

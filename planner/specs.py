@@ -252,6 +252,9 @@ class FrameworkFacts(_Frozen):
     # memory semantics
     checkpointing: Fact[tuple[CheckpointingKind, ...]] | None = None
     checkpointing_default: Fact[CheckpointingKind] | None = None
+    selective_checkpointing: Fact[Literal["core-attention", "op"]] | None = Field(
+        default=None, description="what its selective checkpointing recomputes: Megatron's "
+        "core attention, or PyTorch op-level selective checkpointing (torchtitan)")
     attention: Fact[AttentionKind] | None = None
     loss: Fact[LossKind] | None = None
     loss_vocab_chunk: Fact[int] | None = Field(

@@ -140,6 +140,24 @@ def _layers_from_top(model: ModelSpec, count: int) -> float:
                                                            model.num_layers))
 
 
+def op_sac_recomputed_fraction(model: ModelSpec) -> float:
+    """Share of a layer's matmul FLOPs that op-level selective checkpointing recomputes: the
+    matmuls whose outputs it does not keep (every second one in execution order; routed experts,
+    grouped GEMMs outside the save list, all of theirs; memory.op_sac_bytes_per_token)."""
+    done = again = 0.0
+    position = 0
+    for lin in layer_linears(model, model.num_layers - 1):
+        if lin.group == "expert":
+            flops = lin.d_in * lin.d_out * (model.moe.experts_per_token if model.moe else 1)
+            again += flops
+        else:
+            flops = lin.d_in * lin.d_out * lin.count
+            position += 1
+            again += flops if position % 2 == 0 else 0.0
+        done += flops
+    return again / done
+
+
 @dataclass(frozen=True)
 class FlopsPerToken:
     """Executed FLOPs per training token for the whole model, by kind."""
@@ -197,7 +215,8 @@ def training_flops(model: ModelSpec, cfg: TrainConfig) -> FlopsPerToken:
     scores: 2.5x forward (5 matmuls vs 2; Dao et al. 2022); eager attention computes the full
     square with a 2x backward. Full recomputation repeats the forward of the layers that save
     activations (Korthikanti et al. 2022); selective recomputation repeats the attention core,
-    which flash attention already recomputes (no extra work then).
+    which flash attention already recomputes (no extra work then); op-level selective
+    checkpointing repeats the matmuls it does not keep (op_sac_recomputed_fraction).
     """
     flash = cfg.flash_attention
     s, L = cfg.seq_len, model.num_layers
@@ -210,6 +229,8 @@ def training_flops(model: ModelSpec, cfg: TrainConfig) -> FlopsPerToken:
     if cfg.checkpointing == "full":
         rec_lin = 2 * _layers_from_top(model, nb)
         rec_att = nb * attn_layer
+    elif cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op":
+        rec_lin = 2 * _layers_from_top(model, nb) * op_sac_recomputed_fraction(model)
     elif cfg.checkpointing == "selective" and not flash:
         rec_att = nb * attn_layer
     adapter = adapter_flops(model, cfg)

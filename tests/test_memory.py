@@ -110,6 +110,40 @@ def test_saved_activations_match_measurement(tiny, row):
         assert working == pytest.approx(row["working_set_bytes_per_token"], rel=2e-3)
 
 
+OP_SAC = json.loads((DATA / "saved_activations_op_sac.json").read_text())
+
+
+@pytest.mark.parametrize("row", OP_SAC["rows"], ids=lambda r: f"{r['method']}-{r['hidden']}")
+def test_op_selective_checkpointing_matches_measurement(tiny, row):
+    """What torchtitan's op-level selective checkpointing keeps of a real layer (every other
+    matmul output and the attention output; tools/saved_activations.py --op-sac) is exactly
+    the model's op_sac_bytes_per_token, for full training and PEFT adapters."""
+    model = tiny.model_copy(update={
+        "hidden_size": row["hidden"], "ffn_hidden_size": row["ffn"],
+        "num_attention_heads": row["heads"], "num_kv_heads": row["kv_heads"],
+        "head_dim": row["hidden"] // row["heads"]})
+    c = cfg(seq_len=row["tokens"], checkpointing="selective", selective_checkpointing="op",
+            **METHODS[row["method"]])
+    assert mem.op_sac_bytes_per_token(model, c) == pytest.approx(row["bytes_per_token"],
+                                                                 rel=1e-9)
+
+
+def test_selective_checkpointing_sits_between_none_and_full(tiny):
+    """op SAC keeps less than no checkpointing and more than full; Megatron's core-attention
+    selective equals none under flash attention and drops the s^2 softmax under eager."""
+    def acts(**kw):
+        return mem.activation_bytes(tiny, cfg(seq_len=1024, **kw))
+
+    none, full = acts(checkpointing="none"), acts(checkpointing="full")
+    op = acts(checkpointing="selective", selective_checkpointing="op")
+    assert full < op < none
+    assert acts(checkpointing="selective") == none
+    eager_none = acts(checkpointing="none", flash_attention=False)
+    eager_sel = acts(checkpointing="selective", flash_attention=False)
+    softmax = mem.eager_softmax_bytes_per_token(tiny, cfg(seq_len=1024)) * 1024 * 2
+    assert eager_none - eager_sel == pytest.approx(softmax)
+
+
 def test_zero_stages_shard_states(tiny, gpu):
     # dp = 4: ZeRO-1 shards master + moments (12N/4), ZeRO-2 also gradients, ZeRO-3 weights.
     z1 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, zero_stage=1)).terms

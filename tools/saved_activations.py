@@ -1,6 +1,7 @@
 """Measure the bytes one transformer layer saves for backward, per token (CPU, no GPU needed).
 
     python tools/saved_activations.py > tests/data/saved_activations.json
+    python tools/saved_activations.py --op-sac > tests/data/saved_activations_op_sac.json
 
 Needs torch and transformers (optionally torchtune 0.3) in the environment; the planner does
 not. For each implementation it builds one Llama-style decoder layer in bf16, runs a forward
@@ -16,6 +17,13 @@ predicts:
   tracks every live storage; the peak during backward above what the forward left (the layer's
   output), weight gradients excluded, is what recomputing and back-propagating one layer needs
   (``memory.backward_working_set_bytes_per_token``).
+
+- op-level selective checkpointing (--op-sac): the layer runs under
+  torch.utils.checkpoint with torchtitan's selective policy (torchtitan
+  torchtitan/models/llama3/parallelize.py _apply_ac_to_transformer_block: save the outputs of
+  aten.mm except every second one, and of the attention kernel; recompute the rest), with the
+  CPU flash-attention op in the save list in place of its CUDA twins; the bytes still
+  referenced after the forward, the layer's input and output excluded, are what it keeps.
 
 Methods: full (every weight trains), lora (rank-32 adapters on every matrix, base weights and
 norms frozen) and lora-qv (adapters on q and v only).
@@ -212,6 +220,57 @@ def torchtune_layer(hidden, ffn, heads, kv):
     return layer, lambda x: layer(x), ()
 
 
+# torchtitan's op-level save list (aten.mm and the attention kernels), with the CPU kernel.
+SAC_SAVE = (
+    "mm.default", "_scaled_dot_product_efficient_attention.default",
+    "_scaled_dot_product_flash_attention.default",
+    "_scaled_dot_product_flash_attention_for_cpu.default", "max.default",
+)
+
+
+def _op_sac_context():
+    from collections import defaultdict
+
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    save = {getattr(torch.ops.aten, name.split(".")[0]).default for name in SAC_SAVE}
+    counts = defaultdict(int)
+
+    def policy(ctx, func, *args, **kwargs):
+        key = "recompute" if ctx.is_recompute else "forward"
+        if func == torch.ops.aten.mm.default:
+            counts[key] += 1
+        keep = func in save and not (func == torch.ops.aten.mm.default and counts[key] % 2 == 0)
+        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+def _op_sac_kept(layer, run, x, extra):
+    """Bytes a layer keeps after its forward under op-level selective checkpointing."""
+    mode = _LiveBytes(_constants(layer, (*extra, x)), set())
+    with mode:
+        y = checkpoint(run, x, *extra, use_reentrant=False, context_fn=_op_sac_context)
+        kept = mode.now - y.untyped_storage().nbytes()
+    y.sum().backward()  # the policy recomputes what it did not keep
+    return kept
+
+
+def op_sac_rows() -> list[dict]:
+    rows = []
+    for hidden, ffn, heads, kv in SHAPES:
+        for method in ("full", "lora", "lora-qv"):
+            torch.manual_seed(0)
+            layer, run, extra = hf_layer(hidden, ffn, heads, kv, "sdpa")
+            layer = _with_method(layer, method)
+            x = torch.randn(1, TOKENS, hidden, dtype=torch.bfloat16, requires_grad=True)
+            rows.append({"implementation": "hf", "attention": "sdpa", "method": method,
+                         "policy": "op", "hidden": hidden, "ffn": ffn, "heads": heads,
+                         "kv_heads": kv, "tokens": TOKENS, "lora_rank": 32,
+                         "bytes_per_token": _op_sac_kept(layer, run, x, extra) / TOKENS})
+    return rows
+
+
 def main() -> None:
     import transformers
 
@@ -221,6 +280,10 @@ def main() -> None:
         versions["torchtune"] = torchtune.__version__.split("+")[0]
     except ImportError:
         pass
+    if "--op-sac" in sys.argv[1:]:
+        json.dump({"measured_with": versions, "rows": op_sac_rows()}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     rows = []
     for hidden, ffn, heads, kv in SHAPES:
         for impl, attention, method, compiled in VARIANTS:
