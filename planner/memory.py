@@ -46,14 +46,23 @@ def dtype_bytes(precision: str) -> int:
 def params_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
     """Parameters held by the most loaded model-parallel rank before ZeRO/FSDP sharding.
 
-    Layers are split over pp stages and every matrix over tp (Megatron-style TP shards
-    attention, MLP, embedding and head). With pp > 1 the first stage holds the embedding and the
-    last the head; the larger of the two bounds the most loaded stage.
+    Layers are split over pp stages (the largest holds stage_layers of them) and every matrix
+    over tp (Megatron-style TP shards attention, MLP, embedding and head). With pp > 1 the first
+    stage holds the embedding and the last the head; the larger of the two bounds the most
+    loaded stage.
     """
     c = count_params(model)
-    per_stage_layers = c.layers / cfg.pp
+    per_stage_layers = c.layers * stage_layers(model, cfg) / model.num_layers
     ends = c.embedding + c.lm_head if cfg.pp == 1 else max(c.embedding, c.lm_head)
     return (per_stage_layers + ends + c.final_norm) / cfg.tp
+
+
+def stage_layers(model: ModelSpec, cfg: TrainConfig) -> int:
+    """Layers of the largest pipeline stage: ceil(layers / pp). When pp does not divide the
+    layers (Llama-3.1-405B's 126 over 8 stages) some stages hold one layer more (Megatron
+    --decoder-first/last-pipeline-num-layers, torch.distributed.pipelining splits), and the
+    largest sets the peak."""
+    return -(-model.num_layers // cfg.pp)
 
 
 def adapted_linears(model: ModelSpec, cfg: TrainConfig) -> list[tuple[int, int, int]]:
@@ -112,17 +121,26 @@ def trainable_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
     return trainable_params(model, cfg) * params_on_gpu(model, cfg) / total
 
 
+def shard_group(cfg: TrainConfig) -> int:
+    """Ranks over which ZeRO/FSDP shard model states: the data-parallel ranks times the context
+    parallel ones, which hold the same weights (Megatron-Core's distributed optimizer uses the
+    data-parallel group with context parallel, get_data_parallel_group(with_context_parallel=
+    True); torchtitan shards FSDP over its dp_shard_cp mesh; DeepSpeed-Ulysses partitions ZeRO
+    over the sequence-data-parallel group)."""
+    return cfg.dp * cfg.cp
+
+
 def state_shards(cfg: TrainConfig) -> int:
-    """Data-parallel ranks that share optimizer states (ZeRO >= 1 or FSDP)."""
-    return cfg.dp if (cfg.zero_stage >= 1 or cfg.fsdp) else 1
+    """Ranks that share optimizer states (ZeRO >= 1 or FSDP)."""
+    return shard_group(cfg) if (cfg.zero_stage >= 1 or cfg.fsdp) else 1
 
 
 def _grad_shards(cfg: TrainConfig) -> int:
-    return cfg.dp if (cfg.zero_stage >= 2 or cfg.fsdp) else 1
+    return shard_group(cfg) if (cfg.zero_stage >= 2 or cfg.fsdp) else 1
 
 
 def _weight_shards(cfg: TrainConfig) -> int:
-    return cfg.dp if cfg.shards_weights else 1
+    return shard_group(cfg) if cfg.shards_weights else 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,7 +308,7 @@ def comm_buffer_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> flo
     """
     n = trainable_on_gpu(model, cfg)
     b = dtype_bytes(precision)
-    if cfg.dp > 1 and cfg.zero_stage == 0 and not cfg.fsdp:
+    if shard_group(cfg) > 1 and cfg.zero_stage == 0 and not cfg.fsdp:
         return n * b
     if cfg.zero_stage in (1, 2):
         return min(2 * cal.ZERO_BUCKET_ELEMENTS, n) * b
@@ -309,7 +327,7 @@ def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str, *,
     A trainable layer's unsharded 16-bit gradient lives until its reduce-scatter (not in a
     forward-only pass, ``backward=False``).
     """
-    if not cfg.shards_weights or cfg.dp == 1:
+    if not cfg.shards_weights or shard_group(cfg) == 1:
         return 0.0
     c = count_params(model)
     b16 = qlora_unquantized_bytes(cfg) if cfg.method == "qlora" else dtype_bytes(precision)
@@ -447,7 +465,7 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     min(pp, grad_accum) micro-batches in flight on the first stage (Narayanan et al. 2021).
     """
     tokens = tokens_per_gpu(cfg)
-    layers = model.num_layers / cfg.pp
+    layers = stage_layers(model, cfg)
     in_flight = min(cfg.pp, cfg.grad_accum) if cfg.pp > 1 else 1
     op_sac = cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op"
     if cfg.checkpointing == "full" or op_sac:

@@ -246,11 +246,10 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
             f"--tp {cfg.tp} must divide the attention heads ({model.num_attention_heads}) and "
             f"kv heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}"
         )
-    if model.num_layers % cfg.pp:
-        allowed = [p for p in range(1, model.num_layers + 1) if model.num_layers % p == 0]
+    if cfg.pp > model.num_layers:
         raise PlannerError(
-            f"--pp {cfg.pp} must divide the {model.num_layers} layers of {model.id}; "
-            f"allowed: {allowed}"
+            f"--pp {cfg.pp} exceeds the {model.num_layers} layers of {model.id}; at most "
+            f"{model.num_layers} (stages of unequal size are allowed: the largest sets the peak)"
         )
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")

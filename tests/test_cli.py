@@ -61,7 +61,7 @@ SPLIT = ["--workload", "ppo", "--prompt-len", "128", "--response-len", "128", "-
         (["--method", "full", "--lora-rank", "16"], "--lora-rank 16 needs --method lora"),
         (["--tp", "3", "--num-gpus", "6"], "--tp 3 must divide"),
         (["--tp", "2", "--num-gpus", "3"], "does not divide --num-gpus 3"),
-        (["--pp", "5", "--num-gpus", "5"], "--pp 5 must divide"),
+        (["--pp", "200", "--num-gpus", "200"], "--pp 200 exceeds the"),
         (["--micro-batch", "0"], "--micro-batch 0"),
         (["--seq-len", "-5"], "--seq-len -5"),
         (["--method", "lorra"], "lorra"),

@@ -225,3 +225,27 @@ def test_tensor_and_pipeline_parallel_split(tiny, gpu):
 def test_reserved_and_device_ordering(tiny, gpu):
     est = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2))
     assert est.allocated < est.reserved < est.device
+
+
+def test_context_parallel_ranks_share_the_states_they_hold(tiny, gpu):
+    """cp ranks hold the same weights and see 1/cp of each sequence: ZeRO/FSDP shard states
+    over dp x cp (Megatron's data-parallel group with context parallel, torchtitan's
+    dp_shard_cp mesh), and activations shrink with the sequence."""
+    flat = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, seq_len=1024)).terms
+    cp2 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, seq_len=1024, cp=2)).terms
+    for term in ("weights", "gradients", "optimizer_states"):
+        assert cp2[term] == pytest.approx(flat[term])
+    assert cp2["activations"] < flat["activations"]
+    ddp = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, cp=2, seq_len=1024)).terms
+    assert ddp["comm_buffers"] > 0  # the gradients are reduced over the cp ranks
+
+
+def test_uneven_pipeline_stages_take_the_largest_stage(tiny, gpu):
+    """pp need not divide the layers: the largest stage (ceil(L / pp) layers) sets the peak."""
+    four = tiny.model_copy(update={"num_layers": 4})
+    three = tiny.model_copy(update={"num_layers": 3})
+    even = mem.estimate_memory(four, gpu, cfg(num_gpus=2, pp=2)).terms
+    uneven = mem.estimate_memory(three, gpu, cfg(num_gpus=2, pp=2)).terms  # stages of 2 and 1
+    assert mem.stage_layers(three, cfg(num_gpus=2, pp=2)) == 2
+    assert uneven["activations"] == pytest.approx(even["activations"])
+    assert uneven["weights"] == pytest.approx(even["weights"])
