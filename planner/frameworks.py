@@ -91,7 +91,7 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["fp32_trained_weights"] = profile.value("frozen_base_dtype") == "fp32"
     if profile.value("selective_checkpointing") is not None:
         out["selective_checkpointing"] = profile.value("selective_checkpointing")
-    for key in ("fused_optimizer", "shard_embeddings"):
+    for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out

@@ -196,7 +196,9 @@ def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     dp shard (ZeRO paper, stage P_os+g). With CPU offload the reduced gradient shards live on the
     host (ZeRO-Offload, FSDP CPUOffload); only buckets stay on the GPU (comm/gathered terms).
     With the optimizer step in backward (torchtune optimizer_in_bwd) each gradient is consumed
-    as soon as it is produced: no gradient buffer."""
+    as soon as it is produced: no gradient buffer. FSDP under gradient accumulation with its
+    reduce-scatter skipped on all but the last micro-batch (cfg.fsdp_no_sync: the Hugging Face
+    Trainer's accelerator.no_sync) holds every gradient unsharded until the step."""
     if cfg.offload != "none" or cfg.optimizer_in_backward:
         return 0.0
     n = trainable_on_gpu(model, cfg)
@@ -206,7 +208,8 @@ def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
         per = 4
     else:
         per = dtype_bytes(precision)
-    return n * per / _grad_shards(cfg)
+    unsharded = cfg.fsdp and cfg.fsdp_no_sync and cfg.grad_accum > 1
+    return n * per / (1 if unsharded else _grad_shards(cfg))
 
 
 def master_weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:

@@ -67,6 +67,10 @@ class TrainConfig(BaseModel):
     cp: int = Field(default=1, gt=0)
     offload: Offload = "none"
     checkpointing: Checkpointing = "full"
+    fsdp_no_sync: bool = Field(
+        default=False, description="FSDP with gradient accumulation skips the reduce-scatter of "
+        "every micro-batch but the last (no_sync), keeping the gradients unsharded until the step"
+    )
     selective_checkpointing: Literal["core-attention", "op"] = Field(
         default="core-attention", description="what checkpointing 'selective' recomputes: "
         "core-attention (Megatron: the attention's softmax and dropout; nothing more under "

@@ -271,6 +271,9 @@ class FrameworkFacts(_Frozen):
     engine_outside_torch: Fact[bool] | None = Field(
         default=None, description="RL: the colocated engine's memory pool is allocated outside "
         "torch's caching allocator (vLLM sleep mode's CuMem allocator), unseen by its counters")
+    fsdp_no_sync: Fact[bool] | None = Field(
+        default=None, description="FSDP under gradient accumulation skips the reduce-scatter of "
+        "all micro-batches but the last (gradients held unsharded)")
     fsdp_on_one_gpu: Fact[bool] | None = Field(
         default=None, description="the model is wrapped in FSDP also on a single GPU")
     fused_optimizer: Fact[bool] | None = None

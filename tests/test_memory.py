@@ -249,3 +249,16 @@ def test_uneven_pipeline_stages_take_the_largest_stage(tiny, gpu):
     assert mem.stage_layers(three, cfg(num_gpus=2, pp=2)) == 2
     assert uneven["activations"] == pytest.approx(even["activations"])
     assert uneven["weights"] == pytest.approx(even["weights"])
+
+
+def test_fsdp_no_sync_keeps_gradients_unsharded_under_accumulation(tiny, gpu):
+    """The HF Trainer skips FSDP's reduce-scatter on all micro-batches but the last
+    (accelerator.no_sync): under accumulation the gradients stay whole; one micro-batch (or a
+    framework that reduce-scatters each one) keeps the dp shard."""
+    def grads(**kw):
+        return mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, **kw)).terms[
+            "gradients"]
+
+    sharded = grads(grad_accum=4)
+    assert grads(grad_accum=4, fsdp_no_sync=True) == pytest.approx(4 * sharded)
+    assert grads(grad_accum=1, fsdp_no_sync=True) == pytest.approx(sharded)
