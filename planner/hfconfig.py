@@ -7,17 +7,28 @@ computed from the architecture, so ``published_params_b`` is that count and says
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from planner.errors import PlannerError
+from planner.inputs import capped, load_file, short
 from planner.params import count_params
 from planner.specs import MlaSpec, ModelSpec, MoeSpec
 
 _GELU_FAMILIES = {"gpt_neox", "falcon", "bloom", "mpt", "gpt2", "gptj"}
+# Every key read as an integer (bools are not integers here); ModelSpec bounds the values.
+_INT_KEYS = (
+    "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "n_heads",
+    "num_hidden_layers", "n_layer", "n_layers", "num_key_value_heads", "num_kv_heads",
+    "intermediate_size", "ffn_dim", "n_inner", "head_dim", "vocab_size", "padded_vocab_size",
+    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "num_local_experts",
+    "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_topk", "moe_intermediate_size",
+    "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+)
+_MLA_KEYS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
 def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -64,8 +75,21 @@ def _mla(cfg: dict[str, Any]) -> MlaSpec | None:
     )
 
 
+def _check_types(cfg: dict[str, Any], name: str) -> None:
+    """Integer keys hold integers; an MLA config (kv_lora_rank) has all its head sizes."""
+    problems = [f"{key} {short(cfg[key])} is not an integer" for key in _INT_KEYS
+                if cfg.get(key) is not None
+                and (isinstance(cfg[key], bool) or not isinstance(cfg[key], int))]
+    missing = [key for key in _MLA_KEYS if cfg.get(key) is None]
+    if cfg.get("kv_lora_rank") and missing:
+        problems.append(f"kv_lora_rank (multi-head latent attention) needs {', '.join(missing)}")
+    if problems:
+        raise PlannerError(f"config.json {name!r}: {capped(problems)}")
+
+
 def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     """Map config.json keys to ModelSpec fields; raises PlannerError naming what is missing."""
+    _check_types(cfg, name)
     family = str(cfg.get("model_type", "")).lower()
     hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
     heads = _first(cfg, "num_attention_heads", "n_head", "n_heads")
@@ -121,21 +145,16 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     try:
         spec = ModelSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise PlannerError(f"config.json {name!r}: field {where}: {err['msg']}") from None
+        problems = [f"field {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                    for err in exc.errors()]
+        raise PlannerError(f"config.json {name!r}: {capped(problems)}") from None
     return spec.model_copy(update={"published_params_b": count_params(spec).total / 1e9})
 
 
 def model_from_hf_config(path: Path) -> ModelSpec:
     """Read ``path`` (a config.json or a folder holding one) into a ModelSpec."""
     file = path / "config.json" if path.is_dir() else path
-    try:
-        cfg = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlannerError(f"model config {str(file)!r} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlannerError(f"model config {str(file)!r} is not valid JSON: {exc}") from None
+    cfg = load_file(file, what="model config", kind="json")
     if not isinstance(cfg, dict):
         raise PlannerError(f"model config {str(file)!r} must hold a JSON object")
     name = file.parent.name if file.name == "config.json" else file.stem

@@ -7,11 +7,12 @@ and raises PlannerError with a one-line message naming the bad value and what is
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from planner.errors import PlannerError, did_you_mean
+from planner.inputs import FieldErrors, check_number
 from planner.specs import GpuSpec, ModelSpec
 
 Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
@@ -43,10 +44,33 @@ LORA_RANKS = (64, 32, 16, 8)
 DEFAULT_LORA_TARGETS = ("all-linear",)
 
 
-class TrainConfig(BaseModel):
-    """One concrete configuration. Defaults follow common Hugging Face/PEFT practice."""
+class _Request(BaseModel):
+    """A request model: frozen, finite, bounded (inputs.check_number); bad fields raise
+    inputs.FieldErrors, a PlannerError, from the constructor and from model_validate."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise FieldErrors(type(self).__name__, exc.errors()) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any):  # type: ignore[override]
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise FieldErrors(cls.__name__, exc.errors()) from None
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        return check_number(value)
+
+
+class TrainConfig(_Request):
+    """One concrete configuration. Defaults follow common Hugging Face/PEFT practice."""
 
     workload: Workload = "sft"
     method: Method = "full"
@@ -386,7 +410,7 @@ def parse_role_gpus(text: str) -> tuple[tuple[str, int], ...]:
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, _, count = part.partition("=")
-        if not count.strip().isdigit():
+        if not (count.strip().isascii() and count.strip().isdigit()):
             raise PlannerError(f"--role-gpus {part!r}: write role=GPUs, e.g. "
                                "actor=4,critic=2,reference=1,reward=1")
         out.append((name.strip(), int(count)))
@@ -419,13 +443,11 @@ MAX_GPUS = 1_000_000
 MAX_GLOBAL_BATCH = 65_536
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(_Request):
     """What the planner is asked: the model, the money, and every choice pinned or left open.
 
     A field left at None (or "auto") is a decision for the solver.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str
     workload: Workload = "sft"

@@ -324,7 +324,7 @@ def test_a_plan_failing_the_recheck_is_one_line_exit_3(monkeypatch, capsys):
 
 @pytest.mark.parametrize("argv, named", [
     (["check", "--model", "", "--gpu", "h100-sxm"], "--model is empty"),
-    (["check", "--model", "{binary}", "--gpu", "h100-sxm"], "not valid JSON"),
+    (["check", "--model", "{binary}", "--gpu", "h100-sxm"], "not UTF-8 text"),
     (["catalog", "gpus", "--catalog", "{empty}"], "holds none of"),
 ])
 def test_more_bad_inputs_are_one_line(argv, named, tmp_path, capsys):
