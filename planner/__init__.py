@@ -16,8 +16,8 @@ __all__ = ["check", "load_catalog", "pareto", "plan", "tune", "PlanRequest", "Tr
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("plan", "pareto"):
-        from planner import solve
+    if name in ("plan", "pareto"):  # behind api's argument checks; OR-Tools loads on first call
+        from planner import api
 
-        return getattr(solve, name)
+        return getattr(api, name)
     raise AttributeError(f"module 'planner' has no attribute {name!r}")

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from planner import render
+from planner.api import MAX_PARETO_POINTS
 from planner.api import check as check_config
 from planner.catalog import load_catalog
 from planner.cost import define_job
@@ -26,6 +27,7 @@ from planner.inputs import (
     MAX_FLOAT,
     FieldErrors,
     check_arg,
+    check_margin,
     decode,
     load_file,
     parse_json,
@@ -239,8 +241,7 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
       planner check --model qwen2.5-7b --workload grpo --method lora --gpu h100-sxm \
         --num-gpus 8 --fsdp --prompt-len 512 --response-len 1024 --rollout-batch 64
     """
-    if not 0 <= memory_margin < 1:
-        raise PlannerError(f"--memory-margin {memory_margin} must be in [0, 1)")
+    check_margin(memory_margin)
     cfg = _config(opts)
     catalog = load_catalog(catalogs)
     job = define_job(tokens=tokens, epochs=epochs, dataset_tokens=dataset_tokens, steps=steps,
@@ -467,7 +468,8 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
 
 @cli.command("pareto")
 @plan_options
-@click.option("--max-points", type=click.IntRange(1, 50), default=12, show_default=True)
+@click.option("--max-points", type=click.IntRange(1, MAX_PARETO_POINTS), default=12,
+              show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also draw cost vs time into FILE.png or FILE.svg (needs pip install "
                    "'.[plot]').")

@@ -199,3 +199,26 @@ def check_number(value: Any) -> Any:
     elif isinstance(value, float) and abs(value) > MAX_FLOAT:
         raise ValueError(f"must be at most {MAX_FLOAT:g} in magnitude")
     return value
+
+
+def check_margin(margin: Any) -> float:
+    """The memory margin: a fraction of GPU memory kept free, in [0, 1)."""
+    if isinstance(margin, bool) or not isinstance(margin, int | float) \
+            or not 0 <= margin < 1:  # false for nan
+        raise InputError(f"--memory-margin {short(margin)} must be in [0, 1)")
+    return float(margin)
+
+
+def check_choice(value: Any, choices: Iterable[str], *, name: str) -> str:
+    """``value`` if it is one of ``choices``; InputError naming ``name`` otherwise."""
+    options = tuple(choices)
+    if not isinstance(value, str) or value not in options:
+        raise InputError(f"{name} {short(value)} is not one of {', '.join(options)}")
+    return value
+
+
+def check_type(value: Any, kind: type, *, name: str) -> Any:
+    """``value`` if it is a ``kind``; InputError naming ``name`` otherwise."""
+    if not isinstance(value, kind):
+        raise InputError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    return value

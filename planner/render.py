@@ -12,7 +12,8 @@ from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 
 def to_json(doc: Any) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True)
+    """The document as JSON; a non-finite number is a bug (ValueError), never NaN/Infinity."""
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False)
 
 
 def _r(x: float, nd: int = 3) -> float:

@@ -51,6 +51,7 @@ from planner.api import default_platform, resolve_job, role_models, workload_thr
 from planner.catalog import Catalog, load_catalog
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
+from planner.inputs import check_margin
 from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -188,8 +189,7 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
              platform: str | None, critic_model: str | None,
              reward_model: str | None) -> _Problem:
     """Resolve names and validate the fixed part of the job, as api.check does."""
-    if not 0 <= margin < 1:
-        raise PlannerError(f"--memory-margin {margin} must be in [0, 1)")
+    check_margin(margin)
     if memory_target is not None and not 0 < memory_target <= 1:
         raise PlannerError(f"--memory-target {memory_target} must be a fraction of capacity in "
                            "(0, 1], e.g. 0.875")
