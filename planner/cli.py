@@ -33,6 +33,7 @@ from planner.inputs import (
     parse_json,
     short,
 )
+from planner.outputs import STDOUT, check_targets, write_atomic
 from planner.params import count_params
 from planner.request import (
     CHECKPOINTINGS,
@@ -451,18 +452,25 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
     """
     from planner.solve import plan as plan_request  # OR-Tools loads only for the solver
 
-    export_fmt, export_out = _export_target(opts)  # checked before solving
+    export_fmt, export_out = _export_target(opts)  # checked before solving, as are the files
+    check_targets([("--out", export_out), ("--html", html_path)], inputs=_model_file(opts),
+                  stdout_ok=["--out"])
     request, catalog = _plan_request(catalogs, gpus, opts)
     result = plan_request(request, catalog)
     doc = render.plan_doc(result)
+    export = None  # rendered before anything is printed: a refusal leaves no half output
+    if export_fmt and result.plan is not None:
+        from planner.export import export_plan
+
+        export = export_plan(result, export_fmt, catalog=catalog)
     if html_path:  # the report's Pareto chart: a short sweep of the same request
         from planner.solve import pareto as pareto_sweep
 
         points = pareto_sweep(request, catalog, max_points=8) if result.plan else []
         _write_html(html_path, doc, render.pareto_doc(points))
     click.echo(render.to_json(doc) if as_json else render.plan_text(doc))
-    if export_fmt and result.plan is not None:
-        _write_export(result, export_fmt, export_out, catalog)
+    if export is not None:
+        _emit_export(export, export_fmt, export_out)
     sys.exit(0 if result.plan is not None else 1)
 
 
@@ -491,6 +499,7 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
         from planner.plot import check_target
 
         check_target(plot_path)  # a .png/.svg name and matplotlib present, before solving
+    check_targets([("--plot", plot_path), ("--html", html_path)], inputs=_model_file(opts))
     request, catalog = _plan_request(catalogs, gpus, opts)
     points = pareto_sweep(request, catalog, max_points=max_points)
     doc = render.pareto_doc(points)
@@ -501,27 +510,34 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
         if plot_path:
             from planner.plot import write_plot
 
-            _written(plot_path, lambda: write_plot(plot_path, doc, plan_doc))
+            _written(plot_path, lambda tmp: write_plot(tmp, doc, plan_doc))
         if html_path:
             _write_html(html_path, plan_doc, doc)
     click.echo(render.to_json(doc) if as_json else render.pareto_text(doc))
     sys.exit(0 if points else 1)
 
 
-def _written(path: str, write) -> None:
-    """Run a file writer; an unwritable path is bad input (one line, exit 2)."""
+def _written(path: str, write, what: str = "") -> None:
+    """Write ``path`` atomically with ``write(temporary path)`` (outputs.write_atomic); an
+    unwritable path is bad input (one line, exit 2)."""
     try:
-        write()
+        verb = write_atomic(path, write)
     except OSError as exc:
-        raise PlannerError(f"cannot write {path!r}: {exc.strerror or exc}") from None
-    click.echo(f"planner: wrote {path}", err=True)
+        raise PlannerError(f"cannot write {short(path, 200)}: {exc.strerror or exc}") from None
+    click.echo(f"planner: {verb} {path}{what}", err=True)
 
 
 def _write_html(path: str, plan_doc: dict | None, pareto_doc: dict | None) -> None:
     from planner.report import report_html
 
     page = report_html(plan_doc, pareto_doc)
-    _written(path, lambda: Path(path).write_text(page, encoding="utf-8"))
+    _written(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+
+
+def _model_file(opts: dict[str, object]) -> list[str]:
+    """The --model argument when it names a file (config.json): an input outputs must spare."""
+    model = str(opts.get("model") or "")
+    return [model] if model.endswith(".json") else []
 
 
 # PlanRequest fields whose option is spelled otherwise.
@@ -638,7 +654,11 @@ def export_cmd(fmt: str, out: str | None, plan_file: str, catalogs: tuple[str, .
     from planner.export import check_format
 
     key = check_format(fmt)
-    _write_export(_read_plan_json(plan_file), key, out, load_catalog(catalogs))
+    check_targets([("--out", out)], inputs=[plan_file], stdout_ok=["--out"])
+    from planner.export import export_plan
+
+    plan = _read_plan_json(plan_file)
+    _emit_export(export_plan(plan, key, catalog=load_catalog(catalogs)), key, out)
 
 
 def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:
@@ -665,23 +685,16 @@ def _read_plan_json(path: str) -> object:
     return parse_json(decode(data, what="plan document on stdin"), what="plan document on stdin")
 
 
-def _write_export(plan: object, fmt: str, out: str | None, catalog: object) -> None:
-    """Export ``plan``; warnings and notes to stderr, the config to ``out`` or stdout."""
-    from planner.export import export_plan
-
-    result = export_plan(plan, fmt, catalog=catalog)
+def _emit_export(result, fmt: str, out: str | None) -> None:
+    """An export's warnings and notes to stderr, its config to ``out`` or stdout."""
     for warning in result.warnings:
         click.echo(f"planner: warning: {warning}", err=True)
     for note in result.notes:
         click.echo(f"planner: note: {note}", err=True)
-    if out in (None, "-"):
+    if out in (None, STDOUT):
         click.echo(result.text, nl=False)
         return
-    try:
-        Path(out).write_text(result.text, encoding="utf-8")
-    except OSError as exc:
-        raise PlannerError(f"cannot write {out!r}: {exc.strerror or exc}") from None
-    click.echo(f"planner: wrote {out} ({fmt})", err=True)
+    _written(out, lambda tmp: tmp.write_text(result.text, encoding="utf-8"), f" ({fmt})")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -99,12 +99,13 @@ def test_cli_plan_html_keeps_json_on_stdout(capsys, tmp_path):
     assert doc["plan"]["gpu"] in page and "id=\"pareto-chart\"" in page
 
 
-def test_cli_unwritable_html_is_one_line(capsys, tmp_path):
+def test_cli_unwritable_html_is_one_line_before_solving(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--model", "qwen2.5-0.5b", "--gpus", "rtx-4090", "--max-gpus", "1",
               "--budget", "20000", "--html", str(tmp_path / "no" / "such" / "dir.html")])
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and err.count("\n") == 1 and "cannot write" in err
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and err.count("\n") == 1 and "does not exist" in err
+    assert out == ""  # checked before solving: no plan printed ahead of the error
 
 
 # ---- headless Chromium ----------------------------------------------------------------------
