@@ -37,6 +37,7 @@ from planner.outputs import STDOUT, check_targets, write_atomic
 from planner.params import count_params
 from planner.request import (
     CHECKPOINTINGS,
+    LORA_TARGETS,
     METHODS,
     OFFLOADS,
     OPTIMIZERS,
@@ -257,10 +258,10 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
 
 def _config(opts: dict[str, object]) -> TrainConfig:
     targets = tuple(t.strip() for t in str(opts.pop("lora_targets")).split(",") if t.strip())
-    known = {"all-linear", "q", "k", "v", "o", "gate", "up", "down"}
-    bad = [t for t in targets if t not in known]
+    bad = [t for t in targets if t not in LORA_TARGETS]
     if bad:
-        raise PlannerError(f"--lora-targets {bad[0]!r} is not one of {', '.join(sorted(known))}")
+        raise PlannerError(f"--lora-targets {short(bad[0])} is not one of "
+                           f"{', '.join(sorted(LORA_TARGETS))}")
     mapping = {"micro_batch": "micro_batch_size", "no_flash_attention": "flash_attention"}
     data = {mapping.get(k, k): v for k, v in opts.items()}
     data["flash_attention"] = not data["flash_attention"]

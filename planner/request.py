@@ -41,6 +41,8 @@ DEFAULT_ROLLOUT_BATCH = 256
 DEFAULT_LORA_RANK = 16
 # Ranks the planner tries with --lora-rank auto, highest (fullest fidelity) first.
 LORA_RANKS = (64, 32, 16, 8)
+LoraTarget = Literal["all-linear", "q", "k", "v", "o", "gate", "up", "down"]
+LORA_TARGETS: tuple[str, ...] = LoraTarget.__args__
 DEFAULT_LORA_TARGETS = ("all-linear",)
 
 
@@ -75,7 +77,7 @@ class TrainConfig(_Request):
     workload: Workload = "sft"
     method: Method = "full"
     lora_rank: int | None = Field(default=None, gt=0)
-    lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    lora_targets: tuple[LoraTarget, ...] = DEFAULT_LORA_TARGETS
     freeze_trainable_layers: int = Field(default=2, gt=0, description="method freeze: last k")
     quant_format: QuantFormat = "nf4"
     optimizer: Optimizer = "adamw"

@@ -41,7 +41,7 @@ class _Outcome(_Fields):
 
 class _Extra(_Fields):
     grad_accum: Count | None = None
-    target_modules: Text | list[Text] | None = None
+    target_modules: Text | None = None
     rollouts_per_step: Count | None = None
     per_device_batch_examples: Count | None = None
     pairs_per_micro_batch: Count | None = None

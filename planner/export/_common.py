@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
 from planner.errors import PlannerError
+from planner.inputs import FieldErrors, short
 from planner.request import PRECISIONS, TrainConfig, validate_config
 from planner.specs import ModelSpec
 
@@ -112,10 +111,10 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
         raise PlannerError(f"not a `planner plan --json` document: missing {', '.join(missing)}")
     try:
         cfg = TrainConfig.model_validate(doc["config"])
-    except ValidationError as exc:
-        err = exc.errors()[0]
+    except FieldErrors as exc:
+        err = exc.errors[0]
         loc = "".join(f".{p}" for p in err["loc"])
-        raise PlannerError(f"plan config{loc} {err.get('input')!r}: {err['msg'].lower()}"
+        raise PlannerError(f"plan config{loc} {short(err.get('input'))}: {err['msg'].lower()}"
                            ) from None
     num_gpus, num_hosts = _positive(doc, "num_gpus"), _positive(doc, "num_hosts")
     if num_gpus != cfg.num_gpus:
@@ -177,9 +176,11 @@ def _every_format(job: Job, out: _Out) -> None:
     if not cfg.loss_in_fp32 and out.fmt != "verl":  # verl's log-probs stay in 16 bit
         out.warn("the plan assumed 16-bit loss buffers (no fp32 upcast of the logits); stock "
                  "Hugging Face models upcast: more memory than planned")
-    if job.num_gpus % job.num_hosts:
-        out.warn(f"{job.num_gpus} GPUs do not split evenly over {job.num_hosts} nodes: "
-                 f"{job.per_node} per node, fewer on the last")
+    if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node
+        out.refuse(f"{job.num_gpus} GPUs on {job.num_hosts} nodes (launchers start "
+                   f"{job.per_node} processes on every node: {job.per_node * job.num_hosts} "
+                   f"ranks against a batch for {job.num_gpus})",
+                   f"re-plan with --num-gpus a multiple of {job.num_hosts}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ def _lora_targets(cfg: TrainConfig) -> list[str] | None:
     """HF module names of the LoRA targets, None for all linear layers."""
     if "all-linear" in cfg.lora_targets:
         return None
-    return [HF_MODULES[t] for t in cfg.lora_targets]
+    return [HF_MODULES[t] for t in cfg.lora_targets]  # TrainConfig allows only these names
 
 
 def _hf_optim(cfg: TrainConfig, out: _Out) -> str:
@@ -261,12 +262,13 @@ def _command(head: list[str], groups: list[list[str]]) -> str:
 
 
 def _script(job: Job, fmt: str, command: str, *, env: tuple[str, ...] = (),
-            comments: tuple[str, ...] = ()) -> str:
+            comments: tuple[str, ...] = (), exports: tuple[tuple[str, str], ...] = ()) -> str:
     head = ["#!/usr/bin/env bash", f"# planner export --format {fmt}: {job.label}"]
     head += [f"# {c}" for c in comments]
     if env:
         head.append(f"# Set before running: {', '.join(env)}")
-    return "\n".join([*head, "set -euo pipefail", command]) + "\n"
+    lines = [f"export {name}={_q(value)}" for name, value in exports]
+    return "\n".join([*head, "set -euo pipefail", *lines, command]) + "\n"
 
 
 def _flags(pairs: list[tuple[str, Any]]) -> list[list[str]]:
