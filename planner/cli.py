@@ -633,15 +633,33 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
         click.echo(render.platforms_table(entries))
 
 
+@cli.command("schema")
+@click.argument("kind", type=_choice(("check", "plan", "pareto", "tune")))
+def schema_cmd(kind: str) -> None:
+    """Print the JSON Schema of a command's --json document (planner/schemas/KIND.vN.json).
+
+    \b
+    Example:
+      planner schema plan > plan.schema.json
+    """
+    from planner.schema import schema_text
+
+    click.echo(schema_text(kind.lower()), nl=False)
+
+
 @cli.command("export")
 @click.option("--format", "fmt", required=True, metavar="FORMAT",
               help="deepspeed, accelerate, torchrun, verl, openrlhf or llamafactory.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the config here [default: stdout].")
+@click.option("--point", type=INT, default=None,
+              help="Export point I (0 = cheapest) of a saved `planner pareto --json`.")
 @click.argument("plan_file", metavar="PLAN.json")
 @CATALOG_OPTION
-def export_cmd(fmt: str, out: str | None, plan_file: str, catalogs: tuple[str, ...]) -> None:
-    """Launch config from a saved `planner plan --json` (PLAN.json, or - for stdin).
+def export_cmd(fmt: str, out: str | None, point: int | None, plan_file: str,
+               catalogs: tuple[str, ...]) -> None:
+    """Launch config from a saved `planner plan --json` (PLAN.json, or - for stdin), a
+    `planner pareto --json` with --point I, or one of its points.
 
     \b
     Warnings (settings the format only approximates) and notes (what the launch still needs)
@@ -659,6 +677,8 @@ def export_cmd(fmt: str, out: str | None, plan_file: str, catalogs: tuple[str, .
     from planner.export import export_plan
 
     plan = _read_plan_json(plan_file)
+    if point is not None:
+        plan = _pareto_point(plan, point, plan_file)
     _emit_export(export_plan(plan, key, catalog=load_catalog(catalogs)), key, out)
 
 
@@ -684,6 +704,19 @@ def _read_plan_json(path: str) -> object:
     data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") \
         else sys.stdin.read(MAX_FILE_BYTES + 1).encode("utf-8", "surrogateescape")
     return parse_json(decode(data, what="plan document on stdin"), what="plan document on stdin")
+
+
+def _pareto_point(doc: object, index: int, name: str) -> object:
+    """Point ``index`` of a saved pareto document."""
+    points = doc.get("points") if isinstance(doc, dict) else None
+    if not isinstance(points, list):
+        raise PlannerError(f"--point {index}: {short(name, 200)} is not a `planner pareto "
+                           "--json` document (no points list)")
+    if not 0 <= index < len(points):
+        raise PlannerError(f"--point {index}: {short(name, 200)} holds points 0.."
+                           f"{len(points) - 1}" if points else f"--point {index}: "
+                           f"{short(name, 200)} holds no point")
+    return points[index]
 
 
 def _emit_export(result, fmt: str, out: str | None) -> None:

@@ -99,6 +99,11 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
         raise PlannerError(f"cannot export a {type(plan).__name__}: give a Plan, a PlanResult "
                            "or a `planner plan --json` document")
     doc = plan
+    if "points" in doc and "plan" not in doc:
+        points = doc["points"]
+        count = len(points) if isinstance(points, list) else 0
+        raise PlannerError(f"a `planner pareto --json` document ({count} point(s)): choose one "
+                           "with planner export --point I")
     if "plan" in doc and "config" not in doc:
         if doc["plan"] is None:
             raise PlannerError(f"the plan document has no plan (status {doc.get('status')}): "
