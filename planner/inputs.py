@@ -101,6 +101,8 @@ def parse_yaml(text: str, *, what: str) -> Any:
         raise InputError(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "increasing flow level" in first:  # libyaml's own nesting limit
+            raise InputError(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
         raise InputError(f"{what} is not readable YAML ({first})") from None
     return check_tree(data, what=what)
 
