@@ -634,7 +634,7 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
 
 
 @cli.command("schema")
-@click.argument("kind", type=_choice(("check", "plan", "pareto", "tune")))
+@click.argument("kind", metavar="KIND", type=_choice(("check", "plan", "pareto", "tune")))
 def schema_cmd(kind: str) -> None:
     """Print the JSON Schema of a command's --json document (planner/schemas/KIND.vN.json).
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from planner.errors import PlannerError
 from planner.inputs import capped, load_file, short
 from planner.params import count_params
-from planner.specs import MlaSpec, ModelSpec, MoeSpec
+from planner.specs import ModelSpec
 
 _GELU_FAMILIES = {"gpt_neox", "falcon", "bloom", "mpt", "gpt2", "gptj"}
 # Every key read as an integer (bools are not integers here); ModelSpec bounds the values.
@@ -49,30 +49,28 @@ def _activation(cfg: dict[str, Any], family: str) -> str:
     return "swiglu"
 
 
-def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
+def _moe(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The MoeSpec fields (validated with the ModelSpec), None for a dense model."""
     experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts")
     if not experts or experts <= 1:
         return None
-    return MoeSpec(
-        num_experts=experts,
-        experts_per_token=_first(cfg, "num_experts_per_tok", "moe_topk", default=2),
-        expert_ffn_hidden_size=_first(cfg, "moe_intermediate_size", "intermediate_size"),
-        num_shared_experts=_first(cfg, "n_shared_experts", default=0),
-        first_dense_layers=_first(cfg, "first_k_dense_replace", default=0),
-    )
+    return {
+        "num_experts": experts,
+        "experts_per_token": _first(cfg, "num_experts_per_tok", "moe_topk", default=2),
+        "expert_ffn_hidden_size": _first(cfg, "moe_intermediate_size", "intermediate_size"),
+        "num_shared_experts": _first(cfg, "n_shared_experts", default=0),
+        "first_dense_layers": _first(cfg, "first_k_dense_replace", default=0),
+    }
 
 
-def _mla(cfg: dict[str, Any]) -> MlaSpec | None:
-    """DeepSeek-V2/V3 multi-head latent attention, when the config has kv_lora_rank."""
+def _mla(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """DeepSeek-V2/V3 multi-head latent attention (MlaSpec fields), when the config has
+    kv_lora_rank."""
     if not cfg.get("kv_lora_rank"):
         return None
-    return MlaSpec(
-        q_lora_rank=cfg.get("q_lora_rank"),
-        kv_lora_rank=cfg["kv_lora_rank"],
-        qk_nope_head_dim=cfg["qk_nope_head_dim"],
-        qk_rope_head_dim=cfg["qk_rope_head_dim"],
-        v_head_dim=cfg["v_head_dim"],
-    )
+    return {"q_lora_rank": cfg.get("q_lora_rank"), "kv_lora_rank": cfg["kv_lora_rank"],
+            "qk_nope_head_dim": cfg["qk_nope_head_dim"],
+            "qk_rope_head_dim": cfg["qk_rope_head_dim"], "v_head_dim": cfg["v_head_dim"]}
 
 
 def _check_types(cfg: dict[str, Any], name: str) -> None:
@@ -116,7 +114,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
         "num_attention_heads": heads,
         "num_kv_heads": kv,
         "head_dim": _first(cfg, "head_dim", default=hidden // heads)
-        if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+        if mla is None else mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
         "ffn_hidden_size": ffn,
         "activation": _activation(cfg, family),
         "vocab_size": _first(cfg, "vocab_size", "padded_vocab_size"),

@@ -1,8 +1,9 @@
 """The fields of a validation case that the predictions read, with their types and bounds.
 
 A case file (schema of ../shared/validation) may carry any other field; those listed here must
-have the stated type (numbers stay numbers: ``gpu_memory_gib: "80"`` is an error, not 80) and
-lie within the bounds of the request models, so that no prediction meets a value it cannot use.
+be present (null only where the schema allows it), have the stated type (numbers stay numbers:
+``gpu_memory_gib: "80"`` is an error, not 80) and lie within the bounds of the request models,
+so that no prediction meets a value it cannot use.
 ``check_cases`` reports every bad case at once, capped (inputs.capped), naming case and field.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.errors import PlannerError
 from planner.inputs import MAX_COUNT, MAX_FLOAT, MAX_STRING, capped, short
@@ -26,17 +27,17 @@ class _Fields(BaseModel):
 
 
 class _Rl(_Fields):
-    prompt_len: Count | None = None
-    response_len: Count | None = None
-    rollout_n: Count | None = None
-    rollout_tp: Count | None = None
-    gpu_memory_utilization: Annotated[float, Field(ge=0, le=1)] | None = None
+    prompt_len: Count | None
+    response_len: Count | None
+    rollout_n: Count | None
+    rollout_tp: Count | None
+    gpu_memory_utilization: Annotated[float, Field(ge=0, le=1)] | None
 
 
 class _Outcome(_Fields):
-    kind: Text | None = None
-    peak_gib: Annotated[float, Field(ge=0, le=MAX_MEMORY_GIB)] | None = None
-    measured_as: Text | None = None
+    kind: Text
+    peak_gib: Annotated[float, Field(ge=0, le=MAX_MEMORY_GIB)] | None
+    measured_as: Text | None
 
 
 class _Extra(_Fields):
@@ -69,38 +70,65 @@ class _Extra(_Fields):
     policy: Text | None = None
 
 
-class CaseFields(_Fields):
-    """One case: the fields planner/validate*.py read (others pass through unchecked)."""
+class _Case(_Fields):
+    """Fields of every case. A field without a default must be present; ``| None`` ones may be
+    null (as in ../shared/validation), the others may not."""
 
-    id: Text | None = None
-    framework: Text | None = None
-    workload: Text | None = None
-    method: Text | None = None
-    model: Text | None = None
-    gpu: Text | None = None
-    precision: Text | None = None
-    optimizer: Text | None = None
-    sharding: Text | None = None
-    offload: Text | None = None
-    grad_checkpointing: Text | None = None
-    metric: Text | None = None
+    id: Text
+    framework: Text
+    workload: Text
+    model: Text | None
+    gpu: Text | None
+    precision: Text | None
+    sharding: Text | None
+    grad_checkpointing: Text | None
+    micro_batch_size: Count | None
+    seq_len: Count | None
+    rl: _Rl | None
+    extra: _Extra
+    usable_for_accuracy: bool
+    params_b: Amount | None = None
     source: Text | None = None
     location: Text | None = None
-    num_gpus: Count | None = None
-    micro_batch_size: Count | None = None
-    global_batch_size: Count | None = None
-    seq_len: Count | None = None
-    lora_rank: Count | None = None
-    tp: Count | None = None
-    pp: Count | None = None
-    cp: Count | None = None
+
+    @model_validator(mode="after")
+    def _layout(self) -> _Case:
+        """The GPUs hold whole tp x pp x cp groups (the data-parallel size is their quotient)."""
+        n, tp, pp, cp = (getattr(self, k, None) for k in ("num_gpus", "tp", "pp", "cp"))
+        if n is None and self.model is not None and tp is not None and pp is not None:
+            raise ValueError("num_gpus is null while tp and pp state a layout")
+        if n is not None and None not in (tp, pp) and n % (tp * pp * (cp or 1)):
+            raise ValueError(f"num_gpus {n} is not a multiple of tp x pp x cp "
+                             f"({tp} x {pp} x {cp or 1})")
+        return self
+
+
+class MemoryCase(_Case):
+    """A memory case (memory_cases.yaml): a peak, a fit or an OOM."""
+
+    num_gpus: Count
+    tp: Count
+    pp: Count
+    cp: Count
+    method: Text | None
+    optimizer: Text | None
+    offload: Text | None
+    lora_rank: Count | None
+    gpu_memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)] | None
+    outcome: _Outcome
+
+
+class ThroughputCase(_Case):
+    """A throughput case (throughput_cases.yaml): a measured value in its metric."""
+
+    metric: Text
+    value: Amount
+    num_gpus: Count | None
+    tp: Count | None
+    pp: Count | None
+    cp: Count | None
+    global_batch_size: Count | None
     gpu_memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)] | None = None
-    params_b: Amount | None = None
-    value: Amount | None = None
-    usable_for_accuracy: bool | None = None
-    rl: _Rl | None = None
-    outcome: _Outcome | None = None
-    extra: _Extra | None = None
 
 
 def check_cases(cases: list[Any], *, what: str) -> list[dict[str, Any]]:
@@ -113,7 +141,7 @@ def check_cases(cases: list[Any], *, what: str) -> list[dict[str, Any]]:
                             f"{type(case).__name__}")
             continue
         try:
-            CaseFields.model_validate(case)
+            (ThroughputCase if "metric" in case else MemoryCase).model_validate(case)
         except ValidationError as exc:
             name = case.get("id") if isinstance(case.get("id"), str) else f"case {index}"
             problems += [f"{short(name, 50)}: {'.'.join(str(p) for p in err['loc'])} "

@@ -209,8 +209,10 @@ def test_many_catalog_errors_are_capped(tmp_path):  # 3 million errors on one li
 
 # ---- validation cases --------------------------------------------------------------------------
 GOOD_CASE = {"id": "c1", "framework": "trl+peft", "model": "Qwen/Qwen2.5-0.5B", "workload": "sft",
-             "method": "lora", "gpu": "h100-sxm", "gpu_memory_gib": 80, "num_gpus": 1,
-             "micro_batch_size": 1, "seq_len": 512, "precision": "bf16", "tp": 1, "pp": 1,
+             "method": "lora", "lora_rank": 8, "optimizer": "adamw", "offload": "none",
+             "sharding": "none", "grad_checkpointing": "full", "gpu": "h100-sxm",
+             "gpu_memory_gib": 80, "num_gpus": 1, "micro_batch_size": 1, "seq_len": 512,
+             "precision": "bf16", "tp": 1, "pp": 1, "cp": 1, "rl": None, "extra": {},
              "outcome": {"kind": "peak", "peak_gib": 5.0, "measured_as": "reserved"},
              "usable_for_accuracy": True}
 
@@ -223,6 +225,8 @@ GOOD_CASE = {"id": "c1", "framework": "trl+peft", "model": "Qwen/Qwen2.5-0.5B", 
     (GOOD_CASE | {"outcome": "oom"}, "outcome"),
     (GOOD_CASE | {"extra": {"grad_accum": "4"}}, "extra.grad_accum"),
     (GOOD_CASE | {"micro_batch_size": True}, "micro_batch_size"),
+    ({k: v for k, v in GOOD_CASE.items() if k != "num_gpus"}, "num_gpus"),  # KeyError before
+    (GOOD_CASE | {"metric": "tokens_per_sec_per_gpu"}, "value"),  # a throughput case
     ("just a string", "case 0"),
 ])
 def test_malformed_validation_cases_are_one_line(tmp_path, case, named):

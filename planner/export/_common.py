@@ -134,7 +134,7 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
     if u is not None and (isinstance(u, bool) or not isinstance(u, int | float)
                           or not 0 < u < 1):
         raise PlannerError(f"plan rl.gpu_memory_utilization {u!r} must be a fraction in (0, 1)")
-    phases = memory.get("phases_gib") or {}
+    phases = _member(memory, "phases_gib", where="plan memory.")
     spec = _model_spec(str(doc["model"]), catalog)
     if spec is not None:  # a hand-edited document: the same structural checks as `check`
         validate_config(cfg, spec)
@@ -148,10 +148,10 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
     )
 
 
-def _member(doc: Mapping, key: str) -> Mapping:
+def _member(doc: Mapping, key: str, *, where: str = "plan ") -> Mapping:
     value = doc.get(key) or {}
     if not isinstance(value, Mapping):
-        raise PlannerError(f"plan {key} must be an object (got {type(value).__name__})")
+        raise PlannerError(f"{where}{key} must be an object (got {type(value).__name__})")
     return value
 
 
