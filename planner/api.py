@@ -87,7 +87,7 @@ def check(
     check_choice(pricing, ("buy", "rent"), name="pricing")
     if price_kind is not None:
         check_choice(price_kind, ("new", "used"), name="price_kind")
-    cat = _catalog(catalog)
+    cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
@@ -116,9 +116,11 @@ def check(
     return doc
 
 
-def _catalog(catalog: Catalog | None) -> Catalog:
+def catalog_or_default(catalog: Catalog | None) -> Catalog:
     """``catalog``, or the shipped one when None; PlannerError for anything else."""
-    return load_catalog() if catalog is None else check_type(catalog, Catalog, name="catalog")
+    if catalog is None:
+        return load_catalog()
+    return check_type(catalog, Catalog, name="catalog")
 
 
 def plan(request: PlanRequest, catalog: Catalog | None = None):
@@ -126,7 +128,7 @@ def plan(request: PlanRequest, catalog: Catalog | None = None):
     from planner import solve
 
     check_type(request, PlanRequest, name="request")
-    return solve.plan(request, _catalog(catalog))
+    return solve.plan(request, catalog_or_default(catalog))
 
 
 def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: int = 12):
@@ -138,4 +140,4 @@ def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: 
             or not 1 <= max_points <= MAX_PARETO_POINTS:
         raise PlannerError(f"max_points {max_points!r} must be an integer in "
                            f"1..{MAX_PARETO_POINTS}")
-    return solve.pareto(request, _catalog(catalog), max_points=max_points)
+    return solve.pareto(request, catalog_or_default(catalog), max_points=max_points)

@@ -263,6 +263,9 @@ def test_many_bad_cases_are_listed_then_counted(tmp_path):
     (lambda: planner.plan({"model": "7b"}), "request"),
     (lambda: load_catalog("no-such-dir"), "no-such-dir"),  # iterated the characters before
     (lambda: tune(model="7b", gpu="h100-sxm", config=TrainConfig(), margin=math.nan), "margin"),
+    (lambda: tune(model="7b", gpu="h100-sxm", config={"num_gpus": 2}), "config"),
+    (lambda: check(model="7b", gpu="h100-sxm", config=TrainConfig(), catalog="catalog/"),
+     "catalog"),
 ])
 def test_library_errors_are_planner_errors(call, named):
     with pytest.raises(PlannerError) as exc:
