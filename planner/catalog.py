@@ -155,6 +155,7 @@ def load_catalog(overlays: Sequence[str | Path] = ()) -> Catalog:
 def _load(overlays: tuple[str, ...]) -> Catalog:
     entries: dict[str, dict[str, BaseModel]] = {kind: {} for kind in KINDS}
     aliases: dict[str, str] = {}
+    alias_files: dict[str, Path] = {}  # where each alias was last set, for its errors
     errors: list[str] = []
     for folder in (shipped_catalog_dir(), *map(Path, overlays)):
         if not folder.is_dir():
@@ -165,7 +166,9 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
             errors.append(f"{folder}: holds none of {', '.join(f'{k}/' for k in KINDS)} or "
                           f"{SIZE_ALIASES_FILE}")
             continue
-        aliases.update(_read_aliases(folder / SIZE_ALIASES_FILE, errors))
+        read = _read_aliases(folder / SIZE_ALIASES_FILE, errors)
+        aliases.update(read)
+        alias_files.update(dict.fromkeys(read, folder / SIZE_ALIASES_FILE))
         files = 0
         for kind, schema in KINDS.items():
             for path in sorted((folder / kind).glob("*.yaml")):
@@ -178,7 +181,8 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
     models = entries["models"]
     for alias, target in aliases.items():
         if target not in models:
-            errors.append(f"{SIZE_ALIASES_FILE}: alias {alias!r} names unknown model {target!r}")
+            errors.append(f"{alias_files[alias]}: alias {alias!r} names unknown model "
+                          f"{target!r}")
     if errors:
         raise CatalogError(f"{len(errors)} catalog error(s): {capped(errors)}")
     return Catalog(

@@ -252,7 +252,8 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
     mp = cfg.tp * cfg.pp * cfg.cp
     if cfg.num_gpus % mp:
         raise PlannerError(
-            f"tp*pp*cp = {mp} does not divide --num-gpus {cfg.num_gpus}; "
+            f"--tp {cfg.tp} x --pp {cfg.pp} x cp {cfg.cp} = {mp} does not divide --num-gpus "
+            f"{cfg.num_gpus}; "
             f"use a GPU count that is a multiple of {mp}"
         )
     if model.num_attention_heads % cfg.tp or model.num_kv_heads % cfg.tp:
@@ -551,7 +552,8 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
         raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
     mp = (req.tp or 1) * (req.pp or 1)
     if req.num_gpus is not None and req.num_gpus % mp:
-        raise PlannerError(f"tp*pp = {mp} does not divide --num-gpus {req.num_gpus}")
+        raise PlannerError(f"--tp {req.tp or 1} x --pp {req.pp or 1} = {mp} does not divide "
+                           f"--num-gpus {req.num_gpus}")
     if req.num_gpus is not None and req.num_gpus > req.max_gpus:
         raise PlannerError(f"--num-gpus {req.num_gpus} exceeds --max-gpus {req.max_gpus}")
     if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:

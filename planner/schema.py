@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from planner.request import TrainConfig
+from planner.result import Binding, Conflict  # the typed results, as the documents hold them
 
 SCHEMA_VERSION = 1
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
@@ -159,22 +160,6 @@ class PlanBody(_Doc):
     throughput: TrainingThroughput | RlThroughput
     time_hours: float
     cost: Cost
-
-
-class Binding(_Doc):
-    name: str
-    used: float
-    limit: float
-    unit: str
-    slack: float
-    binding: bool
-    relaxed: str | None
-
-
-class Conflict(_Doc):
-    name: str
-    detail: str
-    fix: str
 
 
 class Alternative(_Doc):
