@@ -1,23 +1,37 @@
 """planner: a constraint-solver hardware planner for training large language models.
 
 Library API: ``check``, ``plan``, ``pareto``, ``tune``, ``load_catalog``, with ``TrainConfig``
-(one configuration) and ``PlanRequest`` (what to plan). ``plan`` and ``pareto`` load OR-Tools on
-first use.
+(one configuration) and ``PlanRequest`` (what to plan); typed results ``PlanResult``, ``Plan``,
+``TuneResult``; ``json_schema(kind)`` for the ``--json`` documents. ``plan`` and ``pareto`` load
+OR-Tools on first use.
 """
 
 from typing import Any
 
 from planner.api import check
-from planner.catalog import load_catalog
+from planner.catalog import Catalog, load_catalog
+from planner.errors import CatalogError, PlannerError, UnknownNameError
+from planner.inputs import FieldErrors, InputError
 from planner.request import PlanRequest, TrainConfig
-from planner.tune import tune
+from planner.result import Binding, Conflict, Plan, PlanResult
+from planner.schema import SCHEMA_VERSION, json_schema
+from planner.tune import Pins, TuneResult, tune
 
-__all__ = ["check", "load_catalog", "pareto", "plan", "tune", "PlanRequest", "TrainConfig"]
+__all__ = [
+    # calls
+    "check", "load_catalog", "pareto", "plan", "tune", "json_schema",
+    # requests
+    "PlanRequest", "TrainConfig", "Pins",
+    # typed results
+    "Catalog", "Plan", "PlanResult", "Binding", "Conflict", "TuneResult", "SCHEMA_VERSION",
+    # errors (every bad input raises a PlannerError)
+    "PlannerError", "CatalogError", "UnknownNameError", "InputError", "FieldErrors",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("plan", "pareto"):
-        from planner import solve
+    if name in ("plan", "pareto"):  # behind api's argument checks; OR-Tools loads on first call
+        from planner import api
 
-        return getattr(solve, name)
+        return getattr(api, name)
     raise AttributeError(f"module 'planner' has no attribute {name!r}")

@@ -9,10 +9,13 @@ from planner.catalog import Catalog, load_catalog
 from planner.cost import Job, job_cost
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
+from planner.inputs import check_choice, check_margin, check_type
 from planner.memory import estimate_memory
-from planner.request import TrainConfig, fill_role_gpus, validate_config
+from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import estimate_throughput
+
+MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
 
 
 def default_platform(gpu: GpuSpec, catalog: Catalog) -> PlatformSpec | None:
@@ -78,8 +81,13 @@ def check(
     reward_model: str | None = None,
 ) -> dict[str, Any]:
     """Memory, throughput, time and cost of one configuration: the `planner check --json`
-    document."""
-    cat = catalog or load_catalog()
+    document. Bad arguments raise PlannerError."""
+    check_type(config, TrainConfig, name="config")
+    check_margin(margin)
+    check_choice(pricing, ("buy", "rent"), name="pricing")
+    if price_kind is not None:
+        check_choice(price_kind, ("new", "used"), name="price_kind")
+    cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
@@ -106,3 +114,30 @@ def check(
     doc["cost"] = cost.summary()
     doc["cost"]["notes"] = list(cost.notes)
     return doc
+
+
+def catalog_or_default(catalog: Catalog | None) -> Catalog:
+    """``catalog``, or the shipped one when None; PlannerError for anything else."""
+    if catalog is None:
+        return load_catalog()
+    return check_type(catalog, Catalog, name="catalog")
+
+
+def plan(request: PlanRequest, catalog: Catalog | None = None):
+    """solve.plan behind the library boundary: a PlanRequest and a Catalog (or None)."""
+    from planner import solve
+
+    check_type(request, PlanRequest, name="request")
+    return solve.plan(request, catalog_or_default(catalog))
+
+
+def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: int = 12):
+    """solve.pareto behind the library boundary; ``max_points`` in 1..MAX_PARETO_POINTS."""
+    from planner import solve
+
+    check_type(request, PlanRequest, name="request")
+    if isinstance(max_points, bool) or not isinstance(max_points, int) \
+            or not 1 <= max_points <= MAX_PARETO_POINTS:
+        raise PlannerError(f"max_points {max_points!r} must be an integer in "
+                           f"1..{MAX_PARETO_POINTS}")
+    return solve.pareto(request, catalog_or_default(catalog), max_points=max_points)

@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from planner.errors import CatalogError, PlannerError, UnknownNameError, did_you_mean
+from planner.inputs import MAX_ARG_CHARS, InputError, capped, load_file, short
 from planner.specs import FrameworkSpec, GpuSpec, ModelSpec, PlatformSpec
 
-# libyaml's safe loader when PyYAML was built with it (several times faster), else pure Python.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 KINDS: dict[str, type[BaseModel]] = {
     "gpus": GpuSpec,
     "models": ModelSpec,
@@ -52,7 +50,7 @@ class Catalog:
 
     # ----- lookups -------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuSpec:
-        key = name.strip().lower()
+        key = _name(name, "GPU")
         if key in self.gpus:
             return self.gpus[key]
         raise UnknownNameError(
@@ -61,7 +59,7 @@ class Catalog:
         )
 
     def platform(self, name: str) -> PlatformSpec:
-        key = name.strip().lower()
+        key = _name(name, "platform")
         if key in self.platforms:
             return self.platforms[key]
         raise UnknownNameError(
@@ -71,11 +69,11 @@ class Catalog:
 
     def model(self, name: str) -> ResolvedModel:
         """Resolve an id, HF repo id, size alias, quantized variant, or local config.json path."""
-        text = name.strip()
+        text = _name(name, "model", lower=False)
         if not text:
             raise PlannerError("--model is empty: give a catalog id (qwen2.5-7b), a HF repo id, "
                                "a size alias (7b) or a config.json path")
-        if text.endswith(".json") or Path(text).is_dir():
+        if text.endswith(".json") or _is_dir(text):
             from planner.hfconfig import model_from_hf_config
 
             return ResolvedModel(spec=model_from_hf_config(Path(text)), asked_as=text)
@@ -109,6 +107,24 @@ class Catalog:
 
     def _model_index(self) -> dict[str, ModelSpec]:
         return _index_models(tuple(self.models.values()))
+
+
+def _name(name: object, kind: str, *, lower: bool = True) -> str:
+    """A lookup name: a string of at most MAX_ARG_CHARS characters, stripped (and lowered)."""
+    if not isinstance(name, str):
+        raise PlannerError(f"the {kind} name must be a string, got {short(name)}")
+    if len(name) > MAX_ARG_CHARS:
+        raise PlannerError(f"the {kind} name {short(name, 40)} is {len(name)} characters long; "
+                           f"at most {MAX_ARG_CHARS}")
+    return name.strip().lower() if lower else name.strip()
+
+
+def _is_dir(text: str) -> bool:
+    """Path(text).is_dir(), False for names the OS cannot hold (too long, NUL bytes)."""
+    try:
+        return Path(text).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 @lru_cache(maxsize=8)
@@ -154,15 +170,24 @@ def shipped_validation_dir() -> Path:
 def load_catalog(overlays: Sequence[str | Path] = ()) -> Catalog:
     """Load the shipped catalog, then each overlay folder in order (same id replaces).
 
-    Raises CatalogError listing every invalid file and field at once.
+    Raises CatalogError listing every invalid file and field at once (capped: see
+    inputs.capped). One folder may be given as a plain path.
     """
-    return _load(tuple(str(Path(p)) for p in overlays))
+    if isinstance(overlays, str | Path):
+        overlays = (overlays,)
+    try:
+        folders = tuple(str(Path(p)) for p in overlays)
+    except TypeError:
+        raise PlannerError(f"catalog overlays must be folder paths, got {short(overlays)}") \
+            from None
+    return _load(folders)
 
 
 @lru_cache(maxsize=16)
 def _load(overlays: tuple[str, ...]) -> Catalog:
     entries: dict[str, dict[str, BaseModel]] = {kind: {} for kind in KINDS}
     aliases: dict[str, str] = {}
+    alias_files: dict[str, Path] = {}  # where each alias was last set, for its errors
     errors: list[str] = []
     for folder in (shipped_catalog_dir(), *map(Path, overlays)):
         if not folder.is_dir():
@@ -173,21 +198,26 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
             errors.append(f"{folder}: holds none of {', '.join(f'{k}/' for k in KINDS)} or "
                           f"{SIZE_ALIASES_FILE}")
             continue
-        aliases.update(_read_aliases(folder / SIZE_ALIASES_FILE, errors))
+        read = _read_aliases(folder / SIZE_ALIASES_FILE, errors)
+        aliases.update(read)
+        alias_files.update(dict.fromkeys(read, folder / SIZE_ALIASES_FILE))
+        files = 0
         for kind, schema in KINDS.items():
             for path in sorted((folder / kind).glob("*.yaml")):
+                files += 1
                 spec = _read_entry(path, schema, errors)
                 if spec is not None:
                     entries[kind][spec.id] = spec  # type: ignore[attr-defined]
+        if not files and not (folder / SIZE_ALIASES_FILE).is_file():
+            errors.append(f"{folder}: holds no *.yaml entry in {', '.join(f'{k}/' for k in KINDS)}")
     models = entries["models"]
     for alias, target in aliases.items():
         if target not in models:
-            errors.append(f"{SIZE_ALIASES_FILE}: alias {alias!r} names unknown model {target!r}")
+            errors.append(f"{alias_files[alias]}: alias {alias!r} names unknown model "
+                          f"{target!r}")
     errors += _framework_base_errors(entries["frameworks"])  # type: ignore[arg-type]
     if errors:
-        raise CatalogError(
-            f"{len(errors)} catalog error(s): " + "; ".join(errors)
-        )
+        raise CatalogError(f"{len(errors)} catalog error(s): {capped(errors)}")
     return Catalog(
         gpus=entries["gpus"],  # type: ignore[arg-type]
         models=models,  # type: ignore[arg-type]
@@ -218,12 +248,15 @@ def _framework_base_errors(frameworks: dict[str, FrameworkSpec]) -> list[str]:
 
 
 def _read_yaml(path: Path, errors: list[str]) -> object:
+    """The file's data through the input boundary; None (and an error) when it is unusable."""
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        errors.append(f"{path}: not readable YAML ({first})")
+        data = load_file(path, what="catalog file", kind="yaml")
+    except InputError as exc:
+        errors.append(str(exc))
         return None
+    if data is None:
+        errors.append(f"{path}: the file is empty")
+    return data
 
 
 def _read_entry(path: Path, schema: type[BaseModel], errors: list[str]) -> BaseModel | None:
@@ -250,7 +283,15 @@ def _read_aliases(path: Path, errors: list[str]) -> dict[str, str]:
     if not path.is_file():
         return {}
     data = _read_yaml(path, errors)
+    if data is None:
+        return {}
     if not isinstance(data, dict):
         errors.append(f"{path}: expected a mapping alias -> model id")
         return {}
-    return {str(k).lower(): str(v) for k, v in data.items()}
+    bad = [f"{short(k)}: {short(v)}" for k, v in data.items()
+           if not isinstance(k, str | int | float) or not isinstance(v, str)]
+    if bad:
+        errors.append(f"{path}: aliases must map a name to a model id string, not "
+                      f"{capped(bad, limit=3)}")
+        return {}
+    return {str(k).lower(): v for k, v in data.items()}

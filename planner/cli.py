@@ -1,8 +1,9 @@
 """The `planner` command line: parse -> request -> library call -> render. Thin by design.
 
 Exit codes: 0 success (fits / plan found), 1 a well-formed request that does not fit or is
-infeasible, 2 bad input (one line on stderr naming the value and what is allowed), 3 an
-internal inconsistency (a solver plan the analytic models reject; one line, never expected).
+infeasible, 2 bad input (one line on stderr naming the value and what is allowed), 3 a bug: an
+exception that got past the input boundary (planner/inputs.py) or a solver plan the analytic
+models reject (one line naming the command line, never expected).
 """
 
 from __future__ import annotations
@@ -13,18 +14,32 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import ValidationError
 
 from planner import render
+from planner.api import MAX_PARETO_POINTS
 from planner.api import check as check_config
 from planner.catalog import load_catalog, shipped_validation_dir
 from planner.cost import define_job
 from planner.efficiency import STACKS
 from planner.errors import PlannerError
 from planner.frameworks import resolve
+from planner.inputs import (
+    MAX_COUNT,
+    MAX_FILE_BYTES,
+    MAX_FLOAT,
+    FieldErrors,
+    check_arg,
+    check_margin,
+    decode,
+    load_file,
+    parse_json,
+    short,
+)
+from planner.outputs import STDOUT, check_targets, write_atomic
 from planner.params import count_params
 from planner.request import (
     CHECKPOINTINGS,
+    LORA_TARGETS,
     METHODS,
     OFFLOADS,
     OPTIMIZERS,
@@ -51,7 +66,8 @@ def cli() -> None:
     """Plan GPU hardware and training settings for large language models.
 
     \b
-    Exit codes: 0 fits / found, 1 does not fit / infeasible, 2 bad input.
+    Exit codes: 0 fits / found, 1 does not fit / infeasible, 2 bad input, 3 a bug (please
+    report it).
     """
 
 
@@ -59,9 +75,31 @@ def _choice(values: tuple[str, ...]) -> click.Choice:
     return click.Choice(values, case_sensitive=False)
 
 
+class Count(click.ParamType):
+    """An integer option: ASCII digits, at most MAX_COUNT in magnitude (exit 2 naming the
+    option otherwise; int() alone takes superscripts and 400-digit numbers)."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+        else:
+            text = str(value).strip()
+        digits = text[1:] if text[:1] in "+-" else text
+        if not (digits.isascii() and digits.isdigit()):
+            self.fail(f"{short(value)} is not an integer", param, ctx)
+        if len(digits) > 10 or abs(int(text)) > MAX_COUNT:
+            self.fail(f"{short(value)} is beyond {MAX_COUNT:,}", param, ctx)
+        return int(text)
+
+
+INT = Count()
+
+
 class FiniteFloat(click.ParamType):
     """A number option: nan and inf are bad input (exit 2 naming the option), as is a value
-    below ``min_value``."""
+    below ``min_value`` or beyond MAX_FLOAT in magnitude."""
 
     name = "float"
 
@@ -71,10 +109,12 @@ class FiniteFloat(click.ParamType):
     def convert(self, value, param, ctx):
         try:
             x = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{short(value)} is not a number", param, ctx)
         if not math.isfinite(x):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
+            self.fail(f"{short(value)} is not a finite number", param, ctx)
+        if abs(x) > MAX_FLOAT:
+            self.fail(f"{short(value)} is beyond {MAX_FLOAT:g}", param, ctx)
         if self.min_value is not None and x < self.min_value:
             self.fail(f"{value!r} must be >= {self.min_value:g}", param, ctx)
         return x
@@ -91,10 +131,7 @@ class LoraRank(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, int) or str(value).lower() == "auto":
             return value if isinstance(value, int) else "auto"
-        try:
-            rank = int(str(value))
-        except ValueError:
-            self.fail(f"{value!r} is not a positive integer or auto", param, ctx)
+        rank = INT.convert(value, param, ctx)
         if rank <= 0:
             self.fail(f"{value!r} is not a positive integer or auto", param, ctx)
         return rank
@@ -109,27 +146,27 @@ WORKLOAD_OPTIONS = [
                  help="PPO critic (value) model [default: the policy's architecture]."),
     click.option("--reward-model", default=None,
                  help="Reward model [PPO default: the policy's architecture; GRPO: none]."),
-    click.option("--prompt-len", type=int, default=None, help="RL prompt tokens."),
-    click.option("--response-len", type=int, default=None, help="RL response tokens."),
-    click.option("--rollout-n", type=int, default=None,
+    click.option("--prompt-len", type=INT, default=None, help="RL prompt tokens."),
+    click.option("--response-len", type=INT, default=None, help="RL response tokens."),
+    click.option("--rollout-n", type=INT, default=None,
                  help="Responses per prompt [default: GRPO 5, PPO 1]."),
-    click.option("--rollout-batch", type=int, default=256, show_default=True,
+    click.option("--rollout-batch", type=INT, default=256, show_default=True,
                  help="Prompts per RL iteration."),
-    click.option("--rollout-tp", type=int, default=1, show_default=True,
+    click.option("--rollout-tp", type=INT, default=1, show_default=True,
                  help="Tensor parallel size of each rollout engine."),
     click.option("--gpu-memory-utilization", type=FLOAT, default=None,
                  help="vLLM fraction of total memory for the engine [default: what it needs]."),
-    click.option("--logprob-micro-batch", type=int, default=None,
+    click.option("--logprob-micro-batch", type=INT, default=None,
                  help="Sequences per forward-only micro-step [default: --micro-batch]."),
     click.option("--kl", type=FLOAT, default=None,
                  help="KL coefficient; 0 drops the reference model."),
-    click.option("--mean-seq-len", type=int, default=None,
+    click.option("--mean-seq-len", type=INT, default=None,
                  help="RL: mean real tokens per sequence of padding-free trainer passes."),
     click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
     click.option("--placement", type=_choice(PLACEMENTS), default="colocate", show_default=True,
                  help="RL: engines share the GPUs (verl), have their own (separate), or "
                       "every role and the engines have their own (split, OpenRLHF)."),
-    click.option("--rollout-gpus", type=int, default=None,
+    click.option("--rollout-gpus", type=INT, default=None,
                  help="Separate placement: GPUs for the engines [default: half]."),
     click.option("--role-gpus", default=None,
                  help="Split placement: GPUs per role, e.g. actor=4,critic=2,reference=1,"
@@ -151,10 +188,10 @@ def workload_options(command):
 @click.option("--model", required=True,
               help="Catalog id, HF repo id, size alias (7b) or config.json.")
 @click.option("--gpu", required=True, help="GPU id from 'planner catalog gpus'.")
-@click.option("--num-gpus", type=int, default=1, show_default=True)
+@click.option("--num-gpus", type=INT, default=1, show_default=True)
 @click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True)
 @click.option("--method", type=_choice(METHODS), default="full", show_default=True)
-@click.option("--lora-rank", type=int, default=None, help="LoRA/DoRA/QLoRA rank [default: 16].")
+@click.option("--lora-rank", type=INT, default=None, help="LoRA/DoRA/QLoRA rank [default: 16].")
 @click.option("--lora-targets", default="all-linear", show_default=True,
               help="Comma list of q,k,v,o,gate,up,down or all-linear.")
 @click.option("--optimizer", type=_choice(OPTIMIZERS), default="adamw", show_default=True)
@@ -167,13 +204,13 @@ def workload_options(command):
 @click.option("--compile", "compiled", is_flag=True, help="torch.compile (fewer saved tensors).")
 @click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True)
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding.")
-@click.option("--tp", type=int, default=1, show_default=True)
-@click.option("--pp", type=int, default=1, show_default=True)
+@click.option("--tp", type=INT, default=1, show_default=True)
+@click.option("--pp", type=INT, default=1, show_default=True)
 @click.option("--offload", type=_choice(OFFLOADS), default="none", show_default=True)
 @click.option("--checkpointing", type=_choice(CHECKPOINTINGS), default="full", show_default=True)
-@click.option("--micro-batch", type=int, default=1, show_default=True)
-@click.option("--grad-accum", type=int, default=1, show_default=True)
-@click.option("--seq-len", type=int, default=None,
+@click.option("--micro-batch", type=INT, default=1, show_default=True)
+@click.option("--grad-accum", type=INT, default=1, show_default=True)
+@click.option("--seq-len", type=INT, default=None,
               help="Tokens per sequence [default: 2048; RL: prompt + response].")
 @click.option("--no-flash-attention", is_flag=True, help="Eager attention (s^2 scores kept).")
 @click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
@@ -189,7 +226,7 @@ def workload_options(command):
 @click.option("--tokens", type=FLOAT, default=None, help="Training tokens of the job.")
 @click.option("--epochs", type=FLOAT, default=None, help="Epochs (with --dataset-tokens).")
 @click.option("--dataset-tokens", type=FLOAT, default=None, help="Tokens in the data set.")
-@click.option("--steps", type=int, default=None, help="Optimizer steps of the job.")
+@click.option("--steps", type=INT, default=None, help="Optimizer steps of the job.")
 @click.option("--power-usd-per-kwh", type=FiniteFloat(min_value=0), default=None,
               help="Add GPU power for the job to a purchase.")
 @workload_options
@@ -208,8 +245,7 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
       planner check --model qwen2.5-7b --workload grpo --method lora --gpu h100-sxm \
         --num-gpus 8 --fsdp --prompt-len 512 --response-len 1024 --rollout-batch 64
     """
-    if not 0 <= memory_margin < 1:
-        raise PlannerError(f"--memory-margin {memory_margin} must be in [0, 1)")
+    check_margin(memory_margin)
     cfg = _config(opts)
     catalog = load_catalog(catalogs)
     job = define_job(tokens=tokens, epochs=epochs, dataset_tokens=dataset_tokens, steps=steps,
@@ -224,10 +260,10 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
 
 def _config(opts: dict[str, object]) -> TrainConfig:
     targets = tuple(t.strip() for t in str(opts.pop("lora_targets")).split(",") if t.strip())
-    known = {"all-linear", "q", "k", "v", "o", "gate", "up", "down"}
-    bad = [t for t in targets if t not in known]
+    bad = [t for t in targets if t not in LORA_TARGETS]
     if bad:
-        raise PlannerError(f"--lora-targets {bad[0]!r} is not one of {', '.join(sorted(known))}")
+        raise PlannerError(f"--lora-targets {short(bad[0])} is not one of "
+                           f"{', '.join(sorted(LORA_TARGETS))}")
     mapping = {"micro_batch": "micro_batch_size", "no_flash_attention": "flash_attention"}
     data = {mapping.get(k, k): v for k, v in opts.items()}
     data["flash_attention"] = not data["flash_attention"]
@@ -245,8 +281,8 @@ def _config(opts: dict[str, object]) -> TrainConfig:
     data["lora_targets"] = targets
     try:
         return TrainConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
+    except FieldErrors as exc:
+        err = exc.errors[0]
         name = "--" + str(err["loc"][0]).replace("_size", "").replace("_", "-")
         raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
 
@@ -274,14 +310,14 @@ TUNE_OPTIONS = [
                  help="Fraction of GPU memory not to exceed, e.g. 0.875 [default: 1 - margin]."),
     click.Option(["--checkpointing"], type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
                  show_default=True, help="Pin activation checkpointing, or search it (auto)."),
-    click.Option(["--micro-batch"], type=int, default=None, help="Pin the micro-batch."),
-    click.Option(["--grad-accum"], type=int, default=None, help="Pin gradient accumulation."),
-    click.Option(["--global-batch"], type=int, default=None,
+    click.Option(["--micro-batch"], type=INT, default=None, help="Pin the micro-batch."),
+    click.Option(["--grad-accum"], type=INT, default=None, help="Pin gradient accumulation."),
+    click.Option(["--global-batch"], type=INT, default=None,
                  help="Pin the global batch [RL default: all rollout sequences]."),
-    click.Option(["--rollout-batch"], type=int, default=None, help="Pin prompts per RL iteration."),
-    click.Option(["--rollout-n"], type=int, default=None,
+    click.Option(["--rollout-batch"], type=INT, default=None, help="Pin prompts per RL iteration."),
+    click.Option(["--rollout-n"], type=INT, default=None,
                  help="Pin responses per prompt [searched for GRPO; PPO 1]."),
-    click.Option(["--logprob-micro-batch"], type=int, default=None,
+    click.Option(["--logprob-micro-batch"], type=INT, default=None,
                  help="Pin sequences per forward-only micro-step."),
     click.Option(["--tie-tolerance"], type=FLOAT, default=0.01, show_default=True,
                  help="Relative gap under which settings tie (then larger micro-batches win)."),
@@ -334,8 +370,8 @@ PLAN_OPTIONS = [
     click.option("--budget", "budget_usd", type=FLOAT, default=None,
                   help="Budget in USD: GPUs + hosts, or the rental for the job (--pricing rent)."),
     click.option("--gpus", default=None, help="Comma list of GPU ids allowed [default: all]."),
-    click.option("--max-gpus", type=int, default=1024, show_default=True),
-    click.option("--num-gpus", type=int, default=None, help="Pin the GPU count."),
+    click.option("--max-gpus", type=INT, default=1024, show_default=True),
+    click.option("--num-gpus", type=INT, default=None, help="Pin the GPU count."),
     click.option("--method", type=_choice(("auto", *METHODS)), default="auto", show_default=True),
     click.option("--lora-rank", type=LORA_RANK, default=None,
                   help="Adapter rank, or auto (the solver tries 64, 32, 16, 8) [default: 16]."),
@@ -343,33 +379,33 @@ PLAN_OPTIONS = [
                   show_default=True),
     click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),
                   default=None, help="Pin ZeRO stage / FSDP [default: solver picks]."),
-    click.option("--tp", type=int, default=None),
-    click.option("--pp", type=int, default=None),
+    click.option("--tp", type=INT, default=None),
+    click.option("--pp", type=INT, default=None),
     click.option("--offload", type=_choice(("auto", *OFFLOADS)), default="auto", show_default=True),
     click.option("--checkpointing", type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
                   show_default=True),
-    click.option("--micro-batch", "micro_batch_size", type=int, default=None),
-    click.option("--grad-accum", type=int, default=None),
-    click.option("--global-batch", "global_batch_size", type=int, default=64, show_default=True),
-    click.option("--seq-len", type=int, default=None,
+    click.option("--micro-batch", "micro_batch_size", type=INT, default=None),
+    click.option("--grad-accum", type=INT, default=None),
+    click.option("--global-batch", "global_batch_size", type=INT, default=64, show_default=True),
+    click.option("--seq-len", type=INT, default=None,
                   help="Tokens per sequence [default: 2048; RL: prompt + response]."),
     click.option("--memory-margin", type=FLOAT, default=0.05, show_default=True),
     click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True),
     click.option("--critic-model", default=None, help="PPO critic [default: policy's arch]."),
     click.option("--reward-model", default=None,
                   help="Reward model [PPO default: policy's arch; GRPO: none]."),
-    click.option("--prompt-len", type=int, default=None, help="RL prompt tokens."),
-    click.option("--response-len", type=int, default=None, help="RL response tokens."),
-    click.option("--rollout-n", type=int, default=None,
+    click.option("--prompt-len", type=INT, default=None, help="RL prompt tokens."),
+    click.option("--response-len", type=INT, default=None, help="RL response tokens."),
+    click.option("--rollout-n", type=INT, default=None,
                   help="Responses per prompt [default: GRPO 5, PPO 1]."),
-    click.option("--rollout-batch", type=int, default=256, show_default=True,
+    click.option("--rollout-batch", type=INT, default=256, show_default=True,
                   help="Prompts per RL iteration (--steps counts iterations)."),
-    click.option("--rollout-tp", type=int, default=None,
+    click.option("--rollout-tp", type=INT, default=None,
                   help="Engine tensor parallel size [default: solver picks]."),
     click.option("--gpu-memory-utilization", type=FLOAT, default=None,
                   help="vLLM memory fraction [default: sized to the rollout batch]."),
     click.option("--kl", type=FLOAT, default=None, help="KL coefficient; 0 drops the reference."),
-    click.option("--mean-seq-len", type=int, default=None,
+    click.option("--mean-seq-len", type=INT, default=None,
                   help="RL: mean real tokens per sequence of padding-free trainer passes."),
     click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
     click.option("--placement", type=_choice(PLACEMENTS), default=None,
@@ -382,7 +418,7 @@ PLAN_OPTIONS = [
     click.option("--tokens", type=FLOAT, default=None, help="Training tokens of the job."),
     click.option("--epochs", type=FLOAT, default=None),
     click.option("--dataset-tokens", type=FLOAT, default=None),
-    click.option("--steps", type=int, default=None),
+    click.option("--steps", type=INT, default=None),
     click.option("--max-hours", type=FLOAT, default=None, help="Deadline for the job, hours."),
     click.option("--min-tokens-per-s", type=FLOAT, default=None, help="Minimum throughput."),
     click.option("--time-limit", "time_limit_s", type=FLOAT, default=10.0, show_default=True),
@@ -419,24 +455,32 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
     """
     from planner.solve import plan as plan_request  # OR-Tools loads only for the solver
 
-    export_fmt, export_out = _export_target(opts)  # checked before solving
+    export_fmt, export_out = _export_target(opts)  # checked before solving, as are the files
+    check_targets([("--out", export_out), ("--html", html_path)], inputs=_model_file(opts),
+                  stdout_ok=["--out"])
     request, catalog = _plan_request(catalogs, gpus, opts)
     result = plan_request(request, catalog)
     doc = render.plan_doc(result)
+    export = None  # rendered before anything is printed: a refusal leaves no half output
+    if export_fmt and result.plan is not None:
+        from planner.export import export_plan
+
+        export = export_plan(result, export_fmt, catalog=catalog)
     if html_path:  # the report's Pareto chart: a short sweep of the same request
         from planner.solve import pareto as pareto_sweep
 
         points = pareto_sweep(request, catalog, max_points=8) if result.plan else []
         _write_html(html_path, doc, render.pareto_doc(points))
     click.echo(render.to_json(doc) if as_json else render.plan_text(doc))
-    if export_fmt and result.plan is not None:
-        _write_export(result, export_fmt, export_out, catalog)
+    if export is not None:
+        _emit_export(export, export_fmt, export_out)
     sys.exit(0 if result.plan is not None else 1)
 
 
 @cli.command("pareto")
 @plan_options
-@click.option("--max-points", type=click.IntRange(1, 50), default=12, show_default=True)
+@click.option("--max-points", type=click.IntRange(1, MAX_PARETO_POINTS), default=12,
+              show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also draw cost vs time into FILE.png or FILE.svg (needs pip install "
                    "'.[plot]').")
@@ -458,6 +502,7 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
         from planner.plot import check_target
 
         check_target(plot_path)  # a .png/.svg name and matplotlib present, before solving
+    check_targets([("--plot", plot_path), ("--html", html_path)], inputs=_model_file(opts))
     request, catalog = _plan_request(catalogs, gpus, opts)
     points = pareto_sweep(request, catalog, max_points=max_points)
     doc = render.pareto_doc(points)
@@ -468,27 +513,34 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
         if plot_path:
             from planner.plot import write_plot
 
-            _written(plot_path, lambda: write_plot(plot_path, doc, plan_doc))
+            _written(plot_path, lambda tmp: write_plot(tmp, doc, plan_doc))
         if html_path:
             _write_html(html_path, plan_doc, doc)
     click.echo(render.to_json(doc) if as_json else render.pareto_text(doc))
     sys.exit(0 if points else 1)
 
 
-def _written(path: str, write) -> None:
-    """Run a file writer; an unwritable path is bad input (one line, exit 2)."""
+def _written(path: str, write, what: str = "") -> None:
+    """Write ``path`` atomically with ``write(temporary path)`` (outputs.write_atomic); an
+    unwritable path is bad input (one line, exit 2)."""
     try:
-        write()
+        verb = write_atomic(path, write)
     except OSError as exc:
-        raise PlannerError(f"cannot write {path!r}: {exc.strerror or exc}") from None
-    click.echo(f"planner: wrote {path}", err=True)
+        raise PlannerError(f"cannot write {short(path, 200)}: {exc.strerror or exc}") from None
+    click.echo(f"planner: {verb} {path}{what}", err=True)
 
 
 def _write_html(path: str, plan_doc: dict | None, pareto_doc: dict | None) -> None:
     from planner.report import report_html
 
     page = report_html(plan_doc, pareto_doc)
-    _written(path, lambda: Path(path).write_text(page, encoding="utf-8"))
+    _written(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+
+
+def _model_file(opts: dict[str, object]) -> list[str]:
+    """The --model argument when it names a file (config.json): an input outputs must spare."""
+    model = str(opts.get("model") or "")
+    return [model] if model.endswith(".json") else []
 
 
 # PlanRequest fields whose option is spelled otherwise.
@@ -507,8 +559,8 @@ def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, o
         data["gpus"] = tuple(g.strip() for g in gpus.split(",") if g.strip())
     try:
         request = PlanRequest.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
+    except FieldErrors as exc:
+        err = exc.errors[0]
         field = str(err["loc"][0]) if err["loc"] else "request"
         name = "--" + _FLAG_OF.get(field, field).replace("_", "-")
         raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
@@ -605,15 +657,33 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
         click.echo(render.platforms_table(entries))
 
 
+@cli.command("schema")
+@click.argument("kind", metavar="KIND", type=_choice(("check", "plan", "pareto", "tune")))
+def schema_cmd(kind: str) -> None:
+    """Print the JSON Schema of a command's --json document (planner/schemas/KIND.vN.json).
+
+    \b
+    Example:
+      planner schema plan > plan.schema.json
+    """
+    from planner.schema import schema_text
+
+    click.echo(schema_text(kind.lower()), nl=False)
+
+
 @cli.command("export")
 @click.option("--format", "fmt", required=True, metavar="FORMAT",
               help="deepspeed, accelerate, torchrun, verl, openrlhf or llamafactory.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the config here [default: stdout].")
+@click.option("--point", type=INT, default=None,
+              help="Export point I (0 = cheapest) of a saved `planner pareto --json`.")
 @click.argument("plan_file", metavar="PLAN.json")
 @CATALOG_OPTION
-def export_cmd(fmt: str, out: str | None, plan_file: str, catalogs: tuple[str, ...]) -> None:
-    """Launch config from a saved `planner plan --json` (PLAN.json, or - for stdin).
+def export_cmd(fmt: str, out: str | None, point: int | None, plan_file: str,
+               catalogs: tuple[str, ...]) -> None:
+    """Launch config from a saved `planner plan --json` (PLAN.json, or - for stdin), a
+    `planner pareto --json` with --point I, or one of its points.
 
     \b
     Warnings (settings the format only approximates) and notes (what the launch still needs)
@@ -627,7 +697,13 @@ def export_cmd(fmt: str, out: str | None, plan_file: str, catalogs: tuple[str, .
     from planner.export import check_format
 
     key = check_format(fmt)
-    _write_export(_read_plan_json(plan_file), key, out, load_catalog(catalogs))
+    check_targets([("--out", out)], inputs=[plan_file], stdout_ok=["--out"])
+    from planner.export import export_plan
+
+    plan = _read_plan_json(plan_file)
+    if point is not None:
+        plan = _pareto_point(plan, point, plan_file)
+    _emit_export(export_plan(plan, key, catalog=load_catalog(catalogs)), key, out)
 
 
 def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:
@@ -646,42 +722,58 @@ def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:
 
 
 def _read_plan_json(path: str) -> object:
-    """A saved plan document; unreadable or malformed input is one line (exit 2)."""
-    import json
-
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlannerError(f"cannot read {path!r}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise PlannerError(f"{path} is not a JSON plan document ({exc})") from None
+    """A saved plan document through the input boundary (- reads stdin)."""
+    if path != "-":
+        return load_file(path, what="plan document", kind="json")
+    data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") \
+        else sys.stdin.read(MAX_FILE_BYTES + 1).encode("utf-8", "surrogateescape")
+    return parse_json(decode(data, what="plan document on stdin"), what="plan document on stdin")
 
 
-def _write_export(plan: object, fmt: str, out: str | None, catalog: object) -> None:
-    """Export ``plan``; warnings and notes to stderr, the config to ``out`` or stdout."""
-    from planner.export import export_plan
+def _pareto_point(doc: object, index: int, name: str) -> object:
+    """Point ``index`` of a saved pareto document."""
+    points = doc.get("points") if isinstance(doc, dict) else None
+    if not isinstance(points, list):
+        raise PlannerError(f"--point {index}: {short(name, 200)} is not a `planner pareto "
+                           "--json` document (no points list)")
+    if not 0 <= index < len(points):
+        raise PlannerError(f"--point {index}: {short(name, 200)} holds points 0.."
+                           f"{len(points) - 1}" if points else f"--point {index}: "
+                           f"{short(name, 200)} holds no point")
+    return points[index]
 
-    result = export_plan(plan, fmt, catalog=catalog)
+
+def _emit_export(result, fmt: str, out: str | None) -> None:
+    """An export's warnings and notes to stderr, its config to ``out`` or stdout."""
     for warning in result.warnings:
         click.echo(f"planner: warning: {warning}", err=True)
     for note in result.notes:
         click.echo(f"planner: note: {note}", err=True)
-    if out in (None, "-"):
+    if out in (None, STDOUT):
         click.echo(result.text, nl=False)
         return
-    try:
-        Path(out).write_text(result.text, encoding="utf-8")
-    except OSError as exc:
-        raise PlannerError(f"cannot write {out!r}: {exc.strerror or exc}") from None
-    click.echo(f"planner: wrote {out} ({fmt})", err=True)
+    _written(out, lambda tmp: tmp.write_text(result.text, encoding="utf-8"), f" ({fmt})")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: every error becomes one line on stderr and exit code 2."""
+    """Entry point: every error becomes one line on stderr: exit 2 for bad input, 3 for an
+    exception that escaped the input boundary (a bug)."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = cli.main(args=argv, prog_name="planner", standalone_mode=False)
+        _run(args)
+    except Exception as exc:  # the last catch: anything here is a planner bug
+        command = short(" ".join(["planner", *args]), 160)
+        click.echo(f"planner: internal error (a bug, please report it) on input {command}: "
+                   f"{type(exc).__name__}: {short(str(exc), 200)}".replace("\n", " "),
+                   err=True)
+        sys.exit(3)
+
+
+def _run(args: list[str]) -> None:
+    try:
+        for position, arg in enumerate(args, start=1):
+            check_arg(arg, position=position)
+        rv = cli.main(args=args, prog_name="planner", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
@@ -693,12 +785,6 @@ def main(argv: list[str] | None = None) -> None:
     except PlannerError as exc:
         click.echo(f"planner: error: {exc}".replace("\n", " "), err=True)
         sys.exit(2)
-    except RuntimeError as exc:
-        if type(exc).__name__ != "PlanCheckError":
-            raise
-        click.echo(f"planner: internal error (please report): {exc}".replace("\n", " "),
-                   err=True)
-        sys.exit(3)
     except click.ClickException as exc:
         click.echo(f"planner: error: {exc.format_message()}".replace("\n", " "), err=True)
         sys.exit(2)

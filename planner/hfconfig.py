@@ -9,18 +9,30 @@ architecture (and Qwen2MoeConfig's defaults) through this module and compares th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from planner.errors import PlannerError
+from planner.inputs import capped, load_file, short
 from planner.params import count_params
-from planner.specs import MlaSpec, ModelSpec, MoeSpec
+from planner.specs import ModelSpec
 
 _GELU_FAMILIES = {"gpt_neox", "falcon", "bloom", "mpt", "gpt2", "gptj"}
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "glm4_moe"}
+# Every key read as an integer (bools are not integers here); ModelSpec bounds the values.
+_INT_KEYS = (
+    "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "n_heads",
+    "num_hidden_layers", "n_layer", "n_layers", "num_key_value_heads", "num_kv_heads",
+    "intermediate_size", "ffn_dim", "n_inner", "head_dim", "vocab_size", "padded_vocab_size",
+    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "num_local_experts",
+    "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_topk", "moe_intermediate_size",
+    "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "shared_expert_intermediate_size",
+    "decoder_sparse_step",
+)
+_MLA_KEYS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
 def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -41,28 +53,33 @@ def _activation(cfg: dict[str, Any], family: str) -> str:
     return "swiglu"
 
 
-def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
-    """Routed experts; shared experts as n_shared_experts of the expert size (DeepSeek, GLM-4-MoE)
-    or Qwen2-MoE's one shared expert of shared_expert_intermediate_size with its sigmoid gate."""
+def _moe(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The MoeSpec fields (validated with the ModelSpec), None for a dense model. Shared
+    experts: n_shared_experts of the expert size (DeepSeek, GLM-4-MoE) or Qwen2-MoE's one shared
+    expert of shared_expert_intermediate_size with its sigmoid gate."""
     experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts")
     if not experts or experts <= 1:
         return None
     qwen_shared = _first(cfg, "shared_expert_intermediate_size", default=0)
-    return MoeSpec(
-        num_experts=experts,
-        experts_per_token=_first(cfg, "num_experts_per_tok", "moe_topk", default=2),
-        expert_ffn_hidden_size=_first(cfg, "moe_intermediate_size", "intermediate_size"),
-        num_shared_experts=1 if qwen_shared else _first(cfg, "n_shared_experts", default=0),
-        shared_expert_ffn_hidden_size=qwen_shared or None,
-        shared_expert_gate=bool(qwen_shared),
-        first_dense_layers=_first_dense_layers(cfg),
-    )
+    return {
+        "num_experts": experts,
+        "experts_per_token": _first(cfg, "num_experts_per_tok", "moe_topk", default=2),
+        "expert_ffn_hidden_size": _first(cfg, "moe_intermediate_size", "intermediate_size"),
+        "num_shared_experts": 1 if qwen_shared else _first(cfg, "n_shared_experts", default=0),
+        "shared_expert_ffn_hidden_size": qwen_shared or None,
+        "shared_expert_gate": bool(qwen_shared),
+        "first_dense_layers": _first_dense_layers(cfg),
+    }
 
 
 def _first_dense_layers(cfg: dict[str, Any]) -> int:
     """Leading dense layers: DeepSeek/GLM first_k_dense_replace, or Qwen-MoE mlp_only_layers when
     they are 0..k-1 with decoder_sparse_step 1; other dense/sparse patterns are not modelled."""
-    dense = sorted(cfg.get("mlp_only_layers") or [])
+    listed = cfg.get("mlp_only_layers") or []
+    if not isinstance(listed, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in listed):
+        raise PlannerError(f"mlp_only_layers {short(listed)} is not a list of layer indices")
+    dense = sorted(listed)
     if _first(cfg, "decoder_sparse_step", default=1) != 1 or dense != list(range(len(dense))):
         raise PlannerError(
             f"MoE layers other than a dense prefix are not modelled (mlp_only_layers {dense}, "
@@ -82,21 +99,31 @@ def _norms_per_layer(cfg: dict[str, Any], family: str) -> int:
     return 2
 
 
-def _mla(cfg: dict[str, Any]) -> MlaSpec | None:
-    """DeepSeek-V2/V3 multi-head latent attention, when the config has kv_lora_rank."""
+def _mla(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """DeepSeek-V2/V3 multi-head latent attention (MlaSpec fields), when the config has
+    kv_lora_rank."""
     if not cfg.get("kv_lora_rank"):
         return None
-    return MlaSpec(
-        q_lora_rank=cfg.get("q_lora_rank"),
-        kv_lora_rank=cfg["kv_lora_rank"],
-        qk_nope_head_dim=cfg["qk_nope_head_dim"],
-        qk_rope_head_dim=cfg["qk_rope_head_dim"],
-        v_head_dim=cfg["v_head_dim"],
-    )
+    return {"q_lora_rank": cfg.get("q_lora_rank"), "kv_lora_rank": cfg["kv_lora_rank"],
+            "qk_nope_head_dim": cfg["qk_nope_head_dim"],
+            "qk_rope_head_dim": cfg["qk_rope_head_dim"], "v_head_dim": cfg["v_head_dim"]}
+
+
+def _check_types(cfg: dict[str, Any], name: str) -> None:
+    """Integer keys hold integers; an MLA config (kv_lora_rank) has all its head sizes."""
+    problems = [f"{key} {short(cfg[key])} is not an integer" for key in _INT_KEYS
+                if cfg.get(key) is not None
+                and (isinstance(cfg[key], bool) or not isinstance(cfg[key], int))]
+    missing = [key for key in _MLA_KEYS if cfg.get(key) is None]
+    if cfg.get("kv_lora_rank") and missing:
+        problems.append(f"kv_lora_rank (multi-head latent attention) needs {', '.join(missing)}")
+    if problems:
+        raise PlannerError(f"config.json {name!r}: {capped(problems)}")
 
 
 def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     """Map config.json keys to ModelSpec fields; raises PlannerError naming what is missing."""
+    _check_types(cfg, name)
     family = str(cfg.get("model_type", "")).lower()
     hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
     heads = _first(cfg, "num_attention_heads", "n_head", "n_heads")
@@ -123,7 +150,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
         "num_attention_heads": heads,
         "num_kv_heads": kv,
         "head_dim": _first(cfg, "head_dim", default=hidden // heads)
-        if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+        if mla is None else mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
         "ffn_hidden_size": ffn,
         "activation": _activation(cfg, family),
         "vocab_size": _first(cfg, "vocab_size", "padded_vocab_size"),
@@ -162,21 +189,16 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     try:
         spec = ModelSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise PlannerError(f"config.json {name!r}: field {where}: {err['msg']}") from None
+        problems = [f"field {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                    for err in exc.errors()]
+        raise PlannerError(f"config.json {name!r}: {capped(problems)}") from None
     return spec.model_copy(update={"published_params_b": count_params(spec).total / 1e9})
 
 
 def model_from_hf_config(path: Path) -> ModelSpec:
     """Read ``path`` (a config.json or a folder holding one) into a ModelSpec."""
     file = path / "config.json" if path.is_dir() else path
-    try:
-        cfg = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlannerError(f"model config {str(file)!r} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlannerError(f"model config {str(file)!r} is not valid JSON: {exc}") from None
+    cfg = load_file(file, what="model config", kind="json")
     if not isinstance(cfg, dict):
         raise PlannerError(f"model config {str(file)!r} must hold a JSON object")
     name = file.parent.name if file.name == "config.json" else file.stem

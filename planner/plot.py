@@ -19,6 +19,9 @@ MISSING_MATPLOTLIB = "--plot needs matplotlib: install with pip install '.[plot]
 FRONT_COLOUR = "#1f5fa8"
 PLAN_COLOUR = "#e07b00"
 FAINT_COLOUR = "#8c8c8c"
+LOG_NOTE = ", log scale"  # appended to the label of a log axis (PNG, SVG and HTML charts)
+TIME_AXIS = "time of the job (hours)"
+COST_AXIS = "cost (USD)"
 
 
 def point_label(p: dict[str, Any]) -> str:
@@ -122,8 +125,8 @@ def write_plot(path: str | Path, pareto_doc: dict[str, Any] | None,
 
 
 def _draw(ax: Any, points: list[dict[str, Any]]) -> None:
-    ax.set_xlabel("time of the job (hours)")
-    ax.set_ylabel("cost (USD)")
+    ax.set_xlabel(TIME_AXIS)
+    ax.set_ylabel(COST_AXIS)
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
     if not points:
         ax.text(0.5, 0.5, "no plan satisfies the request", ha="center", va="center",
@@ -155,12 +158,13 @@ def _draw(ax: Any, points: list[dict[str, Any]]) -> None:
 
 
 def _log_ticks(ax: Any) -> None:
-    """Plain 1-2-5 tick labels on log axes (not 2 x 10^0)."""
+    """Plain 1-2-5 tick labels on log axes (not 2 x 10^0), and the axis label says so."""
     from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
     for axis, lim, scale in ((ax.xaxis, ax.get_xlim(), ax.get_xscale()),
                              (ax.yaxis, ax.get_ylim(), ax.get_yscale())):
         if scale == "log":
+            axis.set_label_text(axis.get_label_text() + LOG_NOTE)
             axis.set_major_locator(FixedLocator(nice_ticks(*lim, log=True)))
             axis.set_major_formatter(lambda v, _pos: f"{v:g}")
             axis.set_minor_locator(NullLocator())
@@ -178,9 +182,12 @@ def _annotate(ax: Any, points: list[dict[str, Any]], legend: Any) -> None:
     spots = place_labels([(xy[i][0], height - xy[i][1], points[i]["label"]) for i in order],
                          bounds=(box.x0 + 2, height - box.y1 + 2, box.x1 - 2, height - box.y0 - 2),
                          obstacles=[(leg.x0, height - leg.y1, leg.x1, height - leg.y0)],
-                         char_px=5.9, line_px=11.0)
+                         char_px=5.9, line_px=11.0, required=required_labels(points))
     to_pt = 72.0 / fig.dpi
-    for i, (dx, dy, rightwards) in zip(order, spots, strict=True):
+    for i, spot in zip(order, spots, strict=True):
+        if spot is None:  # a faint candidate with no free spot: left unlabelled
+            continue
+        dx, dy, rightwards = spot
         p = points[i]
         faint = p["dominated"]
         ax.annotate(p["label"], (p["time_hours"], p["cost_usd"]), textcoords="offset points",
@@ -204,7 +211,7 @@ def usd_tick(v: float, digits: str = ".3g") -> str:
 # Label positions around a point (dx, dy of the baseline start, text to the right or left),
 # nearest first; further rings get a leader line.
 _OFFSETS = [(9, -7), (9, 15), (-9, -7), (-9, 15)] + [
-    (dx, dy) for ring in range(1, 5) for dy in (-7 - 13 * ring, 15 + 13 * ring) for dx in (9, -9)]
+    (dx, dy) for ring in range(1, 13) for dy in (-7 - 13 * ring, 15 + 13 * ring) for dx in (9, -9)]
 
 
 Box = tuple[float, float, float, float]
@@ -212,18 +219,22 @@ Box = tuple[float, float, float, float]
 
 def place_labels(anchors: list[tuple[float, float, str]], *, bounds: Box,
                  obstacles: list[Box] = (), char_px: float = 6.2, line_px: float = 12.0,
-                 marker_px: float = 8.0) -> list[tuple[float, float, bool]]:
+                 marker_px: float = 8.0, required: int | None = None
+                 ) -> list[tuple[float, float, bool] | None]:
     """Greedy label placement in pixel space (y down): for each (x, y, text) anchor, in order
     of priority, the first offset whose box stays inside ``bounds`` (x0, y0, x1, y1) and
-    overlaps no label placed before, no marker and no obstacle (such as a legend); else the
-    least overlapping one. Returns
-    (dx, dy, right) per anchor: the baseline start offset and whether text runs rightwards."""
+    overlaps no label placed before, no marker and no obstacle (such as a legend). The first
+    ``required`` anchors (default all) take the least overlapping spot when none is free; the
+    others get None (no label: where every spot is taken, an optional label is left out rather
+    than drawn over another). Returns (dx, dy, right) per anchor: the baseline start offset
+    and whether text runs rightwards."""
     markers = [(x - marker_px, y - marker_px, x + marker_px, y + marker_px)
                for x, y, _ in anchors] + list(obstacles)
     placed: list[Box] = []
-    out = []
+    out: list[tuple[float, float, bool] | None] = []
     x0, y0, x1, y1 = bounds
-    for x, y, text in anchors:
+    required = len(anchors) if required is None else required
+    for index, (x, y, text) in enumerate(anchors):
         w = len(text) * char_px
         best, best_cost = None, math.inf
         for dx, dy in _OFFSETS:
@@ -235,10 +246,18 @@ def place_labels(anchors: list[tuple[float, float, str]], *, bounds: Box,
                 best, best_cost = (dx, dy, box), cost
             if cost == 0:
                 break
+        if best_cost > 0 and index >= required:
+            out.append(None)
+            continue
         dx, dy, box = best
         placed.append(box)
         out.append((dx, dy, dx > 0))
     return out
+
+
+def required_labels(points: list[dict[str, Any]]) -> int:
+    """How many labels (in label_order) must be drawn: the plan's and the front's."""
+    return sum(1 for p in points if p["chosen"] or not p["dominated"])
 
 
 def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:

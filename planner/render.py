@@ -8,11 +8,13 @@ from typing import Any
 
 from planner.memory import GIB, MemoryEstimate
 from planner.request import TrainConfig, rollout_gpu_count
+from planner.schema import SCHEMA_VERSION
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 
 def to_json(doc: Any) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True)
+    """The document as JSON; a non-finite number is a bug (ValueError), never NaN/Infinity."""
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False)
 
 
 def _r(x: float, nd: int = 3) -> float:
@@ -46,6 +48,7 @@ def check_doc(
     fits: bool, margin: float,
 ) -> dict[str, Any]:
     return {
+        "schema_version": SCHEMA_VERSION,
         "fits": fits,
         "model": model.id,
         "model_asked_as": asked_as,
@@ -274,30 +277,11 @@ def _pct(x: float | None, signed: bool = False) -> str:
 
 
 def plan_doc(result: Any) -> dict[str, Any]:
-    """The `planner plan --json` document (keys as issue 4 specifies)."""
-    p = result.plan
-    plan = None
-    if p is not None:
-        c = p.config
-        plan = {
-            "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
-            "num_hosts": p.num_hosts, "method": c.method,
-            "lora_rank": c.rank if c.is_peft else None, "optimizer": c.optimizer,
-            "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,
-            "offload": c.offload, "checkpointing": c.checkpointing,
-            "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
-            "global_batch_size": c.global_batch_size, "seq_len": c.seq_len,
-            "workload": c.workload,
-            "rl": _rl_doc(c, p.memory),
-            "config": c.model_dump(mode="json"),
-            "memory": memory_doc(p.memory),
-            "throughput": p.throughput.summary(),
-            "time_hours": p.time_hours,
-            "cost": p.cost.summary(),
-        }
+    """The `planner plan --json` document (keys as issue 4 specifies; schema.PlanDocument)."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "status": result.status,
-        "plan": plan,
+        "plan": None if result.plan is None else plan_body(result.plan),
         "binding": [{"name": b.name, "used": b.used, "limit": b.limit, "unit": b.unit,
                      "slack": b.slack, "binding": b.binding, "relaxed": b.relaxed}
                     for b in result.binding],
@@ -305,6 +289,27 @@ def plan_doc(result: Any) -> dict[str, Any]:
                       for c in result.conflicts],
         "alternatives": [_alternative(a) for a in result.alternatives],
         "notes": list(result.notes),
+    }
+
+
+def plan_body(p: Any) -> dict[str, Any]:
+    """One plan as plan documents and Pareto points hold it (what `planner export` reads)."""
+    c = p.config
+    return {
+        "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
+        "num_hosts": p.num_hosts, "method": c.method,
+        "lora_rank": c.rank if c.is_peft else None, "optimizer": c.optimizer,
+        "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,
+        "offload": c.offload, "checkpointing": c.checkpointing,
+        "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
+        "global_batch_size": c.global_batch_size, "seq_len": c.seq_len,
+        "workload": c.workload,
+        "rl": _rl_doc(c, p.memory),
+        "config": c.model_dump(mode="json"),
+        "memory": memory_doc(p.memory),
+        "throughput": p.throughput.summary(),
+        "time_hours": p.time_hours,
+        "cost": p.cost.summary(),
     }
 
 
@@ -417,9 +422,12 @@ def plan_text(doc: dict[str, Any]) -> str:
 
 
 def pareto_doc(points: list[Any]) -> dict[str, Any]:
-    return {"points": [_alternative(p) | {
+    """The `planner pareto --json` document (schema.ParetoDocument): each point's table line
+    and its whole plan, so that a point can be exported."""
+    return {"schema_version": SCHEMA_VERSION, "points": [_alternative(p) | {
         "job": p.cost.job.definition, "basis": p.cost.basis,
-        "status": "optimal" if p.proven_optimal else "feasible"} for p in points]}
+        "status": "optimal" if p.proven_optimal else "feasible",
+        "plan": plan_body(p)} for p in points]}
 
 
 def pareto_text(doc: dict[str, Any]) -> str:
@@ -459,6 +467,7 @@ def tune_doc(result: Any) -> dict[str, Any]:
                 "tokens_per_s": c.tokens_per_s, "peak_phase": c.memory.phase}
 
     return {
+        "schema_version": SCHEMA_VERSION,
         "status": result.status, "objective": result.objective, "model": result.model,
         "model_asked_as": result.asked_as, "gpu": result.gpu, "num_gpus": result.num_gpus,
         "platform": result.platform, "memory_margin": result.margin,

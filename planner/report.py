@@ -17,15 +17,19 @@ from typing import Any
 
 from planner import render
 from planner.plot import (
+    COST_AXIS,
     FAINT_COLOUR,
     FRONT_COLOUR,
+    LOG_NOTE,
     PLAN_COLOUR,
+    TIME_AXIS,
     chart_points,
     chart_title,
     front,
     label_order,
     nice_ticks,
     place_labels,
+    required_labels,
     setup_key,
     usd_tick,
     use_log,
@@ -39,6 +43,9 @@ TERM_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948"
                 "#8cd17d", "#b6992d", "#f1ce63", "#499894", "#d4a6c8", "#79706e")
 OTHER_PHASE_COLOUR = "#9fb3c8"
 CAPACITY_COLOUR = "#c0392b"
+# Width of one character of an 11 px label, a little above system-ui's average, so that the
+# placement's boxes cover the rendered text (checked in Chromium, tests/test_report.py).
+LABEL_CHAR_PX = 6.6
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto;
@@ -52,6 +59,8 @@ th { background: #f0f3f7; } td.num { text-align: right; font-variant-numeric: ta
 table.kv th { width: 9em; } tr.binding td { background: #fdf1e3; font-weight: 600; }
 tr.dominated td { color: #888; } p.empty, p.caption { color: #666; font-size: 0.9em; }
 svg { display: block; margin: 8px 0; } svg text { font-family: inherit; }
+svg.memory, svg.pareto { width: 100%; height: auto; } /* scale with the window (viewBox) */
+div.scroll { overflow-x: auto; max-width: 100%; } /* a wide table scrolls in its own box */
 ul.notes { font-size: 0.9em; color: #444; }
 """
 
@@ -151,7 +160,8 @@ def summary_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
 
 def summary_table(plan: dict[str, Any]) -> str:
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in summary_rows(plan))
-    return f"<table class=\"kv\" id=\"summary\"><tbody>{rows}</tbody></table>"
+    return (f"<div class=\"scroll\"><table class=\"kv\" id=\"summary\"><thead><tr><th>field</th>"
+            f"<th>value</th></tr></thead><tbody>{rows}</tbody></table></div>")
 
 
 def _table(table_id: str, header: list[str], rows: list[tuple[str, list[tuple[str, bool]]]],
@@ -163,8 +173,8 @@ def _table(table_id: str, header: list[str], rows: list[tuple[str, list[tuple[st
         + "".join(f"<td class=\"num\">{_e(v)}</td>" if num else f"<td>{_e(v)}</td>"
                   for v, num in cells) + "</tr>"
         for cls, cells in rows)
-    table = (f"<table id=\"{_e(table_id)}\"><thead><tr>{head}</tr></thead>"
-             f"<tbody>{body}</tbody></table>")
+    table = (f"<div class=\"scroll\"><table id=\"{_e(table_id)}\"><thead><tr>{head}</tr></thead>"
+             f"<tbody>{body}</tbody></table></div>")
     return table + ("" if rows else f"<p class=\"empty\">{_e(empty)}</p>")
 
 
@@ -174,7 +184,8 @@ def binding_table(binding: list[dict[str, Any]]) -> str:
               (b["unit"], False), (f"{b['slack']:.0%}", True),
               ("BINDING" if b["binding"] else "", False), (b.get("relaxed") or "", False)])
             for b in binding]
-    return _table("binding", ["rule", "used", "limit", "unit", "slack", "", "if relaxed"], rows,
+    return _table("binding", ["rule", "used", "limit", "unit", "slack", "binding", "if relaxed"],
+                  rows,
                   "no constraints reported")
 
 
@@ -329,7 +340,7 @@ def memory_svg(plan: dict[str, Any], binding: list[dict[str, Any]] | None = None
 def _vline(cls: str, x: float, y0: float, y1: float, colour: str, label: str, *,
            dashed: bool) -> str:
     dash = " stroke-dasharray=\"5,3\"" if dashed else ""
-    anchor_y = y0 - 14 if not dashed else y0 - 2  # two label rows above the bars
+    anchor_y = y0 - 16 if not dashed else y0 - 2  # two label rows above the bars
     return (f"<g class=\"{cls}\"><line x1=\"{_f(x)}\" y1=\"{_f(y0)}\" x2=\"{_f(x)}\" "
             f"y2=\"{_f(y1)}\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>"
             f"<text x=\"{_f(x - 4)}\" y=\"{_f(anchor_y)}\" font-size=\"11\" "
@@ -392,12 +403,12 @@ def pareto_svg(points: list[dict[str, Any]], *, title: str = "cost vs time") -> 
                    f"stroke=\"#e6e6e6\"/><text x=\"{left - 6}\" y=\"{_f(y + 4)}\" "
                    f"font-size=\"11\" text-anchor=\"end\" fill=\"#555\">{usd_tick(t, 'g')}</text>")
     out.append(f"<text x=\"{(left + width - right) / 2:.0f}\" y=\"{height - 14}\" "
-               "font-size=\"12\" text-anchor=\"middle\" fill=\"#333\">time of the job (hours"
-               + (", log scale" if xs.log else "") + ")</text>")
+               "font-size=\"12\" text-anchor=\"middle\" fill=\"#333\">"
+               + _e(TIME_AXIS + (LOG_NOTE if xs.log else "")) + "</text>")
     out.append(f"<text x=\"16\" y=\"{(top + height - bottom) / 2:.0f}\" font-size=\"12\" "
                f"text-anchor=\"middle\" fill=\"#333\" transform=\"rotate(-90 16 "
-               f"{(top + height - bottom) / 2:.0f})\">cost (USD"
-               + (", log scale" if ys.log else "") + ")</text>")
+               f"{(top + height - bottom) / 2:.0f})\">"
+               + _e(COST_AXIS + (LOG_NOTE if ys.log else "")) + "</text>")
     best = front(points)
     path = f"M{_f(xs(best[0]['time_hours']))},{_f(ys(best[0]['cost_usd']))}"
     for p in best[1:]:
@@ -409,7 +420,8 @@ def pareto_svg(points: list[dict[str, Any]], *, title: str = "cost vs time") -> 
     legend_x, legend_y = width - right - 190, top + 8
     spots = place_labels([pixels[i] for i in order],
                          bounds=(left + 2, top + 2, width - right - 2, height - bottom - 2),
-                         obstacles=[(legend_x - 4, legend_y - 12, width - right, legend_y + 48)])
+                         obstacles=[(legend_x - 4, legend_y - 12, width - right, legend_y + 48)],
+                         char_px=LABEL_CHAR_PX, required=required_labels(points))
     where = dict(zip(order, spots, strict=True))
     for i in sorted(range(len(points)), key=lambda i: not points[i]["dominated"]):
         out.append(_point_svg(points[i], pixels[i][0], pixels[i][1], where[i]))  # front on top
@@ -417,7 +429,8 @@ def pareto_svg(points: list[dict[str, Any]], *, title: str = "cost vs time") -> 
     return "".join(out) + "</svg>"
 
 
-def _point_svg(p: dict[str, Any], x: float, y: float, spot: tuple[float, float, bool]) -> str:
+def _point_svg(p: dict[str, Any], x: float, y: float,
+               spot: tuple[float, float, bool] | None) -> str:
     dominated = p["dominated"]
     cls = "point dominated" if dominated else "point front"
     fill, opacity = (FAINT_COLOUR, "0.45") if dominated else (FRONT_COLOUR, "1")
@@ -428,6 +441,8 @@ def _point_svg(p: dict[str, Any], x: float, y: float, spot: tuple[float, float, 
     if p["chosen"]:
         out.append(f"<circle class=\"chosen\" cx=\"{_f(x)}\" cy=\"{_f(y)}\" r=\"10\" "
                    f"fill=\"none\" stroke=\"{PLAN_COLOUR}\" stroke-width=\"2.5\"/>")
+    if spot is None:  # a faint candidate with no free spot: its tooltip names it
+        return "".join(out) + "</g>"
     dx, dy, rightwards = spot
     colour = "#999" if dominated else "#222"
     if abs(dy) > 15:  # a label moved away from a crowd: a leader line back to its point

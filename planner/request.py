@@ -7,11 +7,12 @@ and raises PlannerError with a one-line message naming the bad value and what is
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from planner.errors import PlannerError, did_you_mean
+from planner.inputs import FieldErrors, check_number
 from planner.specs import GpuSpec, ModelSpec
 
 Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
@@ -40,18 +41,43 @@ DEFAULT_ROLLOUT_BATCH = 256
 DEFAULT_LORA_RANK = 16
 # Ranks the planner tries with --lora-rank auto, highest (fullest fidelity) first.
 LORA_RANKS = (64, 32, 16, 8)
+LoraTarget = Literal["all-linear", "q", "k", "v", "o", "gate", "up", "down"]
+LORA_TARGETS: tuple[str, ...] = LoraTarget.__args__
 DEFAULT_LORA_TARGETS = ("all-linear",)
 
 
-class TrainConfig(BaseModel):
-    """One concrete configuration. Defaults follow common Hugging Face/PEFT practice."""
+class _Request(BaseModel):
+    """A request model: frozen, finite, bounded (inputs.check_number); bad fields raise
+    inputs.FieldErrors, a PlannerError, from the constructor and from model_validate."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise FieldErrors(type(self).__name__, exc.errors()) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any):  # type: ignore[override]
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise FieldErrors(cls.__name__, exc.errors()) from None
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        return check_number(value)
+
+
+class TrainConfig(_Request):
+    """One concrete configuration. Defaults follow common Hugging Face/PEFT practice."""
 
     workload: Workload = "sft"
     method: Method = "full"
     lora_rank: int | None = Field(default=None, gt=0)
-    lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    lora_targets: tuple[LoraTarget, ...] = DEFAULT_LORA_TARGETS
     freeze_trainable_layers: int = Field(default=2, gt=0, description="method freeze: last k")
     quant_format: QuantFormat = "nf4"
     optimizer: Optimizer = "adamw"
@@ -241,7 +267,8 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
     mp = cfg.tp * cfg.pp * cfg.cp
     if cfg.num_gpus % mp:
         raise PlannerError(
-            f"tp*pp*cp = {mp} does not divide --num-gpus {cfg.num_gpus}; "
+            f"--tp {cfg.tp} x --pp {cfg.pp} x cp {cfg.cp} = {mp} does not divide --num-gpus "
+            f"{cfg.num_gpus}; "
             f"use a GPU count that is a multiple of {mp}"
         )
     if model.num_attention_heads % cfg.tp or model.num_kv_heads % cfg.tp:
@@ -400,7 +427,7 @@ def parse_role_gpus(text: str) -> tuple[tuple[str, int], ...]:
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, _, count = part.partition("=")
-        if not count.strip().isdigit():
+        if not (count.strip().isascii() and count.strip().isdigit()):
             raise PlannerError(f"--role-gpus {part!r}: write role=GPUs, e.g. "
                                "actor=4,critic=2,reference=1,reward=1")
         out.append((name.strip(), int(count)))
@@ -433,13 +460,11 @@ MAX_GPUS = 1_000_000
 MAX_GLOBAL_BATCH = 65_536
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(_Request):
     """What the planner is asked: the model, the money, and every choice pinned or left open.
 
     A field left at None (or "auto") is a decision for the solver.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str
     workload: Workload = "sft"
@@ -541,7 +566,8 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
         raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
     mp = (req.tp or 1) * (req.pp or 1)
     if req.num_gpus is not None and req.num_gpus % mp:
-        raise PlannerError(f"tp*pp = {mp} does not divide --num-gpus {req.num_gpus}")
+        raise PlannerError(f"--tp {req.tp or 1} x --pp {req.pp or 1} = {mp} does not divide "
+                           f"--num-gpus {req.num_gpus}")
     if req.num_gpus is not None and req.num_gpus > req.max_gpus:
         raise PlannerError(f"--num-gpus {req.num_gpus} exceeds --max-gpus {req.max_gpus}")
     if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:

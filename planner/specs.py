@@ -10,11 +10,27 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from planner.inputs import MAX_STRING
+
 Slug = str
+
+# Upper bounds of catalog numbers: far above any real part (a GPU of 100 TiB, a 1,024-layer
+# model), low enough that every model stays fast (parameter counts are linear in layers) and every
+# integer the solver builds fits CP-SAT's int64 domain.
+MAX_LAYERS = 1024
+MAX_WIDTH = 2**20  # hidden, FFN and head sizes, heads, ranks
+MAX_VOCAB = 2**24
+MAX_POSITIONS = 2**30
+MAX_EXPERTS = 2**16
+MAX_MEMORY_GIB = 1e5
+MAX_RATE = 1e9  # bandwidths (GB/s), TFLOPS, watts
+MAX_PRICE_USD = 1e9
+MAX_UNITS = 2**20  # GPUs per node or host, CPU cores, PCIe lanes
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
+                              str_max_length=MAX_STRING)
 
 
 Interconnect = Literal[
@@ -43,20 +59,27 @@ class GpuSpec(_Frozen):
     name: str
     vendor: str
     form_factor: FormFactor
-    memory_gib: float = Field(gt=0, description="device memory as labelled (HBM/GDDR 'GB' = GiB)")
-    memory_bandwidth_gbps: float = Field(gt=0, description="peak memory bandwidth, GB/s")
-    bf16_dense_tflops: float = Field(
-        gt=0, description="dense BF16 tensor TFLOPS (FP16 tensor for GPUs without BF16)"
+    memory_gib: float = Field(
+        gt=0, le=MAX_MEMORY_GIB, description="device memory as labelled (HBM/GDDR 'GB' = GiB)"
     )
-    fp8_dense_tflops: float | None = Field(default=None, gt=0)
+    memory_bandwidth_gbps: float = Field(
+        gt=0, le=MAX_RATE, description="peak memory bandwidth, GB/s"
+    )
+    bf16_dense_tflops: float = Field(
+        gt=0, le=MAX_RATE,
+        description="dense BF16 tensor TFLOPS (FP16 tensor for GPUs without BF16)"
+    )
+    fp8_dense_tflops: float | None = Field(default=None, gt=0, le=MAX_RATE)
     supports_bf16: bool
     interconnect: Interconnect
-    p2p_bandwidth_gbps: float = Field(gt=0, description="per-GPU GPU-to-GPU bandwidth, GB/s, bidir")
-    max_gpus_per_node: int = Field(gt=0)
-    tdp_watts: float = Field(gt=0)
-    price_usd_new: float | None = Field(default=None, gt=0)
-    price_usd_used: float | None = Field(default=None, gt=0)
-    price_usd_per_hour: float | None = Field(default=None, gt=0)
+    p2p_bandwidth_gbps: float = Field(
+        gt=0, le=MAX_RATE, description="per-GPU GPU-to-GPU bandwidth, GB/s, bidir"
+    )
+    max_gpus_per_node: int = Field(gt=0, le=MAX_UNITS)
+    tdp_watts: float = Field(gt=0, le=MAX_RATE)
+    price_usd_new: float | None = Field(default=None, gt=0, le=MAX_PRICE_USD)
+    price_usd_used: float | None = Field(default=None, gt=0, le=MAX_PRICE_USD)
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=MAX_PRICE_USD)
     price_as_of: str | None = Field(default=None, description="YYYY-MM or YYYY-MM-DD")
     cloud_price_source: str | None = None
     spec_source_urls: tuple[str, ...] = Field(min_length=1)
@@ -83,15 +106,21 @@ Norm = Literal["rmsnorm", "layernorm"]
 class MoeSpec(_Frozen):
     """Mixture-of-experts MLP. Memory counts all experts; compute counts the active ones."""
 
-    num_experts: int = Field(gt=1, description="routed experts per MoE layer")
-    experts_per_token: int = Field(gt=0, description="top-k routed experts per token")
-    expert_ffn_hidden_size: int = Field(gt=0, description="intermediate size of one expert")
-    num_shared_experts: int = Field(default=0, ge=0)
+    num_experts: int = Field(gt=1, le=MAX_EXPERTS, description="routed experts per MoE layer")
+    experts_per_token: int = Field(
+        gt=0, le=MAX_EXPERTS, description="top-k routed experts per token"
+    )
+    expert_ffn_hidden_size: int = Field(
+        gt=0, le=MAX_WIDTH, description="intermediate size of one expert"
+    )
+    num_shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
     shared_expert_ffn_hidden_size: int | None = Field(
-        default=None, gt=0, description="intermediate size of one shared expert (default: expert's)"
+        default=None, gt=0, le=MAX_WIDTH,
+        description="intermediate size of one shared expert (default: expert's)"
     )
     first_dense_layers: int = Field(
-        default=0, ge=0, description="leading layers with a dense MLP of ffn_hidden_size"
+        default=0, ge=0, le=MAX_LAYERS,
+        description="leading layers with a dense MLP of ffn_hidden_size"
     )
     shared_expert_gate: bool = Field(
         default=False, description="a sigmoid gate h x 1 scales the shared experts (Qwen2-MoE)"
@@ -101,11 +130,11 @@ class MoeSpec(_Frozen):
 class MlaSpec(_Frozen):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank q and kv projections."""
 
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    qk_rope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    kv_lora_rank: int = Field(gt=0, le=MAX_WIDTH)
+    qk_nope_head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    qk_rope_head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    v_head_dim: int = Field(gt=0, le=MAX_WIDTH)
 
 
 class ModelSpec(_Frozen):
@@ -117,18 +146,19 @@ class ModelSpec(_Frozen):
     aliases: tuple[str, ...] = Field(
         default_factory=tuple, description="other names: HF ids of variants with equal architecture"
     )
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=MAX_LAYERS)
+    hidden_size: int = Field(gt=0, le=MAX_WIDTH)
+    num_attention_heads: int = Field(gt=0, le=MAX_WIDTH)
+    num_kv_heads: int = Field(gt=0, le=MAX_WIDTH)
+    head_dim: int = Field(gt=0, le=MAX_WIDTH)
     ffn_hidden_size: int = Field(
-        gt=0, description="intermediate size of ONE MLP matrix (dense layers / dense model)"
+        gt=0, le=MAX_WIDTH,
+        description="intermediate size of ONE MLP matrix (dense layers / dense model)"
     )
     activation: Activation
-    vocab_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
     tied_embeddings: bool
-    max_position_embeddings: int = Field(gt=0)
+    max_position_embeddings: int = Field(gt=0, le=MAX_POSITIONS)
     position_embedding: PositionEmbedding
     norm: Norm = "rmsnorm"
     attention_bias: bool = False
@@ -149,11 +179,14 @@ class ModelSpec(_Frozen):
         default=True, description="a norm after the last layer (OPT-350m: none)"
     )
     word_embed_proj_dim: int | None = Field(
-        default=None, gt=0, description="OPT-350m: embeddings in a smaller dim, projected in/out"
+        default=None, gt=0, le=MAX_WIDTH,
+        description="OPT-350m: embeddings in a smaller dim, projected in/out"
     )
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
-    published_params_b: float = Field(gt=0, description="parameter count published by the authors")
+    published_params_b: float = Field(
+        gt=0, le=1e6, description="parameter count published by the authors"
+    )
     params_source: str = Field(description="where published_params_b was read")
     source_urls: tuple[str, ...] = Field(min_length=1)
     notes: str = ""
@@ -185,16 +218,20 @@ class PlatformSpec(_Frozen):
     form_factors: tuple[FormFactor, ...] = Field(
         min_length=1, description="GPU form factors it takes"
     )
-    max_gpus: int = Field(gt=0)
-    price_usd: float | None = Field(default=None, gt=0, description="host without GPUs, new")
+    max_gpus: int = Field(gt=0, le=MAX_UNITS)
+    price_usd: float | None = Field(
+        default=None, gt=0, le=MAX_PRICE_USD, description="host without GPUs, new"
+    )
     price_as_of: str | None = None
-    host_ram_gib: float = Field(gt=0, description="installed host RAM in the priced config")
-    max_host_ram_gib: float | None = Field(default=None, gt=0)
-    cpu_cores: int = Field(gt=0)
+    host_ram_gib: float = Field(
+        gt=0, le=MAX_MEMORY_GIB, description="installed host RAM in the priced config"
+    )
+    max_host_ram_gib: float | None = Field(default=None, gt=0, le=MAX_MEMORY_GIB)
+    cpu_cores: int = Field(gt=0, le=MAX_UNITS)
     pcie_gen: int = Field(ge=3, le=6)
-    pcie_lanes_per_gpu: int = Field(default=16, gt=0)
+    pcie_lanes_per_gpu: int = Field(default=16, gt=0, le=MAX_UNITS)
     inter_node_bandwidth_gbps: float = Field(
-        gt=0, description="network bandwidth per node to other nodes, GB/s (bytes)"
+        gt=0, le=MAX_RATE, description="network bandwidth per node to other nodes, GB/s (bytes)"
     )
     nvlink_switch: bool = Field(default=False, description="all GPUs on NVLink/NVSwitch (HGX)")
     price_source_urls: tuple[str, ...] = Field(default_factory=tuple)

@@ -47,10 +47,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.api import default_platform, resolve_job, role_models, workload_throughput
-from planner.catalog import Catalog, load_catalog
+from planner.api import (
+    catalog_or_default,
+    default_platform,
+    resolve_job,
+    role_models,
+    workload_throughput,
+)
+from planner.catalog import Catalog
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
+from planner.inputs import check_margin, check_type
 from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -188,12 +195,11 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
              platform: str | None, critic_model: str | None,
              reward_model: str | None) -> _Problem:
     """Resolve names and validate the fixed part of the job, as api.check does."""
-    if not 0 <= margin < 1:
-        raise PlannerError(f"--memory-margin {margin} must be in [0, 1)")
+    check_margin(margin)
     if memory_target is not None and not 0 < memory_target <= 1:
         raise PlannerError(f"--memory-target {memory_target} must be a fraction of capacity in "
                            "(0, 1], e.g. 0.875")
-    cat = catalog or load_catalog()
+    cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
@@ -452,11 +458,12 @@ def tune(
     up to ``memory_target`` x capacity. ``memory_target`` caps memory under either objective
     (default: capacity less ``margin``). ``pins`` fixes settings; the rest are searched over
     ``space``. Bad input raises PlannerError; nothing fitting is status "infeasible"."""
+    check_type(config, TrainConfig, name="config")
     if objective not in OBJECTIVES:
         raise PlannerError(f"--objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
     if not 0 <= tie_tolerance < 0.5:
         raise PlannerError(f"--tie-tolerance {tie_tolerance} must be in [0, 0.5)")
-    pins = pins or Pins()
+    pins = check_type(pins or Pins(), Pins, name="pins")
     space = space or SearchSpace()
     problem = _problem(model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,
                        memory_target=memory_target, stack=stack, platform=platform,

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from planner.catalog import Catalog
 from planner.errors import PlannerError, UnknownNameError
 from planner.frameworks import Profile, config_fields, resolve
+from planner.inputs import load_file
 from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import TrainConfig, validate_config
+from planner.validation_input import check_cases
 
 SFT_WORKLOADS = ("sft", "pretrain")
 EMULATING_GPU = "h100-sxm"
@@ -77,16 +77,13 @@ class CaseResult:
 
 
 def load_cases(path: Path) -> list[dict[str, Any]]:
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlannerError(f"validation file {str(path)!r} not found") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise PlannerError(f"validation file {str(path)!r} is not readable YAML: {exc}") from None
+    """The cases of a validation file, read through the input boundary and checked against
+    validation_input.CASE_FIELDS."""
+    data = load_file(path, what="validation file", kind="yaml")
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
         raise PlannerError(f"validation file {str(path)!r} has no 'cases' list")
-    return cases
+    return check_cases(cases, what=f"validation file {str(path)!r}")
 
 
 def _targets(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -34,6 +34,15 @@ def tiny_config(**kw) -> TrainConfig:
     return TrainConfig(**{**base, **kw})
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Never skip the slow tier silently: say that it was deselected and how to run it."""
+    marks = config.getoption("markexpr") or ""
+    if "not slow" in marks.replace(" ", " "):
+        terminalreporter.write_line(
+            "slow tier (tests marked slow: the >= 10,000-input fuzz tier) deselected; run it "
+            "with: python -m pytest -m slow -n 2", yellow=True)
+
+
 @pytest.fixture(scope="session")
 def cat():
     return load_catalog([DATA / "catalog"])

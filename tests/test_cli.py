@@ -99,7 +99,8 @@ def test_catalog_lists(capsys):
 def test_validate_json_shape(capsys, tmp_path):
     case = {
         "id": "mine", "framework": "peft+transformers", "workload": "sft", "method": "lora",
-        "lora_rank": 8, "model":
+        "precision": "bf16", "optimizer": "adamw", "rl": None, "extra": {}, "lora_rank": 8,
+        "model":
         "meta-llama/Llama-2-7b-hf", "gpu": "rtx-4090", "gpu_memory_gib": 24, "num_gpus": 1,
         "sharding": "none", "offload": "none", "tp": 1, "pp": 1, "cp": 1,
         "grad_checkpointing": "full", "micro_batch_size": 1, "seq_len": 1024,
@@ -322,7 +323,7 @@ def test_a_plan_failing_the_recheck_is_one_line_exit_3(monkeypatch, capsys):
 
 @pytest.mark.parametrize("argv, named", [
     (["check", "--model", "", "--gpu", "h100-sxm"], "--model is empty"),
-    (["check", "--model", "{binary}", "--gpu", "h100-sxm"], "not valid JSON"),
+    (["check", "--model", "{binary}", "--gpu", "h100-sxm"], "not UTF-8 text"),
     (["catalog", "gpus", "--catalog", "{empty}"], "holds none of"),
 ])
 def test_more_bad_inputs_are_one_line(argv, named, tmp_path, capsys):

@@ -446,3 +446,41 @@ def test_bad_documents_are_one_line_errors(sft):
     edited = {**plan_doc_of(sft), "rl": {"gpu_memory_utilization": 1.5}}
     with pytest.raises(PlannerError, match="gpu_memory_utilization 1.5"):
         export_plan(edited, "deepspeed")
+
+
+# ---- issue 20: export defects ----------------------------------------------------------------
+def test_trl_dtype_flag_follows_the_stated_version(sft):
+    text = export_plan(variant(sft, pure_bf16=True), "torchrun").text
+    tokens = argv(text)
+    assert flag(tokens, "--dtype") == "bfloat16" and "--torch_dtype" not in tokens  # TRL >= 0.27
+
+
+def test_megatron_tensor_parallel_exports_cuda_device_max_connections(sft):
+    tp = export_plan(variant(sft, method="full", lora_rank=None, tp=2, zero_stage=1, num_gpus=4,
+                             micro_batch_size=2, grad_accum=16), "torchrun").text
+    assert "\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n" in tp
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in export_plan(sft, "torchrun").text
+
+
+def test_uneven_gpus_per_node_are_refused_not_rounded_up(sft):
+    seven = variant(sft, num_hosts=2, num_gpus=7, zero_stage=2)
+    for fmt in ("torchrun", "deepspeed", "accelerate", "llamafactory", "openrlhf"):
+        with pytest.raises(PlannerError, match="7 GPUs on 2 nodes"):
+            export_plan(seven, fmt)
+
+
+def test_llamafactory_ppo_never_points_to_a_deepspeed_file_export_refuses(grpo):
+    ppo = variant(grpo, workload="ppo", rollout_n=1, offload="optimizer", zero_stage=1,
+                  fsdp=False, offload_idle=False)
+    with pytest.raises(PlannerError) as exc:
+        export_plan(ppo, "llamafactory")
+    assert "supervised training only" in str(exc.value)
+    with pytest.raises(PlannerError):  # the file it would have named cannot be written
+        export_plan(ppo, "deepspeed")
+
+
+def test_unknown_lora_target_in_a_saved_plan_is_one_line(sft):
+    doc = json.loads(to_json(plan_doc_of(sft)))
+    doc["config"]["lora_targets"] = ["qq"]
+    with pytest.raises(PlannerError, match="lora_targets"):
+        export_plan(doc, "torchrun")

@@ -145,3 +145,53 @@ def test_cli_pareto_plot_writes_svg_with_candidates(capsys, tmp_path):
     for p in doc["points"]:
         assert point_label(p) in text
     assert "dominated candidates" in text  # the plan's other methods are slower at equal cost
+
+
+# ---- issue 20, part 6: crowded charts and log axes --------------------------------------------
+def crowded(n: int = 24) -> dict:
+    """A front of ``n`` close points over two decades of time (log x axis), some dominated."""
+    pts = []
+    for i in range(n):
+        hours = 0.5 * 1.22 ** i
+        cost = 40000 / (1 + i) ** 0.5 + (900 if i % 3 == 2 else 0)
+        pts.append(setup(["rtx-3090", "rtx-4090", "a100-80gb"][i % 3], 1 + i % 7,
+                         ["lora", "qlora", "full"][i % 3], cost, hours, 16 if i % 3 < 2 else None))
+    return {"points": [p | {"job": "1e8 tokens", "basis": "buy"} for p in pts]}
+
+
+def _drawn(points):
+    """The matplotlib figure write_plot draws, rendered, with its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from planner.plot import _draw
+
+    fig = Figure(figsize=(9, 5.5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    _draw(ax, points)
+    fig.canvas.draw()
+    return fig, ax
+
+
+def test_png_labels_do_not_overlap_and_the_log_axis_says_so():
+    points = chart_points(crowded())
+    fig, ax = _drawn(points)
+    renderer = fig.canvas.get_renderer()
+    from matplotlib.text import Text
+
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]  # the text, not its arrow
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b) or min(a.x1, b.x1) - max(a.x0, b.x0) < 1 \
+                or min(a.y1, b.y1) - max(a.y0, b.y0) < 1, (a, b)
+    drawn = {t.get_text() for t in ax.texts}
+    assert {p["label"] for p in front(points)} <= drawn  # every front point keeps its label
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "time of the job (hours), log scale"
+    assert ax.get_yscale() == "linear" and ax.get_ylabel() == "cost (USD)"
+
+
+def test_png_file_has_the_log_label(tmp_path):
+    svg = write_plot(tmp_path / "crowded.svg", crowded()).read_text()
+    assert "time of the job (hours), log scale" in svg  # the same _draw makes the PNG
+    assert write_plot(tmp_path / "crowded.png", crowded()).read_bytes()[:4] == b"\x89PNG"

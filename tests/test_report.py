@@ -99,12 +99,13 @@ def test_cli_plan_html_keeps_json_on_stdout(capsys, tmp_path):
     assert doc["plan"]["gpu"] in page and "id=\"pareto-chart\"" in page
 
 
-def test_cli_unwritable_html_is_one_line(capsys, tmp_path):
+def test_cli_unwritable_html_is_one_line_before_solving(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--model", "qwen2.5-0.5b", "--gpus", "rtx-4090", "--max-gpus", "1",
               "--budget", "20000", "--html", str(tmp_path / "no" / "such" / "dir.html")])
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and err.count("\n") == 1 and "cannot write" in err
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and err.count("\n") == 1 and "does not exist" in err
+    assert out == ""  # checked before solving: no plan printed ahead of the error
 
 
 # ---- headless Chromium ----------------------------------------------------------------------
@@ -246,3 +247,76 @@ def test_infeasible_report_renders_conflicts_in_chromium(browser, docs, tmp_path
     assert _rows(browser, "conflicts") == len(plan_doc["conflicts"]) > 0
     assert _js(browser, "return document.getElementById('status').textContent;") == "infeasible"
     assert "no plan satisfies the request" in browser.find_element("id", "pareto-chart").text
+
+
+# ---- issue 20, part 6: labels, scaling, headers, at a phone's and a laptop's width -----------
+
+def _overlaps(boxes: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of boxes (x, y, w, h, text) whose rectangles intersect by more than 1 px."""
+    pairs = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            w = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+            h = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+            if w > 1 and h > 1:
+                pairs.append((a["text"], b["text"]))
+    return pairs
+
+
+def _text_boxes(browser, selector: str) -> list[dict]:
+    return _js(browser, f"return Array.from(document.querySelectorAll({json.dumps(selector)}))"
+                        ".map(e => {const r = e.getBoundingClientRect();"
+                        " return {x: r.x, y: r.y, w: r.width, h: r.height,"
+                        " text: e.textContent}});")
+
+
+@pytest.mark.parametrize("width", [480, 1280])
+def test_report_fits_the_window_and_nothing_overlaps(browser, docs, tmp_path, width):
+    browser.set_window_size(width, 1000)
+    try:
+        for name, (plan_doc, pareto_doc) in docs.items():
+            _open(browser, tmp_path, f"{name}-{width}", plan_doc, pareto_doc)
+            inner = _js(browser, "return document.documentElement.clientWidth;")
+            for chart in ("pareto-chart", "memory-chart"):
+                boxes = _text_boxes(browser, f"#{chart}")
+                if not boxes:
+                    continue
+                (box,) = boxes
+                # the SVG scales with the window: inside it, and as wide as the text column
+                assert box["x"] >= 0 and box["x"] + box["w"] <= inner + 0.5, (name, chart)
+                assert box["w"] >= min(inner - 64, 900) - 1, (name, chart, box["w"], inner)
+            labels = _text_boxes(browser, "#pareto-chart text.label")
+            assert _overlaps(labels) == [], (name, width)
+            assert _overlaps(_text_boxes(browser, "#memory-chart text")) == [], (name, width)
+            # every table column has a header with text
+            tables = _js(browser, """return Array.from(document.querySelectorAll('table')).map(
+                t => ({id: t.id, heads: Array.from(t.querySelectorAll('thead th'))
+                                             .map(h => h.textContent.trim()),
+                       cols: Math.max(0, ...Array.from(t.querySelectorAll('tr'))
+                                                 .map(r => r.children.length))}));""")
+            for t in tables:
+                assert len(t["heads"]) == t["cols"] and all(t["heads"]), (name, t)
+            # nothing wider than the window: wide tables scroll inside their own box
+            assert _js(browser, "return document.documentElement.scrollWidth;") <= inner, name
+    finally:
+        browser.set_window_size(1100, 1400)
+
+
+@pytest.mark.parametrize("width", [480, 1280])
+def test_crowded_chart_labels_do_not_overlap_in_chromium(browser, tmp_path, width):
+    from tests.test_plot import crowded
+
+    pareto_doc = crowded(30)
+    browser.set_window_size(width, 1000)
+    try:
+        _open(browser, tmp_path, f"crowded-{width}", None, pareto_doc)
+        labels = _text_boxes(browser, "#pareto-chart text.label")
+        assert _overlaps(labels) == []
+        front_labels = {p["label"] for p in chart_points(pareto_doc) if not p["dominated"]}
+        assert front_labels <= {lb["text"] for lb in labels}
+        axis = _js(browser, "return Array.from(document.querySelectorAll('#pareto-chart text'))"
+                            ".map(t => t.textContent);")
+        assert "time of the job (hours, log scale)" not in axis  # the old spelling
+        assert "time of the job (hours), log scale" in axis
+    finally:
+        browser.set_window_size(1100, 1400)

@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
 from planner.errors import PlannerError
+from planner.inputs import FieldErrors, short
 from planner.request import PRECISIONS, TrainConfig, validate_config
 from planner.specs import ModelSpec
 
@@ -100,6 +99,11 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
         raise PlannerError(f"cannot export a {type(plan).__name__}: give a Plan, a PlanResult "
                            "or a `planner plan --json` document")
     doc = plan
+    if "points" in doc and "plan" not in doc:
+        points = doc["points"]
+        count = len(points) if isinstance(points, list) else 0
+        raise PlannerError(f"a `planner pareto --json` document ({count} point(s)): choose one "
+                           "with planner export --point I")
     if "plan" in doc and "config" not in doc:
         if doc["plan"] is None:
             raise PlannerError(f"the plan document has no plan (status {doc.get('status')}): "
@@ -112,10 +116,10 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
         raise PlannerError(f"not a `planner plan --json` document: missing {', '.join(missing)}")
     try:
         cfg = TrainConfig.model_validate(doc["config"])
-    except ValidationError as exc:
-        err = exc.errors()[0]
+    except FieldErrors as exc:
+        err = exc.errors[0]
         loc = "".join(f".{p}" for p in err["loc"])
-        raise PlannerError(f"plan config{loc} {err.get('input')!r}: {err['msg'].lower()}"
+        raise PlannerError(f"plan config{loc} {short(err.get('input'))}: {err['msg'].lower()}"
                            ) from None
     num_gpus, num_hosts = _positive(doc, "num_gpus"), _positive(doc, "num_hosts")
     if num_gpus != cfg.num_gpus:
@@ -130,7 +134,7 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
     if u is not None and (isinstance(u, bool) or not isinstance(u, int | float)
                           or not 0 < u < 1):
         raise PlannerError(f"plan rl.gpu_memory_utilization {u!r} must be a fraction in (0, 1)")
-    phases = memory.get("phases_gib") or {}
+    phases = _member(memory, "phases_gib", where="plan memory.")
     spec = _model_spec(str(doc["model"]), catalog)
     if spec is not None:  # a hand-edited document: the same structural checks as `check`
         validate_config(cfg, spec)
@@ -144,10 +148,10 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
     )
 
 
-def _member(doc: Mapping, key: str) -> Mapping:
+def _member(doc: Mapping, key: str, *, where: str = "plan ") -> Mapping:
     value = doc.get(key) or {}
     if not isinstance(value, Mapping):
-        raise PlannerError(f"plan {key} must be an object (got {type(value).__name__})")
+        raise PlannerError(f"{where}{key} must be an object (got {type(value).__name__})")
     return value
 
 
@@ -177,9 +181,11 @@ def _every_format(job: Job, out: _Out) -> None:
     if not cfg.loss_in_fp32 and out.fmt != "verl":  # verl's log-probs stay in 16 bit
         out.warn("the plan assumed 16-bit loss buffers (no fp32 upcast of the logits); stock "
                  "Hugging Face models upcast: more memory than planned")
-    if job.num_gpus % job.num_hosts:
-        out.warn(f"{job.num_gpus} GPUs do not split evenly over {job.num_hosts} nodes: "
-                 f"{job.per_node} per node, fewer on the last")
+    if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node
+        out.refuse(f"{job.num_gpus} GPUs on {job.num_hosts} nodes (launchers start "
+                   f"{job.per_node} processes on every node: {job.per_node * job.num_hosts} "
+                   f"ranks against a batch for {job.num_gpus})",
+                   f"re-plan with --num-gpus a multiple of {job.num_hosts}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +228,7 @@ def _lora_targets(cfg: TrainConfig) -> list[str] | None:
     """HF module names of the LoRA targets, None for all linear layers."""
     if "all-linear" in cfg.lora_targets:
         return None
-    return [HF_MODULES[t] for t in cfg.lora_targets]
+    return [HF_MODULES[t] for t in cfg.lora_targets]  # TrainConfig allows only these names
 
 
 def _hf_optim(cfg: TrainConfig, out: _Out) -> str:
@@ -261,12 +267,13 @@ def _command(head: list[str], groups: list[list[str]]) -> str:
 
 
 def _script(job: Job, fmt: str, command: str, *, env: tuple[str, ...] = (),
-            comments: tuple[str, ...] = ()) -> str:
+            comments: tuple[str, ...] = (), exports: tuple[tuple[str, str], ...] = ()) -> str:
     head = ["#!/usr/bin/env bash", f"# planner export --format {fmt}: {job.label}"]
     head += [f"# {c}" for c in comments]
     if env:
         head.append(f"# Set before running: {', '.join(env)}")
-    return "\n".join([*head, "set -euo pipefail", command]) + "\n"
+    lines = [f"export {name}={_q(value)}" for name, value in exports]
+    return "\n".join([*head, "set -euo pipefail", *lines, command]) + "\n"
 
 
 def _flags(pairs: list[tuple[str, Any]]) -> list[list[str]]:

@@ -2,6 +2,10 @@
 tensor/pipeline-parallel plan) and Accelerate YAML, and the TRL/Megatron argument builders they
 share (``export_torchrun``, ``export_accelerate``).
 
+Versions targeted: TRL >= 0.27 (``--dtype``; TRL 0.26 and older call it ``--torch_dtype``),
+Megatron-LM core_r0.8 and later (its ``validate_args`` asserts CUDA_DEVICE_MAX_CONNECTIONS=1 for
+tensor or context parallel runs on GPUs before Blackwell, so the script exports it).
+
 Semantics followed (the flags each framework documents):
 * Accelerate: distributed_type NO/MULTI_GPU/DEEPSPEED/FSDP; FSDP CPU offload moves parameters,
   gradients and the optimizer step (there is no optimizer-only offload).
@@ -38,6 +42,7 @@ from planner.export._common import (
 # ---------------------------------------------------------------------------------------------
 TRL_SCRIPTS = {"sft": "sft.py", "pretrain": "sft.py", "dpo": "dpo.py",
                "rm": "reward_modeling.py"}
+TRL_VERSIONS = ">=0.27"  # ModelConfig.dtype (renamed from torch_dtype in 0.27)
 
 
 def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[list[str]]]:
@@ -64,7 +69,7 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         ("--gradient_checkpointing", str(cfg.checkpointing != "none")),
         ("--bf16", "True" if job.precision in ("bf16", "fp8") else None),
         ("--fp16", "True" if job.precision == "fp16" else None),
-        ("--torch_dtype", "bfloat16" if cfg.pure_bf16 else None),
+        ("--dtype", "bfloat16" if cfg.pure_bf16 else None),
         ("--optim", _hf_optim(cfg, out)),
         ("--max_grad_norm", GRADIENT_CLIPPING),
         ("--attn_implementation", "flash_attention_2" if cfg.flash_attention else "eager"),
@@ -96,6 +101,8 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         out.note("pretrain: sft.py on a plain-text dataset (its 'text' column), no chat template")
     out.note(f"{TRL_SCRIPTS[cfg.workload]}: TRL's example script (github.com/huggingface/trl, "
              "trl/scripts or examples/scripts); any HF Trainer script with these arguments works")
+    if cfg.pure_bf16:
+        out.note(f"--dtype: TRL {TRL_VERSIONS}; older TRL versions take --torch_dtype")
     return TRL_SCRIPTS[cfg.workload], groups
 
 
@@ -120,8 +127,10 @@ def export_torchrun(job: Job, out: _Out) -> ExportResult:
     comments = ("Run on every node (MASTER_ADDR = the first node's address).",) \
         if job.num_hosts > 1 else ()
     env = ("DATASET",) if not megatron else ("DATA_PATH", "TOKENIZER")
+    exports = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if megatron and cfg.tp * cfg.cp > 1 \
+        else ()  # Megatron's validate_args asserts it for TP/CP (overlap of comm and compute)
     text = _script(job, "torchrun", _command(head, [[script], *groups]), env=env,
-                   comments=comments)
+                   comments=comments, exports=exports)
     return out.result(text, "launch_torchrun.sh")
 
 
@@ -214,7 +223,7 @@ def export_accelerate(job: Job, out: _Out) -> ExportResult:
         doc["distributed_type"] = "MULTI_GPU" if job.num_gpus > 1 else "NO"
     if cfg.pure_bf16:
         out.warn("pure bf16 is not an Accelerate setting: the script loads the model in bf16 "
-                 "(--torch_dtype bfloat16 below)")
+                 "(--dtype bfloat16 below)")
     mixed = {"bf16": "bf16", "fp16": "fp16", "fp32": "no", "fp8": "fp8"}[job.precision]
     doc.update({
         "machine_rank": 0,

@@ -138,6 +138,11 @@ def _llamafactory_deepspeed(job: Job, out: _Out) -> str | None:
     if shipped:
         return f"examples/deepspeed/{shipped}"
     name = f"ds_z{cfg.zero_stage}{_ds_offload_name(cfg)}_config.json"
+    if cfg.is_rl:  # export --format deepspeed writes supervised configs only
+        out.refuse(f"{cfg.workload} with ZeRO-{cfg.zero_stage} and offload {cfg.offload} "
+                   "(LLaMA-Factory ships no such DeepSpeed config and planner exports DeepSpeed "
+                   "files for supervised training only)",
+                   "re-plan without offload, or use --format verl or openrlhf")
     out.note(f"LLaMA-Factory ships no ZeRO-{cfg.zero_stage} config with offload "
              f"{cfg.offload}: write {name} with planner export --format deepspeed --out {name} "
              "PLAN.json")
