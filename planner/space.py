@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import combinations
 
 from planner.catalog import Catalog
-from planner.cost import gpu_purchase_price
+from planner.cost import gpu_purchase_price, rental_usd
 from planner.memory import (
     BWD_END_PHASE,
     FWD_PHASE,
@@ -365,9 +366,9 @@ class Offer:
             self.hosts(num_gpus)
 
     def rental_usd(self, num_gpus, hours):
-        """Rental of ``num_gpus`` GPUs for ``hours`` at the offer's hourly rate (cost.rent_cost's
-        formula); elementwise on numpy arrays."""
-        return self.gpu_price_usd * num_gpus * hours
+        """Rental of ``num_gpus`` GPUs for ``hours`` at the offer's hourly rate (cost.rental_usd,
+        as cost.rent_cost); elementwise on numpy arrays."""
+        return rental_usd(self.gpu_price_usd, num_gpus, hours)
 
     def holds(self, gpu_need_mib, tp, host_need_mib):
         """A layout fits this offer: GPU memory, tp within one host, host RAM per host (its
@@ -415,8 +416,27 @@ class PlanSpace:
 
     @cached_property
     def front(self) -> list[Row]:
-        """pareto_rows(self.rows), computed once."""
-        return pareto_rows(self.rows)
+        """The rows that decide feasibility and cost under every subset of the pins (so that
+        explanations may leave a pin open): the union of pareto_rows over the rows each subset
+        allows, computed once. A front of all rows alone can drop the only rows a pin allows."""
+        names = [f"pin:{k}" for k in pins(self.request)]
+        out: dict[Row, None] = {}
+        for k in range(len(names) + 1):
+            for dropped in combinations(names, k):
+                out.update(dict.fromkeys(pareto_rows(
+                    [r for r in self.rows if self.allows(r, frozenset(dropped))])))
+        return list(out)
+
+    def allows(self, rows, dropped: frozenset[str] = frozenset()):
+        """The request's pins (request_pins) as a mask over candidate rows: one Row (bool) or
+        the columns of many (RowArrays: a numpy mask). The one place that reads the pins for
+        the search routes; encoding._add_pins states the same pins as CP-SAT rules.
+        ``dropped`` names pin rules left open ("pin:num_gpus")."""
+        ok = True
+        for name, value in pins(self.request).items():
+            if f"pin:{name}" not in dropped:
+                ok = ok & (getattr(rows, name) == value)
+        return ok
 
     def with_offers(self, offers: tuple[Offer, ...]) -> PlanSpace:
         """This space with other offers. The candidate rows depend on the offers only through
@@ -513,6 +533,16 @@ class PlanSpace:
         """Host RAM of one host: its ranks (min(GPUs, per host)) x one process's MiB."""
         a, b = self.memory.host[(si, tp, pp)]
         return min(self.num_gpus(si, tp, pp, dp), gpus_per_host) * (a + -(-b // dp))
+
+
+PINNED = ("num_gpus", "grad_accum")  # request fields kept open in the rows, pinned by rules
+
+
+def pins(request: PlanRequest) -> dict[str, int]:
+    """The values the user fixed that the candidate rows leave open (each a named rule, so a
+    conflict can name it): GPU count and gradient accumulation. Other pins (tp, pp, micro-batch,
+    method, sharding, rank, GPU list) narrow the domains in build_space."""
+    return {k: getattr(request, k) for k in PINNED if getattr(request, k) is not None}
 
 
 def _timing_key(o: Offer) -> tuple[object, ...]:
