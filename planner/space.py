@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import combinations
+from typing import NamedTuple
 
 import numpy as np
 
@@ -741,9 +742,9 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     )
 
 
-@dataclass(frozen=True)
-class Row:
-    """One candidate layout: strategy, tp, pp, dp, micro-batch, with its integer needs."""
+class Row(NamedTuple):
+    """One candidate layout: strategy, tp, pp, dp, micro-batch, with its integer needs (a named
+    tuple: requests build a few hundred thousand of them)."""
 
     strategy: int
     tp: int
@@ -797,9 +798,9 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     for tp, pp, s_, d_, m_, n, need, host in order:
         for k, d, m, g, q, h in zip(s_.tolist(), d_.tolist(), m_.tolist(), n.tolist(),
                                     need.tolist(), map(tuple, host.tolist()), strict=True):
-            rows.append((k, tp, pp, d, m, gb // (d * m), g, q, h))
+            rows.append(Row(k, tp, pp, d, m, gb // (d * m), g, q, h))
     rows.sort(key=lambda r: r[0])  # strategy-major, as the rows were always listed (stable)
-    return [Row(*r) for r in rows]
+    return rows
 
 
 def pareto_rows(rows: list[Row]) -> list[Row]:
