@@ -1,10 +1,15 @@
-"""Solver speed: CP-SAT plan vs the exhaustive enumerator on the shipped catalog.
+"""Solver speed: CP-SAT plan vs the exhaustive enumerator on the shipped catalog, and whole
+`planner plan` processes for SFT and RL requests with the split of their time.
 
-Usage: python benchmarks/solver.py
-For representative requests prints, measured in this one run: space building (memory tables
+Usage: python benchmarks/solver.py [--rl-only]
+For representative SFT requests prints, measured in this one run: space building (memory tables
 and candidate rows), the CP-SAT solve (cost stage + tie-break chain), the exhaustive
-enumeration of the same space (planner.oracle), their ratio, agreement of the optimum, and the
-whole `planner plan` process time.
+enumeration of the same space (planner.oracle), their ratio, agreement of the optimum. Then for
+each CLI request (SFT and RL: PPO and GRPO, cost and time objectives, auto rank and optimizer,
+split placement) the whole `planner plan --json` process (best of two runs), and where a
+plan() call inside one process spends its time: memory tables, candidate rows and their numpy
+columns and bounds (pre-filtering), step times of the throughput model, CP-SAT solves, the rest
+(search bookkeeping, explanations, re-checks).
 """
 
 from __future__ import annotations
@@ -28,14 +33,95 @@ REQUESTS = [
 ]
 
 
+CLI_REQUESTS = [
+    "--budget 3000 --model 7b",
+    "--model 70b --budget 60000 --objective time --tokens 5e8",
+    "--model 8b --pricing rent --tokens 1e9 --max-hours 24",
+    "--model 8b --workload ppo --prompt-len 512 --response-len 1024 --budget 200000 "
+    "--lora-rank auto --optimizer auto --objective time",
+    "--model 8b --workload ppo --prompt-len 512 --response-len 1024 --budget 200000 "
+    "--lora-rank auto --optimizer auto",
+    "--model qwen2.5-7b --workload grpo --prompt-len 512 --response-len 1024 --pricing rent "
+    "--budget 200 --tokens 2e8 --lora-rank auto --optimizer auto --objective time",
+    "--model qwen2.5-7b --workload grpo --prompt-len 512 --response-len 1024 --pricing rent "
+    "--tokens 2e8 --lora-rank auto --optimizer auto",
+    "--model 8b --workload ppo --prompt-len 512 --response-len 512 --placement split "
+    "--budget 300000 --objective time --lora-rank auto",
+    "--model 8b --workload grpo --prompt-len 256 --response-len 1024 --placement split "
+    "--pricing rent --tokens 1e8",
+]
+
+
 def _cli_seconds(args: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "planner.cli", *args], capture_output=True, check=False)
     return time.perf_counter() - start
 
 
+class _Clock:
+    """Seconds spent inside some functions during one plan() call (wrapped in place)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self._undo: list[tuple[object, str, object]] = []
+
+    def wrap(self, owner: object, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.spent[label] = self.spent.get(label, 0.0) + time.perf_counter() - start
+
+        self._undo.append((owner, name, inner))
+        setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        for owner, name, inner in reversed(self._undo):
+            setattr(owner, name, inner)
+
+
+def split_of(args: str) -> dict[str, float]:
+    """Where plan() of one CLI request spends its time (the CLI run in this process)."""
+    import contextlib
+    import io
+
+    from ortools.sat.python import cp_model
+
+    from planner import cli, solve
+    from planner import space as sp
+
+    clock = _Clock()
+    clock.wrap(solve, "plan", "plan()")
+    clock.wrap(sp, "memory_tables", "memory tables")
+    clock.wrap(sp, "candidate_rows", "rows (numpy)")
+    clock.wrap(sp.RowArrays, "__init__", "row columns (numpy)")
+    clock.wrap(sp.RowArrays, "bounds", "bounds (numpy)")
+    clock.wrap(sp, "step_time_us", "step times (model)")
+    clock.wrap(cp_model.CpSolver, "solve", "CP-SAT")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            cli.cli.main(args=["plan", *args.split(), "--json"], standalone_mode=False)
+    finally:
+        clock.restore()
+    spent = clock.spent
+    total = spent.pop("plan()")
+    return {"plan()": total, **spent, "rest": total - sum(spent.values())}
+
+
 def main() -> None:
     catalog = load_catalog()
+    print("whole `planner plan ARGS --json` processes (best of two), and plan()'s time split:")
+    for args in CLI_REQUESTS:
+        whole = min(_cli_seconds(["plan", *args.split(), "--json"]) for _ in range(2))
+        split = split_of(args)
+        print(f"{whole:6.2f} s  {args}")
+        print("         " + ", ".join(f"{k} {v:.2f}" for k, v in split.items()))
+    if "--rl-only" in sys.argv:
+        return
+    print()
     print(f"{'request':38s} {'space s':>8s} {'solve s':>8s} {'enum s':>8s} {'enum/solve':>10s} "
           f"{'same optimum':>12s}")
     for kw in REQUESTS:
@@ -54,9 +140,6 @@ def main() -> None:
         label = ", ".join(f"{k}={v}" for k, v in kw.items())
         print(f"{label:38s} {t1 - t0:8.2f} {t2 - t1:8.2f} {t3 - t2:8.2f} "
               f"{(t3 - t2) / (t2 - t1):10.1f} {str(same):>12s}")
-    print()
-    whole = _cli_seconds(["plan", "--budget", "3000", "--model", "7b"])
-    print(f"whole process `planner plan --budget 3000 --model 7b`: {whole:.2f} s")
 
 
 if __name__ == "__main__":

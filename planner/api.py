@@ -25,6 +25,17 @@ def default_platform(gpu: GpuSpec, catalog: Catalog) -> PlatformSpec | None:
     return min(hosts, key=lambda p: (p.price_usd, p.id), default=None)
 
 
+def job_platform(gpu: GpuSpec, catalog: Catalog, *, pricing: str,
+                 platform: str | None = None) -> PlatformSpec | None:
+    """The host platform a job of ``check`` runs on, as ``plan`` prices it: the one named;
+    else for a rental none (the provider's instance is the host, space._offers' rental
+    offers: GPUs per node from the GPU, network and CPU defaults of the throughput model);
+    else the cheapest priced host that takes the GPU (default_platform)."""
+    if platform:
+        return catalog.platform(platform)
+    return None if pricing == "rent" else default_platform(gpu, catalog)
+
+
 def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
                 reward_model: str | None) -> tuple[ModelSpec | None, ModelSpec | None]:
     """Critic and reward models named by the user (PPO; a reward model also for GRPO)."""
@@ -89,7 +100,7 @@ def check(
         check_choice(price_kind, ("new", "used"), name="price_kind")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
-    plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
+    plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node, critic=critic,

@@ -222,7 +222,8 @@ def workload_options(command):
 @click.option("--price-kind", type=_choice(("new", "used")), default=None,
               help="Purchase price [default: new where known, else used].")
 @click.option("--platform", default=None,
-              help="Host platform id [default: cheapest priced host that takes the GPU].")
+              help="Host platform id [default: buying, the cheapest priced host that takes the "
+                   "GPU; renting, the provider's host, as planner plan prices it].")
 @click.option("--tokens", type=FLOAT, default=None, help="Training tokens of the job.")
 @click.option("--epochs", type=FLOAT, default=None, help="Epochs (with --dataset-tokens).")
 @click.option("--dataset-tokens", type=FLOAT, default=None, help="Tokens in the data set.")

@@ -162,13 +162,19 @@ def buy_cost(
                         notes=tuple(notes))
 
 
+def rental_usd(usd_per_gpu_hour, num_gpus, hours):
+    """A rental: $/GPU-hour x GPUs x hours (power and hosts are in the rate); elementwise on
+    numpy arrays (the planner's search scores many pairs at once)."""
+    return usd_per_gpu_hour * num_gpus * hours
+
+
 def rent_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job) -> CostEstimate:
     """Rental for the job: $/GPU-hour x GPUs x hours (power and hosts are in the rate)."""
     rate = gpu.price_usd_per_hour
     if rate is None:
         return _not_offered("rent", hours, job, f"{gpu.id} has no rental price in the catalog")
     items = {f"rental of {num_gpus} x {gpu.id} for {hours:.2f} h at ${rate:g}/GPU-hour":
-             rate * num_gpus * hours}
+             rental_usd(rate, num_gpus, hours)}
     return CostEstimate("ok", "rent", sum(items.values()), items,
                         f"rental of {num_gpus} {gpu.id} GPUs for the job ({hours:.2f} h)",
                         hours, job, notes=(f"rental price as of {gpu.price_as_of}: "

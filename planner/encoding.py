@@ -27,9 +27,9 @@ from itertools import combinations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from planner.space import PlanSpace, Row, host_sizes
+from planner.space import PlanSpace, Row, host_sizes, pins
 
-BIG = 10**12
+NO_TIME = 10**11  # step time of a pair that is not a candidate (add_step_time leaves it out)
 
 
 @dataclass(frozen=True)
@@ -123,10 +123,12 @@ def _add_gpu_memory(enc: Encoding) -> None:
     lit = enc.rule("gpu_memory", "MiB per GPU",
                    "a GPU with more memory, more GPUs (sharding), LoRA/QLoRA, checkpointing, "
                    "a smaller micro-batch or a shorter sequence")
-    need = m.new_int_var(0, BIG, "gpu_need_mib")
-    m.add(need == enc.row_sum([r.gpu_need_mib for r in enc.rows]))
-    capacity = m.new_int_var(0, BIG, "capacity_mib")
-    m.add(capacity == enc.offer_sum([enc.space.offers[i].capacity_mib for i in enc.offers]))
+    needs = [r.gpu_need_mib for r in enc.rows]
+    need = m.new_int_var(min(needs), max(needs), "gpu_need_mib")
+    m.add(need == enc.row_sum(needs))
+    caps = [enc.space.offers[i].capacity_mib for i in enc.offers]
+    capacity = m.new_int_var(min(caps), max(caps), "capacity_mib")
+    m.add(capacity == enc.offer_sum(caps))
     m.add(need <= capacity).only_enforce_if(lit)
     enc.var.update(gpu_need_mib=need, capacity_mib=capacity)
 
@@ -160,7 +162,9 @@ def _add_cost(enc: Encoding) -> None:
     hourly rate of the GPUs (milli-dollars per hour) orders plans of equal job time by cost; the
     rental budget is on the job's cost, which needs step times (solve.timed_search)."""
     m, v, req = enc.model, enc.var, enc.space.request
-    cost = m.new_int_var(0, BIG, "cost_usd")
+    gpus = [r.num_gpus for r in enc.rows]
+    ends = [_cost(enc, o, n) for o, _ in _chosen(enc) for n in (min(gpus), max(gpus))]
+    cost = m.new_int_var(min(ends), max(ends), "cost_usd")  # monotone in the GPU count
     for o, x in _chosen(enc):
         price, host_price = _prices(enc, o)
         m.add(cost == price * v["num_gpus"] + host_price * v["hosts"]).only_enforce_if(x)
@@ -267,7 +271,10 @@ def add_step_time(enc: Encoding, times: dict[tuple[int, int], int]) -> None:
     """step_time_us of the chosen (offer, row): times[(offer position, row position)], linear in
     the row literals under each offer's literal."""
     m = enc.model
-    t = m.new_int_var(0, BIG, "step_time_us")
+    real = [v for v in times.values() if v < NO_TIME] or [0]
+    # the real bounds (an objective weight times a looser domain could overflow int64): pairs
+    # at NO_TIME (breaking a rule, or not among the pairs searched) fall outside it
+    t = m.new_int_var(min(real), max(real), "step_time_us")
     for k, x in enumerate(enc.offer):
         m.add(t == enc.row_sum([times[(k, r)] for r in range(len(enc.rows))])).only_enforce_if(x)
     enc.var["step_time_us"] = t
@@ -275,9 +282,7 @@ def add_step_time(enc: Encoding, times: dict[tuple[int, int], int]) -> None:
 
 def _add_pins(enc: Encoding) -> None:
     """Values the user fixed: each pin is a rule, so a conflict can name it."""
-    m, v, req = enc.model, enc.var, enc.space.request
-    pins = {"num_gpus": req.num_gpus, "grad_accum": req.grad_accum}
-    for name, value in pins.items():
-        if value is not None:
-            lit = enc.rule(f"pin:{name}", "", f"leave --{name.replace('_', '-')} open")
-            m.add(v[name] == value).only_enforce_if(lit)
+    m, v = enc.model, enc.var
+    for name, value in pins(enc.space.request).items():
+        lit = enc.rule(f"pin:{name}", "", f"leave --{name.replace('_', '-')} open")
+        m.add(v[name] == value).only_enforce_if(lit)

@@ -54,8 +54,10 @@ def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, i
         hint_cheapest(enc, frozenset(dropped))
     else:
         m.clear_hints()
+    from planner.solve import run_solver
+
     s = _solver()
-    code = s.solve(m)
+    code = run_solver(s, m, f"the explanation model without {sorted(dropped) or 'nothing'}")
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return False, None, {}
     values = {k: int(s.value(v)) for k, v in enc.var.items()}

@@ -453,7 +453,7 @@ Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
 DEFAULT_GLOBAL_BATCH = 64
 DEFAULT_MEMORY_MARGIN = 0.05
 # Input limits of a plan request (bad input above them, exit 2): money in whole dollars stays in
-# the solver's integer range (encoding.BIG = 1e12); a million GPUs is beyond any cluster built;
+# the solver's int64 range; a million GPUs is beyond any cluster built;
 # the space enumerates the divisors of the global batch (65,536 sequences: ~4 s to plan).
 MAX_BUDGET_USD = 1e12
 MAX_GPUS = 1_000_000

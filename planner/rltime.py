@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from planner import efficiency as eff
 from planner.request import TrainConfig
@@ -45,6 +46,7 @@ from planner.throughput import (
     stored_bytes_per_param,
 )
 from planner.workloads import (
+    Engine,
     Role,
     engine,
     engine_weight_bytes,
@@ -168,6 +170,44 @@ def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len:
     return dec.prefill_s + dec.decode_s
 
 
+class EngineSide(NamedTuple):
+    """The phases of an iteration that only the engine layout sets (engine_side)."""
+
+    engine: Engine
+    waves: int
+    generation_s: float
+    weight_sync_s: float
+    sleep_bytes: float  # a sleeping colocated engine's weights, out and back
+    sleep_s: float  # those bytes over the host link
+
+
+def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
+                platform: PlatformSpec | None, decode_efficiency: float | None = None,
+                rollout_precision: str = "bf16") -> EngineSide:
+    """Generation (each engine decodes its share in waves of its concurrency, one wave prefill
+    + decoding: throughput.estimate_decode), the weight sync into the engines, and a sleeping
+    engine's PCIe traffic. Reads of ``cfg`` only the engine layout (workloads.engine:
+    placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
+    so the planner times it once per such layout and GPU (space.Timing.engine_side)."""
+    if decode_efficiency is None:
+        decode_efficiency = eff.RL_ROLLOUT_DECODE_EFFICIENCY
+    eng = engine(model, cfg, gpu.memory_gib * 2**30)
+    conc = max(1, eng.concurrency)
+    waves = math.ceil(eng.sequences_per_engine / conc)
+    wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
+                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision)
+    links = resolve_links(gpu, platform=platform)
+    weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
+    spans = cfg.num_gpus > links.gpus_per_node
+    if cfg.placement == "colocate":
+        sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
+    else:
+        sync = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
+    sleep = 2 * eng.weights if cfg.placement == "colocate" and cfg.engine_sleep else 0.0
+    return EngineSide(eng, waves, waves * wave, sync, sleep,
+                      sleep / (links.host_link_gbps * 1e9))
+
+
 def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
@@ -191,13 +231,12 @@ def estimate_rl_step(
     n_train = trainer_gpus(cfg)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
     tokens = seqs * cfg.seq_len
-    eng = engine(model, cfg, gpu.memory_gib * 2**30)
+    side = engine_side(model, gpu, cfg, platform=platform, decode_efficiency=decode_efficiency,
+                       rollout_precision=rollout_precision)
+    eng, waves = side.engine, side.waves
     notes = []
     conc = max(1, eng.concurrency)
-    waves = math.ceil(eng.sequences_per_engine / conc)
-    wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
-                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision)
-    phases = {"generation": waves * wave}
+    phases = {"generation": side.generation_s}
     links = resolve_links(gpu, platform=platform)
     if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
         phases["generation tail"] = waves * tail_seconds(
@@ -214,17 +253,11 @@ def estimate_rl_step(
         if r.trained:
             phases[f"{r.name} update"] = update_seconds(r, gpu, seqs, platform=platform,
                                                         stack=stack)
-    weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
-    spans = cfg.num_gpus > links.gpus_per_node
-    if cfg.placement == "colocate":
-        phases["weight sync"] = weights16 / (links.collective_gbps(n_train, spans) * 1e9)
-    else:
-        phases["weight sync"] = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
+    phases["weight sync"] = side.weight_sync_s
     moved = 0.0
     if cfg.offload_idle:
         moved += 2 * sum(sum(resident_terms(r, "bf16").values()) for r in rs)
-    if cfg.placement == "colocate" and cfg.engine_sleep:
-        moved += 2 * eng.weights
+    moved += side.sleep_bytes
     if moved:
         phases["offload traffic"] = moved / (links.host_link_gbps * 1e9)
     if cfg.placement == "colocate":

@@ -59,14 +59,12 @@ def plan_usd(space: PlanSpace, oi: int, num_gpus: int, hours: float) -> float:
 
 def fits_mask(space: PlanSpace, oi: int, arr: RowArrays, *, budget: float | None):
     """Which rows of a RowArrays fit one offer (a numpy boolean mask): Offer.holds, purchase
-    ``budget`` (GPUs + hosts; None = no limit), the accumulation pin."""
-    o, req = space.offers[oi], space.request
+    ``budget`` (GPUs + hosts; None = no limit). The pins are in timed_search's ``keep``."""
+    o = space.offers[oi]
     j = space.host_sizes.index(o.gpus_per_host)
     mask = o.holds(arr.gpu_need, arr.tp, arr.host_need[:, j])
     if budget is not None:
         mask &= o.purchase_usd(arr.num_gpus) <= budget
-    if req.grad_accum is not None:
-        mask &= arr.grad_accum == req.grad_accum
     return mask
 
 
@@ -171,11 +169,9 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
                     and rent(oi, row, t_us) > budget * 1000)
 
     by_need, arr = space.timing.by_need(rows)
-    keep = np.ones(len(by_need), dtype=bool)
+    keep = np.ones(len(by_need), dtype=bool) & space.allows(arr, drop)
     if strategies is not None:
         keep &= np.isin(arr.strategy, list(strategies))
-    if req.grad_accum is not None:
-        keep &= arr.grad_accum == req.grad_accum
 
     def scored(oi: int):
         """(values, step-time bounds, row indices) of the offer's feasible pairs. The bound is

@@ -18,12 +18,20 @@ from ortools.sat.python import cp_model
 from planner.api import workload_throughput
 from planner.catalog import Catalog, load_catalog
 from planner.cost import job_cost
-from planner.encoding import Encoding, add_step_time, build, hint_cheapest
+from planner.encoding import NO_TIME, Encoding, add_step_time, build, hint_cheapest
 from planner.errors import PlannerError
 from planner.memory import GIB, estimate_memory
 from planner.request import PlanRequest, TrainConfig, validate_config
 from planner.result import Plan, PlanResult
-from planner.search import ROUNDING, needs_timing, request_job, timed_search
+from planner.search import (
+    ROUNDING,
+    job_hours_at,
+    job_steps,
+    needs_timing,
+    plan_usd,
+    request_job,
+    timed_search,
+)
 from planner.space import (
     PlanSpace,
     Row,
@@ -94,21 +102,29 @@ EXACT_WEIGHTS = 2**53  # merged objectives stay below this: exact in a double as
 def merge_stages(stages: list[Stage]) -> list[list[Stage]]:
     """Groups of consecutive stages solved as one: minimizing sum w_i (e_i - lo_i), with w_last
     = 1 and w_i = w_(i+1) x (hi_(i+1) - lo_(i+1) + 1), gives exactly the lexicographic optimum
-    of the group when every e_i stays within its span. A stage of unknown span is alone; a group
-    grows while the product of its spans stays under EXACT_WEIGHTS. Measured (7B, $3,000): the
-    eight tie-break solves of ~2 ms each become two."""
+    of the group when every e_i stays within its span (the spans are the variables' domains).
+    A stage of unknown span is alone; a group grows while the merged objective's magnitude
+    (objective_magnitude: every coefficient times the larger bound of its variable, which
+    CP-SAT checks against int64) stays under EXACT_WEIGHTS. Measured (7B, $3,000): the eight
+    tie-break solves of ~2 ms each become two."""
     groups: list[list[Stage]] = []
-    size = 0
     for stage in stages:
-        width = None if stage[2] is None else stage[2][1] - stage[2][0] + 1
-        if width is not None and groups and groups[-1][-1][2] is not None and \
-                size * width < EXACT_WEIGHTS:
+        if stage[2] is not None and groups and groups[-1][-1][2] is not None and \
+                objective_magnitude([*groups[-1], stage]) < EXACT_WEIGHTS:
             groups[-1].append(stage)
-            size *= width
         else:
             groups.append([stage])
-            size = width or 0
     return groups
+
+
+def objective_magnitude(group: list[Stage]) -> int:
+    """sum |w_i| x (max(|lo_i|, |hi_i|) + |lo_i|) of _group_objective: a bound on every partial
+    sum CP-SAT forms while it checks or evaluates the objective."""
+    total, weight = 0, 1
+    for _name, _expr, (lo, hi) in reversed(group):
+        total += weight * (max(abs(lo), abs(hi)) + abs(lo))
+        weight *= hi - lo + 1
+    return total
 
 
 def _group_objective(group: list[Stage]) -> cp_model.LinearExpr:
@@ -119,6 +135,22 @@ def _group_objective(group: list[Stage]) -> cp_model.LinearExpr:
         total += weight * (expr - lo)
         weight *= hi - lo + 1
     return total
+
+
+class SolverError(RuntimeError):
+    """CP-SAT answered neither a solution, nor a proof of infeasibility where one can be, nor a
+    time-out (MODEL_INVALID, or an infeasible tie-break stage): a bug in the encoding, never a
+    plan (the CLI reports it on one line with exit code 3)."""
+
+
+def run_solver(solver: cp_model.CpSolver, model: cp_model.CpModel, what: str) -> int:
+    """solver.solve(model); a status other than OPTIMAL, FEASIBLE, INFEASIBLE or UNKNOWN (time
+    limit) raises SolverError naming ``what`` (the model and stage) and CP-SAT's reason."""
+    code = solver.solve(model)
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.INFEASIBLE, cp_model.UNKNOWN):
+        return code
+    raise SolverError(f"CP-SAT answered {solver.status_name(code)} for {what}: "
+                      f"{model.validate() or 'no reason given'}")
 
 
 def _status(code: int) -> str | None:
@@ -182,9 +214,6 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     return out
 
 
-NO_TIME = 10**11  # step time of a pair that breaks the memory rule (never chosen)
-
-
 def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row],
                  *, objective: str | None = None, max_hours: float | None = None,
                  strategies: frozenset[int] | None = None) -> Solved | None:
@@ -201,12 +230,11 @@ def _solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: 
     for oi, r, t in ties:
         times[(tied_offers.index(oi), tied_rows.index(r))] = t
     enc = build(space, tied_rows, tied_offers, every_subset=False)
-    add_step_time(enc, times)
-    enc.model.add(enc.var["step_time_us"] < NO_TIME)  # only the pairs the search found
+    add_step_time(enc, times)  # its domain leaves out NO_TIME: only the pairs the search found
     stages = tie_break_stages(enc, times)
     if (objective or space.request.objective) == "time":
         stages = [("cost", enc.var["cost_usd"], None), *stages]
-    return _chain(enc, cp_solver(time_limit), "optimal", stages)
+    return _chain(enc, cp_solver(time_limit), "optimal", stages, "the timed tie-break model")
 
 
 def solve_lexicographic(
@@ -227,7 +255,7 @@ def solve_lexicographic(
         return _solve_timed(space, time_limit, allowed, rows, strategies=strategies)
     if methods is not None:
         rows = [r for r in rows if space.strategies[r.strategy].method in methods]
-        front = pareto_rows(rows)
+        front = pareto_rows([r for r in rows if space.allows(r)])
     if not rows or not allowed:
         return None
     solver = cp_solver(time_limit)
@@ -235,7 +263,7 @@ def solve_lexicographic(
     first.model.add_assumptions(list(first.literal.values()))
     first.model.minimize(first.var["cost_usd"])
     hint_cheapest(first)
-    code = solver.solve(first.model)
+    code = run_solver(solver, first.model, "the cost-stage model")
     if code == cp_model.UNKNOWN:
         raise SolveTimeout
     status = _status(code)
@@ -250,7 +278,7 @@ def solve_lexicographic(
             by_count.setdefault(int(n), []).append(oi)
     second, reaching = [], set()
     for r in rows:
-        if r.num_gpus in by_count:
+        if r.num_gpus in by_count and space.allows(r):
             fit = [oi for oi in by_count[r.num_gpus] if _fits(space, oi, r)]
             if fit:
                 second.append(r)
@@ -259,7 +287,7 @@ def solve_lexicographic(
     times = _times(space, enc.offers, second)
     add_step_time(enc, times)
     enc.model.add(enc.var["cost_usd"] == best_cost)
-    return _chain(enc, solver, status, tie_break_stages(enc, times))
+    return _chain(enc, solver, status, tie_break_stages(enc, times), "the cost tie-break model")
 
 
 def _fits(space: PlanSpace, oi: int, row: Row) -> bool:
@@ -268,21 +296,27 @@ def _fits(space: PlanSpace, oi: int, row: Row) -> bool:
                         row.host_need_mib[space.host_sizes.index(o.gpus_per_host)]))
 
 
-def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str,
-           stages: list[Stage]) -> Solved | None:
+def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str, stages: list[Stage],
+           what: str) -> Solved:
     """Minimize each stage in turn (consecutive stages of known span merged, merge_stages),
-    fixing the optimum of the previous ones."""
+    fixing the optimum of the previous ones. The model has a solution (the earlier search
+    found it): any stage without one is a SolverError, a time-out ends the chain with the
+    best plan so far (SolveTimeout before the first)."""
     m = enc.model
     m.add_assumptions(list(enc.literal.values()))
     found: Solved | None = None
     for group in merge_stages(stages):
         m.minimize(_group_objective(group))
-        code = solver.solve(m)
-        stage = _status(code)
-        if stage is None:
-            if found is None and code == cp_model.UNKNOWN:
+        names = "+".join(name for name, _, _ in group)
+        code = run_solver(solver, m, f"{what}, tie-break stage {names}")
+        if code == cp_model.UNKNOWN:
+            if found is None:
                 raise SolveTimeout
-            return found
+            return replace(found, status="feasible")
+        if code == cp_model.INFEASIBLE:
+            raise SolverError(f"CP-SAT found {what}, tie-break stage {names} infeasible, "
+                              "though a plan was found before it")
+        stage = _status(code)
         values = {name: int(solver.value(var)) for name, var in enc.var.items()}
         offer = enc.offers[next(i for i, x in enumerate(enc.offer) if solver.value(x))]
         found = Solved("optimal" if status == stage == "optimal" else "feasible", values, offer,
@@ -291,6 +325,7 @@ def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str,
             return found
         for _name, expr, _span in group:
             m.add(expr == int(solver.value(expr)))
+    assert found is not None  # stages is never empty (tie_break_stages)
     return found
 
 
@@ -335,8 +370,13 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
         problems.append(f"memory {plan.memory.device / GIB:.2f} GiB > {limit / GIB:.2f} GiB")
     if cfg.global_batch_size != req.global_batch_size:
         problems.append(f"global batch {cfg.global_batch_size} != {req.global_batch_size}")
-    if req.budget_usd is not None and plan.cost_usd > req.budget_usd:
-        problems.append(f"cost ${plan.cost_usd:,.0f} > budget ${req.budget_usd:,.0f}")
+    if req.budget_usd is not None and plan.cost_usd > req.budget_usd * (1 + RECHECK_TOLERANCE):
+        problems.append(f"cost ${plan.cost_usd:,.2f} > budget ${req.budget_usd:,.0f}")
+    if req.max_hours is not None and plan.time_hours > req.max_hours * (1 + RECHECK_TOLERANCE):
+        problems.append(f"{plan.time_hours:,.3f} h > max-hours {req.max_hours:g}")
+    rate = plan.throughput.tokens_per_s
+    if req.min_tokens_per_s is not None and rate < req.min_tokens_per_s * (1 - RECHECK_TOLERANCE):
+        problems.append(f"{rate:,.0f} tokens/s < min-tokens-per-s {req.min_tokens_per_s:g}")
     offer = next(o for o in space.offers if o.gpu.id == plan.gpu
                  and (o.platform.id if o.platform else None) == plan.platform)
     if offer.host_ram_mib is not None and plan.memory.host_ram > offer.host_ram_mib * 2**20:
@@ -413,9 +453,32 @@ class PlanCheckError(RuntimeError):
     (the CLI reports it on one line with exit code 3)."""
 
 
+RECHECK_TOLERANCE = 1e-6  # the solver's whole microseconds: limits hold to a millionth
+
+
+def solver_agrees(space: PlanSpace, solved: Solved, plan: Plan) -> list[str]:
+    """The solver's numbers against the plan the analytic models evaluate: its step time (when
+    the model had one) and its cost (purchase in whole dollars, each price rounded; a rental's
+    hourly rate). Returns the differences (none expected)."""
+    v, offer = solved.values, space.offers[solved.offer]
+    problems = []
+    step_us = plan.throughput.step_time_s * 1e6
+    if "step_time_us" in v and abs(v["step_time_us"] - step_us) > 0.5 + 1e-6 * step_us:
+        problems.append(f"step time {step_us:,.0f} us, the solver's {v['step_time_us']:,} us")
+    if space.request.pricing == "rent":
+        hours = job_hours_at(v["step_time_us"], job_steps(space)) if "step_time_us" in v \
+            else plan.time_hours
+        want, unit = plan_usd(space, solved.offer, plan.num_gpus, hours), "rental"
+    else:
+        want, unit = offer.purchase_usd(plan.num_gpus), "purchase"
+    if abs(plan.cost_usd - want) > 0.5 * (plan.num_gpus + plan.num_hosts) + 1e-6 * want:
+        problems.append(f"{unit} ${plan.cost_usd:,.2f}, the solver's ${want:,.2f}")
+    return problems
+
+
 def _checked(space: PlanSpace, solved: Solved) -> Plan:
     result = make_plan(space, solved.offer, config_of(space, solved), solved.values["hosts"])
-    problems = check_plan(space, result)
+    problems = check_plan(space, result) + solver_agrees(space, solved, result)
     if problems:
         raise PlanCheckError("solver plan failed the analytic re-check: " + "; ".join(problems))
     return result

@@ -20,9 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import combinations
+from typing import NamedTuple
+
+import numpy as np
 
 from planner.catalog import Catalog
-from planner.cost import gpu_purchase_price
+from planner.cost import gpu_purchase_price, rental_usd
 from planner.memory import (
     BWD_END_PHASE,
     FWD_PHASE,
@@ -32,6 +36,7 @@ from planner.memory import (
 from planner.request import (
     DEFAULT_LORA_RANK,
     LORA_RANKS,
+    MAX_GLOBAL_BATCH,
     OFFLOADS,
     PLACEMENTS,
     PlanRequest,
@@ -325,13 +330,18 @@ def memory_tables(
                     for phase, abc in per_phase.items():
                         states.setdefault(phase, {})[(si, tp, pp, acc)] = abc
                 for in_flight in range(1, pp + 1):
-                    cfg = _with_dp(base.model_copy(update={
-                        **fields, "tp": tp, "pp": pp, "micro_batch_size": 1,
-                        "grad_accum": in_flight,
-                    }), 1)
-                    for phase, v in activation_reserved_bytes(model, cfg, precision,
-                                                              roles).items():
-                        acts.setdefault(phase, {})[(si, tp, pp, in_flight)] = _ceil_mib(v)
+                    # the engine's terms are left out (_phases): rollout TP changes nothing
+                    key = (replace(s, rollout_tp=1), tp, pp, in_flight)
+                    if key not in shared:
+                        cfg = _with_dp(base.model_copy(update={
+                            **fields, "tp": tp, "pp": pp, "micro_batch_size": 1,
+                            "grad_accum": in_flight,
+                        }), 1)
+                        shared[key] = {
+                            phase: _ceil_mib(v) for phase, v in activation_reserved_bytes(
+                                model, cfg, precision, roles).items()}
+                    for phase, v in shared[key].items():
+                        acts.setdefault(phase, {})[(si, tp, pp, in_flight)] = v
     one, two = device_overhead_bytes(1), device_overhead_bytes(2)
     return MemoryTables(
         states=states, acts=acts, host=host, floor_mib=_ceil_mib(reserved_bytes({})),
@@ -365,9 +375,9 @@ class Offer:
             self.hosts(num_gpus)
 
     def rental_usd(self, num_gpus, hours):
-        """Rental of ``num_gpus`` GPUs for ``hours`` at the offer's hourly rate (cost.rent_cost's
-        formula); elementwise on numpy arrays."""
-        return self.gpu_price_usd * num_gpus * hours
+        """Rental of ``num_gpus`` GPUs for ``hours`` at the offer's hourly rate (cost.rental_usd,
+        as cost.rent_cost); elementwise on numpy arrays."""
+        return rental_usd(self.gpu_price_usd, num_gpus, hours)
 
     def holds(self, gpu_need_mib, tp, host_need_mib):
         """A layout fits this offer: GPU memory, tp within one host, host RAM per host (its
@@ -415,8 +425,27 @@ class PlanSpace:
 
     @cached_property
     def front(self) -> list[Row]:
-        """pareto_rows(self.rows), computed once."""
-        return pareto_rows(self.rows)
+        """The rows that decide feasibility and cost under every subset of the pins (so that
+        explanations may leave a pin open): the union of pareto_rows over the rows each subset
+        allows, computed once. A front of all rows alone can drop the only rows a pin allows."""
+        names = [f"pin:{k}" for k in pins(self.request)]
+        out: dict[Row, None] = {}
+        for k in range(len(names) + 1):
+            for dropped in combinations(names, k):
+                out.update(dict.fromkeys(pareto_rows(
+                    [r for r in self.rows if self.allows(r, frozenset(dropped))])))
+        return list(out)
+
+    def allows(self, rows, dropped: frozenset[str] = frozenset()):
+        """The request's pins (request_pins) as a mask over candidate rows: one Row (bool) or
+        the columns of many (RowArrays: a numpy mask). The one place that reads the pins for
+        the search routes; encoding._add_pins states the same pins as CP-SAT rules.
+        ``dropped`` names pin rules left open ("pin:num_gpus")."""
+        ok = True
+        for name, value in pins(self.request).items():
+            if f"pin:{name}" not in dropped:
+                ok = ok & (getattr(rows, name) == value)
+        return ok
 
     def with_offers(self, offers: tuple[Offer, ...]) -> PlanSpace:
         """This space with other offers. The candidate rows depend on the offers only through
@@ -451,15 +480,30 @@ class PlanSpace:
         gb = self.request.global_batch_size
         return gb // (dp * mb) if gb % (dp * mb) == 0 else None
 
-    def num_gpus(self, si: int, tp: int, pp: int, dp: int) -> int:
-        """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Strategy.groups)."""
-        s = self.strategies[si]
-        if s.placement != "colocate":
-            return s.groups * dp
-        return tp * pp * dp
+    def num_gpus(self, si, tp: int, pp: int, dp):
+        """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Strategy.groups).
+        Elementwise on numpy arrays of strategies and dp."""
+        apart = self._strategy_arrays["apart"][si]
+        n = np.where(apart > 0, apart * dp, tp * pp * dp)
+        return int(n) if np.ndim(n) == 0 else n
 
     @cached_property
-    def _engines(self) -> dict[tuple[int, int], Engine]:
+    def _strategy_arrays(self) -> dict[str, np.ndarray]:
+        """Per strategy: GPU groups when placed apart (0: colocated), engine layout index
+        (engine_layout), engine weights, KV MiB per sequence and workspace (MemoryTables)."""
+        layouts = [engine_layout(s) for s in self.strategies]
+        names = sorted(set(layouts))
+        engine = np.array([self.memory.engine.get(i, (0, 0, 0))
+                           for i in range(len(self.strategies))], dtype=np.int64).reshape(-1, 3)
+        return {
+            "apart": np.array([s.groups if s.placement != "colocate" else 0
+                               for s in self.strategies], dtype=np.int64),
+            "layout": np.array([names.index(k) for k in layouts], dtype=np.int64),
+            "engine": engine,
+        }
+
+    @cached_property
+    def _engines(self) -> dict[tuple[object, ...], Engine]:
         return {}
 
     def engine_at(self, si: int, dp: int) -> Engine:
@@ -467,52 +511,109 @@ class PlanSpace:
         batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine)."""
         from planner.workloads import engine
 
-        key = (si, dp)
+        s = self.strategies[si]
+        key = (*engine_layout(s), dp)
         if key not in self._engines:
-            fields = self.strategies[si].config_fields()
+            fields = s.config_fields()
             cfg = _with_dp(self.base.model_copy(update={
                 k: fields[k] for k in ("rollout_tp", "placement", "role_gpus")}), dp)
             self._engines[key] = engine(self.model, cfg, None)
         return self._engines[key]
 
-    def gpu_need_mib(self, si: int, tp: int, pp: int, dp: int, mb: int) -> int:
-        """Per-GPU MiB of the worst phase, from the tables (the encoding's and the oracle's).
+    def gpu_need_mib(self, si, tp: int, pp: int, dp, mb):
+        """Per-GPU MiB of the worst phase, from the tables (the encoding's and the oracle's);
+        elementwise on numpy arrays of strategies, dp and micro-batch (candidate_rows).
 
         RL rollout phase: the engine's weights, KV cache and workspace are added exactly. With
         a fixed gpu_memory_utilization u the engine takes u x capacity, which no GPU-independent
         number can hold; the equivalent need is scaled instead: resident <= C(1-m) - uC iff
         resident (1-m)/(1-m-u) <= C(1-m), and the engine must hold its weights and one
         sequence: (weights + workspace + one sequence) (1-m)/u <= C(1-m)."""
-        ga = self.grad_accum(dp, mb) or 1
+        scalar = np.ndim(si) == np.ndim(dp) == np.ndim(mb) == 0
+        si, dp, mb = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (si, dp, mb)))
+        gb = self.request.global_batch_size
+        ga = np.where(gb % (dp * mb) == 0, gb // (dp * mb), 1)  # grad_accum(dp, mb) or 1
         mem = self.memory
         n = self.num_gpus(si, tp, pp, dp)
-        fixed = mem.floor_mib + mem.overhead_mib + (mem.multi_gpu_mib if n > 1 else 0)
-        worst = 0
-        for phase, table in mem.states.items():
-            a, b, c, e, k = table[(si, tp, pp, ga > 1)]
-            act = mem.acts[phase][(si, tp, pp, min(pp, ga))]
-            need = a + -(-b // dp) + (c if dp > 1 else 0) + min(-(-e // dp), k) + mb * act
+        fixed = mem.floor_mib + mem.overhead_mib + mem.multi_gpu_mib * (n > 1)
+        worst = np.zeros(si.shape, dtype=np.int64)
+        acc, in_flight = (ga > 1).astype(np.int64), np.minimum(pp, ga)
+        for phase, states, acts in self._need_tables(tp, pp):
+            a, b, c, e, k = np.moveaxis(states[si, acc], -1, 0)
+            need = a + -(-b // dp) + c * (dp > 1) + np.minimum(-(-e // dp), k) + \
+                mb * acts[si, in_flight - 1]
             if phase == ROLLOUT_PHASE:
                 need = self._with_engine(si, dp, need, fixed)
-            worst = max(worst, need)
-        return worst + fixed
+            worst = np.maximum(worst, need)
+        out = worst + fixed
+        return int(out) if scalar else out
 
-    def _with_engine(self, si: int, dp: int, resident: int, fixed: int) -> int:
-        weights, per_seq, work = self.memory.engine[si]
+    def _need_tables(self, tp: int, pp: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """The memory tables of (tp, pp) as arrays, once: per phase the states coefficients
+        [strategy, accumulates, (a, b, c, e, k)] and the activations [strategy, in flight - 1]."""
+        if (tp, pp) not in self._tables:
+            mem, count = self.memory, range(len(self.strategies))
+            self._tables[(tp, pp)] = [
+                (phase,
+                 np.array([[table[(si, tp, pp, acc)] for acc in (False, True)] for si in count],
+                          dtype=np.int64).reshape(-1, 2, 5),
+                 np.array([[mem.acts[phase][(si, tp, pp, f)] for f in range(1, pp + 1)]
+                           for si in count], dtype=np.int64).reshape(-1, pp))
+                for phase, table in mem.states.items()]
+        return self._tables[(tp, pp)]
+
+    @cached_property
+    def _tables(self) -> dict[tuple[int, int], list]:
+        return {}
+
+    def _with_engine(self, si, dp, resident, fixed):
+        weights, per_seq, work = np.moveaxis(self._strategy_arrays["engine"][si], -1, 0)
         u = self.base.gpu_memory_utilization
         if u is None:
-            return resident + weights + work + self.engine_at(si, dp).concurrency * per_seq
+            return resident + weights + work + self._concurrency(si, dp) * per_seq
         keep = 1 - self.request.memory_margin
         if keep - u <= 0:
-            return 2**40  # nothing is left for training states
-        scaled = math.ceil((resident + fixed) * keep / (keep - u)) - fixed
-        engine_min = math.ceil((weights + work + per_seq + fixed) * keep / u) - fixed
-        return max(scaled, engine_min)
+            return np.full(np.shape(resident), 2**40)  # nothing is left for training states
+        scaled = np.ceil((resident + fixed) * keep / (keep - u)).astype(np.int64) - fixed
+        engine_min = np.ceil((weights + work + per_seq + fixed) * keep / u).astype(np.int64) \
+            - fixed
+        return np.maximum(scaled, engine_min)
 
-    def host_need_mib(self, si: int, tp: int, pp: int, dp: int, gpus_per_host: int) -> int:
-        """Host RAM of one host: its ranks (min(GPUs, per host)) x one process's MiB."""
-        a, b = self.memory.host[(si, tp, pp)]
-        return min(self.num_gpus(si, tp, pp, dp), gpus_per_host) * (a + -(-b // dp))
+    def _concurrency(self, si, dp):
+        """engine_at(si, dp).concurrency elementwise, once per engine layout and dp."""
+        key = self._strategy_arrays["layout"][si] * (MAX_GLOBAL_BATCH + 1) + dp
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        conc = np.array([self.engine_at(int(si.flat[i]), int(dp.flat[i])).concurrency
+                         for i in first.tolist()], dtype=np.int64)
+        return conc[inverse.reshape(-1)].reshape(si.shape) if len(uniq) else np.zeros(si.shape,
+                                                                                       np.int64)
+
+    def host_need_mib(self, si, tp: int, pp: int, dp, gpus_per_host: int):
+        """Host RAM of one host: its ranks (min(GPUs, per host)) x one process's MiB;
+        elementwise on numpy arrays of strategies and dp."""
+        if np.ndim(si) == 0:
+            a, b = self.memory.host[(si, tp, pp)]
+        else:
+            a, b = np.array([self.memory.host[(i, tp, pp)] for i in range(len(self.strategies))],
+                            dtype=np.int64).reshape(-1, 2)[si].T
+        out = np.minimum(self.num_gpus(si, tp, pp, dp), gpus_per_host) * (a + -(-b // dp))
+        return int(out) if np.ndim(out) == 0 else out
+
+
+PINNED = ("num_gpus", "grad_accum")  # request fields kept open in the rows, pinned by rules
+
+
+def pins(request: PlanRequest) -> dict[str, int]:
+    """The values the user fixed that the candidate rows leave open (each a named rule, so a
+    conflict can name it): GPU count and gradient accumulation. Other pins (tp, pp, micro-batch,
+    method, sharding, rank, GPU list) narrow the domains in build_space."""
+    return {k: getattr(request, k) for k in PINNED if getattr(request, k) is not None}
+
+
+def engine_layout(s: Strategy) -> tuple[str, int, tuple[str, ...]]:
+    """What the rollout engine reads of a strategy (workloads.engine, space.engine_at):
+    placement, rollout TP and the split roles' groups."""
+    return (s.placement, s.rollout_tp, s.role_names)
 
 
 def _timing_key(o: Offer) -> tuple[object, ...]:
@@ -641,9 +742,9 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     )
 
 
-@dataclass(frozen=True)
-class Row:
-    """One candidate layout: strategy, tp, pp, dp, micro-batch, with its integer needs."""
+class Row(NamedTuple):
+    """One candidate layout: strategy, tp, pp, dp, micro-batch, with its integer needs (a named
+    tuple: requests build a few hundred thousand of them)."""
 
     strategy: int
     tp: int
@@ -667,27 +768,39 @@ def host_sizes(space: PlanSpace) -> tuple[int, ...]:
 
 def candidate_rows(space: PlanSpace) -> list[Row]:
     """Every (strategy, tp, pp, dp, micro-batch) that completes the global batch, respects the
-    GPU-count limit and fits the largest offered GPU; needs from the memory tables."""
+    GPU-count limit and fits the largest offered GPU; needs from the memory tables (numpy over
+    every strategy, dp and micro-batch of one tp and pp at once)."""
     req = space.request
     max_gpus = req.num_gpus or req.max_gpus
     largest = max((o.capacity_mib for o in space.offers), default=0)
     sizes = host_sizes(space)
+    gb = req.global_batch_size
+    dps, mbs = np.meshgrid(np.array(space.dps, dtype=np.int64),
+                           np.array(space.micro_batches, dtype=np.int64), indexing="ij")
+    whole = (gb % (dps * mbs) == 0).reshape(-1)  # dp-major, micro-batch-minor
+    dps, mbs = dps.reshape(-1)[whole], mbs.reshape(-1)[whole]
+    rtp = np.array([s.rollout_tp for s in space.strategies], dtype=np.int64)
+    # every (strategy, dp, micro-batch) of one (tp, pp) at once, in the order rows are listed
+    si = np.repeat(np.arange(len(space.strategies), dtype=np.int64), len(dps))
+    dp, mb = np.tile(dps, len(space.strategies)), np.tile(mbs, len(space.strategies))
+    order = []
+    for tp in space.tps:
+        for pp in space.pps:
+            ok = (space.num_gpus(si, tp, pp, dp) <= max_gpus) & (dp % rtp[si] == 0)
+            s_, d_, m_ = si[ok], dp[ok], mb[ok]
+            need = space.gpu_need_mib(s_, tp, pp, d_, m_)
+            keep = need <= largest
+            s_, d_, m_, need = s_[keep], d_[keep], m_[keep], need[keep]
+            n = space.num_gpus(s_, tp, pp, d_)
+            host = (np.stack([space.host_need_mib(s_, tp, pp, d_, h) for h in sizes], axis=-1)
+                    if sizes else np.zeros((len(s_), 0)))  # no offer: no host size to need
+            order.append((tp, pp, s_, d_, m_, n, need, host))
     rows = []
-    for si in range(len(space.strategies)):
-        for tp in space.tps:
-            for pp in space.pps:
-                for dp in space.dps:
-                    n = space.num_gpus(si, tp, pp, dp)
-                    if n > max_gpus or dp % space.strategies[si].rollout_tp:
-                        continue
-                    host = tuple(space.host_need_mib(si, tp, pp, dp, h) for h in sizes)
-                    for mb in space.micro_batches:
-                        ga = space.grad_accum(dp, mb)
-                        if ga is None:
-                            continue
-                        need = space.gpu_need_mib(si, tp, pp, dp, mb)
-                        if need <= largest:
-                            rows.append(Row(si, tp, pp, dp, mb, ga, n, need, host))
+    for tp, pp, s_, d_, m_, n, need, host in order:
+        for k, d, m, g, q, h in zip(s_.tolist(), d_.tolist(), m_.tolist(), n.tolist(),
+                                    need.tolist(), map(tuple, host.tolist()), strict=True):
+            rows.append(Row(k, tp, pp, d, m, gb // (d * m), g, q, h))
+    rows.sort(key=lambda r: r[0])  # strategy-major, as the rows were always listed (stable)
     return rows
 
 
@@ -718,9 +831,10 @@ class Timing:
     def __init__(self, space: PlanSpace) -> None:
         self._space = space
         self._steps: dict[tuple[int, Row], int] = {}
-        self._flops: dict[int, tuple[float, float, float, int]] = {}
+        self._flops: dict[Strategy, tuple[float, float, float, int]] = {}
         self._rates: dict[int, tuple[float, float, float]] = {}
-        self._gen: dict[tuple[int, int], float] = {}
+        self._gen: dict[tuple[object, ...], float] = {}
+        self._generation: dict[tuple[int, tuple[object, ...]], object] = {}
         self._by_need: dict[int, tuple[list[Row], list[Row], RowArrays]] = {}
 
     def by_need(self, rows: list[Row]) -> tuple[list[Row], RowArrays]:
@@ -735,12 +849,15 @@ class Timing:
         return ordered, arr
 
     def strategy_flops(self, row: Row) -> tuple[float, float, float, int]:
-        if row.strategy not in self._flops:
-            self._flops[row.strategy] = _strategy_flops(self._space, row)
-        return self._flops[row.strategy]
+        """_strategy_flops, memoised per strategy up to its rollout TP (the roles' configs
+        drop it: workloads._base)."""
+        key = replace(self._space.strategies[row.strategy], rollout_tp=1)
+        if key not in self._flops:
+            self._flops[key] = _strategy_flops(self._space, row)
+        return self._flops[key]
 
     def generation_bytes(self, row: Row) -> float:
-        key = (row.strategy, row.dp)
+        key = self.engine_key(row)
         if key not in self._gen:
             self._gen[key] = _generation_bytes(self._space, row)
         return self._gen[key]
@@ -762,6 +879,23 @@ class Timing:
                 gpu.memory_bandwidth_gbps * 1e9 * eff.DECODE_EFFICIENCY["vllm"],
             )
         return self._rates[offer_idx]
+
+    def engine_key(self, row: Row) -> tuple[object, ...]:
+        """What the generation phase reads of a row (rltime.generation_seconds): the engine
+        layout of its strategy and its data-parallel degree (GPUs per group)."""
+        return (*engine_layout(self._space.strategies[row.strategy]), row.dp)
+
+    def engine_side(self, offer_idx: int, row: Row):
+        """rltime.engine_side of ``row``'s engine layout on the offer's GPUs, memoised per
+        layout (engine_key) and offer."""
+        from planner.rltime import engine_side
+
+        key = (offer_idx, self.engine_key(row))
+        if key not in self._generation:
+            space, offer = self._space, self._space.offers[offer_idx]
+            self._generation[key] = engine_side(space.model, offer.gpu, config_for(space, row),
+                                                platform=offer.platform)
+        return self._generation[key]
 
     def step_us(self, offer_idx: int, row: Row) -> int:
         key = (offer_idx, row)
@@ -813,52 +947,79 @@ class RowArrays:
     and update compute and a generation bound (_generation_bytes)."""
 
     def __init__(self, space: PlanSpace, rows: list[Row]) -> None:
-        import numpy as np
-
         from planner import efficiency as eff
         from planner.throughput import pipeline_bubble_fraction
 
         self.space, self.rows = space, rows
-        col = lambda f: np.array([f(r) for r in rows], dtype=float)  # noqa: E731
-        flops = space.timing.strategy_flops
-        self.num_gpus = np.array([r.num_gpus for r in rows], dtype=np.int64)  # Offer.purchase_usd
-        self.strategy = col(lambda r: r.strategy)
-        self.gpu_need = col(lambda r: r.gpu_need_mib)
-        self.tp = col(lambda r: r.tp)
-        self.grad_accum = col(lambda r: r.grad_accum)
+        n_rows = len(rows)
+
+        def field(name: str) -> np.ndarray:
+            return np.fromiter((getattr(r, name) for r in rows), dtype=np.int64, count=n_rows)
+
+        def per(values: np.ndarray, of) -> np.ndarray:
+            """of(first row with each value) for every row: a table over the distinct values,
+            taken by their first row (the memoised parts are per strategy or layout)."""
+            uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+            table = np.array([of(rows[i]) for i in first.tolist()], dtype=float)
+            return table[inverse.reshape(-1)] if len(uniq) else np.zeros((0, *table.shape[1:]))
+
+        st, tp, pp, dp, ga = (field(k) for k in ("strategy", "tp", "pp", "dp", "grad_accum"))
+        self.num_gpus = field("num_gpus")  # Offer.purchase_usd
+        self.strategy = st.astype(float)
+        self.gpu_need = field("gpu_need_mib").astype(float)
+        self.tp = tp.astype(float)
+        self.grad_accum = ga.astype(float)
         self.host_need = np.array([r.host_need_mib for r in rows], dtype=float).reshape(
-            len(rows), len(space.host_sizes))
-        trainers = col(lambda r: r.dp * r.tp * r.pp)
-        bubble = col(lambda r: pipeline_bubble_fraction(r.pp, r.grad_accum))
+            n_rows, len(space.host_sizes))
+        trainers = (dp * tp * pp).astype(float)
+        bubble = per(pp * (MAX_GLOBAL_BATCH + 1) + ga,
+                     lambda r: pipeline_bubble_fraction(r.pp, r.grad_accum))
         req = space.request
         tokens = req.sequences_per_step * (space.base.mean_seq_len or req.seq_len)
-        per = tokens / trainers
-        self.lin = per * col(lambda r: flops(r)[0]) * (1 + bubble)
-        self.s16 = per * col(lambda r: flops(r)[1]) * (1 + bubble)
-        self.fixed = np.full(len(rows), eff.STEP_OVERHEAD_S)
-        self.fwd = np.zeros(len(rows))
-        self.gen = np.zeros(len(rows))
-        self.separate = np.zeros(len(rows), dtype=bool)
-        self.groups = np.ones(len(rows))
+        flops = per(st, space.timing.strategy_flops).reshape(n_rows, 4)
+        share = tokens / trainers
+        self.lin = share * flops[:, 0] * (1 + bubble)
+        self.s16 = share * flops[:, 1] * (1 + bubble)
+        self.fixed = np.full(n_rows, eff.STEP_OVERHEAD_S)
+        self.fwd = np.zeros(n_rows)
+        self.gen = np.zeros(n_rows)
+        self.separate = np.zeros(n_rows, dtype=bool)
+        self.groups = np.ones(n_rows)
         if space.base.is_rl:
             steps = -(-req.sequences_per_step // req.global_batch_size)
-            self.fwd = per * col(lambda r: flops(r)[2])
-            self.fixed = col(lambda r: flops(r)[3]) * steps * eff.STEP_OVERHEAD_S
-            self.gen = col(space.timing.generation_bytes)
-            self.separate = np.array([space.strategies[r.strategy].placement != "colocate"
-                                      for r in rows], dtype=bool)
+            self.fwd = share * flops[:, 2]
+            self.fixed = flops[:, 3] * steps * eff.STEP_OVERHEAD_S
+            layouts = [engine_layout(s) for s in space.strategies]
+            names = sorted(set(layouts))
+            layout = np.array([names.index(k) for k in layouts], dtype=np.int64)[st]
+            # a row of each engine layout and dp (Timing.engine_key): the engine's phases are
+            # timed per layout and offer, exactly (rltime.engine_side)
+            _, first, self.engine_idx = np.unique(layout * (MAX_GLOBAL_BATCH + 1) + dp,
+                                                  return_index=True, return_inverse=True)
+            self.engine_idx = self.engine_idx.reshape(-1)
+            self.engine_rows = [rows[i] for i in first.tolist()]
+            self.gen = np.array([space.timing.generation_bytes(r)
+                                 for r in self.engine_rows])[self.engine_idx]
+            self.separate = np.array([k[0] != "colocate" for k in names], dtype=bool)[layout]
             # split: the role groups work side by side, so training takes at least the
             # average over the groups (rltime.split_training_seconds takes the busiest)
-            self.groups = col(lambda r: len(space.strategies[r.strategy].role_names) or 1)
+            self.groups = np.array([len(k[2]) or 1 for k in names], dtype=float)[layout]
 
     def bounds(self, offer_idx: int):
-        """Lower bounds on step_time_us of every row on one offer."""
-        import numpy as np
-
-        r_lin, r_16, bandwidth = self.space.timing.rates(offer_idx)
+        """Lower bounds on step_time_us of every row on one offer; RL phases that only the
+        engine layout sets (rltime.engine_side) are exact."""
+        timing = self.space.timing
+        r_lin, r_16, bandwidth = timing.rates(offer_idx)
         train = (self.lin / r_lin + self.s16 / r_16 + self.fwd / r_lin + self.fixed) / self.groups
-        gen = self.gen / bandwidth
-        return np.where(self.separate, np.maximum(train, gen), train + gen) * 1e6
+        if not self.space.base.is_rl:
+            return train * 1e6
+        sides = [timing.engine_side(offer_idx, r) for r in self.engine_rows]
+        gen, sync, sleep = (np.array(col)[self.engine_idx] for col in zip(
+            *((e.generation_s, e.weight_sync_s, e.sleep_s) for e in sides), strict=True))
+        # rltime.estimate_rl_step: colocated phases add up (a sleeping engine's traffic
+        # among them); apart, the slower of generation and training, plus the weight sync
+        return (np.where(self.separate, np.maximum(train, gen), train + gen + sleep)
+                + sync) * 1e6
 
 
 def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, int]:

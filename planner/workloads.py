@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from planner import calibration as cal
 from planner.errors import PlannerError
@@ -189,7 +190,14 @@ def _prefixed(role: Role, terms: dict[str, float]) -> dict[str, float]:
 def resident_terms(role: Role, precision: str) -> dict[str, float]:
     """What a role keeps on its GPUs between its own passes: weights, adapters, master copy
     and optimizer states (gradients are freed after each optimizer step). A reference that
-    shares the policy's base holds nothing of its own."""
+    shares the policy's base holds nothing of its own. (A fresh dict of _resident_terms: every
+    phase of an RL iteration reads each role's residents, and the planner's tables read them
+    for thousands of layouts that share their roles.)"""
+    return dict(_resident_terms(role, precision))
+
+
+@lru_cache(maxsize=16384)
+def _resident_terms(role: Role, precision: str) -> dict[str, float]:
     if role.shares_base:
         return {}
     cfg = role.cfg
@@ -210,7 +218,12 @@ def forward_terms(role: Role, precision: str, batch: int) -> dict[str, float]:
     (memory.layer_activation_bytes_per_token) for the batch. Outputs: a vocabulary head
     materialises its logits in 16 bit, their fp32 upcast and the fp32 log-softmax before the
     token log-probs are gathered (LOGIT_BYTES_FORWARD per element); a value head outputs the
-    final hidden states (2h bytes per token)."""
+    final hidden states (2h bytes per token). (A fresh dict of a memoised one.)"""
+    return dict(_forward_terms(role, precision, batch))
+
+
+@lru_cache(maxsize=16384)
+def _forward_terms(role: Role, precision: str, batch: int) -> dict[str, float]:
     cfg = role.cfg.model_copy(update={"micro_batch_size": batch, "checkpointing": "none"})
     tokens = batch * cfg.seq_len
     m = role.model
@@ -241,7 +254,12 @@ def forward_logit_bytes(cfg: TrainConfig) -> float:
 
 def value_head_phases(role: Role, precision: str) -> dict[str, dict[str, float]]:
     """memory.phase_terms of a trained role; a value head replaces the vocabulary logits and
-    loss by the final hidden states (2h bytes per token)."""
+    loss by the final hidden states (2h bytes per token). (Fresh dicts of memoised ones.)"""
+    return {k: dict(v) for k, v in _value_head_phases(role, precision).items()}
+
+
+@lru_cache(maxsize=16384)
+def _value_head_phases(role: Role, precision: str) -> dict[str, dict[str, float]]:
     phases = phase_terms(role.model, role.cfg, precision)
     if role.value_head:
         tokens = role.cfg.micro_batch_size * role.cfg.seq_len // role.cfg.cp
