@@ -1,4 +1,5 @@
-"""Print the accuracy tables of the planner's models against validation/ (the project copy of ../shared/validation).
+"""Print the accuracy tables of the planner's models against validation/ (the project copy of
+../shared/validation).
 
 Usage: python benchmarks/accuracy.py [VALIDATION_DIR]
 Prints, per file, each case's prediction and the summary (median / p90 |relative error|,
