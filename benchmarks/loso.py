@@ -13,6 +13,7 @@ would get without it (fit.py's fallbacks) and counts as such ("on fallback").
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -30,6 +31,7 @@ from planner.validate import CaseResult, predict_case, summarise  # noqa: E402
 from planner.validate_throughput import (  # noqa: E402
     RL_ENGINE_STACK,
     ThroughputResult,
+    error_stats,
     predict_throughput_case,
     stack_of,
     summarise_throughput,
@@ -129,9 +131,12 @@ def _verdicts_right(confusion: dict[str, int]) -> tuple[int, float | None]:
     return n, (right / n if n else None)
 
 
-def rows(results: tuple[list[CaseResult], list[ThroughputResult]]) -> dict[str, tuple]:
-    """Group -> (cases, median, p90, verdict share) of one set of predictions."""
+def rows(results: tuple[list[CaseResult], list[ThroughputResult]],
+         fallback_ids: set[str]) -> dict[str, tuple]:
+    """Group -> (cases, median, p90, verdict share) of one set of predictions; the usable
+    training cases also split by whether their source's refit left them on a fallback."""
     m, t = summarise(results[0]), summarise_throughput(results[1])
+    training = [r for r in results[1] if r.usable and r.family == "training"]
     out: dict[str, tuple] = {}
 
     def put(name: str, s: dict[str, Any], count: str = "predicted") -> None:
@@ -145,6 +150,9 @@ def rows(results: tuple[list[CaseResult], list[ThroughputResult]]) -> dict[str, 
     n, share = _verdicts_right(m["rl"]["verdicts"])
     out["memory: RL/preference fits/OOM verdicts right"] = (n, None, None, share)
     put("throughput: training (usable)", t["training"])
+    put("  training, own stack refitted", error_stats(
+        [r for r in training if r.id not in fallback_ids]))
+    put("  training, on a fallback", error_stats([r for r in training if r.id in fallback_ids]))
     for stack, s in t["training_by_stack"].items():
         put(f"  training, stack {stack}", s)
     for fw, s in t["training_by_framework"].items():
@@ -156,8 +164,8 @@ def rows(results: tuple[list[CaseResult], list[ThroughputResult]]) -> dict[str, 
 
 
 def table(report: dict[str, Any], cases: Cases) -> str:
-    inside, outside = rows(report["in"]), rows(report["loso"])
     fb = report["fallback_ids"]
+    inside, outside = rows(report["in"], fb), rows(report["loso"], fb)
     usable_fb = {r.id for r in report["loso"][1] if r.usable and r.id in fb}
     lines = ["| group | cases | LOSO median | LOSO p90 | in-sample median | in-sample p90 |",
              "|---|---|---|---|---|---|"]
@@ -171,14 +179,26 @@ def table(report: dict[str, Any], cases: Cases) -> str:
     lines.append("")
     lines.append(f"Usable throughput cases predicted on a fallback (no case of their constant "
                  f"left): {len(usable_fb)}: {', '.join(sorted(usable_fb)) or 'none'}.")
-    refits = [(k, n, f) for k, (n, held, f) in report["sources"].items() if held]
-    lines.append("")
-    lines.append(f"{len(report['sources'])} sources; {len(refits)} hold fitted cases and were "
-                 "refitted without them:")
-    lines.append("")
-    for k, n, f in refits:
-        lines.append(f"- {k} ({n} cases){': fallbacks ' + '; '.join(f) if f else ''}")
+    refits = [k for k, (_n, held, _f) in report["sources"].items() if held]
+    lines += ["", f"{len(report['sources'])} sources; {len(refits)} hold fitted cases and were "
+              "refitted without them (usable cases: memory peaks, training, RL and decode "
+              "throughput):", "",
+              "| source held out | usable cases | LOSO median | in-sample median | fallbacks |",
+              "|---|---|---|---|---|"]
+    for key in refits:
+        ids = set(by_source(cases)[key])
+        errs = [[r.rel_err for r in rs if r.usable and r.id in ids and r.rel_err is not None
+                 and getattr(r, "kind", "peak") == "peak"]
+                for rs in (report["loso"][0] + report["loso"][1],
+                           report["in"][0] + report["in"][1])]
+        fbs = "; ".join(report["sources"][key][2]) or "-"
+        lines.append(f"| {key} | {len(errs[0])} | {_pct(_median_abs(errs[0]))} | "
+                     f"{_pct(_median_abs(errs[1]))} | {fbs} |")
     return "\n".join(lines)
+
+
+def _median_abs(errs: list[float]) -> float | None:
+    return statistics.median(abs(e) for e in errs) if errs else None
 
 
 def main() -> None:
