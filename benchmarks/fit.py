@@ -134,16 +134,12 @@ def precision_class(case: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 # Applying constants
 # ---------------------------------------------------------------------------------------------
-def module_values(values: dict[str, Any]) -> dict[Any, dict[str, Any]]:
-    """Module -> attribute -> value for a fitted.yaml content, as the modules build them."""
-    e = values["efficiency"]
-    return {
-        eff: {"STACK_UTILISATION": eff.utilisation_table(e["stack_utilisation"]),
-              "DECODE_EFFICIENCY": eff.decode_table(e["decode_efficiency"]),
-              "RL_ROLLOUT_DECODE_EFFICIENCY": e["rl_rollout_decode_efficiency"],
-              "STEP_OVERHEAD_S": e["step_overhead_s"]},
-        cal: dict(values["calibration"]),
-    }
+def efficiency_values(e: dict[str, Any]) -> dict[str, Any]:
+    """planner.efficiency's attributes for fitted.yaml's "efficiency" part, as it builds them."""
+    return {"STACK_UTILISATION": eff.utilisation_table(e["stack_utilisation"]),
+            "DECODE_EFFICIENCY": eff.decode_table(e["decode_efficiency"]),
+            "RL_ROLLOUT_DECODE_EFFICIENCY": e["rl_rollout_decode_efficiency"],
+            "STEP_OVERHEAD_S": e["step_overhead_s"]}
 
 
 def _clear_caches() -> None:
@@ -174,7 +170,8 @@ def patched(changes: dict[Any, dict[str, Any]]) -> Iterator[None]:
 
 def applied(values: dict[str, Any]) -> Any:
     """Context in which the planner uses ``values`` (a fitted.yaml content)."""
-    return patched(module_values(values))
+    return patched({eff: efficiency_values(values["efficiency"]),
+                    cal: dict(values["calibration"])})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,7 +254,7 @@ def training_groups(cases: Cases, exclude: frozenset[str]) -> dict[
     has a case in the full set, even when none is left."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for stack, ids in eff.STACK_CASES.items():
-        for i in ids:
+        for i in (i for i in ids if i in cases.throughput):
             c = cases.throughput[i]
             groups.setdefault((stack, precision_class(c)), [])
             if i not in exclude:
@@ -275,7 +272,7 @@ def fit_training(cases: Cases, catalog: Catalog, exclude: frozenset[str],
     for overhead in STEP_OVERHEAD_GRID:
         table, fallbacks = stack_factors(groups, catalog, overhead)
         trial = {**base, "stack_utilisation": table, "step_overhead_s": overhead}
-        with patched({eff: module_values({"efficiency": trial, "calibration": {}})[eff]}):
+        with patched({eff: efficiency_values(trial)}):
             err = median_abs(predict_throughput_case(c, catalog).rel_err for c in left)
         trials.append((round(err, 9), overhead, table, fallbacks))
     _err, overhead, table, fallbacks = min(trials, key=lambda t: (t[0], t[1]))
@@ -311,8 +308,10 @@ def fit_rl_rollout(cases: Cases, catalog: Catalog, exclude: frozenset[str],
 # ---------------------------------------------------------------------------------------------
 def fit_constants(cases: Cases, catalog: Catalog, *,
                   exclude: Iterable[str] = ()) -> Fit:
-    """Every fitted constant from its named cases, leaving out the ``exclude`` ids."""
-    out = frozenset(exclude)
+    """Every fitted constant from its named cases, leaving out the ``exclude`` ids (and named
+    ids the case files do not hold: another validation folder)."""
+    out = frozenset(exclude) | {i for i in fitted_ids()
+                                if i not in cases.memory and i not in cases.throughput}
     memory, fb_mem = fit_memory(cases, catalog, out)
     decode, fb_dec = fit_decode(cases, catalog, out)
     base = {"decode_efficiency": decode, "rl_rollout_decode_efficiency":

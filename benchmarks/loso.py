@@ -157,6 +157,8 @@ def rows(results: tuple[list[CaseResult], list[ThroughputResult]],
         put(f"  training, stack {stack}", s)
     for fw, s in t["training_by_framework"].items():
         put(f"  training, framework {fw}", s)
+    for w, s in t["training_by_workload"].items():
+        put(f"  training, workload {w}", s)
     for w in ("ppo", "grpo"):
         put(f"RL step time: {w} (usable)", t["rl_by_workload"].get(w, {}))
     put("decode (usable)", t["decode"])
