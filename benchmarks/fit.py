@@ -194,7 +194,8 @@ def fit_memory_constant(name: str, cases: list[dict[str, Any]], catalog: Catalog
 
 def fit_memory(cases: Cases, catalog: Catalog, exclude: frozenset[str]) -> tuple[
         dict[str, float], list[str]]:
-    values = {name: getattr(cal, name) for name in cal.FITTED_CASES}
+    # the others held at their priors: the fit does not depend on planner/fitted.yaml
+    values = {name: MEMORY_GRIDS[name][1] for name in cal.FITTED_CASES}
     fallbacks = []
     for name, ids in cal.FITTED_CASES.items():
         mine = [cases.memory[i] for i in ids if i not in exclude]
@@ -314,8 +315,8 @@ def fit_constants(cases: Cases, catalog: Catalog, *,
                                 if i not in cases.memory and i not in cases.throughput}
     memory, fb_mem = fit_memory(cases, catalog, out)
     decode, fb_dec = fit_decode(cases, catalog, out)
-    base = {"decode_efficiency": decode, "rl_rollout_decode_efficiency":
-            eff.RL_ROLLOUT_DECODE_EFFICIENCY}
+    # the rollout factor is fitted last; training predictions do not read it
+    base = {"decode_efficiency": decode, "rl_rollout_decode_efficiency": decode["vllm"]}
     with patched({cal: memory}):
         overhead, stacks, fb_train = fit_training(cases, catalog, out, base)
         efficiency = {"step_overhead_s": overhead, "stack_utilisation": stacks, **base}
