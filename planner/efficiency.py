@@ -158,11 +158,11 @@ def stack_utilisation(stack: str, precision: str) -> float:
 # what separates the MLPerf llama2_70b_lora rows with grad_accum 4 and 1: per micro-batch work
 # halves from mlperf40_lora70b_8xH100_nemo-tps (GA 4, ~3.7 s/step) to
 # mlperf40_lora70b_64xH100_nemo-tps (cp 2, GA 1, ~0.64 s/step) but the step keeps ~0.2 s more;
-# the GB200 pair (8 -> 72 GPUs, cp 8) keeps ~0.06 s (v5.0, CUDA graphs). Fitted jointly with
-# the megatron factor over those rows (0.05 / 0.10 / 0.15 s give overall median |error| 9.5 /
-# 6.8 / 9.2 % at the time); applied to every stack (no case identifies it elsewhere).
-# benchmarks/fit.py fits it jointly with every stack factor: on a 0.025 s grid, the value whose
-# refitted factors give the lowest median |error| over all usable training cases.
+# the GB200 pair (8 -> 72 GPUs, cp 8) keeps ~0.06 s (v5.0, CUDA graphs). Applied to every
+# stack (no case identifies it elsewhere). benchmarks/fit.py fits it jointly with every stack
+# factor: on a 0.025 s grid from 0 to 0.25 s, the value whose refitted factors give the lowest
+# median |error| over all usable training cases (2026-11-25: 0.05 / 0.075 / 0.1 s give 9.5 /
+# 7.7 / 8.3 %; a flat, noisy objective).
 STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
 
 # ---------------------------------------------------------------------------------------------
