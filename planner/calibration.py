@@ -2,11 +2,19 @@
 
 Physics lives in memory.py; what cannot be derived from first principles (allocator behaviour,
 CUDA context size, how a framework materialises the loss) is a named constant here. Case ids refer
-to validation/memory_cases.yaml. Change a constant only together with the cases it lists,
-and re-run ``planner validate`` / ``benchmarks/accuracy.py``.
+to validation/memory_cases.yaml. A constant fitted to cases (FITTED_CASES) is computed by
+benchmarks/fit.py (the value on a physically meaningful grid with the lowest median |relative
+error| over its cases, the others held fixed) and read from planner/fitted.yaml, which only
+`python benchmarks/fit.py --write` writes (tests/test_fit.py checks it). The others are framework
+facts, documented ranges or byte counts, not fits: change them only with their source, and re-run
+``planner validate`` / ``benchmarks/accuracy.py``.
 """
 
 from __future__ import annotations
+
+from planner.fitted import fitted
+
+_FITTED = fitted()["calibration"]
 
 GIB = 2**30
 
@@ -18,16 +26,19 @@ GIB = 2**30
 #   in the log-softmax backward: 4 (saved output) + 4 (incoming gradient) + 4 (gradient of the
 #   input) after the forward copies are freed. Both moments hold 12 B per element.
 # Set by the long-sequence large-vocabulary cases where logits dominate: qwen-1.8b-lora-8192,
-# qwen-1.8b-full-8192, qwen-7b-lora-8192, qwen-14b-lora-8192 (vocab 151,851, 8192 tokens).
-LOGIT_BYTES_UNCHUNKED = 12.0
+# qwen-7b-lora-8192, qwen-14b-lora-8192 (vocab 151,851, 8192 tokens; FITTED_CASES):
+# benchmarks/fit.py picks the value among whole tensors of 2 and 4 B (4-16 B, even).
+LOGIT_BYTES_UNCHUNKED: float = _FITTED["LOGIT_BYTES_UNCHUNKED"]
 # The same loss computed in 16 bit (no autocast, model code without an upcast: e.g. Qwen-1's
 # modeling code under DeepSpeed's fp16/bf16 engine): 2 + 2 + 2 at both moments. Set by
-# qwen-7b-qlora-8192, qwen-14b-qlora-8192, qwen-72b-qlora-8192.
-LOGIT_BYTES_16BIT_LOSS = 6.0
+# qwen-7b-qlora-8192, qwen-14b-qlora-8192, qwen-72b-qlora-8192 (benchmarks/fit.py: 2-8 B, even).
+LOGIT_BYTES_16BIT_LOSS: float = _FITTED["LOGIT_BYTES_16BIT_LOSS"]
 # Chunked / fused cross-entropy (torchtune CEWithChunkedOutputLoss, Liger, Unsloth): the 16-bit
-# logits (2 B) plus one fp32 chunk of 1/8 at a time with its gradient (2 x 4 B / 8 = 1 B).
-# Set by torchtune-llama3.2-3b-full-packed-compile-chunkedce and -packed-ac.
-LOGIT_BYTES_CHUNKED = 3.0
+# logits (2 B) plus fp32 chunks of 1/8 of them: one chunk with its gradient is 2 x 4 B / 8 = 1 B.
+# Set by the usable torchtune rows whose peak is at the loss with chunked CE (FITTED_CASES; with
+# activation checkpointing, -packed-ac, the peak is elsewhere): benchmarks/fit.py picks 2 B plus
+# 2-8 fp32 chunk tensors (3-6 B in steps of 0.5 B: at least one chunk and its gradient).
+LOGIT_BYTES_CHUNKED: float = _FITTED["LOGIT_BYTES_CHUNKED"]
 LOSS_CHUNKS = 8
 # Forward-only log-prob passes (RL old/reference log-probs, DPO reference): the 16-bit logits
 # (2 B), their fp32 upcast (4 B) and the fp32 log-softmax (4 B) are alive when the token
@@ -37,10 +48,23 @@ LOGIT_BYTES_FORWARD = 10.0
 # cross-entropy's output (2 B).
 LOGIT_BYTES_FORWARD_16BIT = 4.0
 
+# The constants benchmarks/fit.py fits, with the memory cases that set each.
+FITTED_CASES: dict[str, tuple[str, ...]] = {
+    # qwen-1.8b-full-8192 peaks in the optimizer step, not at the loss: it does not set it
+    "LOGIT_BYTES_UNCHUNKED": ("qwen-1.8b-lora-8192", "qwen-7b-lora-8192", "qwen-14b-lora-8192"),
+    "LOGIT_BYTES_16BIT_LOSS": ("qwen-7b-qlora-8192", "qwen-14b-qlora-8192",
+                               "qwen-72b-qlora-8192"),
+    "LOGIT_BYTES_CHUNKED": ("torchtune-llama3.2-3b-full-packed-compile-chunkedce",
+                            "torchtune-llama3.1-8b-lora-1x4090",
+                            "torchtune-llama3.1-8b-qlora-1x4090",
+                            "torchtune-llama3.1-70b-lora-8xa100",
+                            "torchtune-llama3.1-405b-qlora-8xa100"),
+}
+
 # --- framework buffers ------------------------------------------------------------------------
 # DeepSpeed ZeRO-1/2 gradient reduce buckets: two buckets (overlap_comm) of reduce_bucket_size
-# elements in 16 bit. Qwen's ds_config_zero2.json and DeepSpeed's documented examples use 2e8.
-# Set by qwen-1.8b-full-2048, qwen-7b-full-2gpu-256.
+# elements in 16 bit. Qwen's ds_config_zero2.json and DeepSpeed's documented examples use 2e8:
+# a framework configuration fact, not fitted (qwen-1.8b-full-2048, qwen-7b-full-2gpu-256 use it).
 ZERO_BUCKET_ELEMENTS = 2e8
 # DeepSpeed ZeRO-3 steps the optimizer one sub-group of the fp32 partition at a time; each
 # sub-group holds sub_group_size elements (DeepSpeed's default 1e9, also in Qwen's and Hugging
@@ -53,8 +77,9 @@ GATHERED_UNITS = 2
 # --- allocator and process overheads ---------------------------------------------------------
 # PyTorch's caching allocator reserves more than it allocates; the excess grows with the large
 # short-lived tensors (activations, logits, optimizer temporaries). reserved = allocated +
-# FRAGMENTATION_FRACTION * transient + FRAGMENTATION_FLOOR_GIB. Set by the torchtune rows that
-# report reserved/active pairs (torchtune-llama3.2-3b-* extra.peak_reserved_gib where given).
+# FRAGMENTATION_FRACTION * transient + FRAGMENTATION_FLOOR_GIB. Meant to be set by rows that
+# report reserved/active pairs (extra.peak_reserved_gib); no usable case gives such a pair now,
+# so both are assumed, not fitted (benchmarks/fit.py lists them as such).
 FRAGMENTATION_FRACTION = 0.10
 FRAGMENTATION_FLOOR_GIB = 0.25
 # CUDA context, cuBLAS/cuDNN workspaces and kernels loaded by a training process, seen by

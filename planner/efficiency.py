@@ -3,9 +3,11 @@
 Physics lives in throughput.py (FLOPs, bytes, bandwidths, overlap). What cannot be derived from
 first principles, namely how close a software stack gets to the hardware, is a named number here.
 Case ids refer to validation/throughput_cases.yaml. A calibrated factor is the median of
-its cases' implied values (validate_throughput.implied_utilisation / implied_decode_efficiency);
-tests/test_throughput_accuracy.py checks that each factor still equals that median, so change a
-factor only by changing the physics or the cases, then re-derive it.
+its cases' implied values (validate_throughput.implied_utilisation / implied_decode_efficiency),
+computed by benchmarks/fit.py and read from planner/fitted.yaml, which only `python
+benchmarks/fit.py --write` writes; tests/test_fit.py checks that the file equals what the
+script computes now, so change a factor only by changing the physics or the cases, then rerun
+the script.
 
 Compute efficiency is a product of two parts:
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from planner.fitted import fitted
 from planner.request import TrainConfig
 from planner.specs import GpuSpec
 
@@ -31,6 +34,9 @@ Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth", "prime-rl"]
 DecodeStack = Literal["tensorrt-llm", "vllm", "tgi"]
 STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
 DECODE_STACKS: tuple[str, ...] = DecodeStack.__args__  # type: ignore[attr-defined]
+# Fitted values: computed by benchmarks/fit.py from the cases named here, written to
+# planner/fitted.yaml (never by hand).
+_FITTED = fitted()["efficiency"]
 
 # ---------------------------------------------------------------------------------------------
 # Vendor facts: measured maximum achievable matmul TFLOPS / dense peak (gpus_README caveat 3,
@@ -74,33 +80,37 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 # ---------------------------------------------------------------------------------------------
 # Calibrated: share of the achievable matmul rate a stack sustains over a training step
 # ---------------------------------------------------------------------------------------------
-# Each value is the median over the stack's usable cases of the utilisation at which the
+# Each fitted value is the median over the stack's usable cases of the utilisation at which the
 # prediction equals the measurement (validate_throughput.implied_utilisation, with the
-# communication, bubble, offload and overhead terms in place), i.e. fitted on those cases;
-# STACK_CASES lists them. The spread inside a stack is the model's honest error: e.g.
-# torchtune's single-GPU rows imply 0.83-1.37 (above 1: faster than the datasheet peak allows
-# with the recorded settings), its 8x A100 rows 0.59-0.77.
-STACK_UTILISATION: dict[str, dict[str, float]] = {
-    # fp8: median 0.59 of 20 NeMo/MLPerf rows (implied 0.43-0.72). bf16: no usable bf16
-    # Megatron case; from the published Megatron-LM A100 MFUs (megatron_readme_mfu_22b/175b/
-    # 530b/1t_A100: 0.415, 0.514, 0.56, 0.563; not usable, no public checkpoint) as
-    # MFU / MAMF(A100 SXM 0.87) / (1 - ~5 % bubble and exposed communication): 0.50-0.68,
-    # median 0.65. Arithmetic, not a fit of this model.
-    "megatron": {"bf16": 0.65, "fp8": 0.59},
-    # median of 3 MLPerf LoRA rows (implied 0.33-0.64; end-to-end rates incl. evaluation) and
-    # DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.52).
-    "deepspeed": {"bf16": 0.476},
-    # median of 8 torchtune README rows (implied 0.59-1.37).
-    "fsdp": {"bf16": 0.89},
-    # median of 2 LLaMA-Factory HF-backend rows (implied 0.37, 0.38).
-    "hf": {"bf16": 0.375},
-    # one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
-    "unsloth": {"bf16": 0.63},
-    # median of 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
-    # implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
-    # imply half of torchtune's: kept apart rather than pooled.
-    "prime-rl": {"bf16": 0.453},
-}
+# communication, bubble, offload and overhead terms in place), per precision class (fp8 rows
+# apart from 16-bit rows), i.e. fitted on those cases; STACK_CASES lists them. The values are
+# computed by benchmarks/fit.py and read from planner/fitted.yaml (never edited by hand). The
+# spread inside a stack is the model's honest error: e.g. torchtune's single-GPU rows imply
+# 0.83-1.37 (above 1: faster than the datasheet peak allows with the recorded settings), its
+# 8x A100 rows 0.59-0.77.
+#   megatron fp8: the NeMo/MLPerf rows (implied 0.43-0.72).
+#   deepspeed: 3 MLPerf LoRA rows (implied 0.33-0.64; end-to-end rates incl. evaluation) and
+#       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.52).
+#   fsdp: 8 torchtune README rows (implied 0.59-1.37).
+#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.37, 0.38).
+#   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
+#   prime-rl: 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
+#       implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
+#       imply half of torchtune's: kept apart rather than pooled.
+# Stated, not fitted (STATED_UTILISATION): megatron bf16. No usable bf16 Megatron case; from the
+# published Megatron-LM A100 MFUs (megatron_readme_mfu_22b/175b/530b/1t_A100: 0.415, 0.514,
+# 0.56, 0.563; not usable, no public checkpoint) as MFU / MAMF(A100 SXM 0.87) / (1 - ~5 %
+# bubble and exposed communication): 0.50-0.68, median 0.65. Arithmetic, not a fit of this model.
+STATED_UTILISATION: dict[str, dict[str, float]] = {"megatron": {"bf16": 0.65}}
+
+
+def utilisation_table(fitted: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """STACK_UTILISATION from fitted entries (planner/fitted.yaml) and the stated ones."""
+    return {s: {**STATED_UTILISATION.get(s, {}), **fitted.get(s, {})} for s in STACKS}
+
+
+STACK_UTILISATION: dict[str, dict[str, float]] = utilisation_table(
+    _FITTED["stack_utilisation"])
 STACK_CASES: dict[str, tuple[str, ...]] = {
     "megatron": (
         "mlperf40_lora70b_8xH100_nemo-tps", "mlperf40_lora70b_8xH200_nemo-tps",
@@ -148,10 +158,12 @@ def stack_utilisation(stack: str, precision: str) -> float:
 # what separates the MLPerf llama2_70b_lora rows with grad_accum 4 and 1: per micro-batch work
 # halves from mlperf40_lora70b_8xH100_nemo-tps (GA 4, ~3.7 s/step) to
 # mlperf40_lora70b_64xH100_nemo-tps (cp 2, GA 1, ~0.64 s/step) but the step keeps ~0.2 s more;
-# the GB200 pair (8 -> 72 GPUs, cp 8) keeps ~0.06 s (v5.0, CUDA graphs). Fitted jointly with
-# the megatron factor over those rows (0.05 / 0.10 / 0.15 s give overall median |error| 9.5 /
-# 6.8 / 9.2 %); applied to every stack (no case identifies it elsewhere).
-STEP_OVERHEAD_S = 0.1
+# the GB200 pair (8 -> 72 GPUs, cp 8) keeps ~0.06 s (v5.0, CUDA graphs). Applied to every
+# stack (no case identifies it elsewhere). benchmarks/fit.py fits it jointly with every stack
+# factor: on a 0.025 s grid from 0 to 0.25 s, the value whose refitted factors give the lowest
+# median |error| over all usable training cases (2026-11-25: 0.05 / 0.075 / 0.1 s give 9.5 /
+# 7.7 / 8.3 %; a flat, noisy objective).
+STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
 
 # ---------------------------------------------------------------------------------------------
 # Communication and overlap: framework behaviour (assumed, not fitted). The accuracy on the
@@ -216,14 +228,21 @@ HOST_MEMORY_GBPS_PER_CORE = 3.0
 # ---------------------------------------------------------------------------------------------
 # Share of the roofline a serving stack reaches: of the peak HBM bandwidth in memory-bound
 # steps, and of the achievable matmul rate (MAMF) in prefill and compute-bound steps. Median of
-# the implied factor over the stack's usable decode cases (DECODE_CASES).
-# tensorrt-llm: median of 9 rows (implied 0.19-0.79; the single-GPU rows 0.67-0.79, the
-# tensor-parallel 70B rows 0.19-0.57: TP decoding is slower than the roofline plus the
-# all-reduce terms explain). vllm: one row (0.60).
-DECODE_EFFICIENCY: dict[str, float] = {"tensorrt-llm": 0.74, "vllm": 0.60}
+# the implied factor over the stack's usable decode cases (DECODE_CASES), computed by
+# benchmarks/fit.py (planner/fitted.yaml).
+# tensorrt-llm: 9 rows (implied 0.19-0.79; the single-GPU rows 0.67-0.79, the tensor-parallel
+# 70B rows 0.19-0.57: TP decoding is slower than the roofline plus the all-reduce terms
+# explain). vllm: one row (0.60).
 # TGI has no usable case: assumed equal to vLLM (both continuous-batching PyTorch servers with
 # paged attention), stated wherever it is used.
-DECODE_EFFICIENCY["tgi"] = DECODE_EFFICIENCY["vllm"]
+
+
+def decode_table(fitted: dict[str, float]) -> dict[str, float]:
+    """DECODE_EFFICIENCY from the fitted serving stacks; TGI takes vLLM's (assumed)."""
+    return {**fitted, "tgi": fitted["vllm"]}
+
+
+DECODE_EFFICIENCY: dict[str, float] = decode_table(_FITTED["decode_efficiency"])
 DECODE_CASES: dict[str, tuple[str, ...]] = {
     "tensorrt-llm": (
         "trtllm061_llama7b_1xH100_fp8_128in_2048out", "trtllm061_llama7b_1xA100_fp16_128in_2048out",
@@ -242,10 +261,10 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # implied_rl_decode_efficiency, every other phase as modelled) are 0.15-0.27, median below;
 # they cannot be told apart from slow phases elsewhere in the iteration (the source gives no
 # per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
-# modelled physics. Fitted on RL_ROLLOUT_CASES (in-sample; leave-one-out in
-# benchmarks/README.md). DeepSpeed-Chat's hybrid engine is no vLLM engine
-# (validate_throughput.RL_ENGINE_EFFICIENCY).
-RL_ROLLOUT_DECODE_EFFICIENCY = 0.214
+# modelled physics. Fitted on RL_ROLLOUT_CASES by benchmarks/fit.py (with the fitted trainer
+# factors in place; planner/fitted.yaml; leave-one-source-out in benchmarks/README.md).
+# DeepSpeed-Chat's hybrid engine is no vLLM engine (validate_throughput.RL_ENGINE_STACK).
+RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
 RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
     "nemorl_v05_grpo_qwen3_32b_32xH100", "nemorl_v05_grpo_qwen3_32b_16xGB200",

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from planner import efficiency as eff
 from planner.catalog import Catalog, load_catalog
 from planner.cost import define_job, rent_cost
-from planner.efficiency import DECODE_EFFICIENCY
 from planner.errors import PlannerError
 from planner.frameworks import efficiency_of
 from planner.memory import estimate_memory
@@ -366,12 +366,13 @@ def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> A
 
 
 # Generation engine of each RL framework where it is not a vLLM engine (whose in-iteration
-# efficiency is efficiency.RL_ROLLOUT_DECODE_EFFICIENCY): DeepSpeed-Chat's hybrid engine
+# efficiency is efficiency.RL_ROLLOUT_DECODE_EFFICIENCY), as the serving stack whose
+# efficiency.DECODE_EFFICIENCY it takes (read when used): DeepSpeed-Chat's hybrid engine
 # decodes with DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token
 # answers; no case isolates it, so it takes the serving roofline share of vLLM (assumed; its
 # 12 cases would imply 0.22-0.66, median 0.49, with two cases unreachable). Whether FP8 rows
 # also generate in FP8 is the profile's fp8_generation fact.
-RL_ENGINE_EFFICIENCY: dict[str, float] = {"deepspeed-chat": DECODE_EFFICIENCY["vllm"]}
+RL_ENGINE_STACK: dict[str, str] = {"deepspeed-chat": "vllm"}
 
 
 def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
@@ -383,8 +384,9 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
     rc, cfg, gpu = rl_inputs(case, catalog)
     platform, _per_node, _network = _platform(gpu, catalog)
     cap = _max_response_len(case, cfg)
-    if decode_efficiency is None:
-        decode_efficiency = RL_ENGINE_EFFICIENCY.get(str(case.get("framework")))
+    engine = RL_ENGINE_STACK.get(str(case.get("framework")))
+    if decode_efficiency is None and engine:
+        decode_efficiency = eff.DECODE_EFFICIENCY[engine]
     # NeMo-RL's FP8 tables state "Precision: Generation FP8, Training FP8"
     fp8_gen = case.get("precision") == "fp8" and bool(
         case_profile(case, catalog).value("fp8_generation"))
