@@ -56,6 +56,11 @@ FACTS = [
     ("ms-swift", "logprobs", "16bit"),
     ("ms-swift", "launch_format", "torchrun"),
     ("ms-swift", "parallelism", ("cp",)),
+    # Megatron-SWIFT (ms-swift v4.5.2, Megatron-Core backend)
+    ("ms-swift-megatron", "checkpointing_default", "selective"),
+    ("ms-swift-megatron", "methods", ("full", "lora", "freeze")),
+    ("ms-swift-megatron", "master_weights", "fp32"),
+    ("ms-swift-megatron", "parallelism", ("tp", "pp", "cp", "ep")),
     # llm-foundry 8c8dd48 (Composer)
     ("llm-foundry", "sharding", ("ddp", "fsdp1")),
     ("llm-foundry", "master_weights", "fp32"),
@@ -101,8 +106,8 @@ def test_fact_read_from_the_source(fid, fact, value):
     assert profile.source(fact), (fid, fact)
 
 
-NEW = ["torchtitan", "litgpt", "accelerate-fsdp", "axolotl", "ms-swift", "llm-foundry",
-       "megatron-bridge", "nemo-automodel"]
+NEW = ["torchtitan", "litgpt", "accelerate-fsdp", "axolotl", "ms-swift", "ms-swift-megatron",
+       "llm-foundry", "megatron-bridge", "nemo-automodel"]
 
 
 @pytest.mark.parametrize("fid", NEW)
@@ -126,7 +131,7 @@ def test_new_profiles_cite_a_commit_and_inherit_their_efficiency(fid):
     ("llm-foundry", "llm-foundry"), ("composer", "llm-foundry"),
     ("megatron-bridge", "megatron-bridge"), ("megatron-core", "megatron-lm"),
     ("hf-fsdp", "accelerate-fsdp"), ("transformers+fsdp", "accelerate-fsdp"),
-    ("automodel", "nemo-automodel"),
+    ("automodel", "nemo-automodel"), ("megatron-swift", "ms-swift-megatron"),
 ])
 def test_names_a_user_or_a_data_file_may_write(alias, fid):
     assert resolve(CAT, alias).id == fid
