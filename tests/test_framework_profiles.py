@@ -95,7 +95,6 @@ FACTS = [
     ("verl", "rl_placements", ("colocate", "split")),
     ("verl", "attention", "flash"),
     ("verl", "master_weights", "fp32"),
-    ("deepspeed-chat", "logprobs", "16bit"),
 ]
 
 
