@@ -81,7 +81,7 @@ class OfferFile(_Frozen):
     """``offers/<provider>.yaml``: the provider's offers."""
 
     provider: str = Field(min_length=1)
-    offers: tuple[OfferSpec, ...] = Field(min_length=1)
+    offers: tuple[OfferSpec, ...] = ()
 
 
 # ----- loading -------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def load_offers(overlays: Sequence[str | Path] = ()) -> tuple[OfferSpec, ...]:
 @lru_cache(maxsize=16)
 def _load(overlays: tuple[str, ...]) -> tuple[OfferSpec, ...]:
     errors: list[str] = []
-    by_provider: dict[str, OfferFile] = {}
+    by_provider: dict[str, tuple[Path, OfferFile]] = {}
     folders = [shipped_offers_dir()]
     for overlay in map(Path, overlays):
         if not overlay.is_dir():
@@ -115,16 +115,16 @@ def _load(overlays: tuple[str, ...]) -> tuple[OfferSpec, ...]:
         for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else ():
             spec = _read_file(path, errors)
             if spec is not None:
-                by_provider[spec.provider] = spec
+                by_provider[spec.provider] = (path, spec)
     # GPU ids come from the catalog with the overlays that hold catalog entries (an overlay with
     # only offers/ is not a catalog folder for load_catalog).
     catalog_overlays = [p for p in overlays if _is_catalog_folder(Path(p))]
     gpus = load_catalog(catalog_overlays).gpus
     offers: list[OfferSpec] = []
-    for provider, spec in sorted(by_provider.items()):
+    for _provider, (path, spec) in sorted(by_provider.items()):
         for i, offer in enumerate(spec.offers):
             if offer.gpu not in gpus:
-                errors.append(f"offers/{provider}.yaml: offers.{i}.gpu: unknown GPU "
+                errors.append(f"{path}: field offers.{i}.gpu: unknown GPU "
                               f"{offer.gpu!r}{did_you_mean(offer.gpu, gpus)}")
             else:
                 offers.append(offer)
