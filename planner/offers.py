@@ -58,6 +58,8 @@ class OfferSpec(_Frozen):
     minimum_hours: float = Field(default=0, ge=0, description="least billed time per instance")
     region: str | None = None
     spot: bool = False
+    host_vcpus: int | None = Field(default=None, gt=0, description="vCPUs of one instance")
+    host_ram_gib: float | None = Field(default=None, gt=0, description="RAM of one instance")
     price_as_of: str = Field(description="YYYY-MM or YYYY-MM-DD")
     source: str = Field(min_length=1, description="URL of the price: catalog file at a commit")
     billing_source: str | None = Field(
@@ -226,6 +228,7 @@ class Cover:
 
 def cheapest_cover(
     offers: Iterable[OfferSpec], gpus_needed: int, max_gpus_per_offer: int | None = None,
+    *, min_gpus_per_instance: int = 1,
 ) -> Cover | None:
     """The cheapest instances of ONE provider (and one of spot / on demand) giving at least
     ``gpus_needed`` GPUs; None when no provider can.
@@ -238,7 +241,9 @@ def cheapest_cover(
     instances of one shape are allowed (2 x 4-GPU may beat 1 x 8-GPU). Ties go to fewer
     instances, then fewer GPUs, then the provider name. The offers a cover mixes may sit in
     different regions (the shipped data keep one region per shape); pass one region's offers to
-    keep a cluster in one place.
+    keep a cluster in one place. Price alone prefers many 1-GPU instances when they are cheaper
+    per GPU-hour; ``min_gpus_per_instance`` keeps only instances with at least that many GPUs
+    (a tensor-parallel group that must share NVLink, a whole 8-GPU node).
 
     Method: per (provider, spot), a bounded min-cost cover (knapsack) over GPU counts 0 ..
     gpus_needed, counts of one offer split into powers of two; exact.
@@ -249,6 +254,8 @@ def cheapest_cover(
         raise PlannerError(f"--max-gpus-per-offer must be positive (got {max_gpus_per_offer})")
     groups: dict[tuple[str, bool], list[OfferSpec]] = {}
     for o in offers:
+        if o.gpus_per_instance < min_gpus_per_instance:
+            continue
         groups.setdefault((o.provider, o.spot), []).append(o)
     best: tuple[tuple[float, int, int, str], Cover] | None = None
     for (provider, _spot), group in sorted(groups.items()):
@@ -337,6 +344,7 @@ class BilledOffer:
     minimum_hours: float
     price_as_of: str
     source: str
+    host_ram_gib: float | None
     billed_hours: float
     usd: float
 
@@ -349,6 +357,7 @@ class BilledOffer:
             "billing_increment_hours": self.billing_increment_hours,
             "price_as_of": self.price_as_of, "instance_type": self.instance_type,
             "region": self.region, "spot": self.spot, "instances": self.instances,
+            "host_ram_gib": self.host_ram_gib,
             "minimum_hours": self.minimum_hours, "billed_hours": self.billed_hours,
             "usd": self.usd, "source": self.source,
         }
@@ -396,7 +405,7 @@ def rental_cost(choice: Cover | OfferSpec, hours: float) -> RentalCost:
             gpu=o.gpu, gpus_per_instance=o.gpus_per_instance, instances=use.instances,
             usd_per_hour=o.usd_per_hour, billing_increment_hours=o.billing_increment_hours,
             minimum_hours=o.minimum_hours, price_as_of=o.price_as_of, source=o.source,
-            billed_hours=b, usd=use.instances * o.usd_per_hour * b,
+            host_ram_gib=o.host_ram_gib, billed_hours=b, usd=use.instances * o.usd_per_hour * b,
         ))
     return RentalCost(hours=hours, usd=sum(b.usd for b in billed),
                       gpus=sum(b.instances * b.gpus_per_instance for b in billed),
@@ -426,6 +435,7 @@ def offer_rows(offers: Iterable[OfferSpec]) -> list[dict[str, object]]:
         "gpu": o.gpu, "provider": o.provider, "instance_type": o.instance_type,
         "gpus_per_instance": o.gpus_per_instance, "usd_per_hour": o.usd_per_hour,
         "usd_per_gpu_hour": round(o.usd_per_gpu_hour, 4), "spot": o.spot, "region": o.region,
+        "host_vcpus": o.host_vcpus, "host_ram_gib": o.host_ram_gib,
         "billing": _increment_text(o.billing_increment_hours)
         + (f", min {o.minimum_hours * 60:g} min" if o.minimum_hours else ""),
         "price_as_of": o.price_as_of,
@@ -437,11 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = {a.lower() for a in (sys.argv[1:] if argv is None else argv)}
     rows = [r for r in offer_rows(load_offers()) if not wanted or r["gpu"] in wanted]
     header = ("gpu", "provider", "instance_type", "gpus", "$/h", "$/GPU-h", "spot", "region",
-              "billing", "as of")
+              "host RAM", "billing", "as of")
     table = [header] + [(
         str(r["gpu"]), str(r["provider"]), str(r["instance_type"]), str(r["gpus_per_instance"]),
         f"{r['usd_per_hour']:.2f}", f"{r['usd_per_gpu_hour']:.3f}", "spot" if r["spot"] else "",
-        str(r["region"] or ""), str(r["billing"]), str(r["price_as_of"]),
+        str(r["region"] or ""), f"{r['host_ram_gib']:g} GiB" if r["host_ram_gib"] else "",
+        str(r["billing"]), str(r["price_as_of"]),
     ) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:

@@ -334,6 +334,28 @@ def test_importer_maps_form_factor_from_the_instance_name():
     assert tool.map_gpu("A100-80GB", "a2-ultragpu-8g")[0] == "a100-80gb-sxm"
     assert tool.map_gpu("A100-80GB", "a2-ultragpu-8g")[1] is not None  # a guess, said so
     assert tool.map_gpu("GH200", "gpu_1x_gh200") == (None, None)
+    # Cudo names its A100 80GB PCIe cards "A100" ("a100-pci"): GpuInfo's memory decides.
+    assert tool.map_gpu("A100", "intel-ice-lake-a100-pci_1x2v4gb", 81920) == ("a100-80gb-pcie",
+                                                                             None)
+    assert tool.map_gpu("A100", "gpu_1x_a100_sxm4", 40960) == ("a100-40gb-sxm", None)
+    gpu, guess = tool.map_gpu("H100-NVLINK", "H100_NVLINK_80GB::8")
+    assert gpu == "h100-sxm" and "not H100 NVL" in guess
+
+
+def test_importer_reads_host_and_gpu_memory():
+    tool = load_tool("import_offers")
+    text = CSV.splitlines()[0] + "\n" + (
+        'intel-ice-lake-a100-pci_8x64v128gb,A100,8.0,64,128,11.5488,us-carlsbad-1,"{\'Gpus\': '
+        "[{'Name': 'A100', 'Count': '8.0', 'MemoryInfo': {'SizeInMiB': 81920}}]}\",\n")
+    (row,) = tool.parse_rows(text)
+    assert (row.gpu_mib, row.vcpus, row.memory_gib, row.count) == (81920, 64, 128, 8)
+    picks, _ = tool.pick_offers([row], set(load_catalog().gpus))
+    data = tool.offers_yaml("cudo", picks, price_as_of="2026-01-02", source="https://x",
+                            as_of_note="as-of note")
+    (entry_,) = data["offers"]
+    assert entry_["gpu"] == "a100-80gb-pcie" and entry_["host_ram_gib"] == 128
+    assert entry_["billing_increment_hours"] == 1.0  # Cudo's rule is not verified
+    assert "not verified" in entry_["notes"] and "as-of note" in entry_["notes"]
 
 
 def test_importer_writes_files_that_load(tmp_path):
@@ -375,7 +397,14 @@ def test_shipped_offers_have_one_cheapest_entry_per_shape():
 
 
 def test_shipped_h100_cover_prefers_the_cheaper_provider():
-    # 16 H100 SXM on demand: Nebius's 8-GPU instance ($23.60/h) beats Lambda's ($31.92/h).
-    cover = cheapest_cover(offers_for("h100-sxm", load_offers()), 16)
-    assert cover.provider == "nebius" and cover.gpus == 16
-    assert cover.usd_per_hour == pytest.approx(2 * 23.60)
+    # 16 H100 SXM on demand. By price alone: sixteen of Cudo's 1-GPU instances ($1.8214/h).
+    h100 = offers_for("h100-sxm", load_offers())
+    cover = cheapest_cover(h100, 16)
+    assert cover.provider == "cudo" and cover.instances == 16
+    assert cover.usd_per_hour == pytest.approx(16 * 1.8214)
+    # Whole 8-GPU nodes: Cudo's ($15.3248/h) beats Nebius's ($23.60/h) and Lambda's ($31.92/h).
+    cover = cheapest_cover(h100, 16, min_gpus_per_instance=8)
+    assert cover.provider == "cudo" and cover.usd_per_hour == pytest.approx(2 * 15.3248)
+    cover = cheapest_cover([o for o in h100 if o.provider in ("nebius", "lambda")], 16,
+                           min_gpus_per_instance=8)
+    assert cover.provider == "nebius" and cover.usd_per_hour == pytest.approx(2 * 23.60)

@@ -14,7 +14,7 @@ Two ways to read them, both pinned to one commit:
 What it keeps, per provider: for every (catalog GPU, GPUs per instance) the cheapest on-demand
 row over all regions (ties: region name), and the cheapest spot row where SpotPrice is given.
 AcceleratorName is mapped to a catalog GPU id by ACCELERATORS, refined by the instance type's
-name (``pcie``, ``sxm``, ``nvlink`` in it decide the form factor); mappings that guess the form
+name (``pci``/``pcie`` or ``sxm`` in it decide the form factor); mappings that guess the form
 factor carry the guess in the offer's notes. Rows whose accelerator has no catalog GPU are
 skipped and counted (printed). Billing increments and minimums come from BILLING, each with the
 provider's page; a provider not in BILLING gets 1 hour (conservative) and a note saying so.
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -79,7 +80,8 @@ ACCELERATORS: dict[str, tuple[str, str, str, str | None]] = {
 }
 # Not mapped on purpose (no catalog GPU): RTX6000 is the Turing Quadro RTX 6000, not the RTX 6000
 # Ada; GH200 is a Grace-Hopper superchip (the catalog has GB200); Gaudi HL-205 is first-generation
-# Gaudi; A40, L40, A4000/A5000, RTX 2000/4000 Ada, Inferentia/Trainium, TPUs.
+# Gaudi; A800 rows are PCIe cards (Cudo) while the catalog's a800-80gb is the SXM4 module; A40, L40,
+# A4000/A5000, RTX 2000/4000 Ada, Inferentia/Trainium, TPUs.
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class Row:
     region: str | None
     vcpus: float | None = None
     memory_gib: float | None = None
+    gpu_mib: int | None = None  # one GPU's memory from GpuInfo, where given
 
 
 def parse_rows(text: str) -> list[Row]:
@@ -144,6 +147,7 @@ def parse_rows(text: str) -> list[Row]:
             spot_price=_number(rec.get("SpotPrice")),
             region=(rec.get("Region") or "").strip() or None,
             vcpus=_number(rec.get("vCPUs")), memory_gib=_number(rec.get("MemoryGiB")),
+            gpu_mib=_gpu_mib(rec.get("GpuInfo")),
         ))
     return rows
 
@@ -156,16 +160,30 @@ def _number(text: str | None) -> float | None:
     return value if value is not None and value > 0 else None
 
 
-def map_gpu(accelerator: str, instance_type: str) -> tuple[str | None, str | None]:
-    """(catalog GPU id or None, the guess behind the mapping or None)."""
+def _gpu_mib(info: str | None) -> int | None:
+    match = re.search(r"'SizeInMiB':\s*'?(\d+)", info or "")
+    return int(match[1]) if match and int(match[1]) > 0 else None
+
+
+# An accelerator name that hides a memory size: SkyPilot's Cudo rows name A100 80GB PCIe cards
+# "A100" with 81920 MiB in GpuInfo; the memory decides.
+BY_MEMORY = {("A100", 81920): "A100-80GB", ("V100", 32768): "V100-32GB"}
+
+
+def map_gpu(accelerator: str, instance_type: str,
+            gpu_mib: int | None = None) -> tuple[str | None, str | None]:
+    """(catalog GPU id or None, the guess behind the mapping or None). The instance name
+    decides the form factor where it says ``pci``/``pcie`` or ``sxm``; GpuInfo's
+    memory decides 40 vs 80 GB A100 and 16 vs 32 GB V100."""
+    accelerator = BY_MEMORY.get((accelerator, gpu_mib), accelerator)
     entry = ACCELERATORS.get(accelerator)
     if entry is None:
         return None, None
     pcie, sxm, neither, guess = entry
     name = instance_type.lower()
-    if "pcie" in name:
+    if "pci" in name:  # pcie, and Cudo's "a100-pci"
         return pcie, None
-    if "sxm" in name or "nvlink" in name:
+    if "sxm" in name:
         return sxm, None
     return neither, guess
 
@@ -187,7 +205,7 @@ def pick_offers(rows: list[Row], known_gpus: set[str]) -> tuple[list[Pick], Coun
     best: dict[tuple[str, int, bool], Pick] = {}
     skipped: Counter[str] = Counter()
     for row in rows:
-        gpu, guess = map_gpu(row.accelerator, row.instance_type)
+        gpu, guess = map_gpu(row.accelerator, row.instance_type, row.gpu_mib)
         if gpu is None or gpu not in known_gpus:
             skipped[row.accelerator] += 1
             continue
@@ -232,8 +250,13 @@ def offers_yaml(provider: str, picks: list[Pick], *, price_as_of: str, source: s
             "gpus_per_instance": p.count, "usd_per_hour": round(p.price, 6),
             "billing_increment_hours": billing.increment_hours,
             "minimum_hours": billing.minimum_hours, "region": p.row.region, "spot": p.spot,
-            "price_as_of": price_as_of, "source": source,
         }
+        if p.row.vcpus:
+            entry["host_vcpus"] = int(round(p.row.vcpus))
+        if p.row.memory_gib:
+            entry["host_ram_gib"] = p.row.memory_gib
+        entry["price_as_of"] = price_as_of
+        entry["source"] = source
         if billing.source:
             entry["billing_source"] = billing.source
         entry["notes"] = " ".join(notes)
