@@ -408,3 +408,14 @@ def test_shipped_h100_cover_prefers_the_cheaper_provider():
     cover = cheapest_cover([o for o in h100 if o.provider in ("nebius", "lambda")], 16,
                            min_gpus_per_instance=8)
     assert cover.provider == "nebius" and cover.usd_per_hour == pytest.approx(2 * 23.60)
+
+
+def test_module_listing_prints_one_row_per_offer(capsys):
+    from planner.offers import main
+
+    assert main(["b200"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split()[:3] == ["gpu", "provider", "instance_type"]
+    assert len(lines) - 1 == len(offers_for("b200", load_offers())) + len(
+        offers_for("b200", load_offers(), spot=True))
+    assert all(line.startswith("b200") for line in lines[1:])
