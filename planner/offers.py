@@ -228,30 +228,36 @@ class Cover:
 
 def cheapest_cover(
     offers: Iterable[OfferSpec], gpus_needed: int, max_gpus_per_offer: int | None = None,
-    *, min_gpus_per_instance: int = 1,
+    *, min_gpus_per_instance: int = 1, hours: float | None = None,
 ) -> Cover | None:
     """The cheapest instances of ONE provider (and one of spot / on demand) giving at least
     ``gpus_needed`` GPUs; None when no provider can.
 
-    Cost is the hourly rate: sum over offers of instances x usd_per_hour (the order of the
-    billed costs too when the provider's offers share one increment and minimum, as the shipped
-    files do). ``max_gpus_per_offer`` caps the GPUs taken from any one offer (instances x
-    gpus_per_instance <= cap): a provider's stock of one shape is finite, so a request for more
-    must mix shapes or fail; an offer whose single instance exceeds the cap is not used. Several
-    instances of one shape are allowed (2 x 4-GPU may beat 1 x 8-GPU). Ties go to fewer
-    instances, then fewer GPUs, then the provider name. The offers a cover mixes may sit in
-    different regions (the shipped data keep one region per shape); pass one region's offers to
-    keep a cluster in one place. Price alone prefers many 1-GPU instances when they are cheaper
-    per GPU-hour; ``min_gpus_per_instance`` keeps only instances with at least that many GPUs
-    (a tensor-parallel group that must share NVLink, a whole 8-GPU node).
+    Cost without ``hours``: the hourly rate, sum of instances x usd_per_hour. With ``hours``
+    (the job's wall-clock time): the bill, sum of instances x usd_per_hour x billed_hours(hours,
+    increment, minimum), so that a short job prefers per-second billing to an hourly one at a
+    lower rate.
+
+    ``max_gpus_per_offer`` caps the GPUs taken from any one offer (instances x gpus_per_instance
+    <= cap): a provider's stock of one shape is finite, so a request for more must mix shapes or
+    fail; an offer whose single instance exceeds the cap is not used. Several instances of one
+    shape are allowed (2 x 4-GPU may beat 1 x 8-GPU). ``min_gpus_per_instance`` keeps only
+    instances with at least that many GPUs: price alone prefers many 1-GPU instances when they
+    are cheaper per GPU-hour, where a tensor-parallel group must share one node's NVLink.
+
+    Ties go to fewer instances, then fewer GPUs, then the provider name. The offers a cover
+    mixes may sit in different regions (the shipped data keep one region per shape); pass one
+    region's offers to keep a cluster in one place.
 
     Method: per (provider, spot), a bounded min-cost cover (knapsack) over GPU counts 0 ..
-    gpus_needed, counts of one offer split into powers of two; exact.
+    gpus_needed, the counts of one offer split into powers of two; exact.
     """
     if gpus_needed <= 0:
         raise PlannerError(f"GPUs needed must be positive (got {gpus_needed})")
     if max_gpus_per_offer is not None and max_gpus_per_offer <= 0:
         raise PlannerError(f"--max-gpus-per-offer must be positive (got {max_gpus_per_offer})")
+    if hours is not None and hours <= 0:
+        raise PlannerError(f"a rental needs positive hours (got {hours:g})")
     groups: dict[tuple[str, bool], list[OfferSpec]] = {}
     for o in offers:
         if o.gpus_per_instance < min_gpus_per_instance:
@@ -259,18 +265,27 @@ def cheapest_cover(
         groups.setdefault((o.provider, o.spot), []).append(o)
     best: tuple[tuple[float, int, int, str], Cover] | None = None
     for (provider, _spot), group in sorted(groups.items()):
-        uses = _cover_one_provider(group, gpus_needed, max_gpus_per_offer)
+        uses = _cover_one_provider(group, gpus_needed, max_gpus_per_offer, hours)
         if uses is None:
             continue
         cover = Cover(provider, uses, gpus_needed)
-        rank = (round(cover.usd_per_hour, 9), cover.instances, cover.gpus, provider)
+        cost = sum(u.instances * _instance_cost(u.offer, hours) for u in uses)
+        rank = (round(cost, 9), cover.instances, cover.gpus, provider)
         if best is None or rank < best[0]:
             best = (rank, cover)
     return None if best is None else best[1]
 
 
+def _instance_cost(offer: OfferSpec, hours: float | None) -> float:
+    """One instance: its hourly rate, or its bill for ``hours``."""
+    if hours is None:
+        return offer.usd_per_hour
+    return offer.usd_per_hour * billed_hours(hours, offer.billing_increment_hours,
+                                             offer.minimum_hours)
+
+
 def _cover_one_provider(
-    offers: Sequence[OfferSpec], need: int, cap: int | None,
+    offers: Sequence[OfferSpec], need: int, cap: int | None, hours: float | None,
 ) -> tuple[OfferUse, ...] | None:
     # Items: (offer index, count, cost, gpus); an offer usable k times becomes items of counts
     # 1, 2, 4, ..., rest (every count 0..k is a sum of a subset of them).
@@ -294,7 +309,7 @@ def _cover_one_provider(
     for n, (i, count) in enumerate(items):
         o = offers[i]
         gpus = count * o.gpus_per_instance
-        cost = count * o.usd_per_hour
+        cost = count * _instance_cost(o, hours)
         for g in range(need, -1, -1):  # 0/1 knapsack: each item once
             if best[g][0] == math.inf:
                 continue

@@ -236,6 +236,18 @@ def test_a_cover_stays_on_one_provider_and_one_pricing():
     assert {u.offer.spot for u in cover.uses} == {True}  # spot and on demand are not mixed
 
 
+def test_cover_for_a_short_job_ranks_by_the_bill():
+    hourly = offer("cheap-hourly", gpus=8, usd=16.0, inc=HOUR)
+    per_second = offer("per-second", gpus=8, usd=20.0, inc=SECOND)
+    assert cheapest_cover([hourly, per_second], 8).provider == "cheap-hourly"  # by rate
+    # 30 minutes: the hourly offer bills $16, the per-second one $10.
+    assert cheapest_cover([hourly, per_second], 8, hours=0.5).provider == "per-second"
+    # 10 hours: $160 against $200.
+    assert cheapest_cover([hourly, per_second], 8, hours=10).provider == "cheap-hourly"
+    with pytest.raises(PlannerError):
+        cheapest_cover([hourly], 8, hours=0)
+
+
 def test_cover_rounds_up_to_whole_instances():
     cover = cheapest_cover([offer(gpus=8, usd=10.0)], 3)
     assert cover.gpus == 8 and cover.gpus_needed == 3 and cover.instances == 1
