@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from planner import render
 from planner.catalog import Catalog, load_catalog
 from planner.cost import Job, job_cost
-from planner.efficiency import default_stack
 from planner.errors import PlannerError
+from planner.frameworks import FrameworkChoice, apply, choose
 from planner.inputs import check_choice, check_margin, check_type
 from planner.memory import estimate_memory
 from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
@@ -84,6 +85,19 @@ def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig, *,
     return resolved, gpu_spec, cfg
 
 
+def job_framework(cat: Catalog, cfg: TrainConfig,
+                  stack: str | None = None) -> tuple[TrainConfig, FrameworkChoice, str]:
+    """The framework a job runs on (frameworks.choose), the config with its memory semantics
+    where the job sets none (frameworks.apply), and the efficiency stack: the framework's, or
+    ``stack`` where one is given (the deprecated --stack)."""
+    choice = choose(cat, cfg, cfg.framework)
+    if stack is not None and stack != choice.stack:
+        choice = replace(choice, stack=stack, efficiency_note=(
+            f"--stack {stack} (deprecated) overrides the framework's efficiency "
+            f"({choice.stack}: {choice.efficiency_note})"))
+    return apply(cfg, choice.profile), choice, choice.stack
+
+
 def check(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
     margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
@@ -100,13 +114,14 @@ def check(
         check_choice(price_kind, ("new", "used"), name="price_kind")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
+    cfg, framework, stack = job_framework(cat, cfg, stack)
     plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node, critic=critic,
                           reward=reward)
     tput = workload_throughput(resolved.spec, gpu_spec, cfg, platform=plat,
-                               stack=stack or default_stack(cfg), critic=critic, reward=reward)
+                               stack=stack, critic=critic, reward=reward)
     cost = job_cost(gpu_spec, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
                     pricing=pricing, platform=plat if pricing == "buy" else None,
                     price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
@@ -114,6 +129,7 @@ def check(
         model=resolved.spec, asked_as=model, gpu=gpu_spec, cfg=cfg, est=est,
         fits=est.fits(margin), margin=margin,
     )
+    doc["framework"] = framework.summary()
     doc["platform"] = plat.id if plat else None
     doc["throughput"] = tput.summary()
     if hasattr(tput, "terms"):

@@ -216,8 +216,11 @@ def workload_options(command):
 @click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
 @click.option("--memory-margin", type=FLOAT, default=0.02, show_default=True,
               help="Fraction of GPU memory kept free.")
+@click.option("--framework", default=None,
+              help="Framework profile id ('planner catalog frameworks') [default: the "
+                   "workload's default, or the first that runs the layout].")
 @click.option("--stack", type=_choice(STACKS), default=None,
-              help="Software stack for the efficiency [default: from the layout].")
+              help="Deprecated: the efficiency comes from --framework; this overrides it.")
 @click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True)
 @click.option("--price-kind", type=_choice(("new", "used")), default=None,
               help="Purchase price [default: new where known, else used].")
@@ -259,15 +262,26 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
     sys.exit(0 if doc["fits"] else 1)
 
 
+# Flags whose default means "as the framework does" (its profile's memory semantics): when
+# the user does not give them, TrainConfig leaves the field to the profile (frameworks.apply).
+SEMANTIC_FLAGS = ("pure_bf16", "fused_optimizer", "chunked_loss", "no_flash_attention")
+
+
 def _config(opts: dict[str, object]) -> TrainConfig:
     targets = tuple(t.strip() for t in str(opts.pop("lora_targets")).split(",") if t.strip())
     bad = [t for t in targets if t not in LORA_TARGETS]
     if bad:
         raise PlannerError(f"--lora-targets {short(bad[0])} is not one of "
                            f"{', '.join(sorted(LORA_TARGETS))}")
+    ctx = click.get_current_context(silent=True)
+    for name in SEMANTIC_FLAGS:
+        if ctx is not None and name in opts and \
+                ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
+            del opts[name]
     mapping = {"micro_batch": "micro_batch_size", "no_flash_attention": "flash_attention"}
     data = {mapping.get(k, k): v for k, v in opts.items()}
-    data["flash_attention"] = not data["flash_attention"]
+    if "flash_attention" in data:
+        data["flash_attention"] = not data["flash_attention"]
     kl = data.pop("kl", None)
     if kl is not None:
         _check_kl(kl, str(data.get("workload")))
@@ -415,7 +429,11 @@ PLAN_OPTIONS = [
                   help="RL: park idle roles in host RAM [default: solver picks]."),
     click.option("--price-kind", type=_choice(("new", "used")), default=None),
     click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True),
-    click.option("--stack", type=_choice(STACKS), default="hf", show_default=True),
+    click.option("--framework", default=None,
+                 help="Framework profile id ('planner catalog frameworks') [default: the "
+                      "workload's default]."),
+    click.option("--stack", type=_choice(STACKS), default=None,
+                 help="Deprecated: the efficiency comes from --framework; this overrides it."),
     click.option("--tokens", type=FLOAT, default=None, help="Training tokens of the job."),
     click.option("--epochs", type=FLOAT, default=None),
     click.option("--dataset-tokens", type=FLOAT, default=None),

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.catalog import Catalog
+from planner.errors import PlannerError
+from planner.request import TrainConfig
 from planner.specs import Fact, FrameworkFacts, FrameworkSpec
 
 # The framework a command assumes when none is named, per workload.
@@ -107,3 +109,148 @@ def efficiency_of(profile: Profile) -> tuple[str | None, str]:
     if base:
         return key, f"efficiency inherited from {base}: no measured case of {profile.id}"
     return key, f"efficiency of {profile.id} ({profile.source('efficiency')})"
+
+
+# Fields a profile's memory semantics set (config_fields); the others are the job's own.
+SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_in_fp32",
+                   "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
+                   "selective_checkpointing", "fused_optimizer", "shard_embeddings",
+                   "fsdp_no_sync")
+
+
+def sharding_kind(cfg: TrainConfig) -> str:
+    """The profile's sharding kind a layout needs: fsdp (FSDP1 or FSDP2), zero1-3, ddp for
+    several data-parallel ranks without sharding, none for one."""
+    if cfg.fsdp:
+        return "fsdp"
+    if cfg.zero_stage:
+        return f"zero{cfg.zero_stage}"
+    return "ddp" if cfg.num_gpus > 1 else "none"
+
+
+def unsupported(profile: Profile, cfg: TrainConfig) -> list[str]:
+    """What of ``cfg`` the framework cannot run, by its profile (empty: it runs it). A fact the
+    profile (and its bases) do not state restricts nothing."""
+    out = []
+
+    def lacks(fact: str, wanted: str, label: str) -> None:
+        offered = profile.value(fact)
+        if offered is not None and wanted not in offered:
+            out.append(f"{label} {wanted} (it runs {', '.join(offered) or 'none'})")
+
+    lacks("workloads", cfg.workload, "workload")
+    lacks("methods", cfg.method, "method")
+    kind = sharding_kind(cfg)
+    sharding = profile.value("sharding")
+    if sharding is not None:
+        names = {"fsdp1": "fsdp", "fsdp2": "fsdp", "megatron": "zero1"}
+        offered = {names.get(s, s) for s in sharding} | (
+            {"none"} if "ddp" in sharding else set()) | ({"ddp"} if "megatron" in sharding
+                                                        else set())
+        if kind not in offered:
+            out.append(f"sharding {kind} (it runs {', '.join(sharding)})")
+    for axis in ("tp", "pp", "cp"):
+        if getattr(cfg, axis) > 1:
+            lacks("parallelism", axis, "parallelism")
+    if cfg.offload != "none":
+        lacks("offload", cfg.offload, "offload")
+    if cfg.is_rl:
+        lacks("rl_placements", cfg.placement, "RL placement")
+    if cfg.checkpointing != "none":
+        lacks("checkpointing", cfg.checkpointing, "checkpointing")
+    return out
+
+
+@dataclass(frozen=True)
+class FrameworkChoice:
+    """The framework a job runs on, why, and the efficiency it brings."""
+
+    profile: Profile
+    reason: str
+    stack: str
+    efficiency_note: str
+
+    def summary(self) -> dict[str, Any]:
+        return {"id": self.profile.id, "name": self.profile.spec.name,
+                "version": self.profile.spec.version, "reason": self.reason,
+                "efficiency": self.stack, "efficiency_note": self.efficiency_note}
+
+
+# The efficiency a framework without a measured one (itself or its bases) runs at.
+FALLBACK_EFFICIENCY = "hf"
+
+
+def choose(catalog: Catalog, cfg: TrainConfig, name: str | None = None) -> FrameworkChoice:
+    """The framework of a job: the one named (PlannerError when it cannot run the layout,
+    naming what), else the workload's default (DEFAULT_FRAMEWORK) when it runs the layout,
+    else the first that does among the profiles with a measured efficiency of their own, then
+    the others, by id (PlannerError when none does)."""
+    if name is not None:
+        profile = resolve(catalog, name)
+        missing = unsupported(profile, cfg)
+        if missing:
+            raise PlannerError(f"--framework {profile.id} does not run this job: "
+                               + "; ".join(missing))
+        reason = "named"
+    else:
+        default = resolve(catalog, DEFAULT_FRAMEWORK[cfg.workload])
+        if not unsupported(default, cfg):
+            profile, reason = default, f"the default for {cfg.workload}"
+        else:
+            # profiles with a measured efficiency of their own first, then by id
+            able = sorted((resolve(catalog, fid) for fid in catalog.frameworks),
+                          key=lambda p: (p.value("efficiency") is None
+                                         or p.inherited("efficiency") is not None, p.id))
+            able = [p for p in able if not unsupported(p, cfg)]
+            if not able:
+                raise PlannerError("no framework profile runs this job: "
+                                   + "; ".join(unsupported(default, cfg)))
+            profile = able[0]
+            reason = (f"{default.id} (the default for {cfg.workload}) does not run "
+                      + "; ".join(unsupported(default, cfg)) + f"; {profile.id} does")
+    stack, note = efficiency_of(profile)
+    if stack is None:
+        stack, note = FALLBACK_EFFICIENCY, note + f"; the {FALLBACK_EFFICIENCY} efficiency used"
+    return FrameworkChoice(profile, reason, stack, note)
+
+
+def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
+    """``cfg`` with the profile's memory semantics in every field the job did not set itself
+    (TrainConfig.model_fields_set)."""
+    fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
+    update = {k: v for k, v in fields.items() if k not in cfg.model_fields_set}
+    return cfg.model_copy(update=update) if update else cfg
+
+
+def for_request(catalog: Catalog, request: Any) -> FrameworkChoice:
+    """The framework of a plan request (PlanRequest): the one named, else the workload's
+    default; its efficiency unless the request sets a stack itself (deprecated)."""
+    named = request.framework
+    profile = resolve(catalog, named or DEFAULT_FRAMEWORK[request.workload])
+    if request.workload not in profile.value("workloads", (request.workload,)):
+        raise PlannerError(f"--framework {profile.id} does not run --workload "
+                           f"{request.workload} (it runs {', '.join(profile.value('workloads'))})")
+    reason = "named" if named else f"the default for {request.workload}"
+    stack, note = efficiency_of(profile)
+    if stack is None:
+        stack, note = FALLBACK_EFFICIENCY, note + f"; the {FALLBACK_EFFICIENCY} efficiency used"
+    if "stack" in request.model_fields_set and request.stack != stack:
+        note = (f"--stack {request.stack} (deprecated) overrides the framework's efficiency "
+                f"({stack}: {note})")
+        stack = request.stack
+    return FrameworkChoice(profile, reason, stack, note)
+
+
+def plan_shardings(profile: Profile) -> tuple[str, ...]:
+    """The sharding choices a plan searches on a framework: DeepSpeed ZeRO 0-3 where it runs
+    them (ZeRO-3 covers FSDP's full sharding), else none and FSDP as far as it runs them; a
+    profile that states no sharding, ZeRO 0-3."""
+    kinds = profile.value("sharding")
+    if kinds is None:
+        return ("none", "zero1", "zero2", "zero3")
+    mapped = {"ddp": "none", "fsdp1": "fsdp", "fsdp2": "fsdp"}
+    offered = {mapped.get(k, k) for k in kinds}
+    zero = tuple(k for k in ("none", "zero1", "zero2", "zero3") if k in offered)
+    if any(k.startswith("zero") for k in zero):
+        return zero
+    return tuple(k for k in ("none", "fsdp") if k in offered)

@@ -21,6 +21,7 @@ from planner.api import workload_throughput
 from planner.catalog import Catalog
 from planner.cost import define_job, gpu_purchase_price, job_cost
 from planner.errors import PlannerError
+from planner.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.memory import GIB, estimate_memory
 from planner.request import LORA_RANKS, PlanRequest, TrainConfig, validate_config
 from planner.specs import GpuSpec, PlatformSpec
@@ -31,7 +32,6 @@ DEFAULT_RANK = 16  # --lora-rank unset
 OPTIMIZERS = ("adamw", "adamw-8bit")  # --optimizer auto
 SHARDINGS = {"none": (0, False), "zero1": (1, False), "zero2": (2, False), "zero3": (3, False),
              "fsdp": (0, True)}
-AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")  # --sharding unset (FSDP only when asked)
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 CHECKPOINTING = ("none", "full")
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
@@ -64,11 +64,12 @@ def _divisors(n: int, at_most: int) -> list[int]:
     return [d for d in range(1, min(n, at_most) + 1) if n % d == 0]
 
 
-def _strategies(req: PlanRequest) -> list[dict[str, object]]:
-    """Method, rank, optimizer, sharding, offload and checkpointing choices of the request."""
+def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
+    """Method, rank, optimizer, sharding, offload and checkpointing choices of the request
+    (shardings: those the framework's plans search, frameworks.plan_shardings)."""
     methods = METHODS if req.method == "auto" else (req.method,)
     optimizers = OPTIMIZERS if req.optimizer == "auto" else (req.optimizer,)
-    shardings = (req.sharding,) if req.sharding else AUTO_SHARDINGS
+    shardings = (req.sharding,) if req.sharding else plan_shardings(profile)
     offloads = OFFLOADS if req.offload == "auto" else (req.offload,)
     ckpts = CHECKPOINTING if req.checkpointing == "auto" else (req.checkpointing,)
     out = []
@@ -125,6 +126,7 @@ def reference_optimum(req: PlanRequest, cat: Catalog) -> Found | None:
                      steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
     timed = (req.objective == "time" or req.pricing == "rent" or req.max_hours is not None
              or req.min_tokens_per_s is not None)
+    framework = for_request(cat, req)  # the plan's framework: its layouts, semantics, speed
     best: Found | None = None
     for gpu in (cat.gpu(g) for g in (req.gpus or tuple(cat.gpus))):
         price = gpu.price_usd_per_hour if req.pricing == "rent" else \
@@ -136,16 +138,20 @@ def reference_optimum(req: PlanRequest, cat: Catalog) -> Found | None:
                 gpu.max_gpus_per_node
             for layout in _layouts(req, model, per_host):
                 best = _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job,
-                                       timed, best)
+                                       timed, best, framework)
     return best
 
 
-def _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job, timed, best):
+def _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job, timed, best, framework):
     tp, pp, dp, mb, ga = layout
     n = tp * pp * dp
-    for fields in _strategies(req):
+    profile = framework.profile
+    for fields in _strategies(req, profile):
         cfg = TrainConfig(workload=req.workload, seq_len=req.seq_len, num_gpus=n, tp=tp, pp=pp,
-                          micro_batch_size=mb, grad_accum=ga, **fields)
+                          micro_batch_size=mb, grad_accum=ga, framework=profile.id, **fields)
+        if unsupported(profile, cfg):
+            continue
+        cfg = apply(cfg, profile)
         try:
             validate_config(cfg, model)
         except PlannerError:
@@ -161,7 +167,7 @@ def _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job, timed, be
             continue
         if plat is not None and est.host_ram > plat.host_ram_gib * GIB:
             continue
-        tput = workload_throughput(model, gpu, cfg, platform=plat, stack=req.stack,
+        tput = workload_throughput(model, gpu, cfg, platform=plat, stack=framework.stack,
                                    gpus_per_node=per_host)
         cost = job_cost(gpu, n, tokens_per_s=tput.tokens_per_s, job=job, pricing=req.pricing,
                         platform=plat, price_kind=req.price_kind)
@@ -289,7 +295,8 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
                        f"{ref.config.num_gpus} x {ref.gpu} on {ref.platform} {ref.config.method}")
     job = define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
                      steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
-    doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=cat, stack=req.stack,
+    stack = req.stack if "stack" in req.model_fields_set else None  # deprecated override
+    doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=cat, stack=stack,
                 pricing=req.pricing, price_kind=req.price_kind, platform=p.platform, job=job,
                 margin=req.memory_margin)
     if abs(doc["time_hours"] - p.time_hours) > 1e-9 * p.time_hours or \

@@ -83,6 +83,14 @@ def _method(cfg: TrainConfig) -> str:
     return cfg.method
 
 
+def framework_lines(framework: dict[str, Any] | None) -> list[str]:
+    """The framework line of a text report: which, why, and where its efficiency comes from."""
+    if not framework:
+        return []
+    return [f"framework  {framework['id']} ({framework['reason']}); "
+            f"{framework['efficiency_note']}"]
+
+
 def check_text(doc: dict[str, Any]) -> str:
     cfg, mem = doc["config"], doc["memory"]
     tc = TrainConfig.model_validate(cfg)
@@ -94,6 +102,7 @@ def check_text(doc: dict[str, Any]) -> str:
         f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
         + (" (pure, no fp32 master)" if tc.pure_bf16 else " mixed precision"),
         f"batch      {batch_line(tc)}",
+        *framework_lines(doc.get("framework")),
         "",
         f"per-GPU memory at the peak ({mem['peak_phase']}):",
     ]
@@ -391,6 +400,7 @@ def plan_text(doc: dict[str, Any]) -> str:
          f"({p['num_hosts']} node(s) of the provider)"),
         f"layout     {_layout(tc)}",
         f"workload   {tc.workload}" + _rl_line(p.get("rl")),
+        *([f"framework  {tc.framework} (efficiency {t['stack']})"] if tc.framework else []),
         f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
         f"batch      {batch_line(tc)}",
         f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "

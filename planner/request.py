@@ -93,6 +93,11 @@ class TrainConfig(_Request):
     cp: int = Field(default=1, gt=0)
     offload: Offload = "none"
     checkpointing: Checkpointing = "full"
+    framework: str | None = Field(
+        default=None, max_length=100, description="framework profile id or alias "
+        "(catalog/frameworks) the job runs on; None: the workload's default framework, or the "
+        "first that runs the layout (frameworks.choose)"
+    )
     fsdp_no_sync: bool = Field(
         default=False, description="FSDP with gradient accumulation skips the reduce-scatter of "
         "every micro-batch but the last (no_sync), keeping the gradients unsharded until the step"
@@ -492,9 +497,14 @@ class PlanRequest(_Request):
     global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0, le=MAX_GLOBAL_BATCH)
     seq_len: int = Field(default=2048, gt=0)
     memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
+    framework: str | None = Field(
+        default=None, max_length=100, description="framework profile id or alias the plan "
+        "runs on (catalog/frameworks); None: the workload's default framework. The plan holds "
+        "only layouts it runs, with its memory semantics and efficiency"
+    )
     stack: str = Field(
-        default="hf", description="software stack the job will run (efficiency.STACKS): every "
-        "candidate is timed with it, so layouts are compared on equal software"
+        default="hf", description="deprecated: efficiency stack (efficiency.STACKS); left "
+        "unset, the framework's efficiency times every candidate"
     )
     tokens: float | None = Field(default=None, gt=0, description="training tokens of the job")
     epochs: float | None = Field(default=None, gt=0)

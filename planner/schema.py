@@ -97,6 +97,17 @@ class Roles(_Doc):
     reward: str | None
 
 
+class Framework(_Doc):
+    """The framework a job runs on (frameworks.FrameworkChoice): why, and its efficiency."""
+
+    id: str
+    name: str
+    version: str
+    reason: str
+    efficiency: str
+    efficiency_note: str
+
+
 class CheckDocument(_Doc):
     """`planner check --json`."""
 
@@ -109,6 +120,7 @@ class CheckDocument(_Doc):
     memory_margin: float
     config: TrainConfig
     memory: Memory
+    framework: Framework
     platform: str | None
     throughput: TrainingThroughputDetail | RlThroughputDetail
     roles: Roles

@@ -27,6 +27,8 @@ import numpy as np
 
 from planner.catalog import Catalog
 from planner.cost import gpu_purchase_price, rental_usd
+from planner.errors import PlannerError
+from planner.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.memory import (
     BWD_END_PHASE,
     FWD_PHASE,
@@ -669,11 +671,12 @@ def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int
             if not (p == "split" and i)]
 
 
-def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = None
+def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = None,
+                shardings: tuple[str, ...] = ("none", "zero1", "zero2", "zero3")
                 ) -> tuple[Strategy, ...]:
     methods = AUTO_METHODS if request.method == "auto" else (request.method,)
     optimizers = ("adamw", "adamw-8bit") if request.optimizer == "auto" else (request.optimizer,)
-    shardings = (request.sharding,) if request.sharding else ("none", "zero1", "zero2", "zero3")
+    shardings = (request.sharding,) if request.sharding else shardings
     offloads = (OFFLOADS if request.offload == "auto" else (request.offload,))
     ckpts = ("none", "full") if request.checkpointing == "auto" else (request.checkpointing,)
     out = []
@@ -701,21 +704,39 @@ def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = N
     return tuple(out)
 
 
+def runs_strategy(profile: Profile, base: TrainConfig, s: Strategy) -> bool:
+    """The framework runs this strategy (on several GPUs, its sharding as a multi-GPU job)."""
+    cfg = base.model_copy(update={**s.config_fields(), "num_gpus": 2})
+    return not unsupported(profile, cfg)
+
+
 def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     """Resolve the request against the catalog and tabulate memory for every open choice."""
     model = catalog.model(request.model).spec
     validate_plan_request(request, model)
+    framework = for_request(catalog, request)
+    request = request.model_copy(update={"stack": framework.stack,
+                                         "framework": framework.profile.id})
     roles = RoleModels(
         critic=catalog.model(request.critic_model).spec if request.critic_model else None,
         reward=catalog.model(request.reward_model).spec if request.reward_model else None,
     )
     offers, unoffered = _offers(request, catalog)
     per_node = max((o.gpus_per_host for o in offers), default=8)
+    parallel = framework.profile.value("parallelism", ("tp", "pp"))
+    for axis in ("tp", "pp"):
+        if (getattr(request, axis) or 1) > 1 and axis not in parallel:
+            raise PlannerError(
+                f"--{axis} {getattr(request, axis)}: --framework {framework.profile.id} does not "
+                f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism; name one that "
+                "does ('planner catalog frameworks', column parallel)")
     if request.is_rl:  # the RL trainer is data parallel (request.validate_workload)
         tps, pps = (1,), (1,)
     else:
-        tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node)
-        pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8)
+        tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node) \
+            if "tp" in parallel else (1,)
+        pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8) \
+            if "pp" in parallel else (1,)
     mbs = (request.micro_batch_size,) if request.micro_batch_size else tuple(
         m for m in MICRO_BATCHES if m <= request.global_batch_size
     )
@@ -725,8 +746,15 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         rollout_batch=request.rollout_batch,
         gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
         precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
+        framework=framework.profile.id,
     )
-    strategies = _strategies(request, _rl_choices(request, model, per_node))
+    base = apply(base, framework.profile)
+    strategies = tuple(s for s in _strategies(request, _rl_choices(request, model, per_node),
+                                              plan_shardings(framework.profile))
+                       if runs_strategy(framework.profile, base, s))
+    if not strategies:
+        raise PlannerError(f"--framework {framework.profile.id} runs none of the requested "
+                           "layouts: " + "; ".join(unsupported(framework.profile, base)))
     return PlanSpace(
         model=model,
         request=request,

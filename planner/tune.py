@@ -50,12 +50,12 @@ from typing import Any, Literal
 from planner.api import (
     catalog_or_default,
     default_platform,
+    job_framework,
     resolve_job,
     role_models,
     workload_throughput,
 )
 from planner.catalog import Catalog
-from planner.efficiency import default_stack
 from planner.errors import PlannerError
 from planner.inputs import check_margin, check_type
 from planner.memory import GIB, MemoryEstimate, estimate_memory
@@ -201,12 +201,13 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
                            "(0, 1], e.g. 0.875")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
+    cfg, _framework, stack = job_framework(cat, cfg, stack)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     fraction = min(1.0 - margin, memory_target if memory_target is not None else 1.0)
     return _Problem(resolved.spec, model, gpu_spec, plat, per_node, critic, reward, cfg,
-                    stack or default_stack(cfg), margin, fraction * gpu_spec.memory_gib * GIB)
+                    stack, margin, fraction * gpu_spec.memory_gib * GIB)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ GRPO = PlanRequest(model="qwen2.5-0.5b", workload="grpo", gpus=("rtx-4090",), nu
                    method="lora", sharding="zero3", offload="none", checkpointing="full",
                    micro_batch_size=4, prompt_len=256, response_len=256, rollout_batch=32,
                    rollout_tp=2, placement="colocate", offload_idle=True,
-                   gpu_memory_utilization=0.4, global_batch_size=80)
+                   gpu_memory_utilization=0.4, global_batch_size=80, framework="openrlhf")
 
 
 @pytest.fixture(scope="module")

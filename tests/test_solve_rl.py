@@ -24,7 +24,7 @@ SMALL = [
          max_gpus=4, global_batch_size=8, checkpointing="full", **RL),
     dict(model="qwen2.5-1.5b", workload="grpo", method="full", gpus=("rtx-4090", "h100-sxm"),
          max_gpus=8, global_batch_size=8, gpu_memory_utilization=0.4, sharding="zero3",
-         **RL),
+         framework="openrlhf", **RL),
     dict(model="qwen2.5-0.5b", workload="grpo", method="lora", gpus=("rtx-4090", "h100-sxm"),
          max_gpus=4, global_batch_size=8, offload="none", pricing="rent", tokens=1e7,
          objective="time", budget_usd=50, **RL),
@@ -69,7 +69,7 @@ def test_rl_memory_tables_match_the_model(placement, util, dp):
     like the model."""
     req = PlanRequest(model="qwen2.5-1.5b", workload="grpo", gpus=("h100-sxm", "rtx-4090"),
                       global_batch_size=24, placement=placement, gpu_memory_utilization=util,
-                      rollout_tp=1, **RL)
+                      rollout_tp=1, framework="openrlhf", **RL)
     space = build_space(req, CAT)
     for si, s in enumerate(space.strategies[::7]):
         si = space.strategies.index(s)
