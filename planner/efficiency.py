@@ -190,14 +190,18 @@ ALLREDUCE_LATENCY_S = 10e-6
 #   tp: Megatron/NeMo overlap TP collectives with GEMMs (TransformerEngine userbuffers,
 #       --tp-comm-overlap in the NeMo performance recipes); the others run them in line;
 #   cp: ring attention overlaps the KV exchange with the attention of the previous chunk;
-#   pcie: offload copies run on side streams (DeepSpeed ZeRO-Offload, FSDP CPUOffload).
+#   pcie: offload copies run on side streams (DeepSpeed ZeRO-Offload, FSDP CPUOffload);
+#   gather: the all-gather of the updated weights after a ZeRO-1/2 (distributed-optimizer) step:
+#       Megatron overlaps it with the next forward (--overlap-param-gather,
+#       megatron/core/distributed/param_and_grad_buffer.py); DeepSpeed's stage 1/2 step
+#       gathers after the update (stage_1_and_2.py step: all_gather_dp_groups), exposed.
 OVERLAP: dict[str, dict[str, float]] = {
-    "megatron": {"dp": 0.9, "tp": 0.7, "cp": 0.9, "pp": 0.9, "pcie": 0.5},
-    "deepspeed": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
-    "fsdp": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
-    "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
-    "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
-    "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5},
+    "megatron": {"dp": 0.9, "tp": 0.7, "cp": 0.9, "pp": 0.9, "pcie": 0.5, "gather": 0.9},
+    "deepspeed": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "fsdp": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
 }
 
 # ---------------------------------------------------------------------------------------------

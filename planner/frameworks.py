@@ -185,7 +185,7 @@ def choose(catalog: Catalog, cfg: TrainConfig, name: str | None = None) -> Frame
     naming what), else the workload's default (DEFAULT_FRAMEWORK) when it runs the layout,
     else the first that does among the profiles with a measured efficiency of their own, then
     the others, by id (PlannerError when none does)."""
-    if name is not None:
+    if name is not None and name != "auto":
         profile = resolve(catalog, name)
         missing = unsupported(profile, cfg)
         if missing:
@@ -226,6 +226,9 @@ def for_request(catalog: Catalog, request: Any) -> FrameworkChoice:
     """The framework of a plan request (PlanRequest): the one named, else the workload's
     default; its efficiency unless the request sets a stack itself (deprecated)."""
     named = request.framework
+    if named == "auto":
+        raise PlannerError("--framework auto chooses among frameworks in 'planner plan' only; "
+                           "name a framework id here ('planner catalog frameworks')")
     profile = resolve(catalog, named or DEFAULT_FRAMEWORK[request.workload])
     if request.workload not in profile.value("workloads", (request.workload,)):
         raise PlannerError(f"--framework {profile.id} does not run --workload "
@@ -254,3 +257,16 @@ def plan_shardings(profile: Profile) -> tuple[str, ...]:
     if any(k.startswith("zero") for k in zero):
         return zero
     return tuple(k for k in ("none", "fsdp") if k in offered)
+
+
+def auto_candidates(catalog: Catalog, workload: str) -> tuple[str, ...]:
+    """Frameworks ``plan --framework auto`` compares: those that run the workload with a
+    measured efficiency of their own (the others would be timed at an inherited or default
+    rate, no evidence for choosing them), the workload's default first."""
+    ids = [DEFAULT_FRAMEWORK[workload]]
+    for fid in sorted(catalog.frameworks):
+        p = resolve(catalog, fid)
+        own = p.value("efficiency") is not None and p.inherited("efficiency") is None
+        if own and workload in p.value("workloads", ()) and fid not in ids:
+            ids.append(fid)
+    return tuple(ids)

@@ -20,6 +20,7 @@ from planner.catalog import Catalog, load_catalog
 from planner.cost import job_cost
 from planner.encoding import NO_TIME, Encoding, add_step_time, build, hint_cheapest
 from planner.errors import PlannerError
+from planner.frameworks import DEFAULT_FRAMEWORK, auto_candidates
 from planner.memory import GIB, estimate_memory
 from planner.request import PlanRequest, TrainConfig, validate_config
 from planner.result import Plan, PlanResult
@@ -389,11 +390,46 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
     return problems
 
 
+def _plan_any_framework(request: PlanRequest, catalog: Catalog) -> PlanResult:
+    """The best plan over the candidate frameworks of the workload, by the request's objective
+    (cost, then time; or time, then cost), with a note naming the choice and the runners-up."""
+    results = []
+    for fid in auto_candidates(catalog, request.workload):
+        try:
+            results.append((fid, plan(request.model_copy(update={"framework": fid}), catalog)))
+        except PlannerError:
+            continue  # the framework runs none of the requested layouts
+    found = [(fid, r) for fid, r in results if r.plan is not None]
+    if not found:
+        default = DEFAULT_FRAMEWORK[request.workload]
+        result = plan(request.model_copy(update={"framework": default}), catalog)
+        return replace(result, notes=(*result.notes, "framework auto: no candidate framework "
+                                      f"({', '.join(f for f, _ in results)}) has a plan; the "
+                                      f"default's ({default}) conflicts shown"))
+
+    def key(item: tuple[str, PlanResult]) -> tuple[float, float]:
+        p = item[1].plan
+        return (p.time_hours, p.cost_usd) if request.objective == "time" else (p.cost_usd,
+                                                                              p.time_hours)
+
+    found.sort(key=key)
+    best_id, best = found[0]
+    others = ", ".join(f"{fid} ${r.plan.cost_usd:,.0f} / {r.plan.time_hours:,.1f} h"
+                       for fid, r in found[1:4])
+    best_of = "fastest" if request.objective == "time" else "cheapest"
+    why = (f"framework auto: {best_id}, the {best_of} of {len(found)} candidate framework(s) "
+           "with a plan" + (f" (next: {others})" if others else ""))
+    return replace(best, notes=(*best.notes, why))
+
+
 def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     """The optimal plan for ``request``, re-checked, with the rules that bind; infeasible
-    requests get their conflicting requirements and the smallest fixes."""
+    requests get their conflicting requirements and the smallest fixes. ``--framework auto``
+    plans on every candidate framework (frameworks.auto_candidates) and keeps the best."""
     from planner.explain import binding_rules, conflicts, timed_conflicts
 
+    if request.framework == "auto":
+        return _plan_any_framework(request, catalog or load_catalog())
     if request.objective == "time" and request.budget_usd is None and request.num_gpus is None:
         raise PlannerError("--objective time needs --budget (or --num-gpus): without a limit "
                            "the fastest plan uses every GPU allowed")

@@ -387,10 +387,11 @@ def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     P = its 16-bit weight bytes, d = dp, m = grad_accum):
 
     DDP: one all-reduce of G per step (accumulation under no_sync): 2(d-1)/d x G.
-    ZeRO-1 / Megatron distributed optimizer: reduce-scatter G + all-gather updated trainable
-    weights once per step: (d-1)/d x (G + P_trainable) (Rajbhandari et al. 2020).
+    ZeRO-1 / Megatron distributed optimizer: reduce-scatter G once per step: (d-1)/d x G
+    (Rajbhandari et al. 2020); the all-gather of the updated weights after the step is
+    gather_bytes_per_step.
     ZeRO-2: gradients reduced every micro-batch (DeepSpeed reduces in backward of each
-    micro-step), weights gathered once: m x (d-1)/d x G + (d-1)/d x P_trainable.
+    micro-step): m x (d-1)/d x G.
     ZeRO-3 / FSDP: every micro-batch all-gathers all weights of the shard in forward and again
     in backward and reduce-scatters G: m x (d-1)/d x (2 P_all + G), i.e. 1.5x an all-reduce of
     the same bytes for full training (ZeRO paper section 7). Frozen weights are gathered too.
@@ -400,16 +401,24 @@ def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
         return 0.0
     trainable = trainable_on_gpu(model, cfg)
     g = trainable * _grad_bytes(cfg)
-    p_trainable = trainable * 2
     m = cfg.grad_accum
     if cfg.shards_weights:
         p_all = params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
         return m * ring_factor(d, "all-gather") * (2 * p_all + g)
     if cfg.zero_stage == 2:
-        return ring_factor(d, "reduce-scatter") * (m * g + p_trainable)
+        return ring_factor(d, "reduce-scatter") * m * g
     if cfg.zero_stage == 1:
-        return ring_factor(d, "reduce-scatter") * (g + p_trainable)
+        return ring_factor(d, "reduce-scatter") * g
     return ring_factor(d, "all-reduce") * g
+
+
+def gather_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """ZeRO-1/2 and the distributed optimizer: each rank updates its shard of the weights and
+    all-gathers the updated 16-bit trainable weights once per step, (d-1)/d x P_trainable,
+    after the step (overlapped only where the stack overlaps it: efficiency.OVERLAP gather)."""
+    if cfg.dp == 1 or cfg.shards_weights or cfg.zero_stage not in (1, 2):
+        return 0.0
+    return ring_factor(cfg.dp, "all-gather") * trainable_on_gpu(model, cfg) * 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,8 +666,14 @@ def estimate_throughput(
     }
     raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
     terms = {"compute": compute, "pipeline_bubble": bubble}
+    raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
+        links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
     for k in comm_bytes:
         terms[f"{k}_comm"] = exposed(raw[f"{k}_comm"], ov[k], compute)
+    # the reductions hid behind the backward; what is left of it hides the gather
+    left = max(0.0, ov["dp"] * compute - raw["dp_comm"])
+    terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
+                                if ov["dp"] else 0.0)
     terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
     terms["cpu_optimizer"] = cpu_optimizer_seconds(model, cfg, links)
     terms["dequantize"] = dequant_seconds(model, gpu, cfg)
@@ -668,7 +683,7 @@ def estimate_throughput(
     step = sum(terms.values())
     category = {
         "compute": compute + bubble,
-        "communication": sum(raw[f"{k}_comm"] for k in comm_bytes),
+        "communication": sum(raw[f"{k}_comm"] for k in comm_bytes) + raw["gather_comm"],
         "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"],
         "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
     }

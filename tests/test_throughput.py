@@ -101,8 +101,12 @@ def test_communication_bytes(tiny):
     assert tp.dp_bytes_per_step(tiny, cfg(num_gpus=4)) == pytest.approx(606_144)
     # ZeRO-3: gather weights twice + reduce-scatter gradients: 3/4 x 3 x 404,096 = 1.5 x DDP
     assert tp.dp_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=3)) == pytest.approx(909_216)
-    # ZeRO-1: reduce-scatter gradients + gather weights once: 3/4 x 2 x 404,096 = DDP volume
-    assert tp.dp_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=1)) == pytest.approx(606_144)
+    # ZeRO-1: reduce-scatter gradients in the backward (3/4 x 404,096) + gather the updated
+    # weights once after the step (3/4 x 404,096): together the DDP volume
+    assert tp.dp_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=1)) == pytest.approx(303_072)
+    assert tp.gather_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=1)) == pytest.approx(
+        303_072)
+    assert tp.gather_bytes_per_step(tiny, cfg(num_gpus=4)) == 0.0
     # TP 2: 4 collectives x 2 layers x 2(2-1)/2 x (8 tokens x 64 x 2 B) = 8,192 per step
     assert tp.tp_bytes_per_step(tiny, cfg(num_gpus=2, tp=2)) == pytest.approx(8_192)
     # full recomputation repeats the 2 forward collectives: 6 x 2 x 1,024 = 12,288
