@@ -691,15 +691,16 @@ def schema_cmd(kind: str) -> None:
 
 
 @cli.command("export")
-@click.option("--format", "fmt", required=True, metavar="FORMAT",
-              help="deepspeed, accelerate, torchrun, verl, openrlhf or llamafactory.")
+@click.option("--format", "fmt", default=None, metavar="FORMAT",
+              help="deepspeed, accelerate, torchrun, verl, openrlhf or llamafactory "
+                   "[default: the launch format of the plan's framework].")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the config here [default: stdout].")
 @click.option("--point", type=INT, default=None,
               help="Export point I (0 = cheapest) of a saved `planner pareto --json`.")
 @click.argument("plan_file", metavar="PLAN.json")
 @CATALOG_OPTION
-def export_cmd(fmt: str, out: str | None, point: int | None, plan_file: str,
+def export_cmd(fmt: str | None, out: str | None, point: int | None, plan_file: str,
                catalogs: tuple[str, ...]) -> None:
     """Launch config from a saved `planner plan --json` (PLAN.json, or - for stdin), a
     `planner pareto --json` with --point I, or one of its points.
@@ -713,16 +714,33 @@ def export_cmd(fmt: str, out: str | None, point: int | None, plan_file: str,
       planner plan --model 0.5b --workload grpo --prompt-len 256 --response-len 256 \
         --export verl --out run_verl.sh
     """
-    from planner.export import check_format
+    from planner.export import check_format, export_plan
 
-    key = check_format(fmt)
     check_targets([("--out", out)], inputs=[plan_file], stdout_ok=["--out"])
-    from planner.export import export_plan
-
     plan = _read_plan_json(plan_file)
     if point is not None:
         plan = _pareto_point(plan, point, plan_file)
-    _emit_export(export_plan(plan, key, catalog=load_catalog(catalogs)), key, out)
+    catalog = load_catalog(catalogs)
+    key = check_format(fmt if fmt is not None else _framework_format(plan, catalog))
+    _emit_export(export_plan(plan, key, catalog=catalog), key, out)
+
+
+def _framework_format(plan: Any, catalog: Any) -> str:
+    """The launch format of the framework a plan runs on (its profile's launch_format)."""
+    from planner.export._common import job_of
+
+    cfg = job_of(plan, catalog=catalog).cfg
+    fid = cfg.framework
+    if fid is None:
+        raise PlannerError("the plan names no framework (saved before frameworks existed): "
+                           "give --format")
+    from planner.export import launch_format_of
+
+    fmt = launch_format_of(resolve(catalog, fid), cfg.workload)
+    if fmt is None:
+        raise PlannerError(f"the planner writes no launch config for framework {fid}'s own "
+                           f"launcher ({cfg.workload}): give --format to write another format's")
+    return fmt
 
 
 def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:

@@ -47,13 +47,39 @@ __all__ = [
     "LLAMAFACTORY_DS", "LLAMAFACTORY_STAGES", "OPENRLHF_MODULES", "RL_HINT", "TEMPLATES",
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
     "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
-    "job_of",
+    "job_of", "launch_format_of", "WRITES_FOR",
 ]
 
 
 FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
 )
+
+# The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
+# workloads it writes: torchrun runs TRL's supervised/preference scripts on the Hugging Face
+# Trainer (Unsloth's trainers are TRL's) or Megatron-LM's pretrain_gpt.py; the DeepSpeed JSON is
+# read by DeepSpeed's engine and by the Trainer on it; the Accelerate YAML launches the Trainer
+# with FSDP through Accelerate. A framework or workload not listed (torchtune's `tune run`,
+# torchtitan's TOML, NeMo recipes, TRL's GRPO with its vLLM server, ...) has no writer here.
+SUPERVISED = ("pretrain", "sft", "rm", "dpo")
+WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "torchrun": (("hf-trainer", "trl", "unsloth", "megatron-lm"), SUPERVISED),
+    "deepspeed": (("deepspeed", "hf-deepspeed"), SUPERVISED),
+    "accelerate": (("accelerate-fsdp",), SUPERVISED),
+    "verl": (("verl",), ("ppo", "grpo")),
+    "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
+    "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+}
+
+
+def launch_format_of(profile: Any, workload: str) -> str | None:
+    """The format whose writer launches this framework (frameworks.Profile) for ``workload``:
+    its profile's launch_format where WRITES_FOR covers both, else None (no writer)."""
+    fmt = profile.value("launch_format")
+    if fmt not in WRITES_FOR:
+        return None
+    frameworks, workloads = WRITES_FOR[fmt]
+    return fmt if profile.id in frameworks and workload in workloads else None
 
 
 # ---------------------------------------------------------------------------------------------
