@@ -95,7 +95,8 @@ def job_framework(cat: Catalog, cfg: TrainConfig,
         choice = replace(choice, stack=stack, efficiency_note=(
             f"--stack {stack} (deprecated) overrides the framework's efficiency "
             f"({choice.stack}: {choice.efficiency_note})"))
-    return apply(cfg, choice.profile), choice, choice.stack
+    cfg = apply(cfg, choice.profile).model_copy(update={"framework": choice.profile.id})
+    return cfg, choice, choice.stack
 
 
 def check(

@@ -254,10 +254,16 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
     catalog = load_catalog(catalogs)
     job = define_job(tokens=tokens, epochs=epochs, dataset_tokens=dataset_tokens, steps=steps,
                      global_batch=cfg.global_batch_size, seq_len=cfg.seq_len)
-    doc = check_config(model=model, gpu=gpu, config=cfg, catalog=catalog, margin=memory_margin,
-                       stack=stack, pricing=pricing, price_kind=price_kind, platform=platform,
-                       job=job, power_usd_per_kwh=power_usd_per_kwh,
-                       critic_model=critic_model, reward_model=reward_model)
+    kwargs = dict(catalog=catalog, margin=memory_margin, stack=stack, pricing=pricing,
+                  price_kind=price_kind, platform=platform, job=job,
+                  power_usd_per_kwh=power_usd_per_kwh, critic_model=critic_model,
+                  reward_model=reward_model)
+    doc = check_config(model=model, gpu=gpu, config=cfg, **kwargs)
+    if not doc["fits"]:
+        from planner.fixes import fixes_doc, ranked_fixes  # only when it does not fit
+
+        found = ranked_fixes(model, gpu, TrainConfig.model_validate(doc["config"]), **kwargs)
+        doc["fixes"] = fixes_doc(found, doc["throughput"]["tokens_per_s"])
     click.echo(render.to_json(doc) if as_json else render.check_text(doc))
     sys.exit(0 if doc["fits"] else 1)
 

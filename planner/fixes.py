@@ -174,3 +174,74 @@ def largest_true(pred: Callable[[int], bool], lo: int, hi: int) -> int | None:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if pred(mid) else (lo, mid - 1)
     return lo
+
+
+# Fidelity of a method to full training, for ranking fixes that cost the same time (the user
+# keeps the fuller method): full, then adapters on 16-bit weights, then on a 4-bit base.
+METHOD_FIDELITY = {"full": 0, "freeze": 1, "dora": 1, "lora": 1, "qlora": 2}
+
+
+def candidate_changes(cfg: TrainConfig) -> list[Change]:
+    """The changes an out-of-memory configuration can try (seed 004's list: ZeRO-2, ZeRO-3,
+    FSDP, LoRA, QLoRA, 8-bit Adam, CPU offload, checkpointing, a smaller micro-batch, a chunked
+    loss), each only where it changes ``cfg``. A shorter sequence is found by ranked_fixes."""
+    out = []
+    if cfg.num_gpus > 1 and not cfg.fsdp:
+        out += [Change(f"--zero {z}", {"zero_stage": z}) for z in (2, 3) if cfg.zero_stage < z]
+    if cfg.num_gpus > 1 and cfg.zero_stage == 0 and not cfg.fsdp:
+        out.append(Change("--fsdp", {"fsdp": True}))
+    if cfg.offload == "none":
+        sharded = {} if cfg.zero_stage or cfg.fsdp else {"zero_stage": 3}
+        out.append(Change("--offload optimizer" + (" --zero 3" if sharded else ""),
+                          {"offload": "optimizer", **sharded}))
+        out.append(Change("--offload optimizer+params" + (" --zero 3" if sharded else ""),
+                          {"offload": "optimizer+params", **sharded}))
+    if cfg.method == "full":
+        out.append(Change("--method lora", {"method": "lora", "lora_rank": 16}))
+    if cfg.method in ("full", "lora", "dora"):
+        out.append(Change("--method qlora", {"method": "qlora", "lora_rank": cfg.lora_rank or 16}))
+    if cfg.optimizer == "adamw":
+        out.append(Change("--optimizer adamw-8bit", {"optimizer": "adamw-8bit"}))
+    if cfg.checkpointing != "full":
+        out.append(Change("--checkpointing full", {"checkpointing": "full"}))
+    if cfg.micro_batch_size > 1:
+        half = cfg.micro_batch_size // 2
+        out.append(Change(f"--micro-batch {half} --grad-accum {cfg.grad_accum * 2}",
+                          {"micro_batch_size": half, "grad_accum": cfg.grad_accum * 2}))
+    if not cfg.chunked_loss and not cfg.lm_head_vocab_chunk:
+        out.append(Change("--chunked-loss", {"chunked_loss": True}))
+    return out
+
+
+def ranked_fixes(model: str, gpu: str, config: TrainConfig, *, catalog: Catalog | None = None,
+                 max_changes: int = 2, limit: int = 8, **kwargs: Any) -> list[FixResult]:
+    """The changes under which ``config`` (as check evaluated it: framework semantics applied)
+    fits, each verified by check, ordered by what they cost the user: the job's hours first,
+    then the method's fidelity, then memory. Single changes first; pairs only when no single
+    change fits (smallest_fixes); the longest sequence that fits as it is, last. A change the
+    framework cannot run is left out (check refuses it)."""
+    cat = catalog or load_catalog()
+    changes = candidate_changes(config)
+    found = smallest_fixes(model, gpu, config, changes, max_changes=1, catalog=cat, **kwargs)
+    if not found and max_changes > 1:
+        found = smallest_fixes(model, gpu, config, changes, max_changes=max_changes,
+                               catalog=cat, **kwargs)
+    found.sort(key=lambda r: (r.hours, METHOD_FIDELITY.get(r.config.method, 3),
+                              r.per_gpu_gib, r.name))
+    found = found[:limit - 1]
+    if not config.is_rl and config.seq_len > 256:
+        seq = largest_fitting(model, gpu, config, "seq_len", lo=256, hi=config.seq_len - 1,
+                              step=256, catalog=cat, **kwargs)
+        if seq is not None:
+            found.append(evaluate(model, gpu, _with(config, {"seq_len": seq}),
+                                  name=f"--seq-len {seq}", changes=[f"--seq-len {seq}"],
+                                  catalog=cat, **kwargs))
+    return found
+
+
+def fixes_doc(results: Sequence[FixResult], tokens_per_s: float) -> list[dict[str, Any]]:
+    """The ranked fixes as the `check --json` document lists them."""
+    return [{"changes": list(r.changes), "fits": r.fits, "per_gpu_gib": r.per_gpu_gib,
+             "tokens_per_s": r.tokens_per_s, "hours": r.hours,
+             "speed_vs_original": r.tokens_per_s / tokens_per_s if tokens_per_s else None}
+            for r in results if r.valid]

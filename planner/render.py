@@ -91,6 +91,22 @@ def framework_lines(framework: dict[str, Any] | None) -> list[str]:
             f"{framework['efficiency_note']}"]
 
 
+def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
+    """The ranked fixes of a configuration that does not fit (fixes.ranked_fixes)."""
+    if fixes is None:
+        return []
+    if not fixes:
+        return ["", "no single change or pair of changes makes it fit on this hardware: "
+                    "more GPUs or a larger GPU ('planner plan')"]
+    rows = [[" + ".join(f["changes"]), f"{f['per_gpu_gib']:.1f}",
+             f"{f['tokens_per_s']:,.0f}",
+             "-" if f["speed_vs_original"] is None else f"{f['speed_vs_original'] - 1:+.0%}",
+             f"{f['hours']:,.1f}", "fits" if f["fits"] else "oom"] for f in fixes]
+    return ["", "changes that make it fit, each checked (fastest job first, then the fuller "
+                "method):",
+            _table(rows, ["change", "GiB/GPU", "tokens/s", "speed", "hours", "verdict"])]
+
+
 def check_text(doc: dict[str, Any]) -> str:
     cfg, mem = doc["config"], doc["memory"]
     tc = TrainConfig.model_validate(cfg)
@@ -119,6 +135,7 @@ def check_text(doc: dict[str, Any]) -> str:
         f"{mem['capacity_gib']:.2f} GiB less a {doc['memory_margin']:.0%} margin)",
     ]
     tail += [f"note: {n}" for n in mem["notes"]]
+    tail += _fix_lines(doc.get("fixes"))
     tail += _phase_lines(doc)
     if "throughput" in doc:
         tail += [""] + _speed_lines(doc)

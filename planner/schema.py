@@ -108,6 +108,17 @@ class Framework(_Doc):
     efficiency_note: str
 
 
+class Fix(_Doc):
+    """One change that makes a configuration fit (fixes.ranked_fixes), checked."""
+
+    changes: list[str]
+    fits: bool
+    per_gpu_gib: float
+    tokens_per_s: float
+    hours: float
+    speed_vs_original: float | None
+
+
 class CheckDocument(_Doc):
     """`planner check --json`."""
 
@@ -126,6 +137,7 @@ class CheckDocument(_Doc):
     roles: Roles
     time_hours: float
     cost: Cost
+    fixes: list[Fix] | None = None  # `planner check` when the configuration does not fit
 
 
 class RlSettings(_Doc):

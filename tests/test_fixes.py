@@ -100,3 +100,39 @@ def test_largest_fitting_is_the_boundary(cat):
 def test_largest_fitting_none_when_the_smallest_value_does_not_fit(cat):
     assert largest_fitting("tiny-llama", "test-gpu", BIG, "micro_batch_size", lo=100, hi=128,
                            catalog=cat) is None
+
+
+def test_check_lists_ranked_fixes_when_it_does_not_fit():
+    """Seed 004's question: a configuration that runs out of memory gets the changes that make
+    it fit, each checked by the models, fastest job first, with its speed against the
+    original; a configuration that fits gets none."""
+    import json
+
+    from planner.cli import main
+
+    def run(*args):
+        with pytest.raises(SystemExit) as exc:
+            main(list(args))
+        return exc.value.code
+
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = run("check", "--model", "mistral-7b", "--gpu", "a100-80gb-sxm", "--num-gpus",
+                   "8", "--micro-batch", "4", "--seq-len", "4096", "--checkpointing", "none",
+                   "--json")
+    doc = json.loads(buf.getvalue())
+    assert code == 1 and not doc["fits"]
+    fixes = doc["fixes"]
+    assert fixes and all(f["fits"] and f["per_gpu_gib"] <= 80 for f in fixes)
+    hours = [f["hours"] for f in fixes if not f["changes"][0].startswith("--seq-len")]
+    assert hours == sorted(hours)
+    first = fixes[0]
+    assert first["speed_vs_original"] == pytest.approx(
+        first["tokens_per_s"] / doc["throughput"]["tokens_per_s"])
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert run("check", "--model", "0.5b", "--gpu", "a100-80gb-sxm", "--json") == 0
+    assert "fixes" not in json.loads(buf.getvalue())
