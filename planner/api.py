@@ -7,7 +7,7 @@ from typing import Any
 
 from planner import render
 from planner.catalog import Catalog, load_catalog
-from planner.cost import Job, job_cost
+from planner.cost import Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
 from planner.frameworks import FrameworkChoice, apply, choose
 from planner.inputs import check_choice, check_margin, check_type
@@ -140,7 +140,13 @@ def check(
     doc["throughput"]["notes"] = list(tput.notes)
     doc["time_hours"] = cost.hours
     doc["cost"] = cost.summary()
-    doc["cost"]["notes"] = list(cost.notes)
+    doc["cost"]["notes"] = [*cost.notes, *job_notes(
+        job or define_job(), tokens_per_step=tput.tokens_per_step, hours=cost.hours)]
+    if cfg.seq_len > resolved.spec.max_position_embeddings:
+        doc["memory"]["notes"].append(
+            f"--seq-len {cfg.seq_len} exceeds {resolved.spec.id}'s context of "
+            f"{resolved.spec.max_position_embeddings} tokens: it needs a context extension "
+            "(RoPE scaling) the model was not trained with")
     return doc
 
 

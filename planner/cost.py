@@ -200,3 +200,21 @@ def job_cost(
         return rent_cost(gpu, num_gpus, hours=hours, job=job)
     return buy_cost(gpu, num_gpus, hours=hours, job=job, platform=platform,
                     price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
+
+
+# A job longer than this is said (hardware fails, prices and plans change over months).
+LONG_JOB_DAYS = 30
+
+
+def job_notes(job: Job, *, tokens_per_step: float, hours: float) -> list[str]:
+    """What a user should hear about the job's size: shorter than one optimizer step (it still
+    runs one), or longer than LONG_JOB_DAYS days."""
+    notes = []
+    if job.tokens < tokens_per_step:
+        notes.append(f"the job ({job.tokens:,.0f} tokens) is shorter than one optimizer step "
+                     f"({tokens_per_step:,.0f} tokens): the time shown is a fraction of a step; "
+                     "a real run takes at least one")
+    if hours > LONG_JOB_DAYS * 24:
+        notes.append(f"the job runs {hours / 24:,.0f} days (over {LONG_JOB_DAYS}): plan for "
+                     "restarts, checkpoints and price changes, or more GPUs")
+    return notes

@@ -67,7 +67,8 @@ def _divisors(n: int, at_most: int) -> list[int]:
 def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
     """Method, rank, optimizer, sharding, offload and checkpointing choices of the request
     (shardings: those the framework's plans search, frameworks.plan_shardings)."""
-    methods = METHODS if req.method == "auto" else (req.method,)
+    methods = (("full",) if req.workload == "pretrain" else METHODS) \
+        if req.method == "auto" else (req.method,)  # pretraining trains every weight
     optimizers = OPTIMIZERS if req.optimizer == "auto" else (req.optimizer,)
     shardings = (req.sharding,) if req.sharding else plan_shardings(profile)
     offloads = OFFLOADS if req.offload == "auto" else (req.offload,)

@@ -560,6 +560,12 @@ def _fill_rl_seq_len(data: object) -> object:
 
 def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     """Contradictory or impossible pins are bad input (exit 2), not infeasibility."""
+    if req.workload == "pretrain" and req.method not in ("full", "auto"):
+        raise PlannerError(f"--workload pretrain trains every weight: --method full (got "
+                           f"{req.method})")
+    if req.price_kind is not None and req.pricing != "buy":
+        raise PlannerError(f"--price-kind {req.price_kind} prices a purchase: it applies to "
+                           f"--pricing buy (got {req.pricing})")
     if isinstance(req.lora_rank, int) and req.lora_rank <= 0:
         raise PlannerError(f"--lora-rank {req.lora_rank} must be a positive integer or auto")
     if req.lora_rank is not None and req.method in ("full", "freeze"):

@@ -674,7 +674,8 @@ def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int
 def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = None,
                 shardings: tuple[str, ...] = ("none", "zero1", "zero2", "zero3")
                 ) -> tuple[Strategy, ...]:
-    methods = AUTO_METHODS if request.method == "auto" else (request.method,)
+    methods = (("full",) if request.workload == "pretrain" else AUTO_METHODS) \
+        if request.method == "auto" else (request.method,)  # pretraining trains every weight
     optimizers = ("adamw", "adamw-8bit") if request.optimizer == "auto" else (request.optimizer,)
     shardings = (request.sharding,) if request.sharding else shardings
     offloads = (OFFLOADS if request.offload == "auto" else (request.offload,))

@@ -688,8 +688,8 @@ def estimate_throughput(
         "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
     }
     raw.update({f"total_{k.replace(' ', '_')}": v for k, v in category.items()})
-    if prec != cfg.precision:
-        notes.append(f"{gpu.id} has no {cfg.precision} matmuls: they run as {prec}")
+    if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
+        notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
     tps = tokens_step / step
     per_gpu = tps / cfg.num_gpus
     return ThroughputEstimate(

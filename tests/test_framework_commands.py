@@ -125,3 +125,26 @@ def test_choose_prefers_frameworks_with_their_own_measured_efficiency():
     with pytest.raises(PlannerError, match="no framework profile runs"):
         choose(CAT, TrainConfig(num_gpus=8, tp=2, pp=2, method="dora", offload="optimizer",
                                 zero_stage=2))
+
+
+def test_sanity_refusals_and_notes(capsys):
+    """Issue 19 item 6: pretraining is full training; --price-kind prices purchases only; a
+    job shorter than one step or longer than a month is said; fp16 on a GPU with fp16 tensor
+    cores is not called missing."""
+    code, _, err = run(capsys, "plan", "--model", "7b", "--workload", "pretrain", "--method",
+                       "lora", "--budget", "10000")
+    assert code == 2 and "pretrain trains every weight" in err
+    code, out, _ = run(capsys, "plan", "--model", "7b", "--workload", "pretrain", "--budget",
+                       "10000", "--json")
+    assert code == 0 and json.loads(out)["plan"]["config"]["method"] == "full"
+    code, _, err = run(capsys, "plan", "--model", "7b", "--pricing", "rent", "--price-kind",
+                       "used")
+    assert code == 2 and "--price-kind used prices a purchase" in err
+    code, out, _ = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--method",
+                       "lora", "--tokens", "100", "--precision", "fp16", "--json")
+    doc = json.loads(out)
+    assert any("shorter than one optimizer step" in n for n in doc["cost"]["notes"])
+    assert not any("no fp16" in n for n in doc["throughput"]["notes"])
+    code, out, _ = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--method",
+                       "lora", "--tokens", "1e12", "--json")
+    assert any("days (over 30)" in n for n in json.loads(out)["cost"]["notes"])
