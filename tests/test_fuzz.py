@@ -236,6 +236,8 @@ CASES = {"schema_version": 1, "cases": [
             "gpu_memory_utilization": 0.4, "rollout_tp": 1},
      "outcome": {"kind": "fits", "peak_gib": None, "measured_as": None},
      "extra": {"use_remove_padding": True, "train_batch_size": 8}},
+    {"id": "minimal", "model": "meta-llama/Llama-2-7b-hf", "num_gpus": 1, "workload": "dpo",
+     "gpu": "rtx-4090", "micro_batch_size": 2, "seq_len": 1024},  # keys a user may leave out
 ]}
 THROUGHPUT_CASES = {"schema_version": 1, "cases": [
     {"id": "tps", "framework": "nemo", "model": "meta-llama/Llama-2-70b-hf", "params_b": 70,

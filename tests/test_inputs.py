@@ -226,6 +226,8 @@ GOOD_CASE = {"id": "c1", "framework": "trl+peft", "model": "Qwen/Qwen2.5-0.5B", 
     (GOOD_CASE | {"extra": {"grad_accum": "4"}}, "extra.grad_accum"),
     (GOOD_CASE | {"micro_batch_size": True}, "micro_batch_size"),
     ({k: v for k, v in GOOD_CASE.items() if k != "num_gpus"}, "num_gpus"),  # KeyError before
+    ({k: v for k, v in GOOD_CASE.items() if k != "model"}, "model"),
+    (GOOD_CASE | {"num_gpus": 2, "tp": 4}, "not a multiple of tp"),  # modulo by zero before
     (GOOD_CASE | {"metric": "tokens_per_sec_per_gpu"}, "value"),  # a throughput case
     ("just a string", "case 0"),
 ])
