@@ -30,6 +30,7 @@ MAX_EXACT_INT = 2**53  # integers in files: what a float holds exactly
 MAX_COUNT = 2**31 - 1  # counts (GPUs, batch sizes, lengths, steps) in flags and requests
 MAX_FLOAT = 1e18  # magnitude of a number flag (tokens, dollars, hours)
 MAX_ERRORS = 10  # problems listed in one message before "and N more"
+MAX_FILES = 5_000  # YAML files in one catalog folder (the shipped catalog has ~200)
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

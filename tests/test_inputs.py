@@ -198,6 +198,15 @@ def test_an_empty_overlay_file_or_folder_is_an_error(tmp_path):  # silently igno
     one_line_error(["catalog", "gpus", "--catalog", str(tmp_path / "none")], "no *.yaml entry")
 
 
+def test_an_overlay_folder_of_too_many_files_is_refused(tmp_path, monkeypatch):
+    import planner.catalog as catalog
+
+    monkeypatch.setattr(catalog, "MAX_FILES", 3)
+    for i in range(4):
+        write(tmp_path / "ov" / "gpus" / f"g{i}.yaml", "id: 3\n")
+    one_line_error(["catalog", "gpus", "--catalog", str(tmp_path / "ov")], "4 files, more than 3")
+
+
 def test_many_catalog_errors_are_capped(tmp_path):  # 3 million errors on one line before
     for i in range(40):
         write(tmp_path / "ov" / "gpus" / f"g{i}.yaml", "id: 3\n")
