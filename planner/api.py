@@ -9,7 +9,7 @@ from planner.catalog import Catalog, load_catalog
 from planner.cost import Job, job_cost
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
-from planner.inputs import check_choice, check_margin, check_type
+from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type
 from planner.memory import estimate_memory
 from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -87,6 +87,10 @@ def check(
     check_choice(pricing, ("buy", "rent"), name="pricing")
     if price_kind is not None:
         check_choice(price_kind, ("new", "used"), name="price_kind")
+    if power_usd_per_kwh is not None:
+        check_range(power_usd_per_kwh, name="power_usd_per_kwh", lo=0, hi=MAX_FLOAT)
+    if job is not None:
+        check_type(job, Job, name="job")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)

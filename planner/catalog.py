@@ -158,7 +158,7 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
     alias_files: dict[str, Path] = {}  # where each alias was last set, for its errors
     errors: list[str] = []
     for folder in (shipped_catalog_dir(), *map(Path, overlays)):
-        if not folder.is_dir():
+        if not _is_dir(str(folder)):
             errors.append(f"{folder}: catalog folder not found")
             continue
         if not any((folder / kind).is_dir() for kind in KINDS) and \

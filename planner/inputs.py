@@ -204,12 +204,21 @@ def check_number(value: Any) -> Any:
     return value
 
 
+def check_range(value: Any, *, name: str, lo: float, hi: float, lo_open: bool = False,
+                hi_open: bool = False, hint: str = "") -> float:
+    """``value`` as a float if it is a number within [lo, hi] (ends open as asked; nan is
+    never within); InputError naming ``name`` otherwise."""
+    number = not isinstance(value, bool) and isinstance(value, int | float)
+    if not (number and (lo < value if lo_open else lo <= value)
+            and (value < hi if hi_open else value <= hi)):
+        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise InputError(f"{name} {short(value)} must be in {interval}{hint}")
+    return float(value)
+
+
 def check_margin(margin: Any) -> float:
     """The memory margin: a fraction of GPU memory kept free, in [0, 1)."""
-    if isinstance(margin, bool) or not isinstance(margin, int | float) \
-            or not 0 <= margin < 1:  # false for nan
-        raise InputError(f"--memory-margin {short(margin)} must be in [0, 1)")
-    return float(margin)
+    return check_range(margin, name="--memory-margin", lo=0, hi=1, hi_open=True)
 
 
 def check_choice(value: Any, choices: Iterable[str], *, name: str) -> str:

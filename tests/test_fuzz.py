@@ -33,7 +33,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_hardening import RL_BASE, check_argv, mostly, plan_argv, run_cli, tune_argv
+from tests.test_hardening import (
+    RL_BASE,
+    TEST_CATALOG,
+    check_argv,
+    mostly,
+    plan_argv,
+    run_cli,
+    tune_argv,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 30
@@ -44,7 +52,7 @@ BASE = dict(derandomize=True, database=None, deadline=None,
 TIERS: dict[str, tuple[int, int]] = {
     "check": (60, 2800), "tune": (10, 500), "plan": (6, 400), "validate": (25, 1600),
     "catalog": (20, 1300), "config_json": (25, 1600), "export": (25, 1800), "schema": (3, 8),
-    "pareto_export": (8, 600),
+    "pareto_export": (8, 600), "library": (30, 800),
 }
 
 
@@ -432,13 +440,82 @@ def pareto_export_prop(args, *, name: str) -> None:
 test_pareto_export, test_pareto_export_slow = pareto_export_prop
 
 
+# ---- the library: PlannerError subclasses only ------------------------------------------------
+def _small_request():
+    from planner import PlanRequest
+
+    return PlanRequest(model="0.5b", gpus=("rtx-4090",), max_gpus=1, method="lora")
+
+
+LIB_VALUES = NASTY | st.sampled_from(["7b", "0.5b", "h100-sxm", "rtx-4090", "buy", "rent", "new",
+                                      "hf", "hgx-8gpu-sxm", 0.02, 12, (), [TEST_CATALOG]])
+CALLS = {
+    "check": ("model", "gpu", "config", "catalog", "margin", "stack", "pricing", "price_kind",
+              "platform", "job", "power_usd_per_kwh", "critic_model", "reward_model"),
+    "tune": ("model", "gpu", "config", "catalog", "objective", "memory_target", "margin", "stack",
+             "platform", "pins", "tie_tolerance"),
+    "TrainConfig": ("workload", "method", "num_gpus", "micro_batch_size", "seq_len", "lora_rank",
+                    "tp", "role_gpus", "gpu_memory_utilization", "lora_targets"),
+    "PlanRequest": ("model", "budget_usd", "gpus", "max_gpus", "tokens", "seq_len", "pricing",
+                    "memory_margin", "time_limit_s"),
+    "pareto": ("request", "catalog", "max_points"),
+    "plan": ("request", "catalog"),
+    "load_catalog": ("overlays",),
+    "export_plan": ("plan", "fmt", "catalog", "model_path"),
+}
+
+
+@st.composite
+def _library_call(draw):
+    from planner import TrainConfig
+
+    name = draw(st.sampled_from(sorted(CALLS)))
+    defaults = {"model": "0.5b", "gpu": "rtx-4090", "config": TrainConfig(method="lora"),
+                "request": _small_request(), "plan": saved_plan(), "fmt": "deepspeed",
+                "overlays": ()}
+    kwargs = {k: v for k, v in defaults.items() if k in CALLS[name]}
+    for key in draw(st.lists(st.sampled_from(CALLS[name]), min_size=1, max_size=2, unique=True)):
+        kwargs[key] = draw(LIB_VALUES)
+    return name, kwargs
+
+
+@fuzz("library")
+@strategy(_library_call())
+def library_prop(args, *, name: str) -> None:
+    import planner
+    from planner.errors import PlannerError
+    from planner.export import export_plan
+
+    call, kwargs = args
+    fn = export_plan if call == "export_plan" else getattr(planner, call)
+    start = time.perf_counter()
+    try:
+        if call in ("pareto", "plan"):
+            request = kwargs.pop("request")
+            fn(request, **kwargs)
+        elif call == "load_catalog":
+            fn(kwargs["overlays"])
+        elif call == "export_plan":
+            fn(kwargs.pop("plan"), kwargs.pop("fmt"), **kwargs)
+        else:
+            fn(**kwargs)
+        code = 0
+    except PlannerError as exc:  # the only exception the library raises for bad arguments
+        assert "\n" not in str(exc), (call, kwargs, str(exc))
+        code = 2
+    _record(name, code, time.perf_counter() - start)
+
+
+test_library, test_library_slow = library_prop
+
+
 def test_slow_tier_size():
     """The slow tier draws at least 10,000 inputs over every command and file kind."""
     assert sum(slow for _, slow in TIERS.values()) >= 10_000
     # commands: check, tune, plan/pareto, validate, catalog, export, schema; files: config.json,
     # overlays (gpus, models, platforms, size_aliases), plan and pareto documents, case files
     assert set(TIERS) == {"check", "tune", "plan", "validate", "catalog", "config_json",
-                          "export", "schema", "pareto_export"}
+                          "export", "schema", "pareto_export", "library"}
 
 
 def test_the_properties_can_fail():

@@ -16,6 +16,7 @@ import yaml
 import planner
 from planner import PlanRequest, TrainConfig, check, load_catalog, pareto, tune
 from planner.errors import PlannerError
+from planner.export import export_plan
 from planner.inputs import (
     MAX_DEPTH,
     MAX_ERRORS,
@@ -277,6 +278,12 @@ def test_many_bad_cases_are_listed_then_counted(tmp_path):
     (lambda: tune(model="7b", gpu="h100-sxm", config={"num_gpus": 2}), "config"),
     (lambda: check(model="7b", gpu="h100-sxm", config=TrainConfig(), catalog="catalog/"),
      "catalog"),
+    (lambda: check(model="7b", gpu="h100-sxm", config=TrainConfig(), job="1e8 tokens"), "job"),
+    (lambda: check(model="7b", gpu="h100-sxm", config=TrainConfig(),
+                   power_usd_per_kwh=math.nan), "power_usd_per_kwh"),  # used before
+    (lambda: tune(model="7b", gpu="h100-sxm", config=TrainConfig(), tie_tolerance="x"),
+     "--tie-tolerance"),  # TypeError before
+    (lambda: export_plan({"plan": None}, "deepspeed", catalog="catalog/"), "catalog"),
 ])
 def test_library_errors_are_planner_errors(call, named):
     with pytest.raises(PlannerError) as exc:
