@@ -26,6 +26,7 @@ from planner.inputs import (
     MAX_FILE_BYTES,
     MAX_FLOAT,
     FieldErrors,
+    capped,
     check_arg,
     check_margin,
     decode,
@@ -546,14 +547,17 @@ _FLAG_OF = {"budget_usd": "budget", "time_limit_s": "time-limit", "micro_batch_s
 
 
 def _flag_error(exc: FieldErrors, *, seq_len_given: bool) -> PlannerError:
-    """The first field error of a request as a one-line error naming the flag the user gave
-    (an RL sequence length the user did not give is --prompt-len + --response-len)."""
-    err = exc.errors[0]
-    field = str(err["loc"][0]) if err["loc"] else "request"
-    name = "--" + _FLAG_OF.get(field, field).replace("_", "-")
-    if field == "seq_len" and not seq_len_given:
-        name = "--prompt-len + --response-len"
-    return PlannerError(f"{name} {short(err.get('input'))}: {err['msg'].lower()}")
+    """A request's field errors as one line naming the flags the user gave, all of them up to
+    inputs.MAX_ERRORS (an RL sequence length the user did not give is --prompt-len +
+    --response-len)."""
+    problems = []
+    for err in exc.errors:
+        field = str(err["loc"][0]) if err["loc"] else "request"
+        name = "--" + _FLAG_OF.get(field, field).replace("_", "-")
+        if field == "seq_len" and not seq_len_given:
+            name = "--prompt-len + --response-len"
+        problems.append(f"{name} {short(err.get('input'))}: {err['msg'].lower()}")
+    return PlannerError(capped(problems))
 
 
 def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]

@@ -332,3 +332,11 @@ def test_check_tree_bounds():
 def test_capped_lists_then_counts():
     assert capped(["a", "b"]) == "a; b"
     assert capped([str(i) for i in range(15)], limit=3) == "0; 1; 2; and 12 more"
+
+
+def test_every_bad_request_field_is_listed_in_one_line():
+    one_line_error(["check", "--model", "0.5b", "--gpu", "h100-sxm", "--micro-batch", "0",
+                    "--tp", "0", "--grad-accum", "-3"], "--micro-batch 0", "--tp 0",
+                   "--grad-accum -3")
+    one_line_error(["plan", "--model", "0.5b", "--budget", "-1", "--max-gpus", "0"],
+                   "--budget -1", "--max-gpus 0")
