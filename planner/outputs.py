@@ -112,6 +112,8 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> str:
     os.close(fd)
     try:
         write(Path(tmp))
+        with open(tmp, "rb+") as handle:  # on disk before it takes the old file's name
+            os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
