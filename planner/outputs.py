@@ -123,11 +123,6 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> str:
     return "replaced" if existed else "wrote"
 
 
-def write_text_atomic(path: str | Path, text: str) -> str:
-    """write_atomic of a UTF-8 text."""
-    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
 def _default_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
