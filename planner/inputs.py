@@ -50,7 +50,10 @@ def capped(errors: Iterable[str], *, limit: int = MAX_ERRORS) -> str:
 
 def short(value: object, limit: int = 60) -> str:
     """repr of ``value``, cut to ``limit`` characters (errors stay one short line)."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's 4300-digit str() limit
+        text = f"<integer of {value.bit_length()} bits>" if isinstance(value, int) else "<value>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -100,7 +103,7 @@ def parse_yaml(text: str, *, what: str) -> Any:
         data = yaml.load(text, Loader=_LOADER)
     except RecursionError:
         raise InputError(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer of > 4300 digits
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "increasing flow level" in first:  # libyaml's own nesting limit
             raise InputError(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
@@ -153,8 +156,8 @@ def _scalar_problem(value: Any) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
-        return None if abs(value) <= MAX_EXACT_INT else f"integer of {len(str(abs(value)))} " \
-            f"digits is beyond +-2**53"
+        return None if abs(value) <= MAX_EXACT_INT else \
+            f"integer of {value.bit_length()} bits is beyond +-2**53"
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value} is not a finite number"
     if isinstance(value, str):

@@ -57,7 +57,7 @@ from planner.api import (
 from planner.catalog import Catalog
 from planner.efficiency import default_stack
 from planner.errors import PlannerError
-from planner.inputs import check_margin, check_range, check_type
+from planner.inputs import check_choice, check_margin, check_range, check_type
 from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -459,8 +459,7 @@ def tune(
     (default: capacity less ``margin``). ``pins`` fixes settings; the rest are searched over
     ``space``. Bad input raises PlannerError; nothing fitting is status "infeasible"."""
     check_type(config, TrainConfig, name="config")
-    if objective not in OBJECTIVES:
-        raise PlannerError(f"--objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
+    check_choice(objective, OBJECTIVES, name="--objective")
     check_range(tie_tolerance, name="--tie-tolerance", lo=0, hi=0.5, hi_open=True)
     pins = check_type(pins or Pins(), Pins, name="pins")
     space = space or SearchSpace()

@@ -151,7 +151,8 @@ NASTY = st.one_of(
 )
 BAD_BYTES = st.sampled_from([b"", b"\xff\xfe\x00", b"[" * 60_000, b"{" * 5, b"a: [", b"- - -",
                              b"\x00" * 64, b"null", b"[]", b"42", b'"text"', b"cases: 3",
-                             "\u00e9t\u00e9: \u00b2".encode("latin-1")])
+                             "\u00e9t\u00e9: \u00b2".encode("latin-1"), b"a: " + b"9" * 5000,
+                             b"[" + b"1e99999, " * 3 + b"]"])
 
 
 def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -448,7 +449,8 @@ def _small_request():
 
 
 LIB_VALUES = NASTY | st.sampled_from(["7b", "0.5b", "h100-sxm", "rtx-4090", "buy", "rent", "new",
-                                      "hf", "hgx-8gpu-sxm", 0.02, 12, (), [TEST_CATALOG]])
+                                      "hf", "hgx-8gpu-sxm", 0.02, 12, (), [TEST_CATALOG],
+                                      10**5000])  # beyond int's 4300-digit str() limit
 CALLS = {
     "check": ("model", "gpu", "config", "catalog", "margin", "stack", "pricing", "price_kind",
               "platform", "job", "power_usd_per_kwh", "critic_model", "reward_model"),

@@ -110,7 +110,8 @@ def test_bad_config_json_is_one_line(tmp_path, change, named):
 
 
 @pytest.mark.parametrize("text, named", [
-    ('{"hidden_size": ' + "9" * 400 + "}", "digits"),  # OverflowError before
+    ('{"hidden_size": ' + "9" * 400 + "}", "bits is beyond"),  # OverflowError before
+    ('{"hidden_size": ' + "9" * 5000 + "}", "digits"),  # beyond int() of a string
     ("[" * 100_000, "nested deeper"),  # RecursionError before
     ('{"hidden_size": NaN}', "not a finite number"),
     ('{"hidden_size": Infinity}', "not a finite number"),
@@ -145,6 +146,12 @@ FILE_KINDS = [_plan_file, _overlay, _cases, _config]
 @pytest.mark.parametrize("kind", FILE_KINDS)
 def test_non_utf8_files_are_one_line(tmp_path, kind):  # UnicodeDecodeError before
     one_line_error(kind(tmp_path, b'{"a": "\xff\xfe"}'), "not UTF-8", "0xff")
+
+
+@pytest.mark.parametrize("kind", FILE_KINDS)
+def test_integers_of_5000_digits_are_one_line(tmp_path, kind):  # ValueError from int() before
+    data = b'{"cases": [{"num_gpus": ' + b"9" * 5000 + b"}]}"
+    one_line_error(kind(tmp_path, data), "digits")
 
 
 @pytest.mark.parametrize("kind", FILE_KINDS)
@@ -313,7 +320,8 @@ def test_an_escaped_exception_exits_3_with_one_line_naming_the_input(monkeypatch
 def test_check_tree_bounds():
     tree = {"a": [1, 2.5, "x", None, True]}
     assert check_tree(tree, what="t") == tree
-    for bad, word in ([math.inf], "finite"), ({"a": 2**60}, "digits"), (["x" * 30_000], "string"):
+    for bad, word in ([math.inf], "finite"), ({"a": 2**60}, "61 bits"), (["x" * 30_000], "string"),\
+            ([10**5000], "bits"):
         with pytest.raises(PlannerError, match=word):
             check_tree(bad, what="t")
     deep: list = []

@@ -84,9 +84,11 @@ def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
 
 def check_format(fmt: str) -> str:
     """The format name, lower-cased, or a one-line error with the known ones."""
-    key = str(fmt).strip().lower()
+    from planner.inputs import short
+
+    key = fmt.strip().lower() if isinstance(fmt, str) else ""
     if key not in EXPORTERS:
-        raise PlannerError(f"unknown export format {fmt!r}{did_you_mean(key, FORMATS)}; "
+        raise PlannerError(f"unknown export format {short(fmt)}{did_you_mean(key, FORMATS)}; "
                            f"known: {', '.join(FORMATS)}")
     return key
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from planner.errors import PlannerError
-from planner.inputs import FieldErrors, short
+from planner.inputs import FieldErrors, check_tree, short
 from planner.request import PRECISIONS, TrainConfig, validate_config
 from planner.specs import ModelSpec
 
@@ -98,7 +98,7 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
     if not isinstance(plan, Mapping):
         raise PlannerError(f"cannot export a {type(plan).__name__}: give a Plan, a PlanResult "
                            "or a `planner plan --json` document")
-    doc = plan
+    doc = check_tree(plan, what="plan document")  # the file boundary's bounds, from any caller
     if "points" in doc and "plan" not in doc:
         points = doc["points"]
         count = len(points) if isinstance(points, list) else 0
