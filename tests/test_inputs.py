@@ -184,6 +184,13 @@ def test_a_huge_finite_gpu_memory_is_refused(tmp_path):
     one_line_error(["catalog", "gpus", "--catalog", str(tmp_path / "ov")], "memory_gib")
 
 
+def test_a_near_zero_gpu_rate_is_refused(tmp_path):  # OverflowError in space.py before
+    write(tmp_path / "ov" / "gpus" / "h100-sxm.yaml",
+          H100.replace("bf16_dense_tflops: 989", "bf16_dense_tflops: 1.0e-300"))
+    one_line_error(["plan", "--model", "7b", "--gpus", "h100-sxm", "--catalog",
+                    str(tmp_path / "ov")], "bf16_dense_tflops")
+
+
 def test_an_alias_bomb_stops_at_the_node_limit(tmp_path):  # 3.9 GB, MemoryError before
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
