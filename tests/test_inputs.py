@@ -86,6 +86,11 @@ def test_huge_numbers_are_refused_not_infinite(argv):  # was Infinity in --json
     one_line_error(argv, argv[-2])
 
 
+def test_a_rollout_tp_beyond_the_gpus_names_the_flag():  # named an internal num_gpus before
+    one_line_error(["plan", "--model", "0.5b", "--workload", "grpo", "--prompt-len", "64",
+                    "--response-len", "64", "--rollout-tp", "2147483647"], "--rollout-tp")
+
+
 def test_json_output_is_finite_at_the_bounds():
     code, out, err = run_cli(["check", "--model", "0.5b", "--gpu", "h100-sxm", "--tokens", "1e18",
                               "--json"])
