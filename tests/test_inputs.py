@@ -360,3 +360,11 @@ def test_every_bad_request_field_is_listed_in_one_line():
                    "--grad-accum -3")
     one_line_error(["plan", "--model", "0.5b", "--budget", "-1", "--max-gpus", "0"],
                    "--budget -1", "--max-gpus 0")
+
+
+def test_whole_floats_in_config_json_are_integers(tmp_path):
+    cfg = write(tmp_path / "config.json",
+                json.dumps(TINY_CONFIG | {"hidden_size": 512.0, "num_hidden_layers": 4.0}))
+    code, out, err = run_cli(["check", "--model", str(cfg), "--gpu", "h100-sxm", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["model"] == "config"
