@@ -52,7 +52,7 @@ BASE = dict(derandomize=True, database=None, deadline=None,
 TIERS: dict[str, tuple[int, int]] = {
     "check": (60, 2800), "tune": (10, 500), "plan": (6, 400), "validate": (25, 1600),
     "catalog": (20, 1300), "config_json": (25, 1600), "export": (25, 1800), "schema": (3, 8),
-    "pareto_export": (8, 600), "library": (30, 800),
+    "pareto_export": (8, 600), "library": (30, 800), "catalog_extremes": (8, 500),
 }
 
 
@@ -379,6 +379,63 @@ def catalog_prop(args, *, name: str) -> None:
 test_catalog_overlay, test_catalog_overlay_slow = catalog_prop
 
 
+def _bounds(schema, field: str) -> tuple[float, float] | None:
+    """(lowest, highest) a numeric catalog field accepts, from its schema's constraints."""
+    info = schema.model_fields[field]
+    lo = hi = None
+    for item in info.metadata:
+        lo = getattr(item, "ge", None) or getattr(item, "gt", None) or lo
+        hi = getattr(item, "le", None) or hi
+    return (float(lo or 1), float(hi)) if hi else None
+
+
+@st.composite
+def _extreme_overlay(draw):
+    """Valid catalog entries with 1-3 numbers at or near their bounds: the models downstream
+    meet the most extreme catalog that passes validation."""
+    from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+
+    files = {}
+    for rel, schema in (("gpus/fuzz-gpu.yaml", GpuSpec), ("models/fuzz-model.yaml", ModelSpec),
+                        ("platforms/fuzz-host.yaml", PlatformSpec)):
+        doc = dict(CATALOG_SEEDS[rel])
+        numeric = [k for k, v in doc.items() if isinstance(v, int | float)
+                   and not isinstance(v, bool) and _bounds(schema, k)]
+        for key in draw(st.lists(st.sampled_from(numeric), max_size=3, unique=True)):
+            lo, hi = _bounds(schema, key)
+            value = draw(st.sampled_from([lo, hi, lo * 1.5, hi / 2, (lo * hi) ** 0.5]))
+            doc[key] = int(value) if isinstance(doc[key], int) else value
+        files[rel] = yaml.safe_dump(doc).encode("utf-8")
+    command = draw(st.sampled_from([
+        ["check", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--platform", "fuzz-host",
+         "--json"],
+        ["check", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--pricing", "rent", "--tokens",
+         "1e18", "--json"],
+        ["check", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--num-gpus", "8", "--zero", "3",
+         *RL_BASE, "--json"],
+        ["tune", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--json"],
+        ["plan", "--model", "fuzz-model", "--gpus", "fuzz-gpu", "--max-gpus", "8", "--json"],
+        ["plan", "--model", "fuzz-model", "--gpus", "fuzz-gpu", "--max-gpus", "8", "--pricing",
+         "rent", "--objective", "time", "--budget", "1e9", "--json"],
+    ]))
+    return files, command
+
+
+@fuzz("catalog_extremes")
+@strategy(_extreme_overlay())
+def catalog_extremes_prop(args, *, name: str) -> None:
+    files, command = args
+    folder = Path(tempfile.mkdtemp(prefix="fuzz-extreme-"))
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    argv = [*command, "--catalog", str(folder)]
+    run_checked(argv, name=name, named=[*command, str(folder)])
+
+
+test_catalog_extremes, test_catalog_extremes_slow = catalog_extremes_prop
+
+
 @st.composite
 def _cases(draw):
     seed = draw(st.sampled_from([CASES, THROUGHPUT_CASES]))
@@ -517,7 +574,7 @@ def test_slow_tier_size():
     # commands: check, tune, plan/pareto, validate, catalog, export, schema; files: config.json,
     # overlays (gpus, models, platforms, size_aliases), plan and pareto documents, case files
     assert set(TIERS) == {"check", "tune", "plan", "validate", "catalog", "config_json",
-                          "export", "schema", "pareto_export", "library"}
+                          "export", "schema", "pareto_export", "library", "catalog_extremes"}
 
 
 def test_the_properties_can_fail():
