@@ -10,7 +10,7 @@ from planner.catalog import Catalog, load_catalog
 from planner.cost import Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
 from planner.frameworks import FrameworkChoice, apply, choose
-from planner.inputs import check_choice, check_margin, check_type
+from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
 from planner.memory import estimate_memory
 from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -40,6 +40,9 @@ def job_platform(gpu: GpuSpec, catalog: Catalog, *, pricing: str,
 def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
                 reward_model: str | None) -> tuple[ModelSpec | None, ModelSpec | None]:
     """Critic and reward models named by the user (PPO; a reward model also for GRPO)."""
+    for name, value in (("critic_model", critic_model), ("reward_model", reward_model)):
+        if value is not None:
+            check_type(value, str, name=name)
     if critic_model and cfg.workload != "ppo":
         raise PlannerError(f"--critic-model {critic_model} applies to --workload ppo only "
                            f"(got {cfg.workload})")
@@ -113,6 +116,10 @@ def check(
     check_choice(pricing, ("buy", "rent"), name="pricing")
     if price_kind is not None:
         check_choice(price_kind, ("new", "used"), name="price_kind")
+    if power_usd_per_kwh is not None:
+        check_range(power_usd_per_kwh, name="power_usd_per_kwh", lo=0, hi=MAX_FLOAT)
+    if job is not None:
+        check_type(job, Job, name="job")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
@@ -172,6 +179,6 @@ def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: 
     check_type(request, PlanRequest, name="request")
     if isinstance(max_points, bool) or not isinstance(max_points, int) \
             or not 1 <= max_points <= MAX_PARETO_POINTS:
-        raise PlannerError(f"max_points {max_points!r} must be an integer in "
+        raise PlannerError(f"max_points {short(max_points)} must be an integer in "
                            f"1..{MAX_PARETO_POINTS}")
     return solve.pareto(request, catalog_or_default(catalog), max_points=max_points)

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from planner.errors import CatalogError, PlannerError, UnknownNameError, did_you_mean
-from planner.inputs import MAX_ARG_CHARS, InputError, capped, load_file, short
+from planner.inputs import MAX_ARG_CHARS, MAX_FILES, InputError, capped, load_file, short
 from planner.specs import FrameworkSpec, GpuSpec, ModelSpec, PlatformSpec
 
 KINDS: dict[str, type[BaseModel]] = {
@@ -190,7 +190,7 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
     alias_files: dict[str, Path] = {}  # where each alias was last set, for its errors
     errors: list[str] = []
     for folder in (shipped_catalog_dir(), *map(Path, overlays)):
-        if not folder.is_dir():
+        if not _is_dir(str(folder)):
             errors.append(f"{folder}: catalog folder not found")
             continue
         if not any((folder / kind).is_dir() for kind in KINDS) and \
@@ -203,7 +203,11 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
         alias_files.update(dict.fromkeys(read, folder / SIZE_ALIASES_FILE))
         files = 0
         for kind, schema in KINDS.items():
-            for path in sorted((folder / kind).glob("*.yaml")):
+            paths = sorted((folder / kind).glob("*.yaml"))
+            if len(paths) > MAX_FILES:
+                errors.append(f"{folder / kind}: {len(paths)} files, more than {MAX_FILES}")
+                continue
+            for path in paths:
                 files += 1
                 spec = _read_entry(path, schema, errors)
                 if spec is not None:

@@ -28,6 +28,7 @@ from planner.inputs import (
     MAX_FILE_BYTES,
     MAX_FLOAT,
     FieldErrors,
+    capped,
     check_arg,
     check_margin,
     decode,
@@ -296,16 +297,15 @@ def _config(opts: dict[str, object]) -> TrainConfig:
     role_gpus = data.pop("role_gpus", None)
     if role_gpus is not None:
         data["role_gpus"] = parse_role_gpus(str(role_gpus))
-    if data.get("seq_len") is None:
+    seq_len_given = data.get("seq_len") is not None
+    if not seq_len_given:
         prompt, response = data.get("prompt_len"), data.get("response_len")
         data["seq_len"] = prompt + response if prompt and response else 2048
     data["lora_targets"] = targets
     try:
         return TrainConfig.model_validate(data)
     except FieldErrors as exc:
-        err = exc.errors[0]
-        name = "--" + str(err["loc"][0]).replace("_size", "").replace("_", "-")
-        raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
+        raise _flag_error(exc, seq_len_given=seq_len_given) from None
 
 
 def _check_kl(kl: float, workload: str) -> None:
@@ -568,9 +568,23 @@ def _model_file(opts: dict[str, object]) -> list[str]:
     return [model] if model.endswith(".json") else []
 
 
-# PlanRequest fields whose option is spelled otherwise.
+# TrainConfig / PlanRequest fields whose option is spelled otherwise.
 _FLAG_OF = {"budget_usd": "budget", "time_limit_s": "time-limit", "micro_batch_size": "micro-batch",
-            "global_batch_size": "global-batch"}
+            "global_batch_size": "global-batch", "zero_stage": "zero"}
+
+
+def _flag_error(exc: FieldErrors, *, seq_len_given: bool) -> PlannerError:
+    """A request's field errors as one line naming the flags the user gave, all of them up to
+    inputs.MAX_ERRORS (an RL sequence length the user did not give is --prompt-len +
+    --response-len)."""
+    problems = []
+    for err in exc.errors:
+        field = str(err["loc"][0]) if err["loc"] else "request"
+        name = "--" + _FLAG_OF.get(field, field).replace("_", "-")
+        if field == "seq_len" and not seq_len_given:
+            name = "--prompt-len + --response-len"
+        problems.append(f"{name} {short(err.get('input'))}: {err['msg'].lower()}")
+    return PlannerError(capped(problems))
 
 
 def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]
@@ -585,10 +599,7 @@ def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, o
     try:
         request = PlanRequest.model_validate(data)
     except FieldErrors as exc:
-        err = exc.errors[0]
-        field = str(err["loc"][0]) if err["loc"] else "request"
-        name = "--" + _FLAG_OF.get(field, field).replace("_", "-")
-        raise PlannerError(f"{name} {err.get('input')!r}: {err['msg'].lower()}") from None
+        raise _flag_error(exc, seq_len_given="seq_len" in data) from None
     catalog = load_catalog(catalogs)
     for g in request.gpus:
         catalog.gpu(g)

@@ -7,7 +7,11 @@ from collections.abc import Iterable
 
 
 class PlannerError(Exception):
-    """Bad input of any kind; the CLI prints the message on one line and exits with code 2."""
+    """Bad input of any kind; the CLI prints the message on one line and exits with code 2.
+    The message is one line whatever it quotes (line breaks become spaces)."""
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(str(message).replace("\r", " ").replace("\n", " "))
 
 
 class CatalogError(PlannerError):

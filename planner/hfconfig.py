@@ -109,21 +109,27 @@ def _mla(cfg: dict[str, Any]) -> dict[str, Any] | None:
             "qk_rope_head_dim": cfg["qk_rope_head_dim"], "v_head_dim": cfg["v_head_dim"]}
 
 
-def _check_types(cfg: dict[str, Any], name: str) -> None:
-    """Integer keys hold integers; an MLA config (kv_lora_rank) has all its head sizes."""
-    problems = [f"{key} {short(cfg[key])} is not an integer" for key in _INT_KEYS
-                if cfg.get(key) is not None
-                and (isinstance(cfg[key], bool) or not isinstance(cfg[key], int))]
+def _typed(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """``cfg`` with its integer keys as ints (a whole float such as 4096.0 is taken); an MLA
+    config (kv_lora_rank) has all its head sizes. PlannerError listing the problems else."""
+    out, problems = dict(cfg), []
+    for key in _INT_KEYS:
+        value = cfg.get(key)
+        if isinstance(value, float) and value.is_integer():
+            out[key] = int(value)
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            problems.append(f"{key} {short(value)} is not an integer")
     missing = [key for key in _MLA_KEYS if cfg.get(key) is None]
     if cfg.get("kv_lora_rank") and missing:
         problems.append(f"kv_lora_rank (multi-head latent attention) needs {', '.join(missing)}")
     if problems:
         raise PlannerError(f"config.json {name!r}: {capped(problems)}")
+    return out
 
 
 def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     """Map config.json keys to ModelSpec fields; raises PlannerError naming what is missing."""
-    _check_types(cfg, name)
+    cfg = _typed(cfg, name)
     family = str(cfg.get("model_type", "")).lower()
     hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
     heads = _first(cfg, "num_attention_heads", "n_head", "n_heads")

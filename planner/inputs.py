@@ -30,6 +30,7 @@ MAX_EXACT_INT = 2**53  # integers in files: what a float holds exactly
 MAX_COUNT = 2**31 - 1  # counts (GPUs, batch sizes, lengths, steps) in flags and requests
 MAX_FLOAT = 1e18  # magnitude of a number flag (tokens, dollars, hours)
 MAX_ERRORS = 10  # problems listed in one message before "and N more"
+MAX_FILES = 5_000  # YAML files in one catalog folder (the shipped catalog has ~200)
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -49,7 +50,10 @@ def capped(errors: Iterable[str], *, limit: int = MAX_ERRORS) -> str:
 
 def short(value: object, limit: int = 60) -> str:
     """repr of ``value``, cut to ``limit`` characters (errors stay one short line)."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's 4300-digit str() limit
+        text = f"<integer of {value.bit_length()} bits>" if isinstance(value, int) else "<value>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -99,7 +103,7 @@ def parse_yaml(text: str, *, what: str) -> Any:
         data = yaml.load(text, Loader=_LOADER)
     except RecursionError:
         raise InputError(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer of > 4300 digits
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "increasing flow level" in first:  # libyaml's own nesting limit
             raise InputError(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
@@ -152,8 +156,8 @@ def _scalar_problem(value: Any) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
-        return None if abs(value) <= MAX_EXACT_INT else f"integer of {len(str(abs(value)))} " \
-            f"digits is beyond +-2**53"
+        return None if abs(value) <= MAX_EXACT_INT else \
+            f"integer of {value.bit_length()} bits is beyond +-2**53"
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value} is not a finite number"
     if isinstance(value, str):
@@ -203,12 +207,21 @@ def check_number(value: Any) -> Any:
     return value
 
 
+def check_range(value: Any, *, name: str, lo: float, hi: float, lo_open: bool = False,
+                hi_open: bool = False, hint: str = "") -> float:
+    """``value`` as a float if it is a number within [lo, hi] (ends open as asked; nan is
+    never within); InputError naming ``name`` otherwise."""
+    number = not isinstance(value, bool) and isinstance(value, int | float)
+    if not (number and (lo < value if lo_open else lo <= value)
+            and (value < hi if hi_open else value <= hi)):
+        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise InputError(f"{name} {short(value)} must be in {interval}{hint}")
+    return float(value)
+
+
 def check_margin(margin: Any) -> float:
     """The memory margin: a fraction of GPU memory kept free, in [0, 1)."""
-    if isinstance(margin, bool) or not isinstance(margin, int | float) \
-            or not 0 <= margin < 1:  # false for nan
-        raise InputError(f"--memory-margin {short(margin)} must be in [0, 1)")
-    return float(margin)
+    return check_range(margin, name="--memory-margin", lo=0, hi=1, hi_open=True)
 
 
 def check_choice(value: Any, choices: Iterable[str], *, name: str) -> str:

@@ -112,6 +112,8 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> str:
     os.close(fd)
     try:
         write(Path(tmp))
+        with open(tmp, "rb+") as handle:  # on disk before it takes the old file's name
+            os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
@@ -119,11 +121,6 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> str:
             os.unlink(tmp)
         raise
     return "replaced" if existed else "wrote"
-
-
-def write_text_atomic(path: str | Path, text: str) -> str:
-    """write_atomic of a UTF-8 text."""
-    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def _default_mode() -> int:

@@ -598,6 +598,9 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
 
 def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
     """The preference/RL options of a plan request, checked like TrainConfig's."""
+    if req.rollout_tp is not None and req.rollout_tp > req.max_gpus:
+        raise PlannerError(f"--rollout-tp {req.rollout_tp} exceeds --max-gpus {req.max_gpus}: "
+                           "an engine runs on that many GPUs")
     probe = TrainConfig(
         workload=req.workload, seq_len=req.seq_len, prompt_len=req.prompt_len,
         response_len=req.response_len, rollout_n=req.rollout_n,

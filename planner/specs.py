@@ -26,6 +26,11 @@ MAX_MEMORY_GIB = 1e5
 MAX_RATE = 1e9  # bandwidths (GB/s), TFLOPS, watts
 MAX_PRICE_USD = 1e9
 MAX_UNITS = 2**20  # GPUs per node or host, CPU cores, PCIe lanes
+# Lower bounds far below any real part (the slowest shipped GPU has 65 TFLOPS, 300 GB/s): a
+# rate near zero makes times and costs overflow a float.
+MIN_MEMORY_GIB = 1.0
+MIN_RATE = 0.01  # TFLOPS, GB/s
+MIN_PRICE_USD = 0.01
 
 
 class _Frozen(BaseModel):
@@ -60,26 +65,27 @@ class GpuSpec(_Frozen):
     vendor: str
     form_factor: FormFactor
     memory_gib: float = Field(
-        gt=0, le=MAX_MEMORY_GIB, description="device memory as labelled (HBM/GDDR 'GB' = GiB)"
+        ge=MIN_MEMORY_GIB, le=MAX_MEMORY_GIB,
+        description="device memory as labelled (HBM/GDDR 'GB' = GiB)"
     )
     memory_bandwidth_gbps: float = Field(
-        gt=0, le=MAX_RATE, description="peak memory bandwidth, GB/s"
+        ge=MIN_RATE, le=MAX_RATE, description="peak memory bandwidth, GB/s"
     )
     bf16_dense_tflops: float = Field(
-        gt=0, le=MAX_RATE,
+        ge=MIN_RATE, le=MAX_RATE,
         description="dense BF16 tensor TFLOPS (FP16 tensor for GPUs without BF16)"
     )
-    fp8_dense_tflops: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    fp8_dense_tflops: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
     supports_bf16: bool
     interconnect: Interconnect
     p2p_bandwidth_gbps: float = Field(
-        gt=0, le=MAX_RATE, description="per-GPU GPU-to-GPU bandwidth, GB/s, bidir"
+        ge=MIN_RATE, le=MAX_RATE, description="per-GPU GPU-to-GPU bandwidth, GB/s, bidir"
     )
     max_gpus_per_node: int = Field(gt=0, le=MAX_UNITS)
-    tdp_watts: float = Field(gt=0, le=MAX_RATE)
-    price_usd_new: float | None = Field(default=None, gt=0, le=MAX_PRICE_USD)
-    price_usd_used: float | None = Field(default=None, gt=0, le=MAX_PRICE_USD)
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=MAX_PRICE_USD)
+    tdp_watts: float = Field(ge=MIN_RATE, le=MAX_RATE)
+    price_usd_new: float | None = Field(default=None, ge=MIN_PRICE_USD, le=MAX_PRICE_USD)
+    price_usd_used: float | None = Field(default=None, ge=MIN_PRICE_USD, le=MAX_PRICE_USD)
+    price_usd_per_hour: float | None = Field(default=None, ge=MIN_PRICE_USD, le=MAX_PRICE_USD)
     price_as_of: str | None = Field(default=None, description="YYYY-MM or YYYY-MM-DD")
     cloud_price_source: str | None = None
     spec_source_urls: tuple[str, ...] = Field(min_length=1)
@@ -220,18 +226,19 @@ class PlatformSpec(_Frozen):
     )
     max_gpus: int = Field(gt=0, le=MAX_UNITS)
     price_usd: float | None = Field(
-        default=None, gt=0, le=MAX_PRICE_USD, description="host without GPUs, new"
+        default=None, ge=MIN_PRICE_USD, le=MAX_PRICE_USD, description="host without GPUs, new"
     )
     price_as_of: str | None = None
     host_ram_gib: float = Field(
-        gt=0, le=MAX_MEMORY_GIB, description="installed host RAM in the priced config"
+        ge=MIN_MEMORY_GIB, le=MAX_MEMORY_GIB, description="installed host RAM in the priced config"
     )
-    max_host_ram_gib: float | None = Field(default=None, gt=0, le=MAX_MEMORY_GIB)
+    max_host_ram_gib: float | None = Field(default=None, ge=MIN_MEMORY_GIB, le=MAX_MEMORY_GIB)
     cpu_cores: int = Field(gt=0, le=MAX_UNITS)
     pcie_gen: int = Field(ge=3, le=6)
     pcie_lanes_per_gpu: int = Field(default=16, gt=0, le=MAX_UNITS)
     inter_node_bandwidth_gbps: float = Field(
-        gt=0, le=MAX_RATE, description="network bandwidth per node to other nodes, GB/s (bytes)"
+        ge=MIN_RATE, le=MAX_RATE,
+        description="network bandwidth per node to other nodes, GB/s (bytes)"
     )
     nvlink_switch: bool = Field(default=False, description="all GPUs on NVLink/NVSwitch (HGX)")
     price_source_urls: tuple[str, ...] = Field(default_factory=tuple)

@@ -57,7 +57,7 @@ from planner.api import (
 )
 from planner.catalog import Catalog
 from planner.errors import PlannerError
-from planner.inputs import check_margin, check_type
+from planner.inputs import check_choice, check_margin, check_range, check_type
 from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -196,9 +196,9 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
              reward_model: str | None) -> _Problem:
     """Resolve names and validate the fixed part of the job, as api.check does."""
     check_margin(margin)
-    if memory_target is not None and not 0 < memory_target <= 1:
-        raise PlannerError(f"--memory-target {memory_target} must be a fraction of capacity in "
-                           "(0, 1], e.g. 0.875")
+    if memory_target is not None:
+        check_range(memory_target, name="--memory-target", lo=0, hi=1, lo_open=True,
+                    hint=" (a fraction of capacity, e.g. 0.875)")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     cfg, _framework, stack = job_framework(cat, cfg, stack)
@@ -460,10 +460,8 @@ def tune(
     (default: capacity less ``margin``). ``pins`` fixes settings; the rest are searched over
     ``space``. Bad input raises PlannerError; nothing fitting is status "infeasible"."""
     check_type(config, TrainConfig, name="config")
-    if objective not in OBJECTIVES:
-        raise PlannerError(f"--objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
-    if not 0 <= tie_tolerance < 0.5:
-        raise PlannerError(f"--tie-tolerance {tie_tolerance} must be in [0, 0.5)")
+    check_choice(objective, OBJECTIVES, name="--objective")
+    check_range(tie_tolerance, name="--tie-tolerance", lo=0, hi=0.5, hi_open=True)
     pins = check_type(pins or Pins(), Pins, name="pins")
     space = space or SearchSpace()
     problem = _problem(model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,

@@ -78,30 +78,34 @@ class _Extra(_Fields):
 
 
 class _Case(_Fields):
-    """Fields of every case. A field without a default must be present; ``| None`` ones may be
-    null (as in ../shared/validation), the others may not."""
+    """Fields of every case. A field without a default must be present (the predictions read
+    it as case[key]); ``| None`` ones may be null."""
 
-    id: Text
-    framework: Text
-    workload: Text
     model: Text | None
-    gpu: Text | None
-    precision: Text | None
-    sharding: Text | None
-    grad_checkpointing: Text | None
-    micro_batch_size: Count | None
-    seq_len: Count | None
-    rl: _Rl | None
-    extra: _Extra
-    usable_for_accuracy: bool
+    id: Text | None = None
+    framework: Text | None = None
+    workload: Text | None = None
+    gpu: Text | None = None
+    precision: Text | None = None
+    sharding: Text | None = None
+    grad_checkpointing: Text | None = None
+    micro_batch_size: Count | None = None
+    seq_len: Count | None = None
+    tp: Count | None = None
+    pp: Count | None = None
+    cp: Count | None = None
+    rl: _Rl | None = None
+    extra: _Extra | None = None
+    usable_for_accuracy: bool | None = None
     params_b: Amount | None = None
+    gpu_memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)] | None = None
     source: Text | None = None
     location: Text | None = None
 
     @model_validator(mode="after")
     def _layout(self) -> _Case:
         """The GPUs hold whole tp x pp x cp groups (the data-parallel size is their quotient)."""
-        n, tp, pp, cp = (getattr(self, k, None) for k in ("num_gpus", "tp", "pp", "cp"))
+        n, tp, pp, cp = self.num_gpus, self.tp, self.pp, self.cp  # type: ignore[attr-defined]
         if n is None and self.model is not None and tp is not None and pp is not None:
             raise ValueError("num_gpus is null while tp and pp state a layout")
         if n is not None and None not in (tp, pp) and n % (tp * pp * (cp or 1)):
@@ -114,15 +118,11 @@ class MemoryCase(_Case):
     """A memory case (memory_cases.yaml): a peak, a fit or an OOM."""
 
     num_gpus: Count
-    tp: Count
-    pp: Count
-    cp: Count
-    method: Text | None
-    optimizer: Text | None
-    offload: Text | None
-    lora_rank: Count | None
-    gpu_memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)] | None
-    outcome: _Outcome
+    method: Text | None = None
+    optimizer: Text | None = None
+    offload: Text | None = None
+    lora_rank: Count | None = None
+    outcome: _Outcome | None = None
 
 
 class ThroughputCase(_Case):
@@ -130,12 +130,9 @@ class ThroughputCase(_Case):
 
     metric: Text
     value: Amount
+    gpu: Text | None
     num_gpus: Count | None
-    tp: Count | None
-    pp: Count | None
-    cp: Count | None
     global_batch_size: Count | None
-    gpu_memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)] | None = None
 
 
 def check_cases(cases: list[Any], *, what: str) -> list[dict[str, Any]]:

@@ -33,7 +33,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_hardening import RL_BASE, check_argv, mostly, plan_argv, run_cli, tune_argv
+from tests.test_hardening import (
+    RL_BASE,
+    TEST_CATALOG,
+    check_argv,
+    mostly,
+    plan_argv,
+    run_cli,
+    tune_argv,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 30
@@ -44,7 +52,7 @@ BASE = dict(derandomize=True, database=None, deadline=None,
 TIERS: dict[str, tuple[int, int]] = {
     "check": (60, 2800), "tune": (10, 500), "plan": (6, 400), "validate": (25, 1600),
     "catalog": (20, 1300), "config_json": (25, 1600), "export": (25, 1800), "schema": (3, 8),
-    "pareto_export": (8, 600),
+    "pareto_export": (8, 600), "library": (30, 800), "catalog_extremes": (8, 500),
 }
 
 
@@ -143,7 +151,8 @@ NASTY = st.one_of(
 )
 BAD_BYTES = st.sampled_from([b"", b"\xff\xfe\x00", b"[" * 60_000, b"{" * 5, b"a: [", b"- - -",
                              b"\x00" * 64, b"null", b"[]", b"42", b'"text"', b"cases: 3",
-                             "\u00e9t\u00e9: \u00b2".encode("latin-1")])
+                             "\u00e9t\u00e9: \u00b2".encode("latin-1"), b"a: " + b"9" * 5000,
+                             b"[" + b"1e99999, " * 3 + b"]"])
 
 
 def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -236,6 +245,8 @@ CASES = {"schema_version": 1, "cases": [
             "gpu_memory_utilization": 0.4, "rollout_tp": 1},
      "outcome": {"kind": "fits", "peak_gib": None, "measured_as": None},
      "extra": {"use_remove_padding": True, "train_batch_size": 8}},
+    {"id": "minimal", "model": "meta-llama/Llama-2-7b-hf", "num_gpus": 1, "workload": "dpo",
+     "gpu": "rtx-4090", "micro_batch_size": 2, "seq_len": 1024},  # keys a user may leave out
 ]}
 THROUGHPUT_CASES = {"schema_version": 1, "cases": [
     {"id": "tps", "framework": "nemo", "model": "meta-llama/Llama-2-70b-hf", "params_b": 70,
@@ -368,6 +379,63 @@ def catalog_prop(args, *, name: str) -> None:
 test_catalog_overlay, test_catalog_overlay_slow = catalog_prop
 
 
+def _bounds(schema, field: str) -> tuple[float, float] | None:
+    """(lowest, highest) a numeric catalog field accepts, from its schema's constraints."""
+    info = schema.model_fields[field]
+    lo = hi = None
+    for item in info.metadata:
+        lo = getattr(item, "ge", None) or getattr(item, "gt", None) or lo
+        hi = getattr(item, "le", None) or hi
+    return (float(lo or 1), float(hi)) if hi else None
+
+
+@st.composite
+def _extreme_overlay(draw):
+    """Valid catalog entries with 1-3 numbers at or near their bounds: the models downstream
+    meet the most extreme catalog that passes validation."""
+    from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+
+    files = {}
+    for rel, schema in (("gpus/fuzz-gpu.yaml", GpuSpec), ("models/fuzz-model.yaml", ModelSpec),
+                        ("platforms/fuzz-host.yaml", PlatformSpec)):
+        doc = dict(CATALOG_SEEDS[rel])
+        numeric = [k for k, v in doc.items() if isinstance(v, int | float)
+                   and not isinstance(v, bool) and _bounds(schema, k)]
+        for key in draw(st.lists(st.sampled_from(numeric), max_size=3, unique=True)):
+            lo, hi = _bounds(schema, key)
+            value = draw(st.sampled_from([lo, hi, lo * 1.5, hi / 2, (lo * hi) ** 0.5]))
+            doc[key] = int(value) if isinstance(doc[key], int) else value
+        files[rel] = yaml.safe_dump(doc).encode("utf-8")
+    command = draw(st.sampled_from([
+        ["check", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--platform", "fuzz-host",
+         "--json"],
+        ["check", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--pricing", "rent", "--tokens",
+         "1e18", "--json"],
+        ["check", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--num-gpus", "8", "--zero", "3",
+         *RL_BASE, "--json"],
+        ["tune", "--model", "fuzz-model", "--gpu", "fuzz-gpu", "--json"],
+        ["plan", "--model", "fuzz-model", "--gpus", "fuzz-gpu", "--max-gpus", "8", "--json"],
+        ["plan", "--model", "fuzz-model", "--gpus", "fuzz-gpu", "--max-gpus", "8", "--pricing",
+         "rent", "--objective", "time", "--budget", "1e9", "--json"],
+    ]))
+    return files, command
+
+
+@fuzz("catalog_extremes")
+@strategy(_extreme_overlay())
+def catalog_extremes_prop(args, *, name: str) -> None:
+    files, command = args
+    folder = Path(tempfile.mkdtemp(prefix="fuzz-extreme-"))
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    argv = [*command, "--catalog", str(folder)]
+    run_checked(argv, name=name, named=[*command, str(folder)])
+
+
+test_catalog_extremes, test_catalog_extremes_slow = catalog_extremes_prop
+
+
 @st.composite
 def _cases(draw):
     seed = draw(st.sampled_from([CASES, THROUGHPUT_CASES]))
@@ -430,13 +498,83 @@ def pareto_export_prop(args, *, name: str) -> None:
 test_pareto_export, test_pareto_export_slow = pareto_export_prop
 
 
+# ---- the library: PlannerError subclasses only ------------------------------------------------
+def _small_request():
+    from planner import PlanRequest
+
+    return PlanRequest(model="0.5b", gpus=("rtx-4090",), max_gpus=1, method="lora")
+
+
+LIB_VALUES = NASTY | st.sampled_from(["7b", "0.5b", "h100-sxm", "rtx-4090", "buy", "rent", "new",
+                                      "hf", "hgx-8gpu-sxm", 0.02, 12, (), [TEST_CATALOG],
+                                      10**5000])  # beyond int's 4300-digit str() limit
+CALLS = {
+    "check": ("model", "gpu", "config", "catalog", "margin", "stack", "pricing", "price_kind",
+              "platform", "job", "power_usd_per_kwh", "critic_model", "reward_model"),
+    "tune": ("model", "gpu", "config", "catalog", "objective", "memory_target", "margin", "stack",
+             "platform", "pins", "tie_tolerance"),
+    "TrainConfig": ("workload", "method", "num_gpus", "micro_batch_size", "seq_len", "lora_rank",
+                    "tp", "role_gpus", "gpu_memory_utilization", "lora_targets"),
+    "PlanRequest": ("model", "budget_usd", "gpus", "max_gpus", "tokens", "seq_len", "pricing",
+                    "memory_margin", "time_limit_s"),
+    "pareto": ("request", "catalog", "max_points"),
+    "plan": ("request", "catalog"),
+    "load_catalog": ("overlays",),
+    "export_plan": ("plan", "fmt", "catalog", "model_path"),
+}
+
+
+@st.composite
+def _library_call(draw):
+    from planner import TrainConfig
+
+    name = draw(st.sampled_from(sorted(CALLS)))
+    defaults = {"model": "0.5b", "gpu": "rtx-4090", "config": TrainConfig(method="lora"),
+                "request": _small_request(), "plan": saved_plan(), "fmt": "deepspeed",
+                "overlays": ()}
+    kwargs = {k: v for k, v in defaults.items() if k in CALLS[name]}
+    for key in draw(st.lists(st.sampled_from(CALLS[name]), min_size=1, max_size=2, unique=True)):
+        kwargs[key] = draw(LIB_VALUES)
+    return name, kwargs
+
+
+@fuzz("library")
+@strategy(_library_call())
+def library_prop(args, *, name: str) -> None:
+    import planner
+    from planner.errors import PlannerError
+    from planner.export import export_plan
+
+    call, kwargs = args
+    fn = export_plan if call == "export_plan" else getattr(planner, call)
+    start = time.perf_counter()
+    try:
+        if call in ("pareto", "plan"):
+            request = kwargs.pop("request")
+            fn(request, **kwargs)
+        elif call == "load_catalog":
+            fn(kwargs["overlays"])
+        elif call == "export_plan":
+            fn(kwargs.pop("plan"), kwargs.pop("fmt"), **kwargs)
+        else:
+            fn(**kwargs)
+        code = 0
+    except PlannerError as exc:  # the only exception the library raises for bad arguments
+        assert "\n" not in str(exc), (call, kwargs, str(exc))
+        code = 2
+    _record(name, code, time.perf_counter() - start)
+
+
+test_library, test_library_slow = library_prop
+
+
 def test_slow_tier_size():
     """The slow tier draws at least 10,000 inputs over every command and file kind."""
     assert sum(slow for _, slow in TIERS.values()) >= 10_000
     # commands: check, tune, plan/pareto, validate, catalog, export, schema; files: config.json,
     # overlays (gpus, models, platforms, size_aliases), plan and pareto documents, case files
     assert set(TIERS) == {"check", "tune", "plan", "validate", "catalog", "config_json",
-                          "export", "schema", "pareto_export"}
+                          "export", "schema", "pareto_export", "library", "catalog_extremes"}
 
 
 def test_the_properties_can_fail():

@@ -76,7 +76,7 @@ def assert_clean_exit(argv: list[str], code: object, out: str, err: str) -> None
 NONSENSE = st.sampled_from(["abc", "1e", "--", "-", "0x10", "1,5", "NaN", "nan", "inf", "-inf",
                             "1e400", "¿?", " 3", ""])
 BAD_INTS = st.sampled_from(["0", "-1", "-7", "1000000", str(10**20), str(2**63), "65537",
-                            "2.5"]) | NONSENSE
+                            "2.5", "2147483647", "²", "9" * 400]) | NONSENSE
 BAD_FLOATS = st.floats(allow_nan=True, allow_infinity=True).map(repr) | st.sampled_from(
     ["0", "-0.0", "-5", "1e-300", "1e300"]) | NONSENSE
 

@@ -16,6 +16,7 @@ import yaml
 import planner
 from planner import PlanRequest, TrainConfig, check, load_catalog, pareto, tune
 from planner.errors import PlannerError
+from planner.export import export_plan
 from planner.inputs import (
     MAX_DEPTH,
     MAX_ERRORS,
@@ -85,6 +86,11 @@ def test_huge_numbers_are_refused_not_infinite(argv):  # was Infinity in --json
     one_line_error(argv, argv[-2])
 
 
+def test_a_rollout_tp_beyond_the_gpus_names_the_flag():  # named an internal num_gpus before
+    one_line_error(["plan", "--model", "0.5b", "--workload", "grpo", "--prompt-len", "64",
+                    "--response-len", "64", "--rollout-tp", "2147483647"], "--rollout-tp")
+
+
 def test_json_output_is_finite_at_the_bounds():
     code, out, err = run_cli(["check", "--model", "0.5b", "--gpu", "h100-sxm", "--tokens", "1e18",
                               "--json"])
@@ -109,7 +115,8 @@ def test_bad_config_json_is_one_line(tmp_path, change, named):
 
 
 @pytest.mark.parametrize("text, named", [
-    ('{"hidden_size": ' + "9" * 400 + "}", "digits"),  # OverflowError before
+    ('{"hidden_size": ' + "9" * 400 + "}", "bits is beyond"),  # OverflowError before
+    ('{"hidden_size": ' + "9" * 5000 + "}", "digits"),  # beyond int() of a string
     ("[" * 100_000, "nested deeper"),  # RecursionError before
     ('{"hidden_size": NaN}', "not a finite number"),
     ('{"hidden_size": Infinity}', "not a finite number"),
@@ -147,6 +154,12 @@ def test_non_utf8_files_are_one_line(tmp_path, kind):  # UnicodeDecodeError befo
 
 
 @pytest.mark.parametrize("kind", FILE_KINDS)
+def test_integers_of_5000_digits_are_one_line(tmp_path, kind):  # ValueError from int() before
+    data = b'{"cases": [{"num_gpus": ' + b"9" * 5000 + b"}]}"
+    one_line_error(kind(tmp_path, data), "digits")
+
+
+@pytest.mark.parametrize("kind", FILE_KINDS)
 def test_deeply_nested_files_are_one_line(tmp_path, kind):
     one_line_error(kind(tmp_path, b"[" * 100_000), "nested deeper")
 
@@ -176,6 +189,13 @@ def test_a_huge_finite_gpu_memory_is_refused(tmp_path):
     one_line_error(["catalog", "gpus", "--catalog", str(tmp_path / "ov")], "memory_gib")
 
 
+def test_a_near_zero_gpu_rate_is_refused(tmp_path):  # OverflowError in space.py before
+    write(tmp_path / "ov" / "gpus" / "h100-sxm.yaml",
+          H100.replace("bf16_dense_tflops: 989", "bf16_dense_tflops: 1.0e-300"))
+    one_line_error(["plan", "--model", "7b", "--gpus", "h100-sxm", "--catalog",
+                    str(tmp_path / "ov")], "bf16_dense_tflops")
+
+
 def test_an_alias_bomb_stops_at_the_node_limit(tmp_path):  # 3.9 GB, MemoryError before
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
@@ -196,6 +216,15 @@ def test_an_empty_overlay_file_or_folder_is_an_error(tmp_path):  # silently igno
     one_line_error(["catalog", "gpus", "--catalog", str(tmp_path / "ov")], "empty")
     (tmp_path / "none" / "gpus").mkdir(parents=True)
     one_line_error(["catalog", "gpus", "--catalog", str(tmp_path / "none")], "no *.yaml entry")
+
+
+def test_an_overlay_folder_of_too_many_files_is_refused(tmp_path, monkeypatch):
+    import planner.catalog as catalog
+
+    monkeypatch.setattr(catalog, "MAX_FILES", 3)
+    for i in range(4):
+        write(tmp_path / "ov" / "gpus" / f"g{i}.yaml", "id: 3\n")
+    one_line_error(["catalog", "gpus", "--catalog", str(tmp_path / "ov")], "4 files, more than 3")
 
 
 def test_many_catalog_errors_are_capped(tmp_path):  # 3 million errors on one line before
@@ -226,6 +255,8 @@ GOOD_CASE = {"id": "c1", "framework": "trl+peft", "model": "Qwen/Qwen2.5-0.5B", 
     (GOOD_CASE | {"extra": {"grad_accum": "4"}}, "extra.grad_accum"),
     (GOOD_CASE | {"micro_batch_size": True}, "micro_batch_size"),
     ({k: v for k, v in GOOD_CASE.items() if k != "num_gpus"}, "num_gpus"),  # KeyError before
+    ({k: v for k, v in GOOD_CASE.items() if k != "model"}, "model"),
+    (GOOD_CASE | {"num_gpus": 2, "tp": 4}, "not a multiple of tp"),  # modulo by zero before
     (GOOD_CASE | {"metric": "tokens_per_sec_per_gpu"}, "value"),  # a throughput case
     ("just a string", "case 0"),
 ])
@@ -266,6 +297,12 @@ def test_many_bad_cases_are_listed_then_counted(tmp_path):
     (lambda: tune(model="7b", gpu="h100-sxm", config={"num_gpus": 2}), "config"),
     (lambda: check(model="7b", gpu="h100-sxm", config=TrainConfig(), catalog="catalog/"),
      "catalog"),
+    (lambda: check(model="7b", gpu="h100-sxm", config=TrainConfig(), job="1e8 tokens"), "job"),
+    (lambda: check(model="7b", gpu="h100-sxm", config=TrainConfig(),
+                   power_usd_per_kwh=math.nan), "power_usd_per_kwh"),  # used before
+    (lambda: tune(model="7b", gpu="h100-sxm", config=TrainConfig(), tie_tolerance="x"),
+     "--tie-tolerance"),  # TypeError before
+    (lambda: export_plan({"plan": None}, "deepspeed", catalog="catalog/"), "catalog"),
 ])
 def test_library_errors_are_planner_errors(call, named):
     with pytest.raises(PlannerError) as exc:
@@ -295,7 +332,8 @@ def test_an_escaped_exception_exits_3_with_one_line_naming_the_input(monkeypatch
 def test_check_tree_bounds():
     tree = {"a": [1, 2.5, "x", None, True]}
     assert check_tree(tree, what="t") == tree
-    for bad, word in ([math.inf], "finite"), ({"a": 2**60}, "digits"), (["x" * 30_000], "string"):
+    for bad, word in ([math.inf], "finite"), ({"a": 2**60}, "61 bits"), (["x" * 30_000], "string"),\
+            ([10**5000], "bits"):
         with pytest.raises(PlannerError, match=word):
             check_tree(bad, what="t")
     deep: list = []
@@ -314,3 +352,19 @@ def test_check_tree_bounds():
 def test_capped_lists_then_counts():
     assert capped(["a", "b"]) == "a; b"
     assert capped([str(i) for i in range(15)], limit=3) == "0; 1; 2; and 12 more"
+
+
+def test_every_bad_request_field_is_listed_in_one_line():
+    one_line_error(["check", "--model", "0.5b", "--gpu", "h100-sxm", "--micro-batch", "0",
+                    "--tp", "0", "--grad-accum", "-3"], "--micro-batch 0", "--tp 0",
+                   "--grad-accum -3")
+    one_line_error(["plan", "--model", "0.5b", "--budget", "-1", "--max-gpus", "0"],
+                   "--budget -1", "--max-gpus 0")
+
+
+def test_whole_floats_in_config_json_are_integers(tmp_path):
+    cfg = write(tmp_path / "config.json",
+                json.dumps(TINY_CONFIG | {"hidden_size": 512.0, "num_hidden_layers": 4.0}))
+    code, out, err = run_cli(["check", "--model", str(cfg), "--gpu", "h100-sxm", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["model"] == tmp_path.name.lower()  # a config.json is named by its folder

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import planner.outputs as outputs
 from planner.errors import PlannerError
-from planner.outputs import check_targets, write_text_atomic
+from planner.outputs import check_targets, write_atomic
 from tests.test_hardening import run_cli
 
 PLAN = ["plan", "--model", "0.5b", "--gpus", "rtx-4090", "--max-gpus", "1"]
@@ -120,7 +119,7 @@ def test_a_failing_write_keeps_the_old_file_whole(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError):
-        outputs.write_atomic(target, full_disk)
+        write_atomic(target, full_disk)
     assert target.read_text(encoding="utf-8") == "old report"  # truncated before
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
 
@@ -129,9 +128,9 @@ def test_atomic_write_keeps_the_mode_of_a_replaced_file(tmp_path):
     target = tmp_path / "run.sh"
     target.write_text("#!/bin/sh\n", encoding="utf-8")
     target.chmod(0o755)
-    assert write_text_atomic(target, "#!/bin/sh\necho\n") == "replaced"
+    assert write_atomic(target, lambda tmp: tmp.write_text("#!/bin/sh\necho\n")) == "replaced"
     assert target.stat().st_mode & 0o777 == 0o755
-    assert write_text_atomic(tmp_path / "new.txt", "x") == "wrote"
+    assert write_atomic(tmp_path / "new.txt", lambda tmp: tmp.write_text("x")) == "wrote"
 
 
 def test_check_targets_rules(tmp_path):

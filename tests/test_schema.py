@@ -128,3 +128,15 @@ def test_a_pareto_point_exports_like_its_plan(documents, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["export", "--format", "deepspeed", "--point", "99", str(saved)])
     assert exc.value.code == 2 and "--point 99" in capsys.readouterr().err
+
+
+def test_export_reads_the_versions_it_knows(documents):
+    from planner.errors import PlannerError
+    from planner.export import export_plan
+
+    doc = next(d for d in documents["plan"] if d["plan"])
+    assert export_plan(doc, "deepspeed").text
+    assert export_plan({k: v for k, v in doc.items() if k != "schema_version"}, "deepspeed")
+    for version in (SCHEMA_VERSION + 1, 0, "1"):
+        with pytest.raises(PlannerError, match="schema_version"):
+            export_plan(doc | {"schema_version": version}, "deepspeed")

@@ -93,6 +93,15 @@ def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
     ``model_path`` is what the launch loads; by default the model's Hugging Face repo from
     ``catalog`` (the shipped one if None), else the catalog id."""
     key = check_format(fmt)
+    if catalog is not None:
+        from planner.catalog import Catalog
+        from planner.inputs import check_type
+
+        check_type(catalog, Catalog, name="catalog")
+    if model_path is not None:
+        from planner.inputs import check_type
+
+        check_type(model_path, str, name="model_path")
     job = job_of(plan, model_path=model_path, catalog=catalog)
     out = _Out(key)
     _every_format(job, out)
@@ -101,9 +110,11 @@ def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
 
 def check_format(fmt: str) -> str:
     """The format name, lower-cased, or a one-line error with the known ones."""
-    key = str(fmt).strip().lower()
+    from planner.inputs import short
+
+    key = fmt.strip().lower() if isinstance(fmt, str) else ""
     if key not in EXPORTERS:
-        raise PlannerError(f"unknown export format {fmt!r}{did_you_mean(key, FORMATS)}; "
+        raise PlannerError(f"unknown export format {short(fmt)}{did_you_mean(key, FORMATS)}; "
                            f"known: {', '.join(FORMATS)}")
     return key
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from planner.errors import PlannerError
-from planner.inputs import FieldErrors, short
+from planner.inputs import FieldErrors, check_tree, short
 from planner.request import PRECISIONS, TrainConfig, validate_config
+from planner.schema import SCHEMA_VERSION
 from planner.specs import ModelSpec
 
 RL_HINT = "use --format verl or --format openrlhf for PPO/GRPO"
@@ -98,7 +99,12 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
     if not isinstance(plan, Mapping):
         raise PlannerError(f"cannot export a {type(plan).__name__}: give a Plan, a PlanResult "
                            "or a `planner plan --json` document")
-    doc = plan
+    doc = check_tree(plan, what="plan document")  # the file boundary's bounds, from any caller
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or \
+            not 1 <= version <= SCHEMA_VERSION:
+        raise PlannerError(f"plan document schema_version {short(version)}: this planner reads "
+                           f"versions 1 to {SCHEMA_VERSION}")
     if "points" in doc and "plan" not in doc:
         points = doc["points"]
         count = len(points) if isinstance(points, list) else 0
