@@ -56,3 +56,11 @@ def tiny(cat):
 @pytest.fixture(scope="session")
 def gpu(cat):
     return cat.gpu("test-gpu")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that drive headless Chromium (the `browser` fixture) carry the browser marker, so
+    `-m browser` / `-m "not browser"` select the tier."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
