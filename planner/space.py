@@ -774,6 +774,8 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     max_gpus = req.num_gpus or req.max_gpus
     largest = max((o.capacity_mib for o in space.offers), default=0)
     sizes = host_sizes(space)
+    if not sizes:  # no offer: nothing fits
+        return []
     gb = req.global_batch_size
     dps, mbs = np.meshgrid(np.array(space.dps, dtype=np.int64),
                            np.array(space.micro_batches, dtype=np.int64), indexing="ij")
