@@ -7,6 +7,7 @@ internal inconsistency (a solver plan the analytic models reject; one line, neve
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 from pathlib import Path
@@ -655,8 +656,17 @@ def _write_export(plan: object, fmt: str, out: str | None, catalog: object) -> N
     click.echo(f"planner: wrote {out} ({fmt})", err=True)
 
 
+# A planner process allocates hundreds of thousands of small objects that live to its end
+# (candidate rows, memoised model terms) and makes few reference cycles; with the collector's
+# default thresholds it rescanned that heap over and over (measured, 8b PPO with every choice
+# open: the candidate rows 3.6 s -> 0.8 s with a larger first threshold). Cycles are still
+# collected, only less often.
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every error becomes one line on stderr and exit code 2."""
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         rv = cli.main(args=argv, prog_name="planner", standalone_mode=False)
     except click.exceptions.Exit as exc:

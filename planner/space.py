@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from itertools import combinations
 from typing import NamedTuple
 
@@ -91,12 +91,10 @@ def gpus_for(cfg: TrainConfig, dp: int) -> int:
     return _with_dp(cfg, dp).num_gpus
 
 
-@lru_cache(maxsize=4096)
 def _phases(model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels
             ) -> dict[str, dict[str, float]]:
     """workload_phases without the rollout engine's terms: the engine depends on the GPU count
-    in a way a + b/dp cannot express (its batch is capped), so gpu_need_mib adds it exactly.
-    Memoised (read only): the states at dp = 1 and the activations often share a config."""
+    in a way a + b/dp cannot express (its batch is capped), so gpu_need_mib adds it exactly."""
     from planner.workloads import workload_phases
 
     phases = workload_phases(model, cfg, precision, critic=roles.critic, reward=roles.reward)
