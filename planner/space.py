@@ -952,6 +952,7 @@ class RowArrays:
         from planner.throughput import pipeline_bubble_fraction
 
         self.space, self.rows = space, rows
+        self._bounds: dict[int, np.ndarray] = {}
         n_rows = len(rows)
 
         def field(name: str) -> np.ndarray:
@@ -1008,7 +1009,14 @@ class RowArrays:
 
     def bounds(self, offer_idx: int):
         """Lower bounds on step_time_us of every row on one offer; RL phases that only the
-        engine layout sets (rltime.engine_side) are exact."""
+        engine layout sets (rltime.engine_side) are exact. Memoised per offer (read only): the
+        timed searches of one request (plan, binding steps, alternatives) share them."""
+        if offer_idx not in self._bounds:
+            self._bounds[offer_idx] = self._bounds_of(offer_idx)
+            self._bounds[offer_idx].flags.writeable = False
+        return self._bounds[offer_idx]
+
+    def _bounds_of(self, offer_idx: int):
         timing = self.space.timing
         r_lin, r_16, bandwidth = timing.rates(offer_idx)
         train = (self.lin / r_lin + self.s16 / r_16 + self.fwd / r_lin + self.fixed) / self.groups
