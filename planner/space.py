@@ -303,11 +303,14 @@ def memory_tables(
         fields = s.config_fields()
         states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
                       s.offload_idle)
-        if base.is_rl:
-            c = base.model_copy(update={"rollout_tp": s.rollout_tp})
-            engine[si] = (_ceil_mib(engine_weight_bytes(model, c)),
-                          _ceil_mib(kv_bytes_per_sequence(model, c)),
-                          _ceil_mib(cal.ENGINE_WORKSPACE_GIB * cal.GIB))
+        if base.is_rl:  # the engine's weights and KV per sequence depend on its TP only
+            if ("engine", s.rollout_tp) not in shared:
+                c = base.model_copy(update={"rollout_tp": s.rollout_tp})
+                shared[("engine", s.rollout_tp)] = (
+                    _ceil_mib(engine_weight_bytes(model, c)),
+                    _ceil_mib(kv_bytes_per_sequence(model, c)),
+                    _ceil_mib(cal.ENGINE_WORKSPACE_GIB * cal.GIB))
+            engine[si] = shared[("engine", s.rollout_tp)]
         for tp in tps:
             for pp in pps:
                 for acc in (False, True):
@@ -833,6 +836,7 @@ class Timing:
         self._space = space
         self._steps: dict[tuple[int, Row], int] = {}
         self._flops: dict[Strategy, tuple[float, float, float, int]] = {}
+        self._flops_of: dict[int, tuple[float, float, float, int]] = {}  # by strategy index
         self._rates: dict[int, tuple[float, float, float]] = {}
         self._gen: dict[tuple[object, ...], float] = {}
         self._generation: dict[tuple[int, tuple[object, ...]], object] = {}
@@ -852,10 +856,12 @@ class Timing:
     def strategy_flops(self, row: Row) -> tuple[float, float, float, int]:
         """_strategy_flops, memoised per strategy up to its rollout TP (the roles' configs
         drop it: workloads._base)."""
-        key = replace(self._space.strategies[row.strategy], rollout_tp=1)
-        if key not in self._flops:
-            self._flops[key] = _strategy_flops(self._space, row)
-        return self._flops[key]
+        if row.strategy not in self._flops_of:
+            key = replace(self._space.strategies[row.strategy], rollout_tp=1)
+            if key not in self._flops:
+                self._flops[key] = _strategy_flops(self._space, row)
+            self._flops_of[row.strategy] = self._flops[key]
+        return self._flops_of[row.strategy]
 
     def generation_bytes(self, row: Row) -> float:
         key = self.engine_key(row)
