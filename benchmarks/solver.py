@@ -14,6 +14,7 @@ columns and bounds (pre-filtering), step times of the throughput model, CP-SAT s
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
@@ -101,11 +102,14 @@ def split_of(args: str) -> dict[str, float]:
     clock.wrap(sp.RowArrays, "bounds", "bounds (numpy)")
     clock.wrap(sp, "step_time_us", "step times (model)")
     clock.wrap(cp_model.CpSolver, "solve", "CP-SAT")
+    previous = gc.get_threshold()
+    gc.set_threshold(*cli.GC_THRESHOLDS)  # as cli.main sets it
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
             cli.cli.main(args=["plan", *args.split(), "--json"], standalone_mode=False)
     finally:
         clock.restore()
+        gc.set_threshold(*previous)
     spent = clock.spent
     total = spent.pop("plan()")
     return {"plan()": total, **spent, "rest": total - sum(spent.values())}

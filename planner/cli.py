@@ -8,6 +8,7 @@ models reject (one line naming the command line, never expected).
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 from pathlib import Path
@@ -809,10 +810,19 @@ def _emit_export(result, fmt: str, out: str | None) -> None:
     _written(out, lambda tmp: tmp.write_text(result.text, encoding="utf-8"), f" ({fmt})")
 
 
+# A planner process allocates hundreds of thousands of small objects that live to its end
+# (candidate rows, memoised model terms) and makes few reference cycles; with the collector's
+# default thresholds it rescanned that heap over and over (measured, 8b PPO with every choice
+# open: the candidate rows 3.6 s -> 0.8 s with a larger first threshold). Cycles are still
+# collected, only less often.
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every error becomes one line on stderr: exit 2 for bad input, 3 for an
     exception that escaped the input boundary (a bug)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         _run(args)
     except Exception as exc:  # the last catch: anything here is a planner bug

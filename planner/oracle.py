@@ -61,8 +61,7 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                 for pp in space.pps:
                     for dp in space.dps:
                         n = space.num_gpus(si, tp, pp, dp)
-                        if n > max_gpus or (req.num_gpus and n != req.num_gpus) or \
-                                dp % space.strategies[si].rollout_tp:
+                        if n > max_gpus or dp % space.strategies[si].rollout_tp:
                             continue
                         hosts = offer.hosts(n)
                         if offer.host_ram_mib is not None and offer.host_ram_mib < \
@@ -75,11 +74,13 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                             continue
                         for mb in space.micro_batches:
                             ga = space.grad_accum(dp, mb)
-                            if ga is None or (req.grad_accum and ga != req.grad_accum):
+                            if ga is None:
+                                continue
+                            row = Row(si, tp, pp, dp, mb, ga, n, 0, ())
+                            if not space.allows(row):  # the pins, as every route reads them
                                 continue
                             if space.gpu_need_mib(si, tp, pp, dp, mb) > offer.capacity_mib:
                                 continue
-                            row = Row(si, tp, pp, dp, mb, ga, n, 0, ())
                             time_us = step_time_us(space, oi, row)
                             hours = time_us * steps / 3.6e9
                             if req.max_hours is not None and hours > req.max_hours:

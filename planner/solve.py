@@ -326,7 +326,8 @@ def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str, stages: list[S
             return found
         for _name, expr, _span in group:
             m.add(expr == int(solver.value(expr)))
-    assert found is not None  # stages is never empty (tie_break_stages)
+    if found is None:
+        raise SolverError(f"{what} had no tie-break stage")
     return found
 
 

@@ -305,11 +305,14 @@ def memory_tables(
         fields = s.config_fields()
         states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
                       s.offload_idle)
-        if base.is_rl:
-            c = base.model_copy(update={"rollout_tp": s.rollout_tp})
-            engine[si] = (_ceil_mib(engine_weight_bytes(model, c)),
-                          _ceil_mib(kv_bytes_per_sequence(model, c)),
-                          _ceil_mib(cal.ENGINE_WORKSPACE_GIB * cal.GIB))
+        if base.is_rl:  # the engine's weights and KV per sequence depend on its TP only
+            if ("engine", s.rollout_tp) not in shared:
+                c = base.model_copy(update={"rollout_tp": s.rollout_tp})
+                shared[("engine", s.rollout_tp)] = (
+                    _ceil_mib(engine_weight_bytes(model, c)),
+                    _ceil_mib(kv_bytes_per_sequence(model, c)),
+                    _ceil_mib(cal.ENGINE_WORKSPACE_GIB * cal.GIB))
+            engine[si] = shared[("engine", s.rollout_tp)]
         for tp in tps:
             for pp in pps:
                 for acc in (False, True):
@@ -803,6 +806,8 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     max_gpus = req.num_gpus or req.max_gpus
     largest = max((o.capacity_mib for o in space.offers), default=0)
     sizes = host_sizes(space)
+    if not sizes:  # no offer: nothing fits
+        return []
     gb = req.global_batch_size
     dps, mbs = np.meshgrid(np.array(space.dps, dtype=np.int64),
                            np.array(space.micro_batches, dtype=np.int64), indexing="ij")
@@ -861,6 +866,7 @@ class Timing:
         self._space = space
         self._steps: dict[tuple[int, Row], int] = {}
         self._flops: dict[Strategy, tuple[float, float, float, int]] = {}
+        self._flops_of: dict[int, tuple[float, float, float, int]] = {}  # by strategy index
         self._rates: dict[int, tuple[float, float, float]] = {}
         self._gen: dict[tuple[object, ...], float] = {}
         self._generation: dict[tuple[int, tuple[object, ...]], object] = {}
@@ -880,10 +886,12 @@ class Timing:
     def strategy_flops(self, row: Row) -> tuple[float, float, float, int]:
         """_strategy_flops, memoised per strategy up to its rollout TP (the roles' configs
         drop it: workloads._base)."""
-        key = replace(self._space.strategies[row.strategy], rollout_tp=1)
-        if key not in self._flops:
-            self._flops[key] = _strategy_flops(self._space, row)
-        return self._flops[key]
+        if row.strategy not in self._flops_of:
+            key = replace(self._space.strategies[row.strategy], rollout_tp=1)
+            if key not in self._flops:
+                self._flops[key] = _strategy_flops(self._space, row)
+            self._flops_of[row.strategy] = self._flops[key]
+        return self._flops_of[row.strategy]
 
     def generation_bytes(self, row: Row) -> float:
         key = self.engine_key(row)
@@ -980,6 +988,7 @@ class RowArrays:
         from planner.throughput import pipeline_bubble_fraction
 
         self.space, self.rows = space, rows
+        self._bounds: dict[int, np.ndarray] = {}
         n_rows = len(rows)
 
         def field(name: str) -> np.ndarray:
@@ -1036,7 +1045,14 @@ class RowArrays:
 
     def bounds(self, offer_idx: int):
         """Lower bounds on step_time_us of every row on one offer; RL phases that only the
-        engine layout sets (rltime.engine_side) are exact."""
+        engine layout sets (rltime.engine_side) are exact. Memoised per offer (read only): the
+        timed searches of one request (plan, binding steps, alternatives) share them."""
+        if offer_idx not in self._bounds:
+            self._bounds[offer_idx] = self._bounds_of(offer_idx)
+            self._bounds[offer_idx].flags.writeable = False
+        return self._bounds[offer_idx]
+
+    def _bounds_of(self, offer_idx: int):
         timing = self.space.timing
         r_lin, r_16, bandwidth = timing.rates(offer_idx)
         train = (self.lin / r_lin + self.s16 / r_16 + self.fwd / r_lin + self.fixed) / self.groups

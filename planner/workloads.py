@@ -348,11 +348,10 @@ def _sum(*parts: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def _others_idle(rs: tuple[Role, ...], active: Role, cfg: TrainConfig,
-                 precision: str) -> dict[str, float]:
-    """Idle residents of every role except the active one (and a reference that shares the
-    active policy's base)."""
-    return _sum(*(_idle(r, cfg, precision) for r in rs if r is not active))
+def _others_idle(idle: dict[str, dict[str, float]], active: Role) -> dict[str, float]:
+    """Idle residents (``idle``: _idle of every role, by name) of every role except the active
+    one (and a reference that shares the active policy's base)."""
+    return _sum(*(terms for name, terms in idle.items() if name != active.name))
 
 
 def _active_forward(rs: tuple[Role, ...], role: Role, cfg: TrainConfig,
@@ -373,18 +372,19 @@ def rl_phases(rs: tuple[Role, ...], cfg: TrainConfig, precision: str,
     colocated = cfg.placement == "colocate"
     engine_idle = eng.terms() if colocated and not cfg.engine_sleep else {}
     phases: dict[str, dict[str, float]] = {}
-    everyone = _sum(*(_idle(r, cfg, precision) for r in rs))
+    idle = {r.name: _idle(r, cfg, precision) for r in rs}
+    everyone = _sum(*idle.values())
     phases[ROLLOUT_PHASE] = _sum(everyone, eng.terms()) if colocated else eng.terms()
     for role in rs:
         if role.name == "critic" and not role.trained:
             continue
         owner = next(r for r in rs if r.trained) if role.shares_base else role
-        others = _others_idle(rs, owner, cfg, precision)
+        others = _others_idle(idle, owner)
         fwd = forward_terms(role, precision, cfg.logprob_batch)
         phases[f"{role.name} forward"] = _sum(
             others, engine_idle, _active_forward(rs, role, cfg, precision), fwd)
     for role in (r for r in rs if r.trained):
-        others = _sum(_others_idle(rs, role, cfg, precision), engine_idle)
+        others = _sum(_others_idle(idle, role), engine_idle)
         for phase, terms in value_head_phases(role, precision).items():
             own = {(f"{role.name} {k}" if k not in _ACTIVE_TERMS else k): v
                    for k, v in terms.items() if v}
