@@ -826,8 +826,7 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
             keep = need <= largest
             s_, d_, m_, need = s_[keep], d_[keep], m_[keep], need[keep]
             n = space.num_gpus(s_, tp, pp, d_)
-            host = (np.stack([space.host_need_mib(s_, tp, pp, d_, h) for h in sizes], axis=-1)
-                    if sizes else np.zeros((len(s_), 0)))  # no offer: no host size to need
+            host = np.stack([space.host_need_mib(s_, tp, pp, d_, h) for h in sizes], axis=-1)
             order.append((tp, pp, s_, d_, m_, n, need, host))
     rows = []
     for tp, pp, s_, d_, m_, n, need, host in order:
