@@ -34,6 +34,9 @@ def job_platform(gpu: GpuSpec, catalog: Catalog, *, pricing: str,
     else the cheapest priced host that takes the GPU (default_platform)."""
     if platform:
         return catalog.platform(platform)
+    if pricing == "owned":  # the user's host: the platforms that take the GPU, priced or not
+        return min((p for p in catalog.platforms.values() if gpu.form_factor in p.form_factors),
+                   key=lambda p: (p.price_usd is None, p.price_usd or 0.0, p.id), default=None)
     return None if pricing == "rent" else default_platform(gpu, catalog)
 
 
@@ -113,7 +116,7 @@ def check(
     document. Bad arguments raise PlannerError."""
     check_type(config, TrainConfig, name="config")
     check_margin(margin)
-    check_choice(pricing, ("buy", "rent"), name="pricing")
+    check_choice(pricing, ("buy", "rent", "owned"), name="pricing")
     if price_kind is not None:
         check_choice(price_kind, ("new", "used"), name="price_kind")
     if power_usd_per_kwh is not None:

@@ -223,7 +223,9 @@ def workload_options(command):
                    "workload's default, or the first that runs the layout].")
 @click.option("--stack", type=_choice(STACKS), default=None,
               help="Deprecated: the efficiency comes from --framework; this overrides it.")
-@click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True)
+@click.option("--pricing", type=_choice(("buy", "rent", "owned")), default="buy",
+              show_default=True, help="buy, rent, or owned (hardware you have: cost is not a "
+                                      "limit, time is the answer).")
 @click.option("--price-kind", type=_choice(("new", "used")), default=None,
               help="Purchase price [default: new where known, else used].")
 @click.option("--platform", default=None,
@@ -435,7 +437,9 @@ PLAN_OPTIONS = [
     click.option("--offload-idle/--no-offload-idle", default=None,
                   help="RL: park idle roles in host RAM [default: solver picks]."),
     click.option("--price-kind", type=_choice(("new", "used")), default=None),
-    click.option("--pricing", type=_choice(("buy", "rent")), default="buy", show_default=True),
+    click.option("--pricing", type=_choice(("buy", "rent", "owned")), default="buy",
+                 show_default=True, help="buy, rent, or owned (with --gpus and --num-gpus: "
+                                         "the fastest plan on hardware you have)."),
     click.option("--framework", default=None,
                  help="Framework profile id ('planner catalog frameworks') [default: the "
                       "workload's default]."),

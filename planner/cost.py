@@ -16,7 +16,7 @@ from planner.errors import PlannerError
 from planner.freshness import stale_price_notes
 from planner.specs import GpuSpec, PlatformSpec
 
-Pricing = Literal["buy", "rent"]
+Pricing = Literal["buy", "rent", "owned"]
 PriceKind = Literal["new", "used"]
 
 # One stated default job: 100 M training tokens (about one epoch of a 50k-example instruction
@@ -162,6 +162,21 @@ def buy_cost(
                         notes=tuple(notes))
 
 
+def owned_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job,
+               power_usd_per_kwh: float | None = None) -> CostEstimate:
+    """Hardware the user owns: nothing to buy or rent; the job's GPU power where a rate is
+    given. Time is what the job costs."""
+    items: dict[str, float] = {}
+    covers = (f"{num_gpus} {gpu.id} GPU{'s' if num_gpus != 1 else ''} you own: nothing to buy "
+              "or rent")
+    if power_usd_per_kwh is not None:
+        items[f"GPU power for the job ({gpu.tdp_watts:g} W TDP x {hours:.1f} h at "
+              f"${power_usd_per_kwh:g}/kWh)"] = power_cost(gpu, num_gpus, hours,
+                                                          power_usd_per_kwh)
+        covers += ", plus GPU power for the job"
+    return CostEstimate("ok", "owned", sum(items.values()), items, covers, hours, job)
+
+
 def rental_usd(usd_per_gpu_hour, num_gpus, hours):
     """A rental: $/GPU-hour x GPUs x hours (power and hosts are in the rate); elementwise on
     numpy arrays (the planner's search scores many pairs at once)."""
@@ -198,6 +213,9 @@ def job_cost(
         if power_usd_per_kwh is not None:
             raise PlannerError("--power-usd-per-kwh applies to --pricing buy (rent includes it)")
         return rent_cost(gpu, num_gpus, hours=hours, job=job)
+    if pricing == "owned":
+        return owned_cost(gpu, num_gpus, hours=hours, job=job,
+                          power_usd_per_kwh=power_usd_per_kwh)
     return buy_cost(gpu, num_gpus, hours=hours, job=job, platform=platform,
                     price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
 

@@ -412,7 +412,10 @@ def plan_text(doc: dict[str, Any]) -> str:
         f"status     {doc['status']}" + ("" if doc["status"] == "optimal"
                                          else " (not proven optimal)"),
         f"model      {p['model']}",
-        (f"buy        {p['num_gpus']} x {p['gpu']} in {p['num_hosts']} x {p['platform']}"
+        (f"own        {p['num_gpus']} x {p['gpu']}"
+         + (f" in {p['num_hosts']} x {p['platform']}" if p["platform"] else "")
+         if cost.get("basis") == "owned" else
+         f"buy        {p['num_gpus']} x {p['gpu']} in {p['num_hosts']} x {p['platform']}"
          if p["platform"] else f"rent       {p['num_gpus']} x {p['gpu']} "
          f"({p['num_hosts']} node(s) of the provider)"),
         f"layout     {_layout(tc)}",

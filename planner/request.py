@@ -452,7 +452,7 @@ def rollout_gpu_count(cfg: TrainConfig) -> int:
 
 
 Objective = Literal["cost", "time"]
-Pricing = Literal["buy", "rent"]
+Pricing = Literal["buy", "rent", "owned"]
 PriceKind = Literal["new", "used"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
 DEFAULT_GLOBAL_BATCH = 64
@@ -563,6 +563,12 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     if req.workload == "pretrain" and req.method not in ("full", "auto"):
         raise PlannerError(f"--workload pretrain trains every weight: --method full (got "
                            f"{req.method})")
+    if req.pricing == "owned" and not (req.gpus and req.num_gpus):
+        raise PlannerError("--pricing owned plans hardware you have: give --gpus TYPE and "
+                           "--num-gpus N")
+    if req.pricing == "owned" and req.budget_usd is not None:
+        raise PlannerError(f"--budget {req.budget_usd:g} does not apply to --pricing owned "
+                           "(nothing is bought or rented; the plan is the fastest)")
     if req.price_kind is not None and req.pricing != "buy":
         raise PlannerError(f"--price-kind {req.price_kind} prices a purchase: it applies to "
                            f"--pricing buy (got {req.pricing})")

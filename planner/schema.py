@@ -82,7 +82,7 @@ class RlThroughputDetail(RlThroughput):
 
 class Cost(_Doc):
     usd: float | None
-    basis: Literal["buy", "rent"]
+    basis: Literal["buy", "rent", "owned"]
     items: dict[str, float]
     covers: str
     status: Literal["ok", "not offered"]
@@ -222,7 +222,7 @@ class ParetoPoint(Alternative):
     """A Pareto point: its table line, and the whole plan (`planner export --point N`)."""
 
     job: str
-    basis: Literal["buy", "rent"]
+    basis: Literal["buy", "rent", "owned"]
     status: Literal["optimal", "feasible"]
     plan: PlanBody
 

@@ -40,7 +40,8 @@ def job_steps(space: PlanSpace) -> float:
 def needs_timing(req: PlanRequest) -> bool:
     """Requests whose objective or limits depend on step time: time objective, rental (cost is
     GPU-hours), deadline, minimum throughput."""
-    return (req.objective == "time" or req.pricing == "rent" or req.max_hours is not None
+    return (req.objective == "time" or req.pricing in ("rent", "owned")
+            or req.max_hours is not None
             or req.min_tokens_per_s is not None)
 
 

@@ -631,6 +631,8 @@ def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
     cost.gpu_purchase_price (the kind named, or new where known, else used)."""
     if request.pricing == "rent":
         return gpu.price_usd_per_hour
+    if request.pricing == "owned":
+        return 0.0  # hardware the user has: every GPU of the catalog, priced or not
     return gpu_purchase_price(gpu, request.price_kind)[0]
 
 
@@ -648,14 +650,18 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
         if request.pricing == "rent":
             offers.append(Offer(gpu, None, price, 0.0, gpu.max_gpus_per_node, cap, None))
             continue
+        owned = request.pricing == "owned"  # the user's hosts: any platform that takes the GPU
         hosts = [p for p in catalog.platforms.values()
-                 if gpu.form_factor in p.form_factors and p.price_usd is not None]
-        if not hosts:
+                 if gpu.form_factor in p.form_factors and (owned or p.price_usd is not None)]
+        if owned and not hosts:
+            offers.append(Offer(gpu, None, 0.0, 0.0, gpu.max_gpus_per_node, cap, None))
+        elif not hosts:
             unoffered.append(f"{gpu.id}: no priced host platform takes {gpu.form_factor} GPUs")
         for p in hosts:
             per_host = min(p.max_gpus, gpu.max_gpus_per_node)
             ram = int(p.host_ram_gib * 1024)
-            offers.append(Offer(gpu, p, price, p.price_usd or 0.0, per_host, cap, ram))
+            offers.append(Offer(gpu, p, price, 0.0 if owned else p.price_usd or 0.0, per_host,
+                                cap, ram))
     return offers, unoffered
 
 
@@ -719,8 +725,10 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     model = catalog.model(request.model).spec
     validate_plan_request(request, model)
     framework = for_request(catalog, request)
-    request = request.model_copy(update={"stack": framework.stack,
-                                         "framework": framework.profile.id})
+    request = request.model_copy(update={
+        "stack": framework.stack, "framework": framework.profile.id,
+        # owned hardware costs nothing to get: the plan is the fastest
+        **({"objective": "time"} if request.pricing == "owned" else {})})
     roles = RoleModels(
         critic=catalog.model(request.critic_model).spec if request.critic_model else None,
         reward=catalog.model(request.reward_model).spec if request.reward_model else None,

@@ -148,3 +148,23 @@ def test_sanity_refusals_and_notes(capsys):
     code, out, _ = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--method",
                        "lora", "--tokens", "1e12", "--json")
     assert any("days (over 30)" in n for n in json.loads(out)["cost"]["notes"])
+
+
+def test_owned_hardware_is_planned_for_time_on_any_gpu(capsys):
+    """Issue 19 item 1: hardware the user has (seeds 002-004): any catalog GPU, priced or not;
+    nothing to buy, the fastest plan; budget and missing hardware are one-line errors."""
+    code, out, _ = run(capsys, "plan", "--model", "mistral-7b", "--workload", "rm", "--gpus",
+                       "ascend-910b", "--num-gpus", "8", "--pricing", "owned", "--seq-len",
+                       "384", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["plan"]["gpu"] == "ascend-910b" and doc["plan"]["num_gpus"] == 8
+    assert doc["plan"]["cost"]["basis"] == "owned" and doc["plan"]["cost"]["usd"] == 0
+    for args, needle in ((("--gpus", "h800"), "give --gpus TYPE and --num-gpus N"),
+                         (("--gpus", "h800", "--num-gpus", "8", "--budget", "5"),
+                          "does not apply to --pricing owned")):
+        code, _, err = run(capsys, "plan", "--model", "7b", "--pricing", "owned", *args)
+        assert code == 2 and needle in err
+    code, out, _ = run(capsys, "check", "--model", "mistral-7b", "--workload", "rm", "--gpu",
+                       "ascend-910b", "--num-gpus", "8", "--seq-len", "384", "--pricing",
+                       "owned", "--json")
+    assert json.loads(out)["cost"]["basis"] == "owned"
