@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from planner import render
+from planner.bands import band, memory_group, throughput_group
 from planner.catalog import Catalog, load_catalog
 from planner.cost import Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
@@ -141,8 +142,12 @@ def check(
         fits=est.fits(margin), margin=margin,
     )
     doc["framework"] = framework.summary()
+    doc["memory"]["band"] = band("memory", memory_group(cfg.workload, cfg.method),
+                                 doc["memory"]["per_gpu_gib"])
     doc["platform"] = plat.id if plat else None
     doc["throughput"] = tput.summary()
+    doc["throughput"]["band"] = band("throughput", throughput_group(cfg.workload, stack),
+                                     tput.tokens_per_s)
     if hasattr(tput, "terms"):
         doc["throughput"]["terms_s"] = dict(tput.terms)
     doc["roles"] = {"critic": critic.id if critic else None,

@@ -91,6 +91,15 @@ def framework_lines(framework: dict[str, Any] | None) -> list[str]:
             f"{framework['efficiency_note']}"]
 
 
+def band_lines(unit: str, band: dict[str, Any] | None, fmt: str) -> list[str]:
+    """The band line of a prediction (planner.bands)."""
+    if not band:
+        return []
+    return [f"band       measured {fmt.format(band['lo'])}-{fmt.format(band['hi'])} {unit} for "
+            f"jobs like this (p {band['p']:.2f}: {band['cases']} leave-one-source-out cases "
+            f"of {band['group']})"]
+
+
 def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
     """The ranked fixes of a configuration that does not fit (fixes.ranked_fixes)."""
     if fixes is None:
@@ -134,6 +143,7 @@ def check_text(doc: dict[str, Any]) -> str:
         f"verdict: {verdict} (device-level peak {mem['per_gpu_gib']:.2f} GiB vs "
         f"{mem['capacity_gib']:.2f} GiB less a {doc['memory_margin']:.0%} margin)",
     ]
+    tail += band_lines("GiB per GPU", mem.get("band"), "{:.1f}")
     tail += [f"note: {n}" for n in mem["notes"]]
     tail += _fix_lines(doc.get("fixes"))
     tail += _phase_lines(doc)
@@ -179,6 +189,7 @@ def _speed_lines(doc: dict[str, Any]) -> list[str]:
         ]
     lines = [
         *head,
+        *band_lines("tokens/s", t.get("band"), "{:,.0f}"),
         f"job        {cost['job']}: {doc['time_hours']:,.2f} hours",
     ]
     if cost["usd"] is None:

@@ -26,6 +26,17 @@ class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Band(_Doc):
+    """Where the measured value of jobs like this one lay (planner.bands): lo..hi, with the
+    probability p that a new case's value falls inside, from ``cases`` of ``group``."""
+
+    lo: float
+    hi: float
+    p: float
+    group: str
+    cases: int
+
+
 class Memory(_Doc):
     """Per-GPU memory: the device peak (per_gpu_gib), its parts and each phase's peak."""
 
@@ -41,6 +52,7 @@ class Memory(_Doc):
     phases_gib: dict[str, float]
     phase_groups: dict[str, str]
     gpu_memory_utilization: float | None
+    band: Band | None = None  # check: the band of the device-level peak
 
 
 class _Speed(_Doc):
@@ -49,6 +61,7 @@ class _Speed(_Doc):
     step_time_s: float
     limited_by: str
     stack: str
+    band: Band | None = None  # check: the band of tokens/s
 
 
 class TrainingThroughput(_Speed):
