@@ -345,6 +345,10 @@ TUNE_OPTIONS = [
                  help="Pin sequences per forward-only micro-step."),
     click.Option(["--tie-tolerance"], type=FLOAT, default=0.01, show_default=True,
                  help="Relative gap under which settings tie (then larger micro-batches win)."),
+    click.Option(["--require", "requires"], multiple=True, metavar="EXPR",
+                 help="A rule every candidate keeps, over micro_batch, grad_accum, "
+                      "global_batch, rollout_batch, rollout_n, logprob_micro_batch, num_gpus, "
+                      "dp: e.g. 'rollout_n % micro_batch == 0' (repeatable)."),
 ]
 
 
@@ -360,7 +364,8 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
              reward_model: str | None, objective: str, memory_target: float | None,
              checkpointing: str, micro_batch: int | None, grad_accum: int | None,
              global_batch: int | None, rollout_batch: int | None, rollout_n: int | None,
-             logprob_micro_batch: int | None, tie_tolerance: float, **opts: object) -> None:
+             logprob_micro_batch: int | None, tie_tolerance: float, requires: tuple[str, ...],
+             **opts: object) -> None:
     """Fixed GPUs and job: the batch settings with the most throughput (or memory use up to a
     target), under divisibility rules; the runners-up; what came closest if nothing fits.
 
@@ -369,6 +374,9 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
     Example:
       planner tune --model 0.5b --gpu v100-32gb --workload grpo --prompt-len 256 \
         --response-len 256 --objective memory --memory-target 0.875
+      planner tune --model 0.5b --gpu v100-32gb --workload grpo --prompt-len 256 \
+        --response-len 256 --rollout-n 16 --require 'rollout_n % micro_batch == 0' \
+        --require 'rollout_batch % num_gpus == 0'
     """
     from planner.tune import Pins
     from planner.tune import tune as tune_search
@@ -381,7 +389,8 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
     result = tune_search(model=model, gpu=gpu, config=cfg, catalog=load_catalog(catalogs),
                          objective=objective, memory_target=memory_target, margin=memory_margin,
                          stack=stack, platform=platform, critic_model=critic_model,
-                         reward_model=reward_model, pins=pins, tie_tolerance=tie_tolerance)
+                         reward_model=reward_model, pins=pins, tie_tolerance=tie_tolerance,
+                         requires=requires)
     doc = render.tune_doc(result)
     click.echo(render.to_json(doc) if as_json else render.tune_text(doc))
     sys.exit(0 if result.best is not None else 1)

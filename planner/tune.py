@@ -60,6 +60,7 @@ from planner.errors import PlannerError
 from planner.inputs import check_choice, check_margin, check_range, check_type
 from planner.memory import GIB, MemoryEstimate, estimate_memory
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
+from planner.requirements import Requirement, all_hold, parse
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
 Objective = Literal["throughput", "memory"]
@@ -353,10 +354,12 @@ def _config(base: TrainConfig, outer: _Outer, micro: int, accum: int,
     return base.model_copy(update=update)
 
 
-def candidate_configs(base: TrainConfig, pins: Pins, space: SearchSpace) -> list[TrainConfig]:
+def candidate_configs(base: TrainConfig, pins: Pins, space: SearchSpace,
+                      rules: tuple[Requirement, ...] = ()) -> list[TrainConfig]:
     """The whole candidate set, unpruned (what the search must be as good as)."""
-    return [_config(base, o, m, a, lp) for o in outer_settings(base, pins, space)
-            for m, a in o.inner for lp in o.logprobs]
+    configs = (_config(base, o, m, a, lp) for o in outer_settings(base, pins, space)
+               for m, a in o.inner for lp in o.logprobs)
+    return [c for c in configs if all_hold(rules, c)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,22 +429,30 @@ class _Search:
             self.cache[cfg] = self.problem.evaluate(cfg)
         return self.cache[cfg]
 
-    def outer_bests(self, outer: _Outer) -> list[Candidate]:
+    def outer_bests(self, outer: _Outer, rules: tuple[Requirement, ...] = ()
+                    ) -> list[Candidate]:
         """The dominant candidates of one outer setting: per accumulation regime (1, or more),
-        the largest fitting micro-batch with the largest fitting log-prob micro-batch."""
+        the largest fitting micro-batch with the largest fitting log-prob micro-batch, among the
+        settings that keep the user's rules (a subset keeps the dominance: memory still grows
+        with the micro-batches)."""
         base = self.problem.base
         out = []
         low_lp = outer.logprobs[0]
         for regime in (False, True):
-            pairs = tuple(p for p in outer.inner if (p[1] > 1) == regime)
+            pairs = tuple(p for p in outer.inner if (p[1] > 1) == regime and any(
+                all_hold(rules, _config(base, outer, p[0], p[1], lp)) for lp in outer.logprobs))
             i = _largest(pairs, lambda p: self.evaluate(
                 _config(base, outer, p[0], p[1], low_lp)).fits)
             if i < 0:
                 continue
             m, a = pairs[i]
-            j = _largest(outer.logprobs, lambda lp, m=m, a=a: self.evaluate(
+            lps = tuple(lp for lp in outer.logprobs
+                        if all_hold(rules, _config(base, outer, m, a, lp)))
+            j = _largest(lps, lambda lp, m=m, a=a: self.evaluate(
                 _config(base, outer, m, a, lp)).fits)
-            out.append(self.evaluate(_config(base, outer, m, a, outer.logprobs[j])))
+            if j < 0:
+                continue
+            out.append(self.evaluate(_config(base, outer, m, a, lps[j])))
         return out
 
 
@@ -451,6 +462,7 @@ def tune(
     stack: str | None = None, platform: str | None = None, critic_model: str | None = None,
     reward_model: str | None = None, pins: Pins | None = None,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE, space: SearchSpace | None = None,
+    requires: tuple[str, ...] = (),
 ) -> TuneResult:
     """Best batch settings of ``config`` (its layout, method and workload fixed; its batch fields
     replaced) on ``config.num_gpus`` x ``gpu``.
@@ -458,11 +470,14 @@ def tune(
     ``objective`` "throughput" maximises tokens/s; "memory" the per-GPU memory (device level)
     up to ``memory_target`` x capacity. ``memory_target`` caps memory under either objective
     (default: capacity less ``margin``). ``pins`` fixes settings; the rest are searched over
-    ``space``. Bad input raises PlannerError; nothing fitting is status "infeasible"."""
+    ``space``. ``requires`` are rules over the batch settings every candidate keeps
+    (requirements.parse: e.g. "rollout_batch % num_gpus == 0"). Bad input raises PlannerError;
+    nothing fitting is status "infeasible"."""
     check_type(config, TrainConfig, name="config")
     check_choice(objective, OBJECTIVES, name="--objective")
     check_range(tie_tolerance, name="--tie-tolerance", lo=0, hi=0.5, hi_open=True)
     pins = check_type(pins or Pins(), Pins, name="pins")
+    rules = tuple(parse(r) for r in requires)
     space = space or SearchSpace()
     problem = _problem(model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,
                        memory_target=memory_target, stack=stack, platform=platform,
@@ -473,7 +488,7 @@ def tune(
     if not outers:
         raise PlannerError(_no_candidates(base, pins))
     search = _Search(problem)
-    bests = [c for o in outers for c in search.outer_bests(o)]
+    bests = [c for o in outers for c in search.outer_bests(o, rules)]
     evaluated = list(search.cache.values())
     smallest = min(evaluated, key=lambda c: (c.memory.device, *_totals(c)))
     cap = problem.gpu.memory_gib
@@ -484,11 +499,14 @@ def tune(
         capacity_gib=cap, tie_tolerance=tie_tolerance, evaluated=len(evaluated),
         space=_space_doc(base, pins, space), smallest=smallest,
     )
+    kept = tuple(f"--require {r.text}: kept" for r in rules)
     if not bests:
-        return TuneResult(status="infeasible", best=None, runners_up=(), **common)
+        why = ("no candidate keeps every --require rule and fits: "
+               + "; ".join(r.text for r in rules),) if rules else ()
+        return TuneResult(status="infeasible", best=None, runners_up=(), notes=why, **common)
     bests.sort(key=ranking(bests, objective, tie_tolerance))
     return TuneResult(status="found", best=bests[0], runners_up=_distinct(bests)[1:1 + RUNNERS_UP],
-                      notes=_notes(bests[0], pins), **common)
+                      notes=(*_notes(bests[0], pins), *kept), **common)
 
 
 def _distinct(ranked: list[Candidate]) -> tuple[Candidate, ...]:

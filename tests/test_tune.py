@@ -232,3 +232,44 @@ def test_cli_text(capsys):
     assert code == 0
     for word in ("settings", "memory", "tokens/s", "runners-up", "checkpointing full"):
         assert word in out
+
+
+SEED_001_RULES = ("rollout_n % micro_batch == 0", "rollout_batch % num_gpus == 0",
+                  "micro_batch <= 16")
+
+
+def test_required_rules_are_kept_and_the_search_still_equals_brute_force(catalog):
+    """tune --require (issue 19 item 3): seed 001's rules hold on the answer, which is the
+    best of the whole candidate set filtered by the rules."""
+    from planner.requirements import all_hold, parse
+    from planner.tune import _problem
+
+    kw = {"model": "qwen2.5-0.5b", "gpu": "v100-32gb", "config": grpo(num_gpus=2, fsdp=True)}
+    pins = Pins(rollout_n=8)
+    res = tune(catalog=catalog, pins=pins, space=RL_SPACE, requires=SEED_001_RULES, **kw)
+    rules = tuple(parse(r) for r in SEED_001_RULES)
+    assert res.status == "found" and all_hold(rules, res.best.config)
+    assert res.best.config.samples_per_prompt == 8  # the pin is kept
+    problem = _problem(model=kw["model"], gpu=kw["gpu"], config=kw["config"], catalog=catalog,
+                       margin=0.02, memory_target=None, stack=None, platform=None,
+                       critic_model=None, reward_model=None)
+    every = [problem.evaluate(c) for c in candidate_configs(problem.base, pins, RL_SPACE, rules)]
+    fitting = [c for c in every if c.fits]
+    best = sorted(fitting, key=ranking(fitting, "throughput", 0.01))[0]
+    assert res.best.config == best.config
+    assert any(n.startswith("--require rollout_n % micro_batch == 0") for n in res.notes)
+
+
+@pytest.mark.parametrize(("rule", "needle"), [
+    ("__import__('os')", "'Call' is not allowed"),
+    ("micro_batch ** 2 > 4", "'Pow' is not allowed"),
+    ("batch % 2 == 0", "'batch' is not allowed"),
+    ("micro_batch", "must be a comparison"),
+    ("micro_batch <", "is not an expression"),
+])
+def test_bad_rules_are_one_line_errors(rule, needle):
+    from planner.errors import PlannerError
+    from planner.requirements import parse
+
+    with pytest.raises(PlannerError, match=needle.replace("*", r"\*")):
+        parse(rule)
