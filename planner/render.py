@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from planner.bands import band, memory_group, throughput_group
 from planner.memory import GIB, MemoryEstimate
 from planner.request import TrainConfig, rollout_gpu_count
 from planner.schema import SCHEMA_VERSION
@@ -89,6 +90,13 @@ def framework_lines(framework: dict[str, Any] | None) -> list[str]:
         return []
     return [f"framework  {framework['id']} ({framework['reason']}); "
             f"{framework['efficiency_note']}"]
+
+
+def _band_range(band: dict[str, Any] | None, fmt: str) -> str:
+    """', band lo-hi (p)' after a predicted number, or nothing."""
+    if not band:
+        return ""
+    return f"; band {fmt.format(band['lo'])}-{fmt.format(band['hi'])} at p {band['p']:.2f}"
 
 
 def band_lines(unit: str, band: dict[str, Any] | None, fmt: str) -> list[str]:
@@ -343,8 +351,11 @@ def plan_body(p: Any) -> dict[str, Any]:
         "workload": c.workload,
         "rl": _rl_doc(c, p.memory),
         "config": c.model_dump(mode="json"),
-        "memory": memory_doc(p.memory),
-        "throughput": p.throughput.summary(),
+        "memory": {**memory_doc(p.memory), "band": band(
+            "memory", memory_group(c.workload, c.method), p.memory.device / GIB)},
+        "throughput": {**p.throughput.summary(), "band": band(
+            "throughput", throughput_group(c.workload, p.throughput.stack),
+            p.throughput.tokens_per_s)},
         "time_hours": p.time_hours,
         "cost": p.cost.summary(),
     }
@@ -414,7 +425,8 @@ def plan_text(doc: dict[str, Any]) -> str:
     mem, t, cost = p["memory"], p["throughput"], p["cost"]
     if "mfu" in t:
         speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, limited by "
-                 f"{t['limited_by']} (stack {t['stack']})")
+                 f"{t['limited_by']} (stack {t['stack']}"
+                 f"{_band_range(t.get('band'), '{:,.0f}')})")
     else:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in t["phase_shares"].items() if v >= 0.005)
         speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
@@ -435,7 +447,8 @@ def plan_text(doc: dict[str, Any]) -> str:
         f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
         f"batch      {batch_line(tc)}",
         f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "
-        f"(peak in {mem['peak_phase']}); host RAM {mem['host_ram_gib']:.0f} GiB per host",
+        f"(peak in {mem['peak_phase']}{_band_range(mem.get('band'), '{:.1f}')}); host RAM "
+        f"{mem['host_ram_gib']:.0f} GiB per host",
         "           " + ", ".join(f"{k.replace('_', ' ')} {v:.1f}"
                                   for k, v in mem["breakdown_gib"].items() if v >= 0.05),
         speed,
