@@ -543,8 +543,9 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
         check_target(plot_path)  # a .png/.svg name and matplotlib present, before solving
     check_targets([("--plot", plot_path), ("--html", html_path)], inputs=_model_file(opts))
     request, catalog = _plan_request(catalogs, gpus, opts)
-    points = pareto_sweep(request, catalog, max_points=max_points)
-    doc = render.pareto_doc(points)
+    points = pareto_sweep(request, catalog, max_points=max_points + 1)  # one more: goes on?
+    doc = render.pareto_doc(points[:max_points], more=len(points) > max_points)
+    points = points[:max_points]
     if plot_path or html_path:  # the cheapest plan and its alternatives: the faint candidates
         from planner.solve import plan as plan_request
 

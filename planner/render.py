@@ -475,13 +475,14 @@ def plan_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def pareto_doc(points: list[Any]) -> dict[str, Any]:
+def pareto_doc(points: list[Any], *, more: bool = False) -> dict[str, Any]:
     """The `planner pareto --json` document (schema.ParetoDocument): each point's table line
-    and its whole plan, so that a point can be exported."""
+    and its whole plan, so that a point can be exported; ``more``: the front goes on past the
+    points shown."""
     return {"schema_version": SCHEMA_VERSION, "points": [_alternative(p) | {
         "job": p.cost.job.definition, "basis": p.cost.basis,
         "status": "optimal" if p.proven_optimal else "feasible",
-        "plan": plan_body(p)} for p in points]}
+        "plan": plan_body(p)} for p in points], "more": more}
 
 
 def pareto_text(doc: dict[str, Any]) -> str:
@@ -499,6 +500,9 @@ def pareto_text(doc: dict[str, Any]) -> str:
     if any(a["status"] != "optimal" for a in doc["points"]):
         table += ("\n* feasible, not proven optimal: the solver time limit (--time-limit) "
                   "stopped the tie-break among plans of this cost and time")
+    if doc.get("more"):
+        table += (f"\nthe front goes on: {len(doc['points'])} points shown (--max-points); "
+                  "faster and costlier plans follow")
     return head + "\n" + table
 
 

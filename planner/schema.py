@@ -245,6 +245,7 @@ class ParetoDocument(_Doc):
 
     schema_version: Literal[SCHEMA_VERSION]
     points: list[ParetoPoint]
+    more: bool = False  # the front goes on past --max-points
 
 
 class TuneCandidate(_Doc):

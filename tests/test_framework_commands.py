@@ -168,3 +168,13 @@ def test_owned_hardware_is_planned_for_time_on_any_gpu(capsys):
                        "ascend-910b", "--num-gpus", "8", "--seq-len", "384", "--pricing",
                        "owned", "--json")
     assert json.loads(out)["cost"]["basis"] == "owned"
+
+
+def test_pareto_says_when_the_front_goes_on(capsys):
+    code, out, _ = run(capsys, "pareto", "--model", "7b", "--budget", "20000", "--max-points",
+                       "2", "--json")
+    doc = json.loads(out)
+    assert code == 0 and len(doc["points"]) == 2 and doc["more"] is True
+    code, out, _ = run(capsys, "pareto", "--model", "7b", "--budget", "20000", "--max-points",
+                       "2")
+    assert "the front goes on" in out
