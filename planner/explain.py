@@ -203,7 +203,7 @@ def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     return None
 
 
-def _fix(space: PlanSpace, enc: Encoding, name: str) -> str:
+def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = None) -> str:
     """The smallest change that satisfies the request when ``name`` alone is given up."""
     dropped = {name}
     v = enc.var
@@ -223,8 +223,34 @@ def _fix(space: PlanSpace, enc: Encoding, name: str) -> str:
         return f"a GPU with at least {gib:.1f} GiB"
     if name.startswith("pin:"):
         field = name.split(":", 1)[1]
-        return f"leave --{field.replace('_', '-')} open ({values[field]} works)"
+        leave = f"leave --{field.replace('_', '-')} open ({values[field]} works)"
+        kept = _batch_keeping_pin(space, field, catalog)
+        return f"{kept} or {leave}" if kept else leave
     return enc.rules[name].relax
+
+
+def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog | None) -> str | None:
+    """The smallest change in the user's terms that keeps a pinned GPU count: the global batch
+    nearest the requested one that those GPUs divide evenly (the next multiple down, then up),
+    tried by solving."""
+    from planner.solve import solve_lexicographic
+    from planner.space import build_space
+
+    req = space.request
+    if field != "num_gpus" or req.num_gpus is None:
+        return None
+    n, g0 = req.num_gpus, req.global_batch_size
+    tried = sorted({g for g in (g0 - g0 % n, g0 - g0 % n + n) if 0 < g != g0},
+                   key=lambda g: (abs(g - g0), g))
+    for g in tried:
+        trial = req.model_copy(update={"global_batch_size": g})
+        try:
+            if catalog is not None and solve_lexicographic(build_space(trial, catalog),
+                                                           req.time_limit_s):
+                return f"--global-batch {g} (keeps --num-gpus {n})"
+        except PlannerError:
+            continue
+    return None
 
 
 def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
@@ -309,7 +335,7 @@ def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict
                   f"{_describe(space, name)} cannot be met by any allowed layout (global batch "
                   f"{space.request.global_batch_size}, tp {list(space.tps)}, pp "
                   f"{list(space.pps)})")
-        out.append(Conflict(name, detail, _fix(space, enc, name)))
+        out.append(Conflict(name, detail, _fix(space, enc, name, catalog)))
     return out
 
 

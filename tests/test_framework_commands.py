@@ -178,3 +178,12 @@ def test_pareto_says_when_the_front_goes_on(capsys):
     code, out, _ = run(capsys, "pareto", "--model", "7b", "--budget", "20000", "--max-points",
                        "2")
     assert "the front goes on" in out
+
+
+def test_a_pinned_gpu_count_gets_the_nearest_global_batch_it_divides(capsys):
+    """Issue 19 item 7: the fix keeps what the user pinned where it can (--global-batch 66 for
+    6 GPUs) before telling them to drop the pin."""
+    code, out, _ = run(capsys, "plan", "--model", "8b", "--workload", "rm", "--gpus",
+                       "rtx-4090", "--num-gpus", "6", "--budget", "50000")
+    assert code == 1
+    assert "smallest fix: --global-batch 66 (keeps --num-gpus 6) or leave --num-gpus open" in out
