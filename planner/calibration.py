@@ -101,3 +101,7 @@ ENGINE_WORKSPACE_GIB = 1.0
 HOST_RAM_PER_PROCESS_GIB = 4.0
 # Pinned staging buffers that DeepSpeed/FSDP CPU offload adds on top of the offloaded tensors.
 HOST_OFFLOAD_OVERHEAD = 0.10
+# Host RAM a training job may plan to use: the installed RAM less what the operating system,
+# the page cache of the data and the loader's worker processes keep (a stated margin, like
+# the GPU's --memory-margin; not fitted: no case measures host RAM).
+HOST_RAM_MARGIN = 0.10

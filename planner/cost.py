@@ -150,6 +150,11 @@ def buy_cost(
             hosts * platform.price_usd)
         covers += f" and {hosts} {platform.id} host{'s' if hosts != 1 else ''}"
         notes.append(f"host price as of {platform.price_as_of}")
+        slots = hosts * min(platform.max_gpus, gpu.max_gpus_per_node)
+        if slots >= 4 * num_gpus:
+            notes.append(f"the {platform.id} host{'s' if hosts != 1 else ''} bought hold "
+                         f"{slots} GPUs for the {num_gpus} planned: a chassis mostly empty, its "
+                         "price counted in full")
         notes += stale_price_notes([(f"host platform {platform.id}", platform.price_as_of)])
     else:
         covers += "; GPUs only (no host platform given)"

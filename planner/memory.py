@@ -349,6 +349,11 @@ def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str, *,
 # ---------------------------------------------------------------------------------------------
 # Activations and loss
 # ---------------------------------------------------------------------------------------------
+def usable_host_ram_gib(installed_gib: float) -> float:
+    """Host RAM a job may plan to use: the installed RAM less calibration.HOST_RAM_MARGIN."""
+    return installed_gib * (1 - cal.HOST_RAM_MARGIN)
+
+
 def tokens_per_gpu(cfg: TrainConfig) -> int:
     """Tokens of one micro-batch on one GPU (context parallel splits the sequence)."""
     return cfg.micro_batch_size * cfg.seq_len // cfg.cp

@@ -22,7 +22,7 @@ from planner.catalog import Catalog
 from planner.cost import define_job, gpu_purchase_price, job_cost
 from planner.errors import PlannerError
 from planner.frameworks import Profile, apply, for_request, plan_shardings, unsupported
-from planner.memory import GIB, estimate_memory
+from planner.memory import GIB, estimate_memory, usable_host_ram_gib
 from planner.request import LORA_RANKS, PlanRequest, TrainConfig, validate_config
 from planner.specs import GpuSpec, PlatformSpec
 
@@ -166,7 +166,7 @@ def _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job, timed, be
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_host)
         if not est.fits(req.memory_margin):
             continue
-        if plat is not None and est.host_ram > plat.host_ram_gib * GIB:
+        if plat is not None and est.host_ram > usable_host_ram_gib(plat.host_ram_gib) * GIB:
             continue
         tput = workload_throughput(model, gpu, cfg, platform=plat, stack=framework.stack,
                                    gpus_per_node=per_host)

@@ -34,6 +34,7 @@ from planner.memory import (
     FWD_PHASE,
     STEP_PHASE,
     reserved_weight,
+    usable_host_ram_gib,
 )
 from planner.request import (
     DEFAULT_LORA_RANK,
@@ -659,7 +660,7 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
             unoffered.append(f"{gpu.id}: no priced host platform takes {gpu.form_factor} GPUs")
         for p in hosts:
             per_host = min(p.max_gpus, gpu.max_gpus_per_node)
-            ram = int(p.host_ram_gib * 1024)
+            ram = int(usable_host_ram_gib(p.host_ram_gib) * 1024)
             offers.append(Offer(gpu, p, price, 0.0 if owned else p.price_usd or 0.0, per_host,
                                 cap, ram))
     return offers, unoffered
