@@ -263,19 +263,28 @@ def _read_yaml(path: Path, errors: list[str]) -> object:
     return data
 
 
-def _read_entry(path: Path, schema: type[BaseModel], errors: list[str]) -> BaseModel | None:
+def read_model(path: Path, schema: type[BaseModel], errors: list[str],
+               expected: str = "a mapping of fields") -> BaseModel | None:
+    """The file read through the input boundary and validated against ``schema``; None, with
+    one error per bad field in ``errors``, when it is unusable."""
     data = _read_yaml(path, errors)
     if data is None:
         return None
     if not isinstance(data, dict):
-        errors.append(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+        errors.append(f"{path}: expected {expected}, got {type(data).__name__}")
         return None
     try:
-        spec = schema.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(entry)"
+            where = ".".join(str(p) for p in err["loc"]) or "(file)"
             errors.append(f"{path}: field {where}: {err['msg']}")
+        return None
+
+
+def _read_entry(path: Path, schema: type[BaseModel], errors: list[str]) -> BaseModel | None:
+    spec = read_model(path, schema, errors)
+    if spec is None:
         return None
     if spec.id != path.stem:  # type: ignore[attr-defined]
         errors.append(f"{path}: id {spec.id!r} differs from the file name")  # type: ignore[attr-defined]

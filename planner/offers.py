@@ -26,14 +26,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from planner.catalog import KINDS, SIZE_ALIASES_FILE, load_catalog, shipped_catalog_dir
+from planner.catalog import (
+    KINDS,
+    SIZE_ALIASES_FILE,
+    load_catalog,
+    read_model,
+    shipped_catalog_dir,
+)
 from planner.errors import CatalogError, PlannerError, did_you_mean
 
 OFFERS_DIR = "offers"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 # A job's hours are compared with whole increments after dividing; a relative slack this small
 # keeps 1.0 hour at a 1/60-hour increment from billing 61 minutes through rounding error.
@@ -140,22 +144,8 @@ def _is_catalog_folder(folder: Path) -> bool:
 
 
 def _read_file(path: Path, errors: list[str]) -> OfferFile | None:
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        errors.append(f"{path}: not readable YAML ({first})")
-        return None
-    if not isinstance(data, dict):
-        errors.append(f"{path}: expected a mapping with provider and offers, got "
-                      f"{type(data).__name__}")
-        return None
-    try:
-        spec = OfferFile.model_validate(data)
-    except ValidationError as exc:
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(file)"
-            errors.append(f"{path}: field {where}: {err['msg']}")
+    spec = read_model(path, OfferFile, errors, expected="a mapping with provider and offers")
+    if not isinstance(spec, OfferFile):
         return None
     problems = []
     if spec.provider != path.stem:
