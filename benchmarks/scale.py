@@ -72,8 +72,9 @@ def _peak_rss_mib() -> float:
 def run_case(name: str, folder: Path, max_gpus: int) -> dict[str, object]:
     """One request in this process: timings, result and peak RSS."""
     from planner.request import PlanRequest
-    from planner.solve import plan, solve_lexicographic
+    from planner.solve import plan
     from planner.space import build_space
+    from planner.stages import solve_lexicographic
 
     catalog = load_catalog([folder])
     doc: dict[str, object] = {"case": name, "gpu_types": len(catalog.gpus)}

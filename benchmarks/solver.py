@@ -22,8 +22,8 @@ import time
 from planner.catalog import load_catalog
 from planner.oracle import enumerate_best
 from planner.request import PlanRequest
-from planner.solve import solve_lexicographic
 from planner.space import build_space
+from planner.stages import solve_lexicographic
 
 REQUESTS = [
     dict(model="7b", budget_usd=3000),

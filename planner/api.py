@@ -12,10 +12,10 @@ from planner.cost import Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
 from planner.frameworks import FrameworkChoice, apply, choose
 from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
-from planner.memory import estimate_memory
 from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
+from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
-from planner.throughput import estimate_throughput
+from planner.workloads import estimate_memory
 
 MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
 
@@ -56,21 +56,6 @@ def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
     critic = cat.model(critic_model).spec if critic_model else None
     reward = cat.model(reward_model).spec if reward_model else None
     return critic, reward
-
-
-def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
-                        platform: PlatformSpec | None, stack: str,
-                        critic: ModelSpec | None = None, reward: ModelSpec | None = None,
-                        gpus_per_node: int | None = None):
-    """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise: the one
-    dispatch check, tune, the planner's step times and its plans use."""
-    if cfg.is_rl:
-        from planner.rltime import estimate_rl_step
-
-        return estimate_rl_step(model, gpu, cfg, platform=platform, stack=stack, critic=critic,
-                                reward=reward)
-    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack,
-                               gpus_per_node=gpus_per_node)
 
 
 def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig, *,

@@ -29,6 +29,24 @@ from ortools.sat.python import cp_model
 
 from planner.space import PlanSpace, Row, host_sizes, pins
 
+SEED = 0
+
+
+def cp_solver(time_limit: float) -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    s.parameters.num_workers = 1
+    s.parameters.random_seed = SEED
+    s.parameters.max_time_in_seconds = time_limit
+    # Measured (benchmarks/solver.py, 2026-11-21): presolve costs more than it saves on these
+    # one-hot row models: the cost stage of 405b/7b/70b/8b took 0.33/0.18/0.25/0.15 s with it,
+    # 0.11/0.09/0.15/0.09 s without, same optima (and tests/test_solve*.py == enumeration).
+    s.parameters.cp_model_presolve = False
+    # Probing at the start of the search took 20 of the 36 ms of the 70B cost stage; with it off
+    # and the cheapest pair as a hint (encoding.hint_cheapest) the stage takes 4 ms.
+    s.parameters.cp_model_probing_level = 0
+    return s
+
+
 NO_TIME = 10**11  # step time of a pair that is not a candidate (add_step_time leaves it out)
 
 
@@ -242,7 +260,7 @@ def hint_cheapest(enc: Encoding, dropped: frozenset[str] = frozenset()) -> None:
     solution, so the search is left with proving the bound. The budget and pins are not
     checked: a hint that breaks one only starts the search elsewhere; the optimum found does
     not depend on the hint. Replaces earlier hints of the model. Measured with probing off
-    (solve.cp_solver): the 70B cost stage 36 ms -> 4 ms, same optimum."""
+    (encoding.cp_solver): the 70B cost stage 36 ms -> 4 ms, same optimum."""
     m = enc.model
     m.clear_hints()
     gpus = np.array([r.num_gpus for r in enc.rows])

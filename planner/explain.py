@@ -14,27 +14,32 @@ import dataclasses as dc
 
 from ortools.sat.python import cp_model
 
-from planner.catalog import Catalog
-from planner.encoding import Encoding, build, hint_cheapest
+from planner.catalog import Catalog, load_catalog
+from planner.encoding import Encoding, build, cp_solver, hint_cheapest
 from planner.errors import PlannerError
 from planner.memory import GIB
 from planner.request import PlanRequest
 from planner.result import Binding, Conflict, Plan
-from planner.space import PlanSpace
+from planner.search import job_hours_at, job_steps, needs_timing, plan_usd, timed_search
+from planner.space import PlanSpace, build_space
+from planner.stages import (
+    SolveTimeout,
+    config_of,
+    make_plan,
+    purchase_front,
+    run_solver,
+    solve_lexicographic,
+)
 
 SLACK_BINDING = 0.05  # a rule with less than 5 % slack is reported as binding
 
 
 def _solver() -> cp_model.CpSolver:
-    from planner.solve import cp_solver
-
     return cp_solver(10)
 
 
 def cost_stage(space: PlanSpace) -> Encoding | None:
     """The cost-stage model over the Pareto-minimal rows and the undominated offers."""
-    from planner.solve import purchase_front
-
     rows = space.rows
     if not rows or not space.offers:
         return None
@@ -54,8 +59,6 @@ def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, i
         hint_cheapest(enc, frozenset(dropped))
     else:
         m.clear_hints()
-    from planner.solve import run_solver
-
     s = _solver()
     code = run_solver(s, m, f"the explanation model without {sorted(dropped) or 'nothing'}")
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -91,8 +94,6 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
     solved) or its slack is under SLACK_BINDING. Purchases by cost: each rule dropped in turn
     (cheaper?). Timed requests (time objective, rental, deadline): the budget or the deadline
     loosened one step (RELAX_STEP) improves the objective?"""
-    from planner.search import needs_timing
-
     enc = None if needs_timing(space.request) else cost_stage(space)
     if enc is None:
         out = []
@@ -150,8 +151,6 @@ def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, 
 def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     """What the plan becomes with a resource rule (GPU memory, host RAM, GPU count) loosened one
     step, when that improves the objective (found by solving; None otherwise)."""
-    from planner.solve import SolveTimeout, config_of, make_plan, solve_lexicographic
-
     relaxed = _relaxed_space(space, plan, name)
     if relaxed is None:
         return None
@@ -176,8 +175,6 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
 def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     """Timed requests: what the plan becomes with the budget or the deadline 10 % looser, if it
     improves the objective (found by solving; None when it does not)."""
-    from planner.search import job_hours_at, job_steps, plan_usd, timed_search
-
     req = space.request
     if name == "budget" and req.budget_usd is not None:
         loose = {"budget_usd": req.budget_usd * (1 + RELAX_STEP)}
@@ -233,9 +230,6 @@ def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog | None) ->
     """The smallest change in the user's terms that keeps a pinned GPU count: the global batch
     nearest the requested one that those GPUs divide evenly (the next multiple down, then up),
     tried by solving."""
-    from planner.solve import solve_lexicographic
-    from planner.space import build_space
-
     req = space.request
     if field != "num_gpus" or req.num_gpus is None:
         return None
@@ -288,9 +282,6 @@ def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
 def memory_fixes(space: PlanSpace, catalog: Catalog | None, *, limit: int = 3) -> list[str]:
     """The first ``limit`` single changes after which some layout fits a GPU the request
     allows, each found by rebuilding the space (memory tables) and solving for feasibility."""
-    from planner.catalog import load_catalog
-    from planner.space import build_space
-
     cat = catalog or load_catalog()
     found = []
     for wording, change in memory_relaxations(space.request):
@@ -358,8 +349,6 @@ def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Co
     """Conflicts of requests whose limits need step times (rental budget, --max-hours,
     --min-tokens-per-s): each such limit that, given up alone, makes the request feasible is in
     conflict; its fix is the best value reachable without it (found by solving)."""
-    from planner.search import job_hours_at, job_steps, plan_usd, timed_search
-
     req = space.request
     rows = space.rows
     offers = list(range(len(space.offers)))

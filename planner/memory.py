@@ -22,7 +22,7 @@ from functools import lru_cache
 from planner import calibration as cal
 from planner.params import Linear, count_params, layer_linears, layer_params, lora_params
 from planner.request import TrainConfig
-from planner.specs import GpuSpec, ModelSpec
+from planner.specs import ModelSpec
 
 GIB = cal.GIB
 TRANSIENT_TERMS = ("activations", "logits_and_loss", "optimizer_step")
@@ -681,61 +681,10 @@ def device_overhead_bytes(num_gpus: int) -> float:
     return (cal.CUDA_CONTEXT_GIB + (cal.NCCL_BUFFERS_GIB if num_gpus > 1 else 0.0)) * GIB
 
 
-def estimate_memory(
-    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, gpus_per_node: int | None = None,
-    critic: ModelSpec | None = None, reward: ModelSpec | None = None,
-) -> MemoryEstimate:
-    """The per-GPU peak of ``cfg`` on ``gpu``: allocated, reserved and device-level (nvidia-smi).
-
-    The phases come from workloads.workload_phases (SFT: forward/backward and optimizer step;
-    reward model, DPO, PPO and GRPO: the phases of their roles); the peak phase is the one with
-    the larger reserved memory (what must fit)."""
-    from planner.workloads import engine, phase_group, workload_host_ram, workload_phases
-
-    precision = cfg.effective_precision(gpu)
-    capacity = gpu.memory_gib * GIB
-    phases = workload_phases(model, cfg, precision, capacity=capacity, critic=critic,
-                             reward=reward)
-    phase = max(phases, key=lambda name: reserved_bytes(phases[name]))
-    terms = phases[phase]
-    allocated = sum(terms.values())
-    reserved = reserved_bytes(terms)
-    device = reserved + device_overhead_bytes(cfg.num_gpus)
-    notes = []
-    if precision != cfg.precision:
-        notes.append(
-            f"{gpu.id} has no {cfg.precision} support: trains in {precision} mixed precision"
-            + (" with loss scaling" if precision == "fp16" else "")
-        )
-    utilization = None
-    blocked = False
-    if cfg.is_rl:
-        eng = engine(model, cfg, capacity)
-        utilization = eng.total / capacity
-        if eng.concurrency < 1:
-            blocked = True
-            notes.append(f"the rollout engine's {cfg.gpu_memory_utilization:.0%} of memory "
-                         "does not hold its weights and one full-length sequence")
-    if cfg.workload in ("sft", "pretrain"):
-        full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
-    else:
-        full_terms = dict(terms)
-    host = workload_host_ram(model, cfg, gpus_per_node or gpu.max_gpus_per_node, precision,
-                             critic=critic, reward=reward)
-    per_phase = {name: reserved_bytes(t) + device_overhead_bytes(cfg.num_gpus)
-                 for name, t in phases.items()}
-    return MemoryEstimate(
-        terms=full_terms,
-        phase=phase,
-        allocated=allocated,
-        reserved=reserved,
-        device=device,
-        host_ram=host,
-        capacity=capacity,
-        precision=precision,
-        notes=tuple(notes),
-        phases=per_phase,
-        groups={name: phase_group(cfg, name) for name in phases},
-        engine_utilization=utilization,
-        blocked=blocked,
-    )
+def kv_bytes_per_token(model: ModelSpec, kv_bytes: float = 2.0) -> float:
+    """KV cache per token, whole model: 2 (K and V) x layers x kv_heads x head_dim x bytes
+    (DESIGN.md s.4); MLA caches the compressed latent and the rope key:
+    layers x (kv_lora_rank + rope dim) x bytes (DeepSeek-V2 report)."""
+    if model.mla is not None:
+        return model.num_layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_bytes
+    return 2 * model.num_layers * model.num_kv_heads * model.head_dim * kv_bytes

@@ -5,7 +5,7 @@
 forgotten on one route, a front built without it). This enumeration reads the request as the
 user's documentation states it (``planner plan --help``, README) and evaluates each concrete
 configuration as ``planner check`` does: ``api.resolve_job``-style validation
-(request.validate_config), memory.estimate_memory, api.workload_throughput, cost.job_cost on
+(request.validate_config), workloads.estimate_memory, rltime.workload_throughput, cost.job_cost on
 api.job_platform's host. It returns the optimum value only (the cheapest cost or the shortest
 time), which the planner must reach; the tie-break chain is not its business. Pre-training and
 SFT-like workloads (one trained model); slow by design: small catalogs only (tests, the
@@ -17,14 +17,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from planner.api import workload_throughput
 from planner.catalog import Catalog
 from planner.cost import define_job, gpu_purchase_price, job_cost
 from planner.errors import PlannerError
 from planner.frameworks import Profile, apply, for_request, plan_shardings, unsupported
-from planner.memory import GIB, estimate_memory, usable_host_ram_gib
+from planner.memory import GIB, usable_host_ram_gib
 from planner.request import LORA_RANKS, PlanRequest, TrainConfig, validate_config
+from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, PlatformSpec
+from planner.workloads import estimate_memory
 
 # The documented search space of `planner plan` (README "planner plan searches ..."):
 METHODS = ("full", "lora", "dora", "qlora")  # --method auto

@@ -291,3 +291,15 @@ def estimate_rl_step(
         notes=tuple(notes),
     )
 
+
+def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
+                        platform: PlatformSpec | None, stack: str,
+                        critic: ModelSpec | None = None, reward: ModelSpec | None = None,
+                        gpus_per_node: int | None = None):
+    """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise: the one
+    dispatch check, tune, the planner's step times and its plans use."""
+    if cfg.is_rl:
+        return estimate_rl_step(model, gpu, cfg, platform=platform, stack=stack, critic=critic,
+                                reward=reward)
+    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack,
+                               gpus_per_node=gpus_per_node)

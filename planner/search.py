@@ -8,7 +8,7 @@ model runs only while a bound can still reach the best value found. A lower boun
 offer's pairs are scored only when its bound comes up in the best-first order: on large
 catalogs nearly every offer is bounded above the optimum and never scored. Nothing that could
 reach or tie the optimum is skipped, so the result is the exact optimum and every pair tying it;
-solve._solve_timed then runs the tie-break chain over those pairs with CP-SAT.
+stages.solve_timed then runs the tie-break chain over those pairs with CP-SAT.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from planner.request import (
     split_role_names,
     validate_plan_request,
 )
+from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.workloads import Engine
 
@@ -952,8 +953,6 @@ class Timing:
 def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
     """Optimizer-step time of ``row`` on the offer's GPUs in microseconds, from the throughput
     model with the request's stack (the job time is proportional: fixed tokens per step)."""
-    from planner.api import workload_throughput
-
     offer = space.offers[offer_idx]
     est = workload_throughput(space.model, offer.gpu, config_for(space, row),
                               platform=offer.platform, stack=space.request.stack,

@@ -31,7 +31,13 @@ from functools import lru_cache
 
 from planner import efficiency as eff
 from planner.errors import PlannerError
-from planner.memory import NF4_BYTES_PER_PARAM, params_on_gpu, state_shards, trainable_on_gpu
+from planner.memory import (
+    NF4_BYTES_PER_PARAM,
+    kv_bytes_per_token,
+    params_on_gpu,
+    state_shards,
+    trainable_on_gpu,
+)
 from planner.params import count_params, layer_linears, lora_params
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -723,15 +729,6 @@ def weight_bytes_per_param(precision: str, weight_bits: int | None = None) -> fl
     if weight_bits == 8 or precision == "fp8":
         return 1.0
     return 2.0
-
-
-def kv_bytes_per_token(model: ModelSpec, kv_bytes: float = 2.0) -> float:
-    """KV cache per token, whole model: 2 (K and V) x layers x kv_heads x head_dim x bytes
-    (DESIGN.md s.4); MLA caches the compressed latent and the rope key:
-    layers x (kv_lora_rank + rope dim) x bytes (DeepSeek-V2 report)."""
-    if model.mla is not None:
-        return model.num_layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_bytes
-    return 2 * model.num_layers * model.num_kv_heads * model.head_dim * kv_bytes
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ to a target (``planner tune``).
 
 The search enumerates a bounded candidate set (SearchSpace) filtered by divisibility rules and
 evaluates every candidate with the pure models exactly as ``planner check`` does
-(memory.estimate_memory, api.workload_throughput). Settings searched: micro-batch, gradient
+(workloads.estimate_memory, rltime.workload_throughput). Settings searched: micro-batch, gradient
 accumulation (global batch = micro x accumulation x dp), checkpointing when left open, and for
 PPO/GRPO the prompts per iteration (rollout_batch), samples per prompt (rollout_n, GRPO only: PPO
 samples one response per prompt unless pinned) and the forward-only (log-prob) micro-batch.
@@ -53,15 +53,16 @@ from planner.api import (
     job_framework,
     resolve_job,
     role_models,
-    workload_throughput,
 )
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.inputs import check_choice, check_margin, check_range, check_type
-from planner.memory import GIB, MemoryEstimate, estimate_memory
+from planner.memory import GIB, MemoryEstimate
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.requirements import Requirement, all_hold, parse
+from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.workloads import estimate_memory
 
 Objective = Literal["throughput", "memory"]
 OBJECTIVES: tuple[str, ...] = ("throughput", "memory")

@@ -21,9 +21,10 @@ from planner.catalog import Catalog
 from planner.errors import PlannerError, UnknownNameError
 from planner.frameworks import Profile, config_fields, resolve
 from planner.inputs import load_file
-from planner.memory import GIB, MemoryEstimate, estimate_memory
+from planner.memory import GIB, MemoryEstimate
 from planner.request import TrainConfig, validate_config
 from planner.validation_input import check_cases
+from planner.workloads import estimate_memory
 
 SFT_WORKLOADS = ("sft", "pretrain")
 EMULATING_GPU = "h100-sxm"

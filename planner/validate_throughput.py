@@ -22,11 +22,11 @@ from planner.catalog import Catalog, load_catalog
 from planner.cost import define_job, rent_cost
 from planner.errors import PlannerError
 from planner.frameworks import efficiency_of
-from planner.memory import estimate_memory
 from planner.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
 from planner.specs import GpuSpec, PlatformSpec
 from planner.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
 from planner.validate import case_config, case_profile, load_cases, percentile, rl_case
+from planner.workloads import estimate_memory
 
 ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")

@@ -37,19 +37,25 @@ from planner.errors import PlannerError
 from planner.memory import (
     BWD_END_PHASE,
     FWD_PHASE,
+    GIB,
     STEP_PHASE,
+    MemoryEstimate,
     adapter_bytes,
+    device_overhead_bytes,
     gathered_bytes,
+    host_ram_bytes,
+    kv_bytes_per_token,
     layer_activation_bytes_per_token,
     logit_columns,
     master_weight_bytes,
     optimizer_state_bytes,
     phase_terms,
+    reserved_bytes,
     weight_bytes,
 )
 from planner.params import count_params
 from planner.request import TrainConfig, format_role_gpus, rollout_gpu_count, split_role_names
-from planner.specs import ModelSpec
+from planner.specs import GpuSpec, ModelSpec
 
 ROLLOUT_PHASE = "rollout"
 ENGINE_GROUP = "engine GPUs"
@@ -294,8 +300,6 @@ class Engine:
 def kv_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:
     """Full-length KV cache of one sequence on one GPU: 2 x layers x kv_heads x head_dim x 2 B
     per token x (prompt + response) / rollout TP (DESIGN.md s.4)."""
-    from planner.throughput import kv_bytes_per_token
-
     return kv_bytes_per_token(model) * cfg.seq_len / cfg.rollout_tp
 
 
@@ -452,8 +456,6 @@ def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, pr
     roles' ZeRO/FSDP offload (memory.host_ram_bytes), the idle
     states parked on the host with offload_idle, and the sleeping engine's weights (vLLM sleep
     level 1 keeps them in pinned host memory), per GPU on the node."""
-    from planner.memory import host_ram_bytes
-
     rs = roles(model, cfg, critic=critic, reward=reward)
     ranks = min(gpus_per_node, cfg.num_gpus)
     per_rank = cal.HOST_RAM_PER_PROCESS_GIB * cal.GIB
@@ -469,3 +471,61 @@ def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, pr
     if cfg.is_rl and cfg.engine_sleep and cfg.placement == "colocate":
         total += engine_weight_bytes(model, cfg)
     return ranks * (total + per_rank)
+
+
+def estimate_memory(
+    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, gpus_per_node: int | None = None,
+    critic: ModelSpec | None = None, reward: ModelSpec | None = None,
+) -> MemoryEstimate:
+    """The per-GPU peak of ``cfg`` on ``gpu``: allocated, reserved and device-level (nvidia-smi).
+
+    The phases come from workload_phases (SFT: forward/backward and optimizer step;
+    reward model, DPO, PPO and GRPO: the phases of their roles); the peak phase is the one with
+    the larger reserved memory (what must fit)."""
+    precision = cfg.effective_precision(gpu)
+    capacity = gpu.memory_gib * GIB
+    phases = workload_phases(model, cfg, precision, capacity=capacity, critic=critic,
+                             reward=reward)
+    phase = max(phases, key=lambda name: reserved_bytes(phases[name]))
+    terms = phases[phase]
+    allocated = sum(terms.values())
+    reserved = reserved_bytes(terms)
+    device = reserved + device_overhead_bytes(cfg.num_gpus)
+    notes = []
+    if precision != cfg.precision:
+        notes.append(
+            f"{gpu.id} has no {cfg.precision} support: trains in {precision} mixed precision"
+            + (" with loss scaling" if precision == "fp16" else "")
+        )
+    utilization = None
+    blocked = False
+    if cfg.is_rl:
+        eng = engine(model, cfg, capacity)
+        utilization = eng.total / capacity
+        if eng.concurrency < 1:
+            blocked = True
+            notes.append(f"the rollout engine's {cfg.gpu_memory_utilization:.0%} of memory "
+                         "does not hold its weights and one full-length sequence")
+    if cfg.workload in ("sft", "pretrain"):
+        full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
+    else:
+        full_terms = dict(terms)
+    host = workload_host_ram(model, cfg, gpus_per_node or gpu.max_gpus_per_node, precision,
+                             critic=critic, reward=reward)
+    per_phase = {name: reserved_bytes(t) + device_overhead_bytes(cfg.num_gpus)
+                 for name, t in phases.items()}
+    return MemoryEstimate(
+        terms=full_terms,
+        phase=phase,
+        allocated=allocated,
+        reserved=reserved,
+        device=device,
+        host_ram=host,
+        capacity=capacity,
+        precision=precision,
+        notes=tuple(notes),
+        phases=per_phase,
+        groups={name: phase_group(cfg, name) for name in phases},
+        engine_utilization=utilization,
+        blocked=blocked,
+    )

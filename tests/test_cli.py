@@ -300,8 +300,8 @@ def test_pareto_marks_points_whose_tie_break_the_time_limit_stopped(monkeypatch,
 
     import planner.solve as solve
 
-    real = solve._solve_timed
-    monkeypatch.setattr(solve, "_solve_timed", lambda *a, **k: dataclasses.replace(
+    real = solve.solve_timed
+    monkeypatch.setattr(solve, "solve_timed", lambda *a, **k: dataclasses.replace(
         real(*a, **k), status="feasible"))
     argv = ["pareto", "--model", "qwen2.5-1.5b", "--gpus", "rtx-4090", "--max-gpus", "4",
             "--max-points", "2"]
@@ -312,7 +312,7 @@ def test_pareto_marks_points_whose_tie_break_the_time_limit_stopped(monkeypatch,
     assert "not proven optimal" in report_html(None, json.loads(out))
     code, out, _ = run(capsys, *argv)
     assert " *" in out and "not proven optimal" in out
-    monkeypatch.setattr(solve, "_solve_timed", real)
+    monkeypatch.setattr(solve, "solve_timed", real)
     code, out, _ = run(capsys, *argv, "--json")
     assert {p["status"] for p in json.loads(out)["points"]} == {"optimal"}
 

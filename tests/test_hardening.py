@@ -20,12 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import planner.solve as solve_mod
+import planner.stages as stages_mod
 from planner.catalog import load_catalog
 from planner.cli import main
 from planner.request import PlanRequest
-from planner.solve import check_plan, plan
+from planner.solve import plan
 from planner.space import build_space
+from planner.stages import check_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_CATALOG = str(ROOT / "tests" / "data" / "catalog")
@@ -301,14 +302,14 @@ def test_plan_json_is_byte_identical_in_process_and_across_processes():
 
 def test_same_plan_with_one_and_four_solver_workers(monkeypatch):
     one = run_once(DET_ARGV)
-    original = solve_mod.cp_solver
+    original = stages_mod.cp_solver
 
     def four_workers(time_limit: float):
         solver = original(time_limit)
         solver.parameters.num_workers = 4
         return solver
 
-    monkeypatch.setattr(solve_mod, "cp_solver", four_workers)
+    monkeypatch.setattr(stages_mod, "cp_solver", four_workers)
     four = run_cli(DET_ARGV)
     assert one[0] == 0 and one == four
 
@@ -327,14 +328,14 @@ def test_tiny_time_limit_is_a_status_not_a_crash():
 def test_stopped_search_gives_feasible_plan_not_proven_optimal(monkeypatch):
     """A solve stopped before proving optimality (here: after its first solution, which is
     deterministic, unlike a wall-clock limit) returns its plan with status feasible."""
-    original = solve_mod.cp_solver
+    original = stages_mod.cp_solver
 
     def first_solution(time_limit: float):
         solver = original(time_limit)
         solver.parameters.stop_after_first_solution = True
         return solver
 
-    monkeypatch.setattr(solve_mod, "cp_solver", first_solution)
+    monkeypatch.setattr(stages_mod, "cp_solver", first_solution)
     request = PlanRequest(model="3b", max_gpus=8, method="full")
     result = plan(request)
     assert result.status == "feasible" and result.plan is not None

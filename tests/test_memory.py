@@ -9,6 +9,7 @@ import pytest
 from conftest import tiny_config
 
 from planner import memory as mem
+from planner.workloads import estimate_memory
 
 DATA = Path(__file__).parent / "data"
 N = 202_048  # tiny-llama parameters (see test_catalog.py)
@@ -23,7 +24,7 @@ cfg = tiny_config
 def test_full_adamw_single_gpu_is_16_bytes_plus_step(tiny, gpu):
     # 2 B weights + 4 B master + 8 B Adam moments = 14N resident; the optimizer step adds
     # 2 B gradients + 4 B fp32 temporary = 20N = 4,040,960 B.
-    est = mem.estimate_memory(tiny, gpu, cfg())
+    est = estimate_memory(tiny, gpu, cfg())
     assert est.terms["weights"] == 2 * N
     assert est.terms["master_weights"] == 4 * N
     assert est.terms["optimizer_states"] == 8 * N
@@ -146,8 +147,8 @@ def test_selective_checkpointing_sits_between_none_and_full(tiny):
 
 def test_zero_stages_shard_states(tiny, gpu):
     # dp = 4: ZeRO-1 shards master + moments (12N/4), ZeRO-2 also gradients, ZeRO-3 weights.
-    z1 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, zero_stage=1)).terms
-    z3 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, zero_stage=3)).terms
+    z1 = estimate_memory(tiny, gpu, cfg(num_gpus=4, zero_stage=1)).terms
+    z3 = estimate_memory(tiny, gpu, cfg(num_gpus=4, zero_stage=3)).terms
     assert z1["master_weights"] == pytest.approx(4 * N / 4)
     assert z1["optimizer_states"] == pytest.approx(8 * N / 4)
     assert z1["weights"] == 2 * N
@@ -160,7 +161,7 @@ def test_lora_trains_only_adapters(tiny, gpu):
     # rank 4 on q and v: per layer 4*(64+64) + 4*(64+32) = 512 + 384 = 896; 2 layers = 1792
     c = cfg(method="lora", lora_rank=4, lora_targets=("q", "v"))
     assert mem.trainable_params(tiny, c) == 1792
-    est = mem.estimate_memory(tiny, gpu, c)
+    est = estimate_memory(tiny, gpu, c)
     assert est.terms["adapters"] == 1792 * 4  # fp32 adapters
     assert est.terms["optimizer_states"] == 1792 * 8
     assert est.terms["master_weights"] == 0
@@ -199,8 +200,8 @@ def test_optimizers(tiny):
 
 
 def test_offload_moves_states_to_host(tiny, gpu):
-    on = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2))
-    off = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2, offload="optimizer"))
+    on = estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2))
+    off = estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2, offload="optimizer"))
     assert off.terms["optimizer_states"] == 0 and off.terms["master_weights"] == 0
     assert off.host_ram > on.host_ram
     assert off.allocated < on.allocated
@@ -208,14 +209,14 @@ def test_offload_moves_states_to_host(tiny, gpu):
 
 def test_fp16_on_gpu_without_bf16(tiny, gpu):
     old = gpu.model_copy(update={"supports_bf16": False})
-    est = mem.estimate_memory(tiny, old, cfg())
+    est = estimate_memory(tiny, old, cfg())
     assert est.precision == "fp16"
     assert any("loss scaling" in n for n in est.notes)
 
 
 def test_tensor_and_pipeline_parallel_split(tiny, gpu):
-    one = mem.estimate_memory(tiny, gpu, cfg())
-    tp2 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, tp=2))
+    one = estimate_memory(tiny, gpu, cfg())
+    tp2 = estimate_memory(tiny, gpu, cfg(num_gpus=2, tp=2))
     assert tp2.terms["weights"] == pytest.approx(one.terms["weights"] / 2)
     # pp = 2, grad_accum 4: the first stage keeps min(2, 4) = 2 micro-batches of its layer
     pp2 = cfg(num_gpus=2, pp=2, grad_accum=4)
@@ -223,7 +224,7 @@ def test_tensor_and_pipeline_parallel_split(tiny, gpu):
 
 
 def test_reserved_and_device_ordering(tiny, gpu):
-    est = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2))
+    est = estimate_memory(tiny, gpu, cfg(num_gpus=2, zero_stage=2))
     assert est.allocated < est.reserved < est.device
 
 
@@ -231,12 +232,12 @@ def test_context_parallel_ranks_share_the_states_they_hold(tiny, gpu):
     """cp ranks hold the same weights and see 1/cp of each sequence: ZeRO/FSDP shard states
     over dp x cp (Megatron's data-parallel group with context parallel, torchtitan's
     dp_shard_cp mesh), and activations shrink with the sequence."""
-    flat = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, seq_len=1024)).terms
-    cp2 = mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, seq_len=1024, cp=2)).terms
+    flat = estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, seq_len=1024)).terms
+    cp2 = estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, seq_len=1024, cp=2)).terms
     for term in ("weights", "gradients", "optimizer_states"):
         assert cp2[term] == pytest.approx(flat[term])
     assert cp2["activations"] < flat["activations"]
-    ddp = mem.estimate_memory(tiny, gpu, cfg(num_gpus=2, cp=2, seq_len=1024)).terms
+    ddp = estimate_memory(tiny, gpu, cfg(num_gpus=2, cp=2, seq_len=1024)).terms
     assert ddp["comm_buffers"] > 0  # the gradients are reduced over the cp ranks
 
 
@@ -244,8 +245,8 @@ def test_uneven_pipeline_stages_take_the_largest_stage(tiny, gpu):
     """pp need not divide the layers: the largest stage (ceil(L / pp) layers) sets the peak."""
     four = tiny.model_copy(update={"num_layers": 4})
     three = tiny.model_copy(update={"num_layers": 3})
-    even = mem.estimate_memory(four, gpu, cfg(num_gpus=2, pp=2)).terms
-    uneven = mem.estimate_memory(three, gpu, cfg(num_gpus=2, pp=2)).terms  # stages of 2 and 1
+    even = estimate_memory(four, gpu, cfg(num_gpus=2, pp=2)).terms
+    uneven = estimate_memory(three, gpu, cfg(num_gpus=2, pp=2)).terms  # stages of 2 and 1
     assert mem.stage_layers(three, cfg(num_gpus=2, pp=2)) == 2
     assert uneven["activations"] == pytest.approx(even["activations"])
     assert uneven["weights"] == pytest.approx(even["weights"])
@@ -256,7 +257,7 @@ def test_fsdp_no_sync_keeps_gradients_unsharded_under_accumulation(tiny, gpu):
     (accelerator.no_sync): under accumulation the gradients stay whole; one micro-batch (or a
     framework that reduce-scatters each one) keeps the dp shard."""
     def grads(**kw):
-        return mem.estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, **kw)).terms[
+        return estimate_memory(tiny, gpu, cfg(num_gpus=4, fsdp=True, **kw)).terms[
             "gradients"]
 
     sharded = grads(grad_accum=4)

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from planner import memory as mem
 from planner.catalog import load_catalog
-from planner.memory import estimate_memory
 from planner.request import TrainConfig
+from planner.workloads import estimate_memory
 
 CAT = load_catalog()
 MODEL = CAT.model("llama-3.1-8b").spec  # 32 layers, 32 heads, 8 kv heads

@@ -11,23 +11,21 @@ from ortools.sat.python import cp_model
 
 from planner.api import check
 from planner.catalog import load_catalog
-from planner.encoding import NO_TIME
+from planner.encoding import NO_TIME, cp_solver
 from planner.errors import PlannerError
 from planner.reference import differential, pinned, random_request, reference_optimum
 from planner.request import MAX_GPUS, PlanRequest
 from planner.search import request_job
-from planner.solve import (
+from planner.solve import pareto, plan
+from planner.space import MICRO_BATCHES, _offers, _rl_choices, _strategies, build_space
+from planner.stages import (
     EXACT_WEIGHTS,
     SolverError,
     _group_objective,
-    cp_solver,
     merge_stages,
     objective_magnitude,
-    pareto,
-    plan,
     run_solver,
 )
-from planner.space import MICRO_BATCHES, _offers, _rl_choices, _strategies, build_space
 
 CAT = load_catalog()
 
@@ -155,7 +153,7 @@ def test_an_invalid_model_is_an_error_naming_the_stage():
 def test_encoding_domains_are_the_spans_of_the_tie_break_stages():
     """The spans merge_stages relies on are the variables' own domains."""
     from planner.encoding import add_step_time, build
-    from planner.solve import tie_break_stages
+    from planner.stages import tie_break_stages
 
     space = build_space(PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-3090", "rtx-4090"),
                                     max_gpus=8, global_batch_size=8), CAT)

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from planner.catalog import load_catalog
 from planner.oracle import enumerate_best
 from planner.request import PlanRequest
-from planner.solve import check_plan, config_of, make_plan, plan, solve_lexicographic
+from planner.solve import plan
 from planner.space import build_space
+from planner.stages import check_plan, config_of, make_plan, solve_lexicographic
 
 CAT = load_catalog()
 
@@ -151,8 +152,8 @@ def test_cost_stage_hint_is_the_cheapest_fitting_pair_and_changes_no_optimum(kw)
     stage reaches the same status and optimum with and without it."""
     from ortools.sat.python import cp_model
 
-    from planner.encoding import build, hint_cheapest
-    from planner.solve import _fits, cp_solver, purchase_front
+    from planner.encoding import build, cp_solver, hint_cheapest
+    from planner.stages import _fits, purchase_front
 
     space = build_space(PlanRequest(**kw), CAT)
     results = []
@@ -184,7 +185,8 @@ def test_chain_step_times_skip_only_pairs_that_cannot_be_fastest(kw):
     """solve._times evaluates pairs best-first by their bound: every pair it does not evaluate
     is truly slower than the fastest, and its stand-in is below its true time but above the
     fastest, so the step-time stage keeps its optimum and its ties."""
-    from planner.solve import NO_TIME, _times
+    from planner.encoding import NO_TIME
+    from planner.stages import _times
 
     space = build_space(PlanRequest(**kw), CAT)
     rows = space.front[:60]

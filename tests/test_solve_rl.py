@@ -8,11 +8,12 @@ import math
 import pytest
 
 from planner.catalog import load_catalog
-from planner.memory import estimate_memory
 from planner.oracle import enumerate_best
 from planner.request import PlanRequest
-from planner.solve import check_plan, config_of, make_plan, plan, solve_lexicographic
+from planner.solve import plan
 from planner.space import build_space, layout_config
+from planner.stages import check_plan, config_of, make_plan, solve_lexicographic
+from planner.workloads import estimate_memory
 
 CAT = load_catalog()
 RL = dict(prompt_len=256, response_len=256, rollout_batch=16)

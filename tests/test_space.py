@@ -10,11 +10,11 @@ from planner.catalog import load_catalog
 from planner.memory import (
     GIB,
     device_overhead_bytes,
-    estimate_memory,
     phase_terms,
     reserved_bytes,
 )
 from planner.space import PHASES, activation_reserved_bytes, states_coefficients
+from planner.workloads import estimate_memory
 
 CAT = load_catalog()
 MODELS = [CAT.model(m).spec for m in ("qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")]

@@ -62,9 +62,10 @@ def test_qwen_7b_two_gpu_row_is_the_zero3_run_the_memory_model_said():
     # copy and its fp32 conversion (1 + 2 B/param): 12 B x 7.72e9 = 86 GiB, more than the
     # 80 GiB card. The row as now stated (ZeRO-3) lies inside the predicted allocated..device
     # range.
-    from planner.memory import GIB, estimate_memory
+    from planner.memory import GIB
     from planner.params import count_params
     from planner.validate import case_config
+    from planner.workloads import estimate_memory
 
     cat = load_catalog()
     case = _case("qwen-7b-full-2gpu-256")

@@ -95,8 +95,8 @@ def test_rl_time_accuracy(timing, workload, cases, median, p90):
 def test_dschat_runs_use_the_largest_batch_that_fits(catalog, time_cases):
     """The benchmark batch is the memory model's edge: it fits and one more does not (or it is
     the 1024-per-iteration cap); where nothing fits, the script's batch stays and is said."""
-    from planner.memory import estimate_memory
     from planner.validate_throughput import DSCHAT_GLOBAL_BATCH_CAP, rl_inputs
+    from planner.workloads import estimate_memory
 
     def fits(case, batch):
         rc = rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)

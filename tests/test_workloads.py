@@ -6,12 +6,13 @@ import pytest
 
 from planner.catalog import load_catalog
 from planner.errors import PlannerError
-from planner.memory import GIB, estimate_memory, phase_terms
+from planner.memory import GIB, phase_terms
 from planner.params import count_params
 from planner.request import TrainConfig, validate_config
 from planner.workloads import (
     ROLLOUT_PHASE,
     engine,
+    estimate_memory,
     kv_bytes_per_sequence,
     roles,
     value_model,
