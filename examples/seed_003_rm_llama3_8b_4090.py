@@ -9,14 +9,17 @@ the time of a stated job.
 
 Request as asked: full fine-tuning (OpenRLHF train_rm's default), DeepSpeed ZeRO-3, flash
 attention, no gradient checkpointing, 1 pair (2 sequences of 8192 tokens) per micro-step; every
-candidate timed with the DeepSpeed stack. The catalog puts at most 4 RTX 4090 in one host, so 6
-cards are two hosts. Job: 50,000 preference pairs, every sequence filled to max_len (longer
-samples truncated), i.e. 2 x max_len tokens per pair.
+candidate evaluated as OpenRLHF runs it (its framework profile: DeepSpeed underneath). The
+catalog puts at most 4 RTX 4090 in one host, so 6 cards are two hosts. Job: 50,000 preference
+pairs, every sequence filled to max_len (longer samples truncated), i.e. 2 x max_len tokens per
+pair. OpenRLHF offloads only Adam states (--adam_offload), so "CPU param+Adam offload" is
+reported as not runnable there.
 
 Run: python examples/seed_003_rm_llama3_8b_4090.py
 """
 
 from planner import TrainConfig, load_catalog
+from planner.cli import run
 from planner.cost import Job
 from planner.fixes import (
     Change,
@@ -31,7 +34,7 @@ from planner.workloads import value_model
 
 MODEL, GPU, PAIRS, GIB = "llama-3-8b", "rtx-4090", 50_000, 2**30
 BASE = TrainConfig(workload="rm", method="full", num_gpus=6, zero_stage=3, checkpointing="none",
-                   micro_batch_size=1, seq_len=8192)
+                   micro_batch_size=1, seq_len=8192, framework="openrlhf")
 LORA = {"method": "lora", "lora_rank": 64}
 CHANGES = [
     Change("gradient checkpointing", {"checkpointing": "full"}),
@@ -49,16 +52,25 @@ def job(cfg: TrainConfig) -> Job:
     return Job(PAIRS * 2 * cfg.seq_len, f"{PAIRS:,} pairs x 2 x {cfg.seq_len} tokens")
 
 
-KW = {"stack": "deepspeed", "job": job}
+KW = {"job": job}
+# The same question as a user types it: the run as asked (with its ranked fixes), the seed's after
+COMMAND = ["check", "--model", MODEL, "--gpu", GPU, "--num-gpus", "6", "--workload", "rm",
+           "--zero", "3", "--checkpointing", "none", "--seq-len", "8192", "--micro-batch", "1",
+           "--framework", "openrlhf"]
+AFTER = ["check", "--model", MODEL, "--gpu", GPU, "--num-gpus", "6", "--workload", "rm",
+         "--zero", "2", "--checkpointing", "full", "--seq-len", "4096", "--micro-batch", "1",
+         "--method", "lora", "--lora-rank", "64", "--framework", "openrlhf"]
 
 
 def line(r: FixResult) -> str:
+    if r.error:
+        return f"{r.name:46s} not runnable: {r.error}"
     verdict = "fits" if r.fits else "OOM"
     return (f"{r.name:46s} {r.per_gpu_gib:6.1f} GiB {verdict:4s} {r.tokens_per_s:7,.0f} tok/s "
             f"{r.hours:7.1f} h  ({r.limited_by})")
 
 
-def conflict(cat) -> None:
+def conflict(cat):
     asked = evaluate(MODEL, GPU, BASE, name="as asked", catalog=cat, **KW)
     n = count_params(value_model(cat.model(MODEL).spec)).total
     terms = asked.breakdown_gib
@@ -69,6 +81,7 @@ def conflict(cat) -> None:
           f"of saved tensors; ZeRO shards states, never a micro-batch's activations")
     print(f"  model states {states:.1f} GiB: 16 B/param x {n / 1e9:.2f} B / 6 cards; with the "
           f"ZeRO-3 working set and step temporaries full FT does not fit at ANY length")
+    return asked
 
 
 def largest_lengths(cat) -> None:
@@ -83,9 +96,9 @@ def largest_lengths(cat) -> None:
         print(f"  {what:34s} {best or 'none (states alone do not fit)'}")
 
 
-def main() -> None:
+def main() -> dict:
     cat = load_catalog()
-    conflict(cat)
+    asked = conflict(cat)
     print("\nOne change at a time (none is enough):")
     for r in evaluate_all(MODEL, GPU, BASE, CHANGES, catalog=cat, **KW):
         print("  " + line(r))
@@ -107,6 +120,12 @@ def main() -> None:
           f"{per_token:.1f}x tokens/s) vs 278 h -> 24 h = {278 / 24:.1f}x reported: ZeRO-3 "
           f"gathers the 15 GB of frozen bf16 weights for every pass over the inter-host link, "
           f"ZeRO-2 moves only LoRA gradients")
+    codes = []
+    for title, argv in (("as asked, with the fixes ranked by speed", COMMAND),
+                        ("the seed's after", AFTER)):
+        print(f"\nThe same from the command line, {title}:\n$ planner {' '.join(argv)}")
+        codes.append(run(argv))
+    return {"asked": asked, "before": before, "after": after, "command_exits": codes}
 
 
 if __name__ == "__main__":

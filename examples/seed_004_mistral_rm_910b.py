@@ -12,6 +12,7 @@ Run: python examples/seed_004_mistral_rm_910b.py
 """
 
 from planner import TrainConfig, load_catalog
+from planner.cli import run
 from planner.cost import Job
 from planner.fixes import Change, evaluate, evaluate_all, rank
 from planner.params import count_params
@@ -20,7 +21,7 @@ from planner.workloads import value_model
 MODEL, GPU, GB, GIB = "mistral-7b", "ascend-910b", 1e9, 2**30
 PAIRS = 40_000
 BASE = TrainConfig(workload="rm", method="full", num_gpus=8, micro_batch_size=1, grad_accum=8,
-                   seq_len=384, checkpointing="none")
+                   seq_len=384, checkpointing="none", framework="hf-deepspeed")
 JOB = Job(PAIRS * 2 * BASE.seq_len, f"{PAIRS:,} pairs x 2 sequences x {BASE.seq_len} tokens")
 FIXES = [
     Change("LoRA r16 (seed's recommendation)", {"method": "lora", "lora_rank": 16}),
@@ -32,7 +33,11 @@ FIXES = [
     Change("ZeRO-2 + CPU Adam offload", {"zero_stage": 2, "offload": "optimizer"}),
     Change("ZeRO-3 + CPU param/Adam offload", {"zero_stage": 3, "offload": "optimizer+params"}),
 ]
-KW = {"stack": "deepspeed", "job": JOB}
+KW = {"job": JOB}
+# The same question as a user types it: the run as configured, with its ranked fixes
+COMMAND = ["check", "--model", MODEL, "--gpu", GPU, "--num-gpus", "8", "--workload", "rm",
+           "--seq-len", "384", "--micro-batch", "1", "--grad-accum", "8", "--checkpointing",
+           "none", "--framework", "hf-deepspeed"]
 
 
 def seed_arithmetic(n: float) -> None:
@@ -47,15 +52,16 @@ def seed_arithmetic(n: float) -> None:
           f"grads) = {8 * n / GB:.0f} GB, consistent with the seed's ~61 GB at optimizer init")
 
 
-def main() -> None:
+def main() -> dict:
     cat = load_catalog()
-    seed_arithmetic(count_params(value_model(cat.model(MODEL).spec)).total)
+    params = count_params(value_model(cat.model(MODEL).spec)).total
+    seed_arithmetic(params)
     asked = evaluate(MODEL, GPU, BASE, catalog=cat, **KW)
     print(f"\nAs run (8 cards, no sharding): {asked.per_gpu_gib:.1f} GiB per card of "
           f"{asked.capacity_gib:.0f} -> {'fits' if asked.fits else 'OOM'} "
           f"(peak: {asked.peak_phase})")
     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in asked.top_terms(6)))
-    print(f"\nFixes, each evaluated; job: {JOB.definition} (DeepSpeed stack for all)")
+    print(f"\nFixes, each evaluated; job: {JOB.definition} (HF Trainer + DeepSpeed for all)")
     results = evaluate_all(MODEL, GPU, BASE, FIXES, catalog=cat, **KW)
     ranked = rank(results)
     print(f"  {'rank':4s}  {'fix':34s} {'GiB/card':>8s}  {'s/step':>6s}  {'hours':>6s}  "
@@ -66,6 +72,11 @@ def main() -> None:
               f"{r.hours:6.2f}  {r.host_ram_gib:5.0f} GiB")
     print("\nCheckpointing does not help: the peak is the optimizer step (states), not the "
           "activations of a 384-token pair.")
+    print("\nThe same from the command line (fixes ranked by speed):")
+    print(f"$ planner {' '.join(COMMAND)}")
+    code = run(COMMAND)
+    return {"params": params, "asked": asked, "results": results, "ranked": ranked,
+            "command_exit": code}
 
 
 if __name__ == "__main__":

@@ -847,6 +847,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(3)
 
 
+def run(argv: list[str]) -> int:
+    """``planner ARGV`` in this process, as a user types it: prints what the command prints and
+    returns its exit code (the examples answer their questions with the commands this way)."""
+    try:
+        main(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
 def _run(args: list[str]) -> None:
     try:
         for position, arg in enumerate(args, start=1):
