@@ -16,6 +16,7 @@ Run: python examples/seed_000_ppo_7b.py
 """
 
 from planner import TrainConfig, load_catalog
+from planner.cli import run
 from planner.fixes import Change, evaluate, smallest_fixes
 from planner.memory import trainable_params
 from planner.params import count_params
@@ -34,12 +35,21 @@ SCHEMES = {
 }
 
 
+# The same questions as a user types them: the seed's best choice (DoRA + ZeRO-3 on 1x A100
+# 80GB) and its full fine-tuning claim (ZeRO-3 on 2x A100 80GB)
+PPO = ["--model", MODEL, "--workload", "ppo", "--prompt-len", "512", "--response-len", "512",
+       "--rollout-batch", "32", "--micro-batch", "1", "--grad-accum", "8", "--checkpointing",
+       "full", "--zero", "3", "--gpu", "a100-80gb-sxm"]
+BEST_CHOICE = ["check", *PPO, "--num-gpus", "1", "--method", "dora", "--lora-rank", "16"]
+FULL_ON_TWO = ["check", *PPO, "--num-gpus", "2", "--method", "full"]
+
+
 def label(gpu: str, n: int) -> str:
     short = {"a100-80gb-sxm": "A100-80", "a100-40gb-sxm": "A100-40", "rtx-3090": "3090"}[gpu]
     return f"{n}x{short}"
 
 
-def seed_arithmetic(cat) -> None:
+def seed_arithmetic(cat) -> tuple[int, int]:
     n = count_params(cat.model(MODEL).spec).total
     print(f"Seed's arithmetic vs mixed-precision AdamW ({n / 1e9:.2f} B parameters per model):")
     print("  seed: weights 14 + AdamW 56 (8 B/param, 'params + momentum + variance') + grads 14 "
@@ -53,6 +63,7 @@ def seed_arithmetic(cat) -> None:
           "ZeRO-3 partitions the states, it does not shrink their sum")
     dora = trainable_params(cat.model(MODEL).spec, BASE.model_copy(update=DORA))
     print(f"  DoRA r16 trains {dora / 1e6:.1f} M parameters = {dora / n:.2%} (seed: 0.1-1%)")
+    return n, dora
 
 
 def feasibility(cat) -> dict:
@@ -86,9 +97,9 @@ def fixes_for(cat, row) -> None:
             print(f"  {label(gpu, n):8s} nothing among {[c.name for c in changes]}")
 
 
-def main() -> None:
+def main() -> dict:
     cat = load_catalog()
-    seed_arithmetic(cat)
+    params, dora = seed_arithmetic(cat)
     table = feasibility(cat)
     a100 = {k: v[0] for k, v in table.items()}  # 1x A100 80GB
     print(f"\nOn 1x A100 80GB ZeRO-3 shards over one rank, i.e. not at all: DoRA "
@@ -100,6 +111,7 @@ def main() -> None:
     print("DoRA + ZeRO-3, seconds per iteration where it fits: " + ", ".join(ok)
           + " (8x 3090 = two 4-GPU hosts in the catalog: ZeRO-3 gathers cross the host link)")
     fixes_for(cat, table["DoRA r16 + ZeRO-3"])
+    full = None
     for n in (2, 4, 8):
         full = evaluate(MODEL, "a100-80gb-sxm",
                         BASE.model_copy(update={"zero_stage": 3, "num_gpus": n}), catalog=cat)
@@ -107,6 +119,13 @@ def main() -> None:
             print(f"\nFull FT + ZeRO-3 needs {n}x A100 80GB ({full.per_gpu_gib:.1f} GiB per GPU, "
                   f"{full.step_time_s:.0f} s per iteration), not the seed's 2")
             break
+    codes = []
+    for title, argv in (("the seed's best choice", BEST_CHOICE),
+                        ("the seed's full fine-tuning claim", FULL_ON_TWO)):
+        print(f"\nThe same from the command line, {title}:\n$ planner {' '.join(argv)}")
+        codes.append(run(argv))
+    return {"params": params, "dora": dora, "table": table, "full": full,
+            "command_exits": codes}
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ Run: python examples/seed_002_verl_min_resources.py
 from dataclasses import dataclass
 
 from planner import TrainConfig, check, load_catalog
+from planner.cli import run
 from planner.fixes import FixResult, evaluate, largest_fitting
 
 
@@ -60,6 +61,7 @@ class Row:
 
 # See the module docstring: GSM8K prompt (~120 tokens) + mean response (~330 tokens).
 GSM8K_MEAN_TOKENS = 450
+COMMAND_ROW = "verl-tune-qwen2.5-7b-grpolora-1xh100"  # the row also asked on the command line
 
 
 SP = "Ulysses SP 2: {} sequences per DP rank over 2 GPUs = {} per GPU at full length"
@@ -136,6 +138,23 @@ def largest_micro(row: Row, catalog, hi: int) -> int | None:
                            catalog=catalog, margin=MARGIN)
 
 
+def command(row: Row) -> list[str]:
+    """The row as a user types it (``planner check``; verl's profile sets its memory semantics)."""
+    cfg = config(row)
+    argv = ["check", "--model", row.model, "--gpu", row.gpu, "--num-gpus", str(row.gpus),
+            "--workload", "grpo", "--method", row.method, "--fsdp", "--offload-idle",
+            "--checkpointing", "full", "--micro-batch", str(row.micro), "--grad-accum",
+            str(row.accum), "--prompt-len", str(row.prompt), "--response-len", str(row.response),
+            "--rollout-n", "5", "--rollout-batch", str(row.prompts), "--gpu-memory-utilization",
+            str(row.u), "--rollout-tp", str(row.rollout_tp), "--framework", "verl",
+            "--memory-margin", str(MARGIN)]
+    if cfg.lora_rank:
+        argv += ["--lora-rank", str(cfg.lora_rank)]
+    if cfg.mean_seq_len:
+        argv += ["--mean-seq-len", str(cfg.mean_seq_len)]
+    return argv
+
+
 def engine_line(row: Row, cat) -> str:
     """The Megatron row: only its rollout phase (engine at u, weights / rollout TP) is checked."""
     doc = check(model=row.model, gpu=row.gpu, config=config(row), catalog=cat)
@@ -145,13 +164,13 @@ def engine_line(row: Row, cat) -> str:
             f"{row.prompt + row.response} tokens at once")
 
 
-def main() -> None:
+def main() -> dict:
     cat = load_catalog()
     print(f"{'row':36s} {'micro':>5s} {'GiB/GPU':>8s} {'cap':>4s} fits  {'max micro':>9s} "
           f"{'max mean':>8s} {'s/iter':>7s}")
-    fails = []
+    fails, results, edges = [], {}, {}
     for row in ROWS:
-        r = predict(row, cat)
+        r = results[row.case] = predict(row, cat)
         most = largest_micro(row, cat, 4 * row.micro) or 0
         ceiling = "-" if row.token_budget else largest_fitting(
             row.model, row.gpu, config(row), "mean_seq_len", lo=1, hi=row.prompt + row.response,
@@ -176,9 +195,15 @@ def main() -> None:
     for row in ROWS:
         if row.case in TRAIL_FIRST_FAILURE:
             failed = TRAIL_FIRST_FAILURE[row.case]
-            edge = largest_micro(row, cat, 2 * failed)
+            edge = edges[row.case] = largest_micro(row, cat, 2 * failed)
             print(f"  {row.case[10:]:36s} trail: {failed - 1} ran, {failed} failed; predicted "
                   f"edge {edge} ({(edge + 1 - failed) / failed:+.0%})")
+    seven_b = next(row for row in ROWS if row.case == COMMAND_ROW)
+    print(f"\nThe same from the command line, the {seven_b.model} row:\n"
+          f"$ planner {' '.join(command(seven_b))}")
+    code = run(command(seven_b))
+    return {"results": results, "edges": edges, "expressible": expressible,
+            "fit": expressible - len(fails), "command_exit": code}
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ optimizer step per iteration. Assumed as the planner models RL: AdamW (nanochat'
 less state), no reference model (no KL term), no recomputation, a vLLM-style engine that decodes
 up to 256 sequences at once, fp16 mixed precision (V100 has no bf16).
 
-CLI equivalent (with the config.json in ./nanochat-d16):
-    planner tune --model ./nanochat-d16 --gpu v100-32gb --workload grpo --prompt-len 256 \
-        --response-len 256 --kl 0 --checkpointing none --objective memory --memory-target 0.875
+The seed's script requires NUM_SAMPLES % DEVICE_BATCH_SIZE == 0 and EXAMPLES_PER_STEP %
+NUM_GPUS == 0; both tunings honour them (``--require``). The script ends with the command a user
+types for the second tuning (the config.json written to a temporary ./nanochat-d16).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from planner import TrainConfig, check, load_catalog, tune
+from planner.cli import run
 from planner.memory import (
     GIB,
     activation_bytes,
@@ -45,6 +46,9 @@ D16 = {"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 8,
 GPU = "v100-32gb"
 MIB = 2**20
 PROMPT, RESPONSE = 256, 256  # the seed's 512-token sequences (max_new_tokens 256)
+# The seed script's divisibility rules, in tune's names (rollout_n = num_samples, micro_batch =
+# device_batch_size, rollout_batch = examples_per_step)
+REQUIRES = ("rollout_n % micro_batch == 0", "rollout_batch % num_gpus == 0")
 # (name, device_batch_size, examples_per_step, num_samples, the seed's expected GB)
 SEED = [("current", 4, 32, 16, "2.6 (measured)"), ("recommended", 8, 64, 32, "10-15"),
         ("aggressive", 12, 96, 24, "18-25")]
@@ -99,7 +103,7 @@ def seed_arithmetic(spec) -> None:
           "50-70 %), 18-25 GB is 56-78 % (75-85 %), 12 GB 38 % (40 %), 20 GB 62 % (65 %).")
 
 
-def tuned(model: str, cat) -> None:
+def tuned(model: str, cat) -> list:
     base = job()
     runs = [("the seed's recommended totals (64 prompts x 32 samples) kept, memory filled up to "
              "87.5 % (its 28 GB ceiling)",
@@ -107,8 +111,11 @@ def tuned(model: str, cat) -> None:
              Pins(checkpointing="none", rollout_batch=64, rollout_n=32)),
             ("everything open, most tokens/s under the same ceiling",
              {"memory_target": 0.875}, Pins(checkpointing="none"))]
+    results = []
     for label, kw, pins in runs:
-        res = tune(model=model, gpu=GPU, config=base, catalog=cat, pins=pins, **kw)
+        res = tune(model=model, gpu=GPU, config=base, catalog=cat, pins=pins, requires=REQUIRES,
+                   **kw)
+        results.append(res)
         s, b = res.best.settings, res.best
         print(f"\nTuned, {label}: {res.evaluated} settings evaluated")
         print(f"  device_batch_size {s['micro_batch_size']}, examples_per_step "
@@ -122,9 +129,20 @@ def tuned(model: str, cat) -> None:
             print(f"  runner-up: micro {rs['micro_batch_size']}, {rs['rollout_batch']} x "
                   f"{rs['rollout_n']}, logprob {rs['logprob_micro_batch']}: "
                   f"{r.per_gpu_gib:.2f} GiB, {r.tokens_per_s:,.0f} tokens/s")
+    return results
 
 
-def main() -> None:
+def command(model: str) -> list[str]:
+    """The second tuning as a user types it."""
+    argv = ["tune", "--model", model, "--gpu", GPU, "--workload", "grpo", "--prompt-len",
+            str(PROMPT), "--response-len", str(RESPONSE), "--kl", "0", "--checkpointing", "none",
+            "--memory-target", "0.875"]
+    for rule in REQUIRES:
+        argv += ["--require", rule]
+    return argv
+
+
+def main() -> dict:
     cat = load_catalog()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "nanochat-d16"
@@ -136,11 +154,15 @@ def main() -> None:
               f"on 1 x {GPU}; GRPO-style, {PROMPT}+{RESPONSE} tokens per sequence\n")
         seed_configs(model, cat)
         seed_arithmetic(spec)
-        tuned(model, cat)
+        results = tuned(model, cat)
+        print("\nThe same from the command line, everything open:\n$ planner "
+              + " ".join(f"'{a}'" if " " in a else a for a in command("./nanochat-d16")))
+        code = run(command(model))
     print("\nThe seed's 2.6 GB reading is below the 4.4 GiB that AdamW states alone take for "
           "0.34 B parameters: nanochat keeps lighter Muon states and decodes only a micro-batch "
           "at a time, or the reading missed the peak. The figures above are the peaks of the "
           "same job run the way the planner models RL (AdamW, vLLM-style engine).")
+    return {"tuned": results, "command_exit": code}
 
 
 if __name__ == "__main__":

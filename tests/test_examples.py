@@ -1,9 +1,10 @@
-"""Every script in examples/ runs and prints something."""
+"""Every script in examples/ runs and prints something; the seed scripts' figures are checked."""
 
 from __future__ import annotations
 
 import json
 import runpy
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,83 @@ def test_seed_003_rm_llama3_8b_on_6_rtx_4090(capsys):
     code, doc = _cli_json(module["AFTER"], capsys)
     assert code == 0 and doc["memory"]["per_gpu_gib"] == pytest.approx(after.per_gpu_gib,
                                                                          abs=0.001)
+
+
+def test_seed_000_ppo_7b(capsys):
+    module, f, out = _figures("seed_000_ppo_7b.py", capsys)
+    n, table = f["params"], f["table"]
+    # DoRA r16 on all linear layers of Qwen2.5-7B by hand: per layer r x (in + out) plus a
+    # magnitude per output, for q, k, v, o (3584/512 wide) and gate, up, down (18,944)
+    h, kv, ffn, r = 3584, 512, 18944, 16
+    per_layer = sum(r * (i + o) + o for i, o in ((h, h), (h, kv), (h, kv), (h, h), (h, ffn),
+                                                 (h, ffn), (ffn, h)))
+    assert f["dora"] == 28 * per_layer
+    assert 0.001 < f["dora"] / n < 0.01  # the seed's 0.1-1 %
+    # actor + critic states at 16 B/param exceed 2 x 80 GB before anything else: the seed's
+    # "2x A100 80GB with ZeRO-3" for full fine-tuning cannot fit, and the model agrees
+    assert 2 * 16 * n > 2 * 80 * 2**30
+    sets = module["SETS"]
+    two_a100 = sets.index(("a100-80gb-sxm", 2))
+    assert not table["full FT + ZeRO-3"][two_a100].fits
+    assert f["full"] is not None and f["full"].config.num_gpus > 2
+    # on one GPU ZeRO-3 shards nothing: DoRA alone and DoRA + ZeRO-3 have the same peak
+    one_a100 = sets.index(("a100-80gb-sxm", 1))
+    assert table["DoRA r16"][one_a100].per_gpu_gib == pytest.approx(
+        table["DoRA r16 + ZeRO-3"][one_a100].per_gpu_gib, rel=1e-9)
+    assert table["DoRA r16 + ZeRO-3"][one_a100].fits
+    assert f["command_exits"] == [0, 1]
+    code, doc = _cli_json(module["BEST_CHOICE"], capsys)
+    best = table["DoRA r16 + ZeRO-3"][one_a100]
+    assert code == 0 and doc["memory"]["per_gpu_gib"] == pytest.approx(best.per_gpu_gib,
+                                                                         abs=0.001)
+    assert doc["throughput"]["step_time_s"] == pytest.approx(best.step_time_s, rel=1e-6)
+    code, doc = _cli_json(module["FULL_ON_TWO"], capsys)
+    assert code == 1 and doc["memory"]["per_gpu_gib"] == pytest.approx(
+        table["full FT + ZeRO-3"][two_a100].per_gpu_gib, abs=0.001)
+
+
+def test_seed_002_verl_min_resource_table(capsys):
+    module, f, out = _figures("seed_002_verl_min_resources.py", capsys)
+    # every row of verl's table ran on its GPUs: most must be predicted to fit (the two 72B
+    # dynamic-batching rows are the stated misses)
+    assert f["fit"] >= f["expressible"] - 2
+    assert f"{f['fit']} of {f['expressible']} expressible rows predicted to fit" in out
+    # the scripts' tuning trails measured the first micro-batch that failed: the predicted edge
+    # (largest micro that fits) lies within 30 % of it
+    for case, failed in module["TRAIL_FIRST_FAILURE"].items():
+        edge = f["edges"][case]
+        assert edge is not None and abs(edge + 1 - failed) / failed <= 0.30, case
+    row = next(r for r in module["ROWS"] if r.case == module["COMMAND_ROW"])
+    script = f["results"][row.case]
+    assert script.fits and f["command_exit"] == 0
+    code, doc = _cli_json(module["command"](row), capsys)
+    assert code == 0 and doc["framework"]["id"] == "verl"
+    assert doc["memory"]["per_gpu_gib"] == pytest.approx(script.per_gpu_gib, abs=0.001)
+    assert doc["throughput"]["step_time_s"] == pytest.approx(script.step_time_s, rel=1e-6)
+
+
+def test_seed_001_fill_a_32gb_card(capsys):
+    module, f, out = _figures("tune_32gb_card.py", capsys)
+    d16 = module["D16"]
+    h, layers, vocab = d16["hidden_size"], d16["num_hidden_layers"], d16["vocab_size"]
+    # by hand: untied embedding and head, 4 h^2 attention and 2 x h x 4h MLP per layer
+    params = 2 * vocab * h + layers * (4 * h * h + 2 * h * d16["intermediate_size"])
+    # fp16 weights (V100: no bf16) + fp32 master + two fp32 moments = 14 B/param
+    assert f"{14 * params / 2**30:.1f} GiB that AdamW states alone" in out
+    # the seed's KV formula for 8 sequences x 512 tokens: layers x 2 x 8 heads x 128 x 2 B
+    assert f"ours {layers * 2 * 8 * 128 * 2 * 512 * 8 // 2**20} MiB" in out
+    kept, open_ = f["tuned"]
+    for res in (kept, open_):
+        s = res.best.settings
+        # the seed script's rules, honoured
+        assert s["rollout_n"] % s["micro_batch_size"] == 0
+        assert res.best.per_gpu_gib <= 0.875 * 32
+    assert (kept.best.settings["rollout_batch"], kept.best.settings["rollout_n"]) == (64, 32)
+    assert f["command_exit"] == 0
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(d16), encoding="utf-8")
+        code, doc = _cli_json(module["command"](tmp), capsys)
+    assert code == 0
+    for key in ("micro_batch_size", "rollout_batch", "rollout_n", "logprob_micro_batch"):
+        assert doc["settings"][key] == open_.best.settings[key]
+    assert doc["memory"]["per_gpu_gib"] == pytest.approx(open_.best.per_gpu_gib, abs=0.001)
