@@ -108,16 +108,9 @@ def _grad_accum(case: dict[str, Any]) -> int:
 
 
 def _chunked_loss(case: dict[str, Any], default: bool) -> bool:
-    """A case's explicit extra.chunked_ce wins. Otherwise the framework's default, except for
-    sources pinned to a commit before torchtune v0.3 (the May-2024 README, 30c75d4) and the rows
-    of torchtune's cumulative optimisation table, which add chunked cross-entropy as a step of
-    its own (recorded as extra.chunked_ce on the rows that have it)."""
+    """The case's explicit extra.chunked_ce, else its framework profile's default."""
     extra = case.get("extra") or {}
-    if "chunked_ce" in extra:
-        return bool(extra["chunked_ce"])
-    if "30c75d4" in str(case.get("source")) or "optimisation table" in str(case.get("location")):
-        return False
-    return default
+    return bool(extra["chunked_ce"]) if "chunked_ce" in extra else default
 
 
 def _fp32_weights(case: dict[str, Any]) -> bool:

@@ -5,9 +5,14 @@ Bar (issue 2): on the usable SFT-family peak cases, median |relative error| <= 8
 fits/OOM verdicts (measured peaks count as "fits") >= 90 % right. Readings whose counter is
 unknown are judged against the predicted allocated..device range (validate.CaseResult.rel_err).
 
-Measured now (33 usable peaks, with the 2026-11-25 cases): median 2.6 %, p90 19.7 % (strictly
-against reserved: 6.6 % / 21.1 %), verdicts 93.5 %: every bar met. The p90 bar became reachable
-when qwen-7b-full-2gpu-256 was corrected to the ZeRO-3 run the memory model said it was (its
+Measured now (33 usable peaks, with the 2026-11-25 cases): median 5.9 %, p90 21.1 % (strictly
+against reserved: 24.8 %), verdicts 93.5 %: the p90 bar is NOT met. It was met (2.6 % / 19.7 %)
+only while validate.py turned chunked cross-entropy off for cases whose source named torchtune
+commit 30c75d4 or its README optimisation table: a rule keyed on a case's URL, removed. The
+torchtune profile's default (chunked loss) now applies to those rows unless the case says
+extra.chunked_ce; expressing "torchtune before v0.3" needs a framework version on the case.
+The p90 bar had become reachable when qwen-7b-full-2gpu-256 was corrected to the ZeRO-3 run
+the memory model said it was (its
 reading lies inside the ZeRO-3 range). The cases above 15 %: two torchtune 2024 rows at lengths
 the unpacked Alpaca data does not reach (torchtune2024-llama2-7b-lora-2x4090,
 torchtune2024-llama2-70b-lora-8xa100), torchtune's Llama-3.1-8B QLoRA row on one 4090 (+18 %),
@@ -34,7 +39,13 @@ def test_sft_family_peak_error(summary):
     s = summary["sft_acceptance"]
     assert s["peak_cases"] >= 33, s
     assert s["median_abs_err"] <= 0.08, s
-    assert s["p90_abs_err"] <= 0.20, s
+    assert s["p90_abs_err"] <= 0.22, s  # regression guard at the measured 21.1 %
+
+
+@pytest.mark.xfail(strict=True, reason="issue bar p90 <= 20 % unmet (21.1 %) since the "
+                   "URL-keyed torchtune rule was removed; see the module docstring")
+def test_sft_family_p90_bar(summary):
+    assert summary["sft_acceptance"]["p90_abs_err"] <= 0.20
 
 
 def test_sft_family_verdicts(summary):
