@@ -3,6 +3,9 @@
 Semantics followed (main_ppo, hybrid engine): ppo_mini_batch_size counts prompts and is multiplied
 by rollout.n, then divided over the GPUs; the micro-batch must divide the per-GPU mini-batch; the
 actor, reference and engine always share the GPUs (colocated); FSDP shards everything.
+
+Version targeted (VERL_VERSIONS): verl 0.9 (checked with 0.9.1's ppo_trainer.yaml composed by
+Hydra and its validate_config).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from planner.export._common import (
     _Out,
     _script,
 )
+
+VERL_VERSIONS = "verl 0.9.x (checked with 0.9.1: ppo_trainer.yaml composed, validate_config)"
 
 
 def _verl_mini_batch(job: Job, out: _Out) -> int:
@@ -140,7 +145,7 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
     groups = [[f"{k}={_hydra(v)}"] for k, v in o]
     comments = ("Multi-node: start a Ray cluster over the nodes first; run this on the head.",) \
         if job.num_hosts > 1 else ()
-    text = _script(job, "verl", _command(["python3", "-m", "verl.trainer.main_ppo"], groups),
+    text = _script(job, out, _command(["python3", "-m", "verl.trainer.main_ppo"], groups),
                    env=tuple(env), comments=comments)
     return out.result(text, "run_verl.sh")
 
