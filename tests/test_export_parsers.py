@@ -379,14 +379,18 @@ def test_openrlhf_parses_every_export(fmt):
 # ---------------------------------------------------------------------------------------------
 _LLAMAFACTORY_CHILD = """
 import json, sys
+from unittest import mock
 from llamafactory.hparams import get_train_args
 results = []
-for doc in json.load(sys.stdin):
-    try:
-        get_train_args(doc)
-        results.append(None)
-    except BaseException as exc:
-        results.append(f"{type(exc).__name__}: {exc}")
+gpu = lambda: True  # the bf16 checks answer as on the plan's GPU (see on_gpu)
+with mock.patch("transformers.training_args.is_torch_bf16_gpu_available", gpu), \\
+        mock.patch("llamafactory.hparams.parser.is_torch_bf16_gpu_available", gpu):
+    for doc in json.load(sys.stdin):
+        try:
+            get_train_args(doc)
+            results.append(None)
+        except BaseException as exc:
+            results.append(f"{type(exc).__name__}: {exc}")
 print("RESULTS" + json.dumps(results))
 """
 
