@@ -351,6 +351,17 @@ def test_openrlhf_current_layout_is_dotted(grpo, sft):
         export_plan(doc, "openrlhf")
 
 
+def test_every_export_states_the_versions_it_targets(sft, grpo):
+    from planner.export import TARGETS
+
+    for fmt in ("deepspeed", "accelerate", "torchrun", "llamafactory", "openrlhf",
+                "openrlhf@0.8", "verl"):
+        result = export_plan(grpo if fmt == "verl" else sft, fmt)
+        assert f"targets {TARGETS[fmt]}" in result.notes
+        if fmt != "deepspeed":  # JSON has no comments
+            assert f"# Targets {TARGETS[fmt]}." in result.text
+
+
 def test_format_versions():
     from planner.export import TARGETS, check_format
 

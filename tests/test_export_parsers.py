@@ -434,3 +434,28 @@ def test_the_plan_set_is_large_enough():
     assert len(plans()) >= 25
     counts = summary()
     assert all(exported for exported, _ in counts.values()), counts
+
+
+def test_the_parsers_reject_a_broken_export(tmp_path):
+    """The checks bite: each parser rejects one export made wrong on purpose."""
+    need("deepspeed")
+    need("trl")
+    need("accelerate")
+    i, p, text = next(row for row in exports("deepspeed") if row[2] is not None)
+    doc = json.loads(text)
+    doc["train_batch_size"] += 1
+    with pytest.raises(BaseException, match="train_batch_size"):
+        parse_deepspeed(p, json.dumps(doc))
+    with pytest.raises(ValueError, match="--no_such_flag"):
+        parse_trl(p, "sft.py", ["--output_dir", "out", "--no_such_flag", "1"], tmp_path)
+    _, p, text = next(row for row in exports("accelerate") if row[2] is not None)
+    (tmp_path / "bad.yaml").write_text(text + "no_such_key: 1\n")
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    with pytest.raises(ValueError, match="no_such_key"):
+        load_config_from_file(str(tmp_path / "bad.yaml"))
+    root = DEPS / OPENRLHF["openrlhf"]
+    if root.exists():  # the 0.8 layout is not the current release's
+        _, p, text = next(row for row in exports("openrlhf@0.8") if row[2] is not None)
+        with pytest.raises(ValueError, match="unrecognized arguments"):
+            parse_openrlhf(root, command(text))
