@@ -249,7 +249,10 @@ def test_verl_ppo_critic_and_kl(grpo):
     o = hydra(export_plan(variant(grpo, workload="ppo", rollout_n=1, grad_accum=4), "verl").text)
     assert o["algorithm.adv_estimator"] == "gae"
     assert o["critic.ppo_micro_batch_size_per_gpu"] == "4"
-    assert o["reward_model.enable"] == "True"
+    # verl 0.9: the reward model on an engine of its own, the critic's FSDP under critic.fsdp
+    assert o["reward.reward_model.enable"] == "True"
+    assert o["reward.reward_model.model_path"] == "$REWARD_MODEL"
+    assert o["critic.fsdp.param_offload"] == "True"
     assert o["algorithm.use_kl_in_reward"] == "True"
     assert o["actor_rollout_ref.actor.use_kl_loss"] == "False"
 

@@ -14,6 +14,7 @@ FSDP, no parameter offload flag, no 8-bit Adam).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from planner.export._common import (
@@ -60,7 +61,8 @@ def _openrlhf_common(job: Job, out: _Out) -> list[tuple[str, Any]]:
         out.refuse(f"QLoRA on a {cfg.quant_format} base (--load_in_4bit is bitsandbytes NF4)",
                    "use --format llamafactory with a GPTQ checkpoint")
     if job.precision == "fp16":
-        out.refuse(f"fp16 mixed precision on {job.gpu} (OpenRLHF trains in bf16 or fp32)",
+        out.refuse(f"fp16 mixed precision on {job.gpu} (these launches train in bf16, or fp32 "
+                   "with openrlhf@0.8)",
                    "use --format verl or a GPU with bf16")
     if cfg.pure_bf16:
         out.refuse("pure bf16 (DeepSpeed keeps fp32 master weights)", hint)
@@ -117,6 +119,10 @@ def export_openrlhf(job: Job, out: _Out, version: str = OPENRLHF_CURRENT) -> Exp
                      "--format openrlhf writes the current layout)")
     else:
         pairs = _dotted(pairs, job, out)
+        m = "actor" if cfg.is_rl else "model"
+        for said in (out.warnings, out.notes):  # the messages name the flags of this layout
+            said[:] = [re.sub(r"--\w+", lambda f: _DOTTED.get(f[0], f[0]).format(m=m), s)
+                       for s in said]
     text = _script(job, out, _command(head, _flags(pairs)), env=env, comments=comments)
     return out.result(text, "run_openrlhf.sh")
 
