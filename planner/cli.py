@@ -475,7 +475,7 @@ def plan_options(command):
 @click.option("--objective", type=_choice(("cost", "time")), default="cost", show_default=True)
 @click.option("--export", "export_fmt", default=None, metavar="FORMAT",
               help="Also write a launch config of the plan: deepspeed, accelerate, torchrun, "
-                   "verl, openrlhf or llamafactory (with --out).")
+                   "verl, openrlhf (openrlhf@0.8 for OpenRLHF 0.8) or llamafactory (with --out).")
 @click.option("--out", "export_out", type=click.Path(dir_okay=False), default=None,
               help="File for --export (- for stdout after the plan).")
 @plan_options
@@ -724,8 +724,8 @@ def schema_cmd(kind: str) -> None:
 
 @cli.command("export")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
-              help="deepspeed, accelerate, torchrun, verl, openrlhf or llamafactory "
-                   "[default: the launch format of the plan's framework].")
+              help="deepspeed, accelerate, torchrun, verl, openrlhf (openrlhf@0.8 for OpenRLHF "
+                   "0.8) or llamafactory [default: the launch format of the plan's framework].")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the config here [default: stdout].")
 @click.option("--point", type=INT, default=None,

@@ -14,6 +14,7 @@ from planner.cli import main
 from planner.errors import PlannerError
 from planner.export import FORMATS, export_plan
 from planner.render import plan_doc, to_json
+from planner.result import PlanResult
 
 # Pinned requests solve in a few hundredths of a second; one plan each per module.
 SFT = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-4090",), num_gpus=2, method="lora",
@@ -248,7 +249,10 @@ def test_verl_ppo_critic_and_kl(grpo):
     o = hydra(export_plan(variant(grpo, workload="ppo", rollout_n=1, grad_accum=4), "verl").text)
     assert o["algorithm.adv_estimator"] == "gae"
     assert o["critic.ppo_micro_batch_size_per_gpu"] == "4"
-    assert o["reward_model.enable"] == "True"
+    # verl 0.9: the reward model on an engine of its own, the critic's FSDP under critic.fsdp
+    assert o["reward.reward_model.enable"] == "True"
+    assert o["reward.reward_model.model_path"] == "$REWARD_MODEL"
+    assert o["critic.fsdp.param_offload"] == "True"
     assert o["algorithm.use_kl_in_reward"] == "True"
     assert o["actor_rollout_ref.actor.use_kl_loss"] == "False"
 
@@ -267,7 +271,7 @@ def test_verl_refusals(sft, grpo):
 # ---------------------------------------------------------------------------------------------
 def test_openrlhf_grpo_colocated(grpo):
     c = grpo.config
-    tokens = argv(export_plan(grpo, "openrlhf").text)
+    tokens = argv(export_plan(grpo, "openrlhf@0.8").text)
     assert "openrlhf.cli.train_ppo_ray" in tokens
     assert "--colocate_all_models" in tokens and "--deepspeed_enable_sleep" in tokens
     engines, tp = int(flag(tokens, "--vllm_num_engines")), int(flag(tokens,
@@ -291,7 +295,7 @@ def test_openrlhf_grpo_colocated(grpo):
 def test_openrlhf_separate_engines(grpo):
     p = variant(grpo, num_gpus=4, placement="separate", rollout_gpus=2, offload_idle=False,
                 rollout_tp=1)
-    tokens = argv(export_plan(p, "openrlhf").text)
+    tokens = argv(export_plan(p, "openrlhf@0.8").text)
     assert "--colocate_all_models" not in tokens and "--colocate_actor_ref" in tokens
     assert int(flag(tokens, "--vllm_num_engines")) == 2
     assert int(flag(tokens, "--actor_num_gpus_per_node")) == 2  # 4 GPUs - 2 for the engines
@@ -303,7 +307,7 @@ def test_openrlhf_split_gives_every_role_its_own_gpus(grpo):
     groups = (("actor", 4), ("critic", 2), ("reference", 1), ("reward", 1))
     p = variant(grpo, workload="ppo", rollout_n=1, num_gpus=10, placement="split",
                 role_gpus=groups, offload_idle=False, rollout_tp=1, grad_accum=4)
-    tokens = argv(export_plan(p, "openrlhf").text)
+    tokens = argv(export_plan(p, "openrlhf@0.8").text)
     assert not [t for t in tokens if t.startswith("--colocate")]
     for role, gpus in (("actor", 4), ("critic", 2), ("ref", 1), ("reward", 1)):
         assert int(flag(tokens, f"--{role}_num_nodes")) * \
@@ -315,12 +319,64 @@ def test_openrlhf_split_gives_every_role_its_own_gpus(grpo):
 
 def test_openrlhf_supervised_and_offload(sft):
     tokens = argv(export_plan(variant(sft, workload="dpo", offload="optimizer"),
-                              "openrlhf").text)
+                              "openrlhf@0.8").text)
     assert tokens[tokens.index("--module") + 1] == "openrlhf.cli.train_dpo"
     assert "--adam_offload" in tokens and flag(tokens, "--zero_stage") == "2"
     assert int(flag(tokens, "--num_gpus")) == sft.num_gpus
     with pytest.raises(PlannerError, match="parameter offload"):
-        export_plan(variant(sft, zero_stage=3, offload="optimizer+params"), "openrlhf")
+        export_plan(variant(sft, zero_stage=3, offload="optimizer+params"), "openrlhf@0.8")
+
+
+def test_openrlhf_current_layout_is_dotted(grpo, sft):
+    """--format openrlhf writes OpenRLHF 0.11's dotted flags: --data.max_len is prompt +
+    response, --ds.param_dtype replaces --bf16, --ds.attn_implementation --flash_attn."""
+    c = grpo.config
+    text = export_plan(grpo, "openrlhf").text
+    assert "# Targets OpenRLHF 0.11" in text
+    tokens = argv(text)
+    assert flag(tokens, "--ds.zero_stage") == "3"
+    engines, tp = flag(tokens, "--vllm.num_engines"), flag(tokens, "--vllm.tensor_parallel_size")
+    assert int(engines) * int(tp) == grpo.num_gpus
+    assert flag(tokens, "--data.max_len") == "512" and flag(tokens, "--rollout.max_new_tokens") \
+        == "256"
+    assert flag(tokens, "--ds.param_dtype") == "bf16"
+    assert flag(tokens, "--ds.attn_implementation") == "flash_attention_2"
+    assert flag(tokens, "--train.batch_size") == str(c.global_batch_size)
+    assert flag(tokens, "--actor.num_nodes") == "1" and "--train.colocate_all" in tokens
+    assert "--algo.kl.use_loss" in tokens and flag(tokens, "--ds.lora.rank") == "16"
+    assert not [t for t in tokens if t.startswith("--") and "." not in t and "_" in t]
+    sup = argv(export_plan(sft, "openrlhf").text)
+    assert flag(sup, "--model.model_name_or_path") and "--model.gradient_checkpointing_enable" \
+        in sup
+    doc = plan_doc(PlanResult(status="optimal", plan=sft))
+    doc["plan"]["memory"]["precision"] = "fp32"
+    with pytest.raises(PlannerError, match="fp32 training in OpenRLHF 0.11.*openrlhf@0.8"):
+        export_plan(doc, "openrlhf")
+
+
+def test_every_export_states_the_versions_it_targets(sft, grpo):
+    from planner.export import TARGETS
+
+    for fmt in ("deepspeed", "accelerate", "torchrun", "llamafactory", "openrlhf",
+                "openrlhf@0.8", "verl"):
+        result = export_plan(grpo if fmt == "verl" else sft, fmt)
+        assert f"targets {TARGETS[fmt]}" in result.notes
+        if fmt != "deepspeed":  # JSON has no comments
+            assert f"# Targets {TARGETS[fmt]}." in result.text
+
+
+def test_format_versions():
+    from planner.export import TARGETS, check_format
+
+    assert check_format("OpenRLHF@0.8") == "openrlhf@0.8"
+    assert check_format("openrlhf@0.11") == check_format("openrlhf") == "openrlhf"
+    with pytest.raises(PlannerError, match="unknown openrlhf version '0.9'; known: "
+                                           "openrlhf@0.11, openrlhf@0.8$"):
+        check_format("openrlhf@0.9")
+    with pytest.raises(PlannerError, match="unknown deepspeed version .*one layout"):
+        check_format("deepspeed@0.14")
+    assert all(TARGETS[k] for k in ("deepspeed", "accelerate", "torchrun", "verl",
+                                    "llamafactory", "openrlhf", "openrlhf@0.8"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,7 +484,7 @@ def test_plan_export_option(tmp_path, capsys):
         main([*args, "--export", "openrlhf", "--out", str(out)])
     assert exc.value.code == 0
     assert json.loads(capsys.readouterr().out)["status"] == "optimal"
-    assert flag(argv(out.read_text()), "--micro_train_batch_size") == "4"
+    assert flag(argv(out.read_text()), "--train.micro_batch_size") == "4"
     with pytest.raises(SystemExit) as exc:
         main([*args, "--export", "deepspeed"])
     assert exc.value.code == 2 and "needs --out" in capsys.readouterr().err

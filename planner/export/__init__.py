@@ -17,6 +17,7 @@ documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlh
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from planner.errors import PlannerError, did_you_mean
@@ -30,24 +31,36 @@ from planner.export._common import (
     _Out,
     job_of,
 )
-from planner.export.deepspeed import export_deepspeed
-from planner.export.hf import TRL_SCRIPTS, export_accelerate, export_torchrun
+from planner.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
+from planner.export.hf import (
+    ACCELERATE_VERSIONS,
+    TORCHRUN_VERSIONS,
+    TRL_SCRIPTS,
+    export_accelerate,
+    export_torchrun,
+)
 from planner.export.llamafactory import (
     LLAMAFACTORY_DATA,
     LLAMAFACTORY_DS,
     LLAMAFACTORY_STAGES,
+    LLAMAFACTORY_VERSIONS,
     TEMPLATES,
     export_llamafactory,
 )
-from planner.export.openrlhf import OPENRLHF_MODULES, export_openrlhf
-from planner.export.verl import export_verl
+from planner.export.openrlhf import (
+    OPENRLHF_CURRENT,
+    OPENRLHF_MODULES,
+    OPENRLHF_VERSIONS,
+    export_openrlhf,
+)
+from planner.export.verl import VERL_VERSIONS, export_verl
 
 __all__ = [
     "EXPORTERS", "FORMATS", "GRADIENT_CLIPPING", "HF_MODULES", "LLAMAFACTORY_DATA",
     "LLAMAFACTORY_DS", "LLAMAFACTORY_STAGES", "OPENRLHF_MODULES", "RL_HINT", "TEMPLATES",
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
     "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
-    "job_of", "launch_format_of", "WRITES_FOR",
+    "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
 ]
 
 
@@ -103,20 +116,30 @@ def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
 
         check_type(model_path, str, name="model_path")
     job = job_of(plan, model_path=model_path, catalog=catalog)
-    out = _Out(key)
+    out = _Out(key, TARGETS[key])
     _every_format(job, out)
     return EXPORTERS[key](job, out)
 
 
 def check_format(fmt: str) -> str:
-    """The format name, lower-cased, or a one-line error with the known ones."""
+    """The format key, lower-cased: a format name (its current layout) or ``name@version`` for
+    a format with more than one layout (LAYOUTS); anything else is a one-line error naming the
+    known ones."""
     from planner.inputs import short
 
     key = fmt.strip().lower() if isinstance(fmt, str) else ""
-    if key not in EXPORTERS:
-        raise PlannerError(f"unknown export format {short(fmt)}{did_you_mean(key, FORMATS)}; "
+    name, at, version = key.partition("@")
+    if name not in FORMATS:
+        raise PlannerError(f"unknown export format {short(fmt)}{did_you_mean(name, FORMATS)}; "
                            f"known: {', '.join(FORMATS)}")
-    return key
+    if not at:
+        return name
+    layouts = LAYOUTS.get(name, {})
+    if version not in layouts:
+        known = ", ".join(f"{name}@{v}" for v in layouts) if layouts else \
+            f"{name} (one layout: {TARGETS[name]})"
+        raise PlannerError(f"unknown {name} version {short(version)}; known: {known}")
+    return layouts[version]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,4 +152,20 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "verl": export_verl,
     "openrlhf": export_openrlhf,
     "llamafactory": export_llamafactory,
+}
+# Formats with more than one layout: the version a user names after @ and the key it exports
+# with (the bare name is the current release's layout).
+LAYOUTS: dict[str, dict[str, str]] = {
+    "openrlhf": {v: "openrlhf" if v == OPENRLHF_CURRENT else f"openrlhf@{v}"
+                 for v in OPENRLHF_VERSIONS},
+}
+for _v in OPENRLHF_VERSIONS:
+    if _v != OPENRLHF_CURRENT:
+        EXPORTERS[f"openrlhf@{_v}"] = partial(export_openrlhf, version=_v)
+# The framework versions each format's text is written for (stated in its header and notes).
+TARGETS: dict[str, str] = {
+    "deepspeed": DEEPSPEED_VERSIONS, "accelerate": ACCELERATE_VERSIONS,
+    "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
+    "llamafactory": LLAMAFACTORY_VERSIONS,
+    **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
 }

@@ -64,6 +64,7 @@ class _Out:
     """Warnings and notes of one export, and its refusals (one-line PlannerErrors)."""
 
     fmt: str
+    targets: str = ""  # the framework versions the format's text is written for
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -76,8 +77,14 @@ class _Out:
     def refuse(self, what: str, hint: str) -> NoReturn:
         raise PlannerError(f"export {self.fmt}: cannot express {what}; {hint}")
 
+    def title(self, job: Job) -> list[str]:
+        """The header comment lines every commented format starts with."""
+        return [f"# planner export --format {self.fmt}: {job.label}",
+                f"# Targets {self.targets}."]
+
     def result(self, text: str, filename: str) -> ExportResult:
-        return ExportResult(self.fmt, text, filename, tuple(self.warnings), tuple(self.notes))
+        notes = (*self.notes, f"targets {self.targets}") if self.targets else tuple(self.notes)
+        return ExportResult(self.fmt, text, filename, tuple(self.warnings), notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,9 +279,9 @@ def _command(head: list[str], groups: list[list[str]]) -> str:
     return " \\\n".join(lines)
 
 
-def _script(job: Job, fmt: str, command: str, *, env: tuple[str, ...] = (),
+def _script(job: Job, out: _Out, command: str, *, env: tuple[str, ...] = (),
             comments: tuple[str, ...] = (), exports: tuple[tuple[str, str], ...] = ()) -> str:
-    head = ["#!/usr/bin/env bash", f"# planner export --format {fmt}: {job.label}"]
+    head = ["#!/usr/bin/env bash", *out.title(job)]
     head += [f"# {c}" for c in comments]
     if env:
         head.append(f"# Set before running: {', '.join(env)}")

@@ -3,6 +3,9 @@
 Semantics followed (the flags DeepSpeed documents): train_batch_size = micro x accumulation x
 data-parallel ranks; ZeRO offload of the optimizer runs DeepSpeed's CPU Adam; bf16/fp16 sections;
 no FSDP.
+
+Version targeted (DEEPSPEED_VERSIONS): DeepSpeed 0.19 (the config checked by 0.19.8's
+DeepSpeedConfig).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from planner.export._common import (
     _Out,
     _precision_note,
 )
+
+DEEPSPEED_VERSIONS = "DeepSpeed 0.19.x (config checked with 0.19.8's DeepSpeedConfig)"
 
 
 def _deepspeed_dict(job: Job, out: _Out) -> dict[str, Any]:

@@ -43,6 +43,10 @@ from planner.export._common import (
 TRL_SCRIPTS = {"sft": "sft.py", "pretrain": "sft.py", "dpo": "dpo.py",
                "rm": "reward_modeling.py"}
 TRL_VERSIONS = ">=0.27"  # ModelConfig.dtype (renamed from torch_dtype in 0.27)
+TORCHRUN_VERSIONS = (f"TRL {TRL_VERSIONS} (checked with 1.16.0's TrlParser) or Megatron-LM "
+                     "core_r0.8 and later")
+ACCELERATE_VERSIONS = ("Accelerate 1.x (checked with 1.15.0's ClusterConfig) launching "
+                       f"TRL {TRL_VERSIONS}")
 
 
 def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[list[str]]]:
@@ -129,7 +133,7 @@ def export_torchrun(job: Job, out: _Out) -> ExportResult:
     env = ("DATASET",) if not megatron else ("DATA_PATH", "TOKENIZER")
     exports = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if megatron and cfg.tp * cfg.cp > 1 \
         else ()  # Megatron's validate_args asserts it for TP/CP (overlap of comm and compute)
-    text = _script(job, "torchrun", _command(head, [[script], *groups]), env=env,
+    text = _script(job, out, _command(head, [[script], *groups]), env=env,
                    comments=comments, exports=exports)
     return out.result(text, "launch_torchrun.sh")
 
@@ -248,7 +252,7 @@ def export_accelerate(job: Job, out: _Out) -> ExportResult:
                  "gradient_checkpointing is False")
     launch = _command(["accelerate", "launch", "--config_file", "accelerate_config.yaml", script],
                       groups)
-    header = [f"# planner export --format accelerate: {job.label}",
+    header = [*out.title(job),
               f"# micro-batch {cfg.micro_batch_size} x accumulation {cfg.grad_accum} x dp "
               f"{cfg.dp} = {cfg.global_batch_size}, seq_len {cfg.seq_len}: the script's "
               "arguments below carry them", "# launch (DATASET set):"]

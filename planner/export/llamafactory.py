@@ -2,6 +2,9 @@
 
 Semantics followed: stages pt/sft/rm/dpo/ppo (no GRPO), gradient checkpointing on unless
 disable_gradient_checkpointing, data parallel only (no tensor/pipeline parallel).
+
+Version targeted (LLAMAFACTORY_VERSIONS): LLaMA-Factory 0.9 (checked with 0.9.5's
+get_train_args).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from planner.export._common import (
     _precision_note,
 )
 
+LLAMAFACTORY_VERSIONS = "LLaMA-Factory 0.9.x (checked with 0.9.5's get_train_args)"
 # LLaMA-Factory's shipped DeepSpeed configs (examples/deepspeed/), by (stage, offload).
 LLAMAFACTORY_DS = {(0, "none"): "ds_z0_config.json", (2, "none"): "ds_z2_config.json",
                    (2, "optimizer"): "ds_z2_offload_config.json", (3, "none"): "ds_z3_config.json",
@@ -105,7 +109,7 @@ def export_llamafactory(job: Job, out: _Out) -> ExportResult:
     if cfg.fsdp:
         launch = ("accelerate launch --config_file accelerate_config.yaml src/train.py "
                   "llamafactory.yaml")
-    lines = [f"# planner export --format llamafactory: {job.label}",
+    lines = [*out.title(job),
              f"# micro-batch {cfg.micro_batch_size} x accumulation {cfg.grad_accum} x dp "
              f"{cfg.dp} = {cfg.global_batch_size}", f"# launch: {launch}"]
     for name, section in sections:

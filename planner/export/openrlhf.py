@@ -1,6 +1,12 @@
 """OpenRLHF (``export_openrlhf``): a ``deepspeed`` launch of a supervised trainer, or a Ray job
 of train_ppo_ray for PPO/GRPO.
 
+Versions targeted (OPENRLHF_VERSIONS): ``--format openrlhf`` writes the current release's dotted
+flags (0.11: ``--ds.zero_stage``, ``--vllm.num_engines``, ``--data.max_len`` = prompt + response);
+``--format openrlhf@0.8`` writes the 0.8 layout (flat flags: ``--zero_stage``, ``--flash_attn``,
+``--prompt_max_len``), which 0.8.9 is the last to parse (0.8.11 rejects ``--flash_attn``, 0.9
+rejects ``--bf16 --prompt_max_len --generate_max_len``).
+
 Semantics followed: --train_batch_size and --micro_train_batch_size count samples; colocation
 with the engines needs --colocate_all_models and engines x TP = actor GPUs; DeepSpeed only (no
 FSDP, no parameter offload flag, no 8-bit Adam).
@@ -8,6 +14,7 @@ FSDP, no parameter offload flag, no 8-bit Adam).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from planner.export._common import (
@@ -27,6 +34,11 @@ from planner.export._common import (
 from planner.request import rollout_gpu_count
 from planner.workloads import role_group_gpus, trainer_gpus
 
+OPENRLHF_VERSIONS = {
+    "0.11": "OpenRLHF 0.11.x (dotted flags; checked with 0.11.2's argument parsers)",
+    "0.8": "OpenRLHF 0.8.0 to 0.8.9 (flat flags; checked with 0.8.9's argument parsers)",
+}
+OPENRLHF_CURRENT = "0.11"
 OPENRLHF_MODULES = {"sft": "train_sft", "pretrain": "train_sft", "rm": "train_rm",
                     "dpo": "train_dpo", "ppo": "train_ppo_ray", "grpo": "train_ppo_ray"}
 
@@ -49,7 +61,8 @@ def _openrlhf_common(job: Job, out: _Out) -> list[tuple[str, Any]]:
         out.refuse(f"QLoRA on a {cfg.quant_format} base (--load_in_4bit is bitsandbytes NF4)",
                    "use --format llamafactory with a GPTQ checkpoint")
     if job.precision == "fp16":
-        out.refuse(f"fp16 mixed precision on {job.gpu} (OpenRLHF trains in bf16 or fp32)",
+        out.refuse(f"fp16 mixed precision on {job.gpu} (these launches train in bf16, or fp32 "
+                   "with openrlhf@0.8)",
                    "use --format verl or a GPU with bf16")
     if cfg.pure_bf16:
         out.refuse("pure bf16 (DeepSpeed keeps fp32 master weights)", hint)
@@ -80,13 +93,12 @@ def _openrlhf_common(job: Job, out: _Out) -> list[tuple[str, Any]]:
             out.warn("OpenRLHF has no DoRA: plain LoRA of the same rank (less memory and time)")
     if cfg.compiled or cfg.paged_optimizer:
         out.warn("torch.compile/paged optimizer are not OpenRLHF flags: left out")
-    if cfg.flash_attention:
-        out.note("--flash_attn: OpenRLHF <= 0.8; newer versions take --attn_implementation "
-                 "flash_attention_2")
     return flags
 
 
-def export_openrlhf(job: Job, out: _Out) -> ExportResult:
+def export_openrlhf(job: Job, out: _Out, version: str = OPENRLHF_CURRENT) -> ExportResult:
+    """The launch for OpenRLHF ``version`` (a key of OPENRLHF_VERSIONS): the flags are built in
+    the 0.8 names and renamed for the dotted layout of 0.11 (_dotted)."""
     cfg = job.cfg
     common = _openrlhf_common(job, out)
     module = f"openrlhf.cli.{OPENRLHF_MODULES[cfg.workload]}"
@@ -100,9 +112,77 @@ def export_openrlhf(job: Job, out: _Out) -> ExportResult:
                 "--module", module]
         comments = ("Multi-node: add --hostfile with the nodes.",) if job.num_hosts > 1 else ()
     _precision_note(job, out)
-    groups = _flags(common + flags)
-    text = _script(job, "openrlhf", _command(head, groups), env=env, comments=comments)
+    pairs = common + flags
+    if version == "0.8":
+        if cfg.flash_attention:
+            out.note("--flash_attn: OpenRLHF 0.8.9 and older (0.8.11 and later reject it; "
+                     "--format openrlhf writes the current layout)")
+    else:
+        pairs = _dotted(pairs, job, out)
+        m = "actor" if cfg.is_rl else "model"
+        for said in (out.warnings, out.notes):  # the messages name the flags of this layout
+            said[:] = [re.sub(r"--\w+", lambda f: _DOTTED.get(f[0], f[0]).format(m=m), s)
+                       for s in said]
+    text = _script(job, out, _command(head, _flags(pairs)), env=env, comments=comments)
     return out.result(text, "run_openrlhf.sh")
+
+
+# The 0.11 names of the 0.8 flags ({m}: the trained model's group, "model" in the supervised
+# trainers and "actor" in train_ppo_ray); flags with another meaning are converted in _dotted.
+_DOTTED = {
+    "--pretrain": "--{m}.model_name_or_path", "--save_path": "--ckpt.output_dir",
+    "--zero_stage": "--ds.zero_stage", "--adam_offload": "--ds.adam_offload",
+    "--micro_train_batch_size": "--train.micro_batch_size",
+    "--train_batch_size": "--train.batch_size",
+    "--gradient_checkpointing": "--{m}.gradient_checkpointing_enable",
+    "--packing_samples": "--ds.packing_samples", "--use_liger_kernel": "--ds.use_liger_kernel",
+    "--lora_rank": "--ds.lora.rank", "--lora_alpha": "--ds.lora.alpha",
+    "--target_modules": "--ds.lora.target_modules", "--load_in_4bit": "--ds.load_in_4bit",
+    "--dataset": "--data.dataset", "--max_len": "--data.max_len",
+    "--pretrain_mode": "--model.pretrain_mode_enable", "--beta": "--model.beta",
+    "--ref_offload": "--ref.offload",
+    "--colocate_all_models": "--train.colocate_all", "--colocate_actor_ref":
+    "--train.colocate_actor_ref", "--vllm_enable_sleep": "--vllm.enable_sleep",
+    "--deepspeed_enable_sleep": "--ds.enable_sleep", "--vllm_num_engines": "--vllm.num_engines",
+    "--vllm_tensor_parallel_size": "--vllm.tensor_parallel_size",
+    "--vllm_gpu_memory_utilization": "--vllm.gpu_memory_utilization",
+    "--prompt_data": "--data.prompt_dataset", "--rollout_batch_size": "--rollout.batch_size",
+    "--n_samples_per_prompt": "--rollout.n_samples_per_prompt",
+    "--micro_rollout_batch_size": "--rollout.micro_batch_size",
+    "--advantage_estimator": "--algo.advantage.estimator",
+    "--critic_pretrain": "--critic.model_name_or_path", "--init_kl_coef": "--algo.kl.init_coef",
+    "--use_kl_loss": "--algo.kl.use_loss", "--kl_estimator": "--algo.kl.estimator",
+    "--reward_pretrain": "--reward.model_name_or_path", "--remote_rm_url": "--reward.remote_url",
+}
+_ROLE_GPUS = ("_num_nodes", "_num_gpus_per_node")
+
+
+def _dotted(pairs: list[tuple[str, Any]], job: Job, out: _Out) -> list[tuple[str, Any]]:
+    """The 0.8 flags in OpenRLHF 0.11's dotted layout: --bf16 is --ds.param_dtype (bf16 or
+    fp16 only), --flash_attn is --ds.attn_implementation, and --data.max_len counts prompt and
+    response together (--rollout.max_new_tokens the response)."""
+    m = "actor" if job.cfg.is_rl else "model"
+    given = dict(pairs)
+    renamed: list[tuple[str, Any]] = []
+    for name, value in pairs:
+        if name == "--bf16":
+            if not value:
+                out.refuse(f"{job.precision} training in OpenRLHF 0.11 (--ds.param_dtype is "
+                           "bf16 or fp16)", "use --format openrlhf@0.8 or a bf16 plan")
+            renamed.append(("--ds.param_dtype", "bf16"))
+        elif name == "--flash_attn":
+            renamed.append(("--ds.attn_implementation",
+                            "flash_attention_2" if value else "eager"))
+        elif name == "--prompt_max_len":
+            renamed.append(("--data.max_len", value + given["--generate_max_len"]))
+        elif name == "--generate_max_len":
+            renamed.append(("--rollout.max_new_tokens", value))
+        elif name.endswith(_ROLE_GPUS):
+            role, _, rest = name[2:].partition("_")
+            renamed.append((f"--{role}.{rest}", value))
+        else:
+            renamed.append((_DOTTED[name].format(m=m), value))
+    return renamed
 
 
 def _openrlhf_supervised(job: Job, out: _Out) -> list[tuple[str, Any]]:

@@ -3,6 +3,9 @@
 Semantics followed (main_ppo, hybrid engine): ppo_mini_batch_size counts prompts and is multiplied
 by rollout.n, then divided over the GPUs; the micro-batch must divide the per-GPU mini-batch; the
 actor, reference and engine always share the GPUs (colocated); FSDP shards everything.
+
+Version targeted (VERL_VERSIONS): verl 0.9 (checked with 0.9.1's ppo_trainer.yaml composed by
+Hydra and its validate_config).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from planner.export._common import (
     _Out,
     _script,
 )
+
+VERL_VERSIONS = "verl 0.9.x (checked with 0.9.1: ppo_trainer.yaml composed, validate_config)"
 
 
 def _verl_mini_batch(job: Job, out: _Out) -> int:
@@ -130,17 +135,21 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
     if cfg.workload == "ppo":
         o += _verl_critic(job)
     o += [("algorithm.use_kl_in_reward", cfg.workload == "ppo" and cfg.reference)]
-    if job.reward_model:
-        o += [("reward_model.enable", True), ("reward_model.model.path", "$REWARD_MODEL"),
-              ("reward_model.micro_batch_size_per_gpu", cfg.logprob_batch),
-              ("reward_model.model.fsdp_config.param_offload", idle)]
+    if job.reward_model:  # verl 0.9 scores with the reward model on an inference engine
+        rm = "reward.reward_model"
+        o += [(f"{rm}.enable", True), (f"{rm}.model_path", "$REWARD_MODEL"),
+              (f"{rm}.rollout.name", "vllm"),
+              (f"{rm}.rollout.tensor_model_parallel_size", cfg.rollout_tp)]
+        out.warn("verl 0.9 scores with the reward model on a vLLM engine of its own (reward."
+                 "reward_model.rollout), not the FSDP forward the plan sized: set its "
+                 "gpu_memory_utilization to what the GPUs have left")
     o += [("trainer.n_gpus_per_node", job.per_node), ("trainer.nnodes", job.num_hosts)]
     _verl_warnings(job, out)
     env = ["TRAIN_FILES", "VAL_FILES"] + (["REWARD_MODEL"] if job.reward_model else [])
     groups = [[f"{k}={_hydra(v)}"] for k, v in o]
     comments = ("Multi-node: start a Ray cluster over the nodes first; run this on the head.",) \
         if job.num_hosts > 1 else ()
-    text = _script(job, "verl", _command(["python3", "-m", "verl.trainer.main_ppo"], groups),
+    text = _script(job, out, _command(["python3", "-m", "verl.trainer.main_ppo"], groups),
                    env=tuple(env), comments=comments)
     return out.result(text, "run_verl.sh")
 
@@ -173,12 +182,12 @@ def _verl_critic(job: Job) -> list[tuple[str, Any]]:
         ("critic.forward_micro_batch_size_per_gpu", cfg.logprob_batch),
         ("critic.model.enable_gradient_checkpointing", cfg.checkpointing != "none"),
         ("critic.model.use_remove_padding", cfg.mean_seq_len is not None),
-        ("critic.model.fsdp_config.param_offload", idle),
-        ("critic.model.fsdp_config.optimizer_offload", idle),
+        ("critic.fsdp.param_offload", idle),  # verl 0.9: the critic's engine config
+        ("critic.fsdp.optimizer_offload", idle),
         ("critic.model.lora_rank", cfg.rank if cfg.is_peft else 0),
     ]
     if cfg.offload != "none":
-        o += [("critic.strategy", "fsdp2"), ("critic.model.fsdp_config.offload_policy", True)]
+        o += [("critic.strategy", "fsdp2"), ("critic.fsdp.offload_policy", True)]
     return o
 
 
@@ -198,8 +207,8 @@ def _verl_warnings(job: Job, out: _Out) -> None:
         out.note("PPO critic initialised from the policy (the plan sized it with the policy's "
                  "architecture); change critic.model.path for another critic")
     if cfg.workload == "grpo" and not job.reward_model:
-        out.note("GRPO reward: a rule-based reward function (custom_reward_function.path), no "
-                 "reward model")
+        out.note("GRPO reward: a rule-based reward function (reward.custom_reward_function."
+                 "path), no reward model")
     if cfg.pure_bf16 or cfg.paged_optimizer or cfg.compiled or cfg.chunked_loss:
         out.warn("pure_bf16/paged optimizer/torch.compile/chunked loss are not verl options "
                  "(verl's own fused kernels and torch.compile defaults apply)")

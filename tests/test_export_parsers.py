@@ -1,0 +1,461 @@
+"""Every export of a fixed plan set, fed to the real parser of the framework version it targets
+(planner.export.TARGETS): the integration tier (``python -m pytest -m integration -n 2``, after
+``bash tools/install_integration_deps.sh``).
+
+The plans are tests/test_launchable.py's 30 requests; each is exported to every format (and
+OpenRLHF layout) that does not refuse it, and each export goes to:
+
+* DeepSpeed 0.19.8: ``deepspeed.runtime.config.DeepSpeedConfig`` (batch arithmetic, ZeRO, offload
+  and precision sections), on a one-process gloo group with an ``mpu`` giving the plan's
+  data-parallel size.
+* Accelerate 1.15.0: ``accelerate.commands.config.config_args.load_config_from_file`` (a
+  ``ClusterConfig``: unknown keys and bad enum values are errors), and the TRL arguments of the
+  launch line in its header as below.
+* TRL 1.16.0 (torchrun): ``TrlParser`` over the dataclasses of TRL's own script (sft.py:
+  ``ScriptArguments, SFTConfig, ModelConfig``; dpo.py: ``DPOConfig``; reward_modeling.py:
+  ``RewardConfig``), in a folder holding the DeepSpeed file that ``--deepspeed`` names (written by
+  ``export --format deepspeed``, as the export's note says): TrainingArguments loads it and checks
+  it against the arguments. Megatron-LM's pretrain_gpt.py arguments are not checked: Megatron-LM's
+  argument parser (megatron/training/arguments.py) is not in a pip package.
+* LLaMA-Factory 0.9.5: ``llamafactory.hparams.get_train_args`` on the YAML, in a child process
+  whose path puts LLaMA-Factory's own pinned dependencies (transformers 5.6.0, TRL 0.24.0, PEFT
+  0.18.1, Accelerate 1.11.0, datasets 4.0.0: they conflict with TRL 1.16's) before the shared
+  ones, as a one-process distributed run (LOCAL_RANK=0: LLaMA-Factory refuses DeepSpeed
+  otherwise), with the DeepSpeed configs from LLaMA-Factory's source distribution.
+* verl 0.9.1: Hydra ``compose`` of its ``ppo_trainer.yaml`` with the overrides, then
+  ``verl.utils.config.validate_config``. verl is installed without its dependencies (vLLM,
+  flash-attn): ``validate_config`` imports only omegaconf, torch, ray and tensordict; its LoRA
+  rank check (``get_vllm_max_lora_rank``) is compiled from its own file, whose module imports
+  vLLM; the PPO critic's ``model`` member (an HFModelConfig that downloads the model's config and
+  tokenizer) is dropped before validate_config, after compose has checked its keys.
+* OpenRLHF 0.11.2 (``--format openrlhf``) and 0.8.9 (``--format openrlhf@0.8``): the argument
+  parser of the real ``openrlhf/cli/<trainer>.py``. OpenRLHF cannot be installed on a CPU machine
+  (flash-attn and vLLM are hard dependencies), so the wheel is unpacked without dependencies and
+  the file's ``if __name__ == "__main__":`` block (argparse definitions and the argument checks
+  that follow them) is executed as written, with ``train()`` replaced by a function that keeps
+  the parsed arguments and ``openrlhf.utils.config`` loaded from its own file.
+
+Where a package is missing the tests skip naming the install command.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import importlib.util
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner import PlanRequest, load_catalog
+from planner.errors import PlannerError
+from planner.export import export_plan
+from planner.solve import plan
+from tests.test_launchable import REQUESTS
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPS = ROOT / ".integration"  # tools/install_integration_deps.sh installs here
+INSTALL = "bash tools/install_integration_deps.sh"
+CAT = load_catalog()
+FORMATS = ("deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "openrlhf@0.8",
+           "llamafactory")
+OPENRLHF = {"openrlhf": "openrlhf-0.11.2", "openrlhf@0.8": "openrlhf-0.8.9"}
+LLAMAFACTORY = DEPS / "llamafactory-0.9.5"
+LLAMAFACTORY_EXAMPLES = DEPS / "llamafactory-0.9.5-examples"
+VERL = DEPS / "verl-0.9.1"
+# What the launch scripts' $VARIABLES stand for (paths and names: nothing is loaded).
+ENV = {"DATASET": "trl-lib/Capybara", "TRAIN_FILES": "train.parquet", "VAL_FILES": "val.parquet",
+       "PROMPT_DATA": "prompts.jsonl", "REWARD_MODEL": "reward-model",
+       "REWARD_FUNC": "http://127.0.0.1:5000/get_reward", "MASTER_ADDR": "127.0.0.1",
+       "DATA_PATH": "data_text_document", "TOKENIZER": "tokenizer"}
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """Nothing is downloaded: a parser that reaches for the hub fails at once."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+def need(module: str, path: Path | None = None) -> None:
+    """Skip, naming the install command, unless ``module`` imports (or ``path`` exists)."""
+    missing = not path.exists() if path is not None else \
+        importlib.util.find_spec(module) is None
+    if missing:
+        pytest.skip(f"{module} is not installed: run {INSTALL}")
+
+
+@functools.cache
+def plans() -> tuple:
+    out = []
+    for kw in REQUESTS:
+        result = plan(PlanRequest(**kw), CAT)
+        assert result.plan is not None, kw
+        out.append(result.plan)
+    return tuple(out)
+
+
+def exports(fmt: str) -> list[tuple[int, object, str | None]]:
+    """(index, plan, text or None where the format refuses the plan) for every plan."""
+    rows = []
+    for i, p in enumerate(plans()):
+        try:
+            rows.append((i, p, export_plan(p, fmt, catalog=CAT).text))
+        except PlannerError:
+            rows.append((i, p, None))
+    return rows
+
+
+def command(text: str) -> list[str]:
+    """The tokens of a launch script's command (its last line), $VARIABLES filled from ENV."""
+    lines = [ln for ln in text.replace("\\\n", " ").splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
+    filled = re.sub(r"\$\{(\w+)(?::-[^}]*)?\}|\$(\w+)",
+                    lambda m: ENV[m.group(1) or m.group(2)], lines[-1])
+    return shlex.split(filled)
+
+
+def check_all(fmt: str, parse) -> None:
+    """Feed every export of ``fmt`` to ``parse(plan, text)``; fail listing every rejection."""
+    rejected, accepted = [], 0
+    for i, p, text in exports(fmt):
+        if text is None:
+            continue
+        try:
+            parse(p, text)
+            accepted += 1
+        except BaseException as exc:  # argparse exits, asserts, ValueErrors: all rejections
+            rejected.append(f"plan {i} ({p.config.workload} {p.model} on {p.num_gpus} GPUs): "
+                            f"{type(exc).__name__}: {str(exc)[:300]}")
+    assert not rejected, f"{fmt}: {len(rejected)} rejected:\n" + "\n".join(rejected)
+    assert accepted, f"{fmt}: no plan exported"
+
+
+@contextlib.contextmanager
+def kept_environment():
+    """os.environ and the working folder as they were (the HF parsers set variables)."""
+    saved, cwd = dict(os.environ), os.getcwd()
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def on_gpu():
+    """TrainingArguments refuses bf16 where no GPU has it: its check answers as on the plan's
+    GPU (every GPU a plan names for bf16 has it); nothing else is changed."""
+    from unittest import mock
+
+    with mock.patch("transformers.training_args.is_torch_bf16_gpu_available", lambda: True):
+        yield
+
+
+# ---------------------------------------------------------------------------------------------
+# DeepSpeed
+# ---------------------------------------------------------------------------------------------
+@functools.cache
+def _deepspeed_group() -> None:
+    """A one-process gloo group, so that DeepSpeedConfig asks the mpu for the data-parallel
+    size (it counts one rank without a group)."""
+    import deepspeed
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(29500 + os.getpid() % 1000),
+                       "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"})
+    deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+
+
+class _DataParallel:
+    """DeepSpeed's mpu interface: the plan's data-parallel ranks."""
+
+    def __init__(self, dp: int) -> None:
+        self.dp = dp
+
+    def get_data_parallel_world_size(self) -> int:
+        return self.dp
+
+    def get_sequence_parallel_world_size(self) -> int:
+        return 1
+
+
+def parse_deepspeed(p, text: str) -> None:
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    _deepspeed_group()
+    DeepSpeedConfig(json.loads(text), mpu=_DataParallel(p.config.dp))
+
+
+def test_deepspeed_config_accepts_every_export():
+    need("deepspeed")
+    check_all("deepspeed", parse_deepspeed)
+
+
+# ---------------------------------------------------------------------------------------------
+# TRL (torchrun, and the launch line of the Accelerate YAML)
+# ---------------------------------------------------------------------------------------------
+def parse_trl(p, script: str, args: list[str], folder: Path) -> None:
+    from trl import DPOConfig, ModelConfig, RewardConfig, ScriptArguments, SFTConfig, TrlParser
+
+    config = {"sft.py": SFTConfig, "dpo.py": DPOConfig, "reward_modeling.py": RewardConfig}
+    ds = [args[i + 1] for i, a in enumerate(args) if a == "--deepspeed"]
+    if ds:  # the file the export's note says to write with export --format deepspeed
+        (folder / ds[0]).write_text(export_plan(p, "deepspeed", catalog=CAT).text)
+    with kept_environment(), on_gpu():
+        os.chdir(folder)
+        parser = TrlParser((ScriptArguments, config[script], ModelConfig))
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                parser.parse_args_and_config(args=args)
+        except SystemExit as exc:
+            raise ValueError(err.getvalue().strip().splitlines()[-1]) from exc
+
+
+def test_trl_parses_every_torchrun_export(tmp_path):
+    need("trl")
+    need("deepspeed")
+
+    def parse(p, text):
+        tokens = command(text)
+        script = next(t for t in tokens if t.endswith(".py"))
+        if script == "pretrain_gpt.py":
+            return  # Megatron-LM's parser is not a pip package (module docstring)
+        parse_trl(p, script, tokens[tokens.index(script) + 1:], tmp_path)
+
+    check_all("torchrun", parse)
+
+
+# ---------------------------------------------------------------------------------------------
+# Accelerate
+# ---------------------------------------------------------------------------------------------
+def test_accelerate_loads_every_export(tmp_path):
+    need("accelerate")
+    need("trl")
+
+    def parse(p, text):
+        from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
+
+        path = tmp_path / "accelerate_config.yaml"
+        path.write_text(text)
+        with kept_environment():
+            config = load_config_from_file(str(path))
+        assert isinstance(config, ClusterConfig)
+        assert config.num_processes == p.num_gpus and config.num_machines == p.num_hosts
+        launch = [ln[4:] for ln in text.splitlines() if ln.startswith("#   ")]
+        tokens = command("\n".join(launch))
+        script = next(t for t in tokens if t.endswith(".py"))
+        parse_trl(p, script, tokens[tokens.index(script) + 1:], tmp_path)
+
+    check_all("accelerate", parse)
+
+
+# ---------------------------------------------------------------------------------------------
+# verl
+# ---------------------------------------------------------------------------------------------
+@functools.cache
+def _verl_lora_rank_check() -> None:
+    """verl.workers.rollout.vllm_rollout.utils imports vLLM (no CPU wheel); validate_config
+    needs only its get_vllm_max_lora_rank, which falls back to vLLM's rank list without vLLM:
+    that function is compiled from the real file into a module of the same name."""
+    import typing
+
+    name = "verl.workers.rollout.vllm_rollout.utils"
+    source = VERL / (name.replace(".", "/") + ".py")
+    tree = ast.parse(source.read_text())
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
+                and n.name == "get_vllm_max_lora_rank")
+    module = types.ModuleType(name)
+    module.__dict__.update(Literal=typing.Literal, get_args=typing.get_args)
+    exec(compile(ast.Module(body=[func], type_ignores=[]), str(source), "exec"), module.__dict__)
+    for parent in ("verl.workers.rollout", "verl.workers.rollout.vllm_rollout"):
+        if parent not in sys.modules:
+            package = types.ModuleType(parent)
+            package.__path__ = [str(VERL / parent.replace(".", "/"))]
+            sys.modules[parent] = package
+    sys.modules[name] = module
+
+
+def parse_verl(p, text: str) -> None:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+    from verl.utils.config import validate_config
+
+    _verl_lora_rank_check()
+
+    overrides = [t for t in command(text) if "=" in t and not t.startswith("-")]
+    with initialize_config_dir(config_dir=str(VERL / "verl/trainer/config"),
+                               version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=overrides)
+    ppo = p.config.workload == "ppo"
+    if ppo:  # the critic's HFModelConfig downloads the model's config and tokenizer: its
+        # keys are checked by compose, the critic's own rules by validate_config without it
+        with open_dict(cfg):
+            cfg.critic.model = None
+    with contextlib.redirect_stdout(io.StringIO()):
+        validate_config(cfg, use_reference_policy=p.config.reference, use_critic=ppo)
+
+
+def test_verl_composes_and_validates_every_export():
+    need("verl", VERL)
+    need("hydra")
+    need("ray")
+    need("tensordict")
+    if str(VERL) not in sys.path:
+        sys.path.append(str(VERL))
+    check_all("verl", parse_verl)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenRLHF
+# ---------------------------------------------------------------------------------------------
+def parse_openrlhf(root: Path, argv: list[str]):
+    """Run the ``__main__`` block of the real openrlhf/cli/<trainer>.py (argparse and the
+    checks after it) on ``argv``; train() keeps the arguments instead of training."""
+    module = next(argv[i + 1] for i, a in enumerate(argv) if a in ("-m", "--module"))
+    args = argv[argv.index(module) + 1:]
+    source = root / (module.replace(".", "/") + ".py")
+    tree = ast.parse(source.read_text())
+    main = next(n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test))
+    code = compile(ast.Module(body=main.body, type_ignores=[]), str(source), "exec")
+    kept: dict = {}
+    names = ("openrlhf", "openrlhf.utils", "openrlhf.utils.config")
+    saved = {k: sys.modules.get(k) for k in names}
+    argv_before = sys.argv
+    try:
+        for name in names[:2]:  # the packages' __init__ import torch, ray, deepspeed
+            package = types.ModuleType(name)
+            package.__path__ = []
+            sys.modules[name] = package
+        config = root / "openrlhf/utils/config.py"  # hierarchize (0.11)
+        if config.exists():
+            spec = importlib.util.spec_from_file_location("openrlhf.utils.config", config)
+            sys.modules["openrlhf.utils.config"] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules["openrlhf.utils.config"])
+        sys.argv = [str(source), *args]
+        import argparse
+        from datetime import datetime
+
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                exec(code, {"__name__": "__main__", "argparse": argparse, "os": os,
+                            "datetime": datetime, "train": lambda a: kept.setdefault("args", a)})
+        except SystemExit as exc:
+            raise ValueError(err.getvalue().strip().splitlines()[-1]) from exc
+    finally:
+        sys.argv = argv_before
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    assert "args" in kept, "the trainer's main block did not reach train()"
+    return kept["args"]
+
+
+@pytest.mark.parametrize("fmt", sorted(OPENRLHF))
+def test_openrlhf_parses_every_export(fmt):
+    root = DEPS / OPENRLHF[fmt]
+    need(f"openrlhf ({OPENRLHF[fmt]})", root)
+    check_all(fmt, lambda p, text: parse_openrlhf(root, command(text)))
+
+
+# ---------------------------------------------------------------------------------------------
+# LLaMA-Factory
+# ---------------------------------------------------------------------------------------------
+_LLAMAFACTORY_CHILD = """
+import json, sys
+from unittest import mock
+from llamafactory.hparams import get_train_args
+results = []
+gpu = lambda: True  # the bf16 checks answer as on the plan's GPU (see on_gpu)
+with mock.patch("transformers.training_args.is_torch_bf16_gpu_available", gpu), \\
+        mock.patch("llamafactory.hparams.parser.is_torch_bf16_gpu_available", gpu):
+    for doc in json.load(sys.stdin):
+        try:
+            get_train_args(doc)
+            results.append(None)
+        except BaseException as exc:
+            results.append(f"{type(exc).__name__}: {exc}")
+print("RESULTS" + json.dumps(results))
+"""
+
+
+def test_llamafactory_parses_every_export(tmp_path):
+    need("llamafactory", LLAMAFACTORY)
+    need("llamafactory examples", LLAMAFACTORY_EXAMPLES)
+    rows = [(i, p, text) for i, p, text in exports("llamafactory") if text is not None]
+    docs = []
+    for i, p, text in rows:
+        doc = yaml.safe_load(text)
+        doc["output_dir"] = str(tmp_path / f"out{i}")
+        ds = doc.get("deepspeed")
+        if ds and not (LLAMAFACTORY_EXAMPLES / ds).exists():  # the export's note: write it
+            (tmp_path / ds).write_text(export_plan(p, "deepspeed", catalog=CAT).text)
+            doc["deepspeed"] = str(tmp_path / ds)
+        elif ds:
+            doc["deepspeed"] = str(LLAMAFACTORY_EXAMPLES / ds)
+        doc["dataset_dir"] = str(LLAMAFACTORY_EXAMPLES / "data")
+        docs.append(doc)
+    env = {**os.environ, "PYTHONPATH": str(LLAMAFACTORY), "LOCAL_RANK": "0", "RANK": "0",
+           "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(29600 + os.getpid() % 1000), "CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, "-c", _LLAMAFACTORY_CHILD], input=json.dumps(docs),
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("RESULTS")), None)
+    assert line, run.stderr[-3000:]
+    results = json.loads(line[len("RESULTS"):])
+    rejected = [f"plan {i} ({p.config.workload} {p.model}): {r[:300]}"
+                for (i, p, _), r in zip(rows, results, strict=True) if r]
+    assert rows and not rejected, "\n".join(rejected)
+
+
+def summary() -> dict[str, tuple[int, int]]:
+    """(exported, refused) per format over the plan set."""
+    return {fmt: (sum(t is not None for *_, t in exports(fmt)),
+                  sum(t is None for *_, t in exports(fmt))) for fmt in FORMATS}
+
+
+def test_the_plan_set_is_large_enough():
+    assert len(plans()) >= 25
+    counts = summary()
+    assert all(exported for exported, _ in counts.values()), counts
+
+
+def test_the_parsers_reject_a_broken_export(tmp_path):
+    """The checks bite: each parser rejects one export made wrong on purpose."""
+    need("deepspeed")
+    need("trl")
+    need("accelerate")
+    i, p, text = next(row for row in exports("deepspeed") if row[2] is not None)
+    doc = json.loads(text)
+    doc["train_batch_size"] += 1
+    with pytest.raises(BaseException, match="train_batch_size"):
+        parse_deepspeed(p, json.dumps(doc))
+    with pytest.raises(ValueError, match="--no_such_flag"):
+        parse_trl(p, "sft.py", ["--output_dir", "out", "--no_such_flag", "1"], tmp_path)
+    _, p, text = next(row for row in exports("accelerate") if row[2] is not None)
+    (tmp_path / "bad.yaml").write_text(text + "no_such_key: 1\n")
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    with pytest.raises(ValueError, match="no_such_key"):
+        load_config_from_file(str(tmp_path / "bad.yaml"))
+    root = DEPS / OPENRLHF["openrlhf"]
+    if root.exists():  # the 0.8 layout is not the current release's
+        _, p, text = next(row for row in exports("openrlhf@0.8") if row[2] is not None)
+        with pytest.raises(ValueError, match="unrecognized arguments"):
+            parse_openrlhf(root, command(text))

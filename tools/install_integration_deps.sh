@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The integration tier's packages (tests/test_export_parsers.py): the parsers of the framework
+# versions the exports target (planner.export.TARGETS), CPU wheels only. Run it in the
+# environment that runs the tests (a virtual environment: it pip-installs into the active one),
+# then: python -m pytest -m integration -n 2
+#
+# Into the active environment: torch (CPU), DeepSpeed, Accelerate, TRL and its transformers,
+# Hydra (verl's config) and the few packages verl's validate_config imports.
+# Into .integration/ (the tests read them from there, each without its dependencies):
+#   verl-0.9.1          verl itself (its wheel also ships a top-level "tests" package that would
+#                       shadow the project's, so it stays off sys.path but for verl's config)
+#   openrlhf-0.11.2     OpenRLHF's wheels: their cli/ argument parsers are run from the files
+#   openrlhf-0.8.9      (vLLM and flash-attn, hard dependencies, have no CPU wheels)
+#   llamafactory-0.9.5  LLaMA-Factory and the versions it pins (transformers, TRL, PEFT,
+#                       Accelerate, datasets conflict with TRL 1.16's): put first on the path
+#   llamafactory-0.9.5-examples  its shipped DeepSpeed configs (examples/deepspeed) from the
+#                       source distribution, which the LLaMA-Factory export names
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=.integration
+PIP=(python -m pip install --quiet --disable-pip-version-check)
+
+# torch first (DeepSpeed builds against it): the CPU wheel where the machine has one, else PyPI's.
+"${PIP[@]}" 'torch==2.13.0+cpu' 2>/dev/null || "${PIP[@]}" 'torch==2.13.0'
+"${PIP[@]}" --no-build-isolation deepspeed==0.19.8 accelerate==1.15.0 trl==1.16.0 \
+    transformers==5.24.0 hydra-core==1.3.8 omegaconf==2.3.1 ray==2.60.0 tensordict==0.10.0 \
+    codetiming==1.4.0
+
+mkdir -p "$DEST"
+target() {  # target FOLDER PACKAGE==VERSION...: installed without dependencies
+    local folder="$DEST/$1"
+    shift
+    [ -f "$folder/.complete" ] && return 0
+    rm -rf "$folder"
+    "${PIP[@]}" --no-deps --target "$folder" "$@"
+    touch "$folder/.complete"
+}
+target verl-0.9.1 verl==0.9.1
+rm -rf "$DEST/verl-0.9.1/tests"
+target openrlhf-0.11.2 openrlhf==0.11.2
+target openrlhf-0.8.9 openrlhf==0.8.9
+target llamafactory-0.9.5 llamafactory==0.9.5 transformers==5.6.0 trl==0.24.0 peft==0.18.1 \
+    accelerate==1.11.0 datasets==4.0.0 huggingface-hub==1.33.0 tokenizers==0.22.2 dill==0.3.8 \
+    multiprocess==0.70.16 fsspec==2025.3.0 httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 \
+    liger-kernel==0.8.5
+
+examples="$DEST/llamafactory-0.9.5-examples"
+if [ ! -f "$examples/.complete" ]; then
+    rm -rf "$examples"
+    mkdir -p "$examples"
+    tmp="$(mktemp -d)"
+    python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        -d "$tmp" llamafactory==0.9.5
+    tar xzf "$tmp"/llamafactory-0.9.5.tar.gz -C "$examples" --strip-components=1 \
+        llamafactory-0.9.5/examples/deepspeed llamafactory-0.9.5/data/dataset_info.json
+    rm -rf "$tmp"
+    touch "$examples/.complete"
+fi
