@@ -35,12 +35,17 @@ def tiny_config(**kw) -> TrainConfig:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Never skip the slow tier silently: say that it was deselected and how to run it."""
+    """Never skip a tier silently: say which were deselected and how to run them."""
     marks = config.getoption("markexpr") or ""
-    if "not slow" in marks.replace(" ", " "):
+    if "not slow" in marks:
         terminalreporter.write_line(
             "slow tier (tests marked slow: the >= 10,000-input fuzz tier) deselected; run it "
             "with: python -m pytest -m slow -n 2", yellow=True)
+    if "not integration" in marks:
+        terminalreporter.write_line(
+            "integration tier (the frameworks' own parsers and transformers) deselected; run it "
+            "with: bash tools/install_integration_deps.sh && python -m pytest -m integration -n 2",
+            yellow=True)
 
 
 @pytest.fixture(scope="session")
