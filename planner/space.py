@@ -90,11 +90,6 @@ def _with_dp(cfg: TrainConfig, dp: int) -> TrainConfig:
     return cfg.model_copy(update={"num_gpus": cfg.tp * cfg.pp * cfg.cp * dp})
 
 
-def gpus_for(cfg: TrainConfig, dp: int) -> int:
-    """GPUs of a layout with data-parallel degree dp (see _with_dp)."""
-    return _with_dp(cfg, dp).num_gpus
-
-
 def _phases(model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels
             ) -> dict[str, dict[str, float]]:
     """workload_phases without the rollout engine's terms: the engine depends on the GPU count
@@ -189,7 +184,6 @@ def activation_reserved_bytes(
 # The discrete options
 # ---------------------------------------------------------------------------------------------
 MIB = 2**20
-SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 AUTO_METHODS = ("full", "lora", "dora", "qlora")
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
 
@@ -797,10 +791,6 @@ class Row(NamedTuple):
     num_gpus: int
     gpu_need_mib: int
     host_need_mib: tuple[int, ...]  # per entry of PlanSpace.host_sizes
-
-    @property
-    def resources(self) -> tuple[int, ...]:
-        return (self.gpu_need_mib, *self.host_need_mib)
 
 
 def host_sizes(space: PlanSpace) -> tuple[int, ...]:
