@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from planner import calibration as cal
+from planner import efficiency as eff
 from planner.catalog import Catalog
 from planner.cost import gpu_purchase_price, rental_usd
 from planner.errors import PlannerError
@@ -33,7 +35,11 @@ from planner.memory import (
     BWD_END_PHASE,
     FWD_PHASE,
     STEP_PHASE,
+    activation_phase_terms,
+    device_overhead_bytes,
+    reserved_bytes,
     reserved_weight,
+    steps_by_sub_group,
     usable_host_ram_gib,
 )
 from planner.request import (
@@ -47,9 +53,24 @@ from planner.request import (
     split_role_names,
     validate_plan_request,
 )
-from planner.rltime import workload_throughput
+from planner.rltime import engine_side, workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
-from planner.workloads import Engine
+from planner.throughput import (
+    forward_flops_per_token,
+    matmul_precision,
+    peak_tflops,
+    pipeline_bubble_fraction,
+    training_flops,
+)
+from planner.workloads import (
+    Engine,
+    engine,
+    engine_weight_bytes,
+    kv_bytes_per_sequence,
+    roles,
+    workload_host_ram,
+    workload_phases,
+)
 
 ACTIVATION_TERMS = ("activations", "logits_and_loss")
 ROLLOUT_PHASE = "rollout"  # workloads.ROLLOUT_PHASE
@@ -94,8 +115,6 @@ def _phases(model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModel
             ) -> dict[str, dict[str, float]]:
     """workload_phases without the rollout engine's terms: the engine depends on the GPU count
     in a way a + b/dp cannot express (its batch is capped), so gpu_need_mib adds it exactly."""
-    from planner.workloads import workload_phases
-
     phases = workload_phases(model, cfg, precision, critic=roles.critic, reward=roles.reward)
     if not cfg.is_rl:
         return phases
@@ -128,8 +147,6 @@ def states_coefficients(
 
     ZeRO-3's step temporaries are min(e/dp, k) (memory.steps_by_sub_group): k is their value
     at dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp."""
-    from planner.memory import steps_by_sub_group
-
     m1, m2, m4 = (
         _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (1, 2, 4)
     )
@@ -158,8 +175,6 @@ def host_coefficients(model: ModelSpec, cfg: TrainConfig, roles: RoleModels = NO
                       precision: str = "bf16") -> tuple[int, int]:
     """Host RAM of one training process in MiB as a + b/dp (offloaded shards + the process),
     read off workloads.workload_host_ram at dp = 1 and 2."""
-    from planner.workloads import workload_host_ram
-
     r1, r2 = (workload_host_ram(model, _with_dp(cfg, dp), 1, precision, critic=roles.critic,
                                 reward=roles.reward) for dp in (1, 2))
     b = 2 * (r1 - r2)
@@ -171,8 +186,6 @@ def activation_reserved_bytes(
 ) -> dict[str, float]:
     """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
     if cfg.workload in ("sft", "pretrain"):  # the common case without building every term
-        from planner.memory import activation_phase_terms
-
         phases = activation_phase_terms(model, cfg)
     else:
         phases = _phases(model, cfg, precision, roles)
@@ -286,10 +299,6 @@ def memory_tables(
     roles: RoleModels = NO_ROLES,
 ) -> MemoryTables:
     """Evaluate the memory model once per key (states at dp = 1, 2, 4; activations at mb = 1)."""
-    from planner import calibration as cal
-    from planner.memory import device_overhead_bytes, reserved_bytes
-    from planner.workloads import engine_weight_bytes, kv_bytes_per_sequence
-
     engine: dict[int, tuple[int, int, int]] = {}
 
     states: dict[str, dict] = {}
@@ -510,8 +519,6 @@ class PlanSpace:
     def engine_at(self, si: int, dp: int) -> Engine:
         """workloads.engine of strategy ``si`` with data-parallel degree dp, sized to its
         batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine)."""
-        from planner.workloads import engine
-
         s = self.strategies[si]
         key = (*engine_layout(s), dp)
         if key not in self._engines:
@@ -900,9 +907,6 @@ class Timing:
 
     def rates(self, offer_idx: int) -> tuple[float, float, float]:
         """Achievable FLOP/s (matmul precision, 16-bit) and decode bytes/s of an offer's GPU."""
-        from planner import efficiency as eff
-        from planner.throughput import matmul_precision, peak_tflops
-
         if offer_idx not in self._rates:
             space = self._space
             gpu = space.offers[offer_idx].gpu
@@ -924,8 +928,6 @@ class Timing:
     def engine_side(self, offer_idx: int, row: Row):
         """rltime.engine_side of ``row``'s engine layout on the offer's GPUs, memoised per
         layout (engine_key) and offer."""
-        from planner.rltime import engine_side
-
         key = (offer_idx, self.engine_key(row))
         if key not in self._generation:
             space, offer = self._space, self._space.offers[offer_idx]
@@ -981,9 +983,6 @@ class RowArrays:
     and update compute and a generation bound (_generation_bytes)."""
 
     def __init__(self, space: PlanSpace, rows: list[Row]) -> None:
-        from planner import efficiency as eff
-        from planner.throughput import pipeline_bubble_fraction
-
         self.space, self.rows = space, rows
         self._bounds: dict[int, np.ndarray] = {}
         n_rows = len(rows)
@@ -1067,9 +1066,6 @@ class RowArrays:
 def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, int]:
     """Per token: (matmul-precision, 16-bit) training FLOPs summed over the trained roles,
     forward FLOPs summed over every role's forward pass, and the number of trained roles."""
-    from planner.throughput import forward_flops_per_token, training_flops
-    from planner.workloads import roles
-
     cfg = config_for(space, row)
     if not cfg.is_rl:
         f = training_flops(space.model, cfg)
