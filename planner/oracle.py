@@ -9,13 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.search import job_steps
 from planner.space import PlanSpace, Row, step_time_us
-
-
-def job_steps(space: PlanSpace) -> float:
-    from planner.search import job_steps as steps
-
-    return steps(space)
 
 
 @dataclass(frozen=True, order=True)

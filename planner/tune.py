@@ -62,7 +62,7 @@ from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, roll
 from planner.requirements import Requirement, all_hold, parse
 from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
-from planner.workloads import estimate_memory
+from planner.workloads import estimate_memory, trainer_gpus
 
 Objective = Literal["throughput", "memory"]
 OBJECTIVES: tuple[str, ...] = ("throughput", "memory")
@@ -274,8 +274,6 @@ def _gpu_unit(base: TrainConfig) -> tuple[int, str]:
     """Rollout sequences split evenly over every GPU that handles them: all GPUs when the
     roles and engines share them; with engines (and, split, each role) on GPUs of their own,
     every group's GPU count (their least common multiple)."""
-    from planner.workloads import trainer_gpus  # not at start-up
-
     if not base.is_rl or base.placement == "colocate":
         return base.num_gpus, "--num-gpus"
     groups = {"engines": rollout_gpu_count(base)}

@@ -24,7 +24,7 @@ from planner.inputs import load_file
 from planner.memory import GIB, MemoryEstimate
 from planner.request import TrainConfig, validate_config
 from planner.validation_input import check_cases
-from planner.workloads import estimate_memory
+from planner.workloads import ROLLOUT_PHASE, estimate_memory, workload_phases
 
 SFT_WORKLOADS = ("sft", "pretrain")
 EMULATING_GPU = "h100-sxm"
@@ -524,8 +524,6 @@ ASSUMED_RL_CAPACITY_GIB = 94.0
 def rl_allocated_without_engine(rc: RLCase, gpu: Any) -> float:
     """Peak torch-allocated bytes over the phases a torch counter sees when the engine's pool
     is outside it: every phase but the rollout, without engine terms."""
-    from planner.workloads import ROLLOUT_PHASE, workload_phases
-
     phases = workload_phases(rc.resolved.spec, rc.cfg, rc.cfg.effective_precision(gpu),
                              capacity=gpu.memory_gib * GIB, critic=rc.critic, reward=rc.reward)
     return max(sum(v for k, v in terms.items() if not k.startswith("engine "))

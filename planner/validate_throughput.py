@@ -23,6 +23,7 @@ from planner.cost import define_job, rent_cost
 from planner.errors import PlannerError
 from planner.frameworks import efficiency_of
 from planner.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
+from planner.rltime import estimate_rl_step
 from planner.specs import GpuSpec, PlatformSpec
 from planner.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
 from planner.validate import case_config, case_profile, load_cases, percentile, rl_case
@@ -379,8 +380,6 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
                 decode_efficiency: float | None = None) -> Any:
     """rltime.estimate_rl_step of a PPO/GRPO case (``decode_efficiency`` overrides the
     engine's share of the decode roofline; used to calibrate it)."""
-    from planner.rltime import estimate_rl_step
-
     rc, cfg, gpu = rl_inputs(case, catalog)
     platform, _per_node, _network = _platform(gpu, catalog)
     cap = _max_response_len(case, cfg)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from planner import calibration as cal
+from planner import efficiency as eff
 from planner.errors import PlannerError
 from planner.memory import (
     BWD_END_PHASE,
@@ -317,8 +318,6 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
     sequences as its KV cache holds at full length; without it the engine is sized to decode
     its whole share at once, capped at MAX_DECODE_BATCH (vLLM's max_num_seqs), and the plan
     reports the u to set."""
-    from planner import efficiency as eff
-
     engines = max(1, rollout_gpu_count(cfg) // cfg.rollout_tp)
     share = math.ceil(cfg.rollout_batch * cfg.samples_per_prompt / engines)
     weights = engine_weight_bytes(model, cfg)
