@@ -159,7 +159,7 @@ def catalog_or_default(catalog: Catalog | None) -> Catalog:
 
 def plan(request: PlanRequest, catalog: Catalog | None = None):
     """solve.plan behind the library boundary: a PlanRequest and a Catalog (or None)."""
-    from planner import solve
+    from planner import solve  # OR-Tools loads only when a plan is asked for
 
     check_type(request, PlanRequest, name="request")
     return solve.plan(request, catalog_or_default(catalog))
@@ -167,7 +167,7 @@ def plan(request: PlanRequest, catalog: Catalog | None = None):
 
 def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: int = 12):
     """solve.pareto behind the library boundary; ``max_points`` in 1..MAX_PARETO_POINTS."""
-    from planner import solve
+    from planner import solve  # OR-Tools loads only when a plan is asked for
 
     check_type(request, PlanRequest, name="request")
     if isinstance(max_points, bool) or not isinstance(max_points, int) \

@@ -74,7 +74,7 @@ class Catalog:
             raise PlannerError("--model is empty: give a catalog id (qwen2.5-7b), a HF repo id, "
                                "a size alias (7b) or a config.json path")
         if text.endswith(".json") or _is_dir(text):
-            from planner.hfconfig import model_from_hf_config
+            from planner.hfconfig import model_from_hf_config  # only for config.json paths
 
             return ResolvedModel(spec=model_from_hf_config(Path(text)), asked_as=text)
         index = self._model_index()

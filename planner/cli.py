@@ -378,8 +378,8 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
         --response-len 256 --rollout-n 16 --require 'rollout_n % micro_batch == 0' \
         --require 'rollout_batch % num_gpus == 0'
     """
-    from planner.tune import Pins
-    from planner.tune import tune as tune_search
+    from planner.tune import Pins  # deferred: each command loads only its own modules
+    from planner.tune import tune as tune_search  # deferred: as above
 
     cfg = _config({**opts, "micro_batch": 1, "grad_accum": 1,
                    "checkpointing": "full" if checkpointing == "auto" else checkpointing})
@@ -502,11 +502,11 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
     doc = render.plan_doc(result)
     export = None  # rendered before anything is printed: a refusal leaves no half output
     if export_fmt and result.plan is not None:
-        from planner.export import export_plan
+        from planner.export import export_plan  # deferred: only with --export
 
         export = export_plan(result, export_fmt, catalog=catalog)
     if html_path:  # the report's Pareto chart: a short sweep of the same request
-        from planner.solve import pareto as pareto_sweep
+        from planner.solve import pareto as pareto_sweep  # OR-Tools: only for the solver
 
         points = pareto_sweep(request, catalog, max_points=8) if result.plan else []
         _write_html(html_path, doc, render.pareto_doc(points))
@@ -538,7 +538,7 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
     from planner.solve import pareto as pareto_sweep  # OR-Tools loads only for the solver
 
     if plot_path:
-        from planner.plot import check_target
+        from planner.plot import check_target  # deferred: only with --plot
 
         check_target(plot_path)  # a .png/.svg name and matplotlib present, before solving
     check_targets([("--plot", plot_path), ("--html", html_path)], inputs=_model_file(opts))
@@ -547,11 +547,11 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
     doc = render.pareto_doc(points[:max_points], more=len(points) > max_points)
     points = points[:max_points]
     if plot_path or html_path:  # the cheapest plan and its alternatives: the faint candidates
-        from planner.solve import plan as plan_request
+        from planner.solve import plan as plan_request  # OR-Tools: only for the solver
 
         plan_doc = render.plan_doc(plan_request(request, catalog)) if points else None
         if plot_path:
-            from planner.plot import write_plot
+            from planner.plot import write_plot  # matplotlib: only with --plot
 
             _written(plot_path, lambda tmp: write_plot(tmp, doc, plan_doc))
         if html_path:
@@ -571,7 +571,7 @@ def _written(path: str, write, what: str = "") -> None:
 
 
 def _write_html(path: str, plan_doc: dict | None, pareto_doc: dict | None) -> None:
-    from planner.report import report_html
+    from planner.report import report_html  # deferred: only with --html
 
     page = report_html(plan_doc, pareto_doc)
     _written(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
@@ -717,7 +717,7 @@ def schema_cmd(kind: str) -> None:
     Example:
       planner schema plan > plan.schema.json
     """
-    from planner.schema import schema_text
+    from planner.schema import schema_text  # deferred: only for planner schema
 
     click.echo(schema_text(kind.lower()), nl=False)
 
@@ -746,7 +746,7 @@ def export_cmd(fmt: str | None, out: str | None, point: int | None, plan_file: s
       planner plan --model 0.5b --workload grpo --prompt-len 256 --response-len 256 \
         --export verl --out run_verl.sh
     """
-    from planner.export import check_format, export_plan
+    from planner.export import check_format, export_plan  # deferred: only for export
 
     check_targets([("--out", out)], inputs=[plan_file], stdout_ok=["--out"])
     plan = _read_plan_json(plan_file)
@@ -759,14 +759,14 @@ def export_cmd(fmt: str | None, out: str | None, point: int | None, plan_file: s
 
 def _framework_format(plan: Any, catalog: Any) -> str:
     """The launch format of the framework a plan runs on (its profile's launch_format)."""
-    from planner.export._common import job_of
+    from planner.export._common import job_of  # deferred: only for export
 
     cfg = job_of(plan, catalog=catalog).cfg
     fid = cfg.framework
     if fid is None:
         raise PlannerError("the plan names no framework (saved before frameworks existed): "
                            "give --format")
-    from planner.export import launch_format_of
+    from planner.export import launch_format_of  # deferred: only for export
 
     fmt = launch_format_of(resolve(catalog, fid), cfg.workload)
     if fmt is None:
@@ -782,7 +782,7 @@ def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:
         raise PlannerError(f"--out {out} needs --export FORMAT")
     if not fmt:
         return None, None
-    from planner.export import check_format
+    from planner.export import check_format  # deferred: only when a format is given
 
     key = check_format(str(fmt))
     if not out:

@@ -108,7 +108,7 @@ def write_plot(path: str | Path, pareto_doc: dict[str, Any] | None,
     """Draw cost (USD) against time (hours) into a PNG or SVG file: the Pareto front as a step
     line through its labelled points, dominated candidates faint, the chosen plan ringed."""
     target = check_target(path)
-    import matplotlib
+    import matplotlib  # optional and heavy: loaded only when a plot is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

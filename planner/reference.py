@@ -277,8 +277,8 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
     objective value within objective_tolerance, and a plan that passes its re-check (plan()
     raises PlanCheckError otherwise) and re-checks in ``api.check`` to the same hours and
     cost."""
-    from planner.api import check
-    from planner.solve import plan
+    from planner.api import check  # the library layer: only for the comparison helper
+    from planner.solve import plan  # the solver, compared against: only in that helper
 
     ref = reference_optimum(req, cat)
     result = plan(req, cat)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from planner.catalog import Catalog
 from planner.errors import PlannerError, did_you_mean
 from planner.export._common import (
     GRADIENT_CLIPPING,
@@ -54,6 +55,7 @@ from planner.export.openrlhf import (
     export_openrlhf,
 )
 from planner.export.verl import VERL_VERSIONS, export_verl
+from planner.inputs import check_type, short
 
 __all__ = [
     "EXPORTERS", "FORMATS", "GRADIENT_CLIPPING", "HF_MODULES", "LLAMAFACTORY_DATA",
@@ -107,13 +109,8 @@ def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
     ``catalog`` (the shipped one if None), else the catalog id."""
     key = check_format(fmt)
     if catalog is not None:
-        from planner.catalog import Catalog
-        from planner.inputs import check_type
-
         check_type(catalog, Catalog, name="catalog")
     if model_path is not None:
-        from planner.inputs import check_type
-
         check_type(model_path, str, name="model_path")
     job = job_of(plan, model_path=model_path, catalog=catalog)
     out = _Out(key, TARGETS[key])
@@ -125,8 +122,6 @@ def check_format(fmt: str) -> str:
     """The format key, lower-cased: a format name (its current layout) or ``name@version`` for
     a format with more than one layout (LAYOUTS); anything else is a one-line error naming the
     known ones."""
-    from planner.inputs import short
-
     key = fmt.strip().lower() if isinstance(fmt, str) else ""
     name, at, version = key.partition("@")
     if name not in FORMATS:

@@ -11,9 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from planner.catalog import load_catalog
 from planner.errors import PlannerError
 from planner.inputs import FieldErrors, check_tree, short
+from planner.render import plan_doc
 from planner.request import PRECISIONS, TrainConfig, validate_config
+from planner.result import Plan, PlanResult
 from planner.schema import SCHEMA_VERSION
 from planner.specs import ModelSpec
 
@@ -92,16 +95,12 @@ class _Out:
 # ---------------------------------------------------------------------------------------------
 def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> Job:
     """The Job of a Plan, PlanResult or plan JSON document; bad documents are one-line errors."""
-    from planner.result import Plan, PlanResult
-
     if isinstance(plan, PlanResult):
         if plan.plan is None:
             raise PlannerError(f"the plan result has no plan (status {plan.status}): "
                                "nothing to export")
         plan = plan.plan
     if isinstance(plan, Plan):
-        from planner.render import plan_doc
-
         plan = plan_doc(PlanResult(status="optimal", plan=plan))["plan"]
     if not isinstance(plan, Mapping):
         raise PlannerError(f"cannot export a {type(plan).__name__}: give a Plan, a PlanResult "
@@ -177,8 +176,6 @@ def _positive(doc: Mapping, key: str) -> int:
 
 def _model_spec(model_id: str, catalog: Any) -> ModelSpec | None:
     """The plan's model in the catalog (the shipped one by default), None if not there."""
-    from planner.catalog import load_catalog
-
     try:
         return (catalog or load_catalog()).model(model_id).spec
     except PlannerError:
