@@ -17,6 +17,7 @@ from planner.fitted import fitted
 _FITTED = fitted()["calibration"]
 
 GIB = 2**30
+MIB = 2**20
 
 # --- loss / logits -----------------------------------------------------------------------------
 # Bytes per logit element (tokens x vocab) alive at the loss peak (end of forward / start of

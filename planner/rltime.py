@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from planner import efficiency as eff
+from planner.memory import GIB
 from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import (
@@ -191,7 +192,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     so the planner times it once per such layout and GPU (space.Timing.engine_side)."""
     if decode_efficiency is None:
         decode_efficiency = eff.RL_ROLLOUT_DECODE_EFFICIENCY
-    eng = engine(model, cfg, gpu.memory_gib * 2**30)
+    eng = engine(model, cfg, gpu.memory_gib * GIB)
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,

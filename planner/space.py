@@ -27,6 +27,7 @@ import numpy as np
 
 from planner import calibration as cal
 from planner import efficiency as eff
+from planner.calibration import MIB
 from planner.catalog import Catalog
 from planner.cost import gpu_purchase_price, rental_usd
 from planner.errors import PlannerError
@@ -196,7 +197,6 @@ def activation_reserved_bytes(
 # ---------------------------------------------------------------------------------------------
 # The discrete options
 # ---------------------------------------------------------------------------------------------
-MIB = 2**20
 AUTO_METHODS = ("full", "lora", "dora", "qlora")
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
 

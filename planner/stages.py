@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from ortools.sat.python import cp_model
 
+from planner.calibration import MIB
 from planner.cost import job_cost
 from planner.encoding import (
     NO_TIME,
@@ -360,7 +361,7 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
         problems.append(f"{rate:,.0f} tokens/s < min-tokens-per-s {req.min_tokens_per_s:g}")
     offer = next(o for o in space.offers if o.gpu.id == plan.gpu
                  and (o.platform.id if o.platform else None) == plan.platform)
-    if offer.host_ram_mib is not None and plan.memory.host_ram > offer.host_ram_mib * 2**20:
+    if offer.host_ram_mib is not None and plan.memory.host_ram > offer.host_ram_mib * MIB:
         problems.append(f"host RAM {plan.memory.host_ram / GIB:.1f} GiB > "
                         f"{offer.host_ram_mib / 1024:.0f} GiB")
     offer_per_host = next(o.gpus_per_host for o in space.offers if o.gpu.id == plan.gpu

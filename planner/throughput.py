@@ -32,6 +32,7 @@ from functools import lru_cache
 from planner import efficiency as eff
 from planner.errors import PlannerError
 from planner.memory import (
+    GIB,
     NF4_BYTES_PER_PARAM,
     kv_bytes_per_token,
     params_on_gpu,
@@ -756,7 +757,7 @@ def max_decode_batch(
     """Sequences whose full-length KV cache fits next to the weights in memory_fraction of the
     GPU (vLLM gpu_memory_utilization, TensorRT-LLM free-memory fraction), capped at
     MAX_DECODE_BATCH."""
-    budget = gpu.memory_gib * 2**30 * memory_fraction - weight_bytes
+    budget = gpu.memory_gib * GIB * memory_fraction - weight_bytes
     per_seq = kv_bytes_per_token(model, kv_bytes) / tp * context
     return max(1, min(eff.MAX_DECODE_BATCH, int(budget // per_seq)))
 
@@ -844,8 +845,8 @@ def estimate_decode(
         step_time_first_s=steps[0],
         step_time_last_s=steps[-1],
         limited_by=max(set(bounds), key=bounds.count),
-        kv_cache_gib=batch * context * kv_bytes_per_token(model, kvb) / tp / 2**30,
-        weights_gib_per_gpu=wbytes / 2**30,
+        kv_cache_gib=batch * context * kv_bytes_per_token(model, kvb) / tp / GIB,
+        weights_gib_per_gpu=wbytes / GIB,
         stack=stack,
         notes=tuple(notes),
     )

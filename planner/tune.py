@@ -54,6 +54,7 @@ from planner.api import (
     resolve_job,
     role_models,
 )
+from planner.calibration import MIB
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.inputs import check_choice, check_margin, check_range, check_type
@@ -514,7 +515,7 @@ def _distinct(ranked: list[Candidate]) -> tuple[Candidate, ...]:
     recomputation where flash attention leaves nothing to recompute."""
     seen, out = set(), []
     for c in ranked:
-        sig = (round(c.memory.device / 2**20), f"{c.tokens_per_s:.4g}")
+        sig = (round(c.memory.device / MIB), f"{c.tokens_per_s:.4g}")
         if sig not in seen:
             seen.add(sig)
             out.append(c)
