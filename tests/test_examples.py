@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+FOLDER = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = sorted(FOLDER.glob("*.py"))
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
@@ -26,7 +27,6 @@ def test_examples_exist():
 # Each seed script answers its document's question and returns its figures; these tests check
 # them against the seed's own measurements, hand arithmetic, and the same question asked on the
 # command line (a second path through the planner).
-FOLDER = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _figures(name: str, capsys) -> tuple[dict, dict, str]:

@@ -18,7 +18,7 @@ import io
 import sys
 from pathlib import Path
 
-from planner.cli import main
+from planner.cli import run
 
 REQUESTS: tuple[tuple[str, ...], ...] = (
     ("plan", "--budget", "3000", "--model", "7b"),
@@ -80,12 +80,8 @@ NO_JSON = {"schema", "validate"}
 
 def _run(argv: list[str]) -> bytes:
     out, err = io.StringIO(), io.StringIO()
-    code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
+        code = run(argv)
     return f"exit {code}\n--- stdout\n{out.getvalue()}--- stderr\n{err.getvalue()}".encode()
 
 
@@ -103,7 +99,7 @@ def outputs() -> dict[str, bytes]:
     return found
 
 
-def main_(args: list[str]) -> int:
+def main(args: list[str]) -> int:
     if len(args) != 2 or args[0] not in ("record", "compare"):
         print("usage: python tools/golden.py record|compare DIR", file=sys.stderr)
         return 2
@@ -124,4 +120,4 @@ def main_(args: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main_(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
