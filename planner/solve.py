@@ -54,7 +54,8 @@ def _plan_any_framework(request: PlanRequest, catalog: Catalog) -> PlanResult:
     found = [(fid, r) for fid, r in results if r.plan is not None]
     if not found:
         default = DEFAULT_FRAMEWORK[request.workload]
-        result = plan(request.model_copy(update={"framework": default}), catalog)
+        result = dict(results).get(default) or plan(
+            request.model_copy(update={"framework": default}), catalog)
         return replace(result, notes=(*result.notes, "framework auto: no candidate framework "
                                       f"({', '.join(f for f, _ in results)}) has a plan; the "
                                       f"default's ({default}) conflicts shown"))
