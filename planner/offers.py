@@ -410,7 +410,8 @@ def rental_cost(choice: Cover | OfferSpec, hours: float) -> RentalCost:
             gpu=o.gpu, gpus_per_instance=o.gpus_per_instance, instances=use.instances,
             usd_per_hour=o.usd_per_hour, billing_increment_hours=o.billing_increment_hours,
             minimum_hours=o.minimum_hours, price_as_of=o.price_as_of, source=o.source,
-            host_ram_gib=o.host_ram_gib, billed_hours=b, usd=use.instances * o.usd_per_hour * b,
+            host_ram_gib=o.host_ram_gib, billed_hours=b,
+            usd=use.instances * _instance_cost(o, hours),
         ))
     return RentalCost(hours=hours, usd=sum(b.usd for b in billed),
                       gpus=sum(b.instances * b.gpus_per_instance for b in billed),

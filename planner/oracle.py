@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.search import job_steps
+from planner.search import job_hours_at, job_steps
 from planner.space import PlanSpace, Row, step_time_us
 
 
@@ -77,13 +77,13 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                             if space.gpu_need_mib(si, tp, pp, dp, mb) > offer.capacity_mib:
                                 continue
                             time_us = step_time_us(space, oi, row)
-                            hours = time_us * steps / 3.6e9
+                            hours = job_hours_at(time_us, steps)
                             if req.max_hours is not None and hours > req.max_hours:
                                 continue
                             if req.min_tokens_per_s is not None and \
                                     tokens_step / (time_us / 1e6) < req.min_tokens_per_s:
                                 continue
-                            job = offer.gpu_price_usd * 1000 * n * hours  # rental, milli-$
+                            job = offer.rental_usd(n, hours) * 1000  # rental, milli-$
                             if rent and req.budget_usd is not None and job > req.budget_usd * 1e3:
                                 continue
                             cand = Candidate(round(job) if rent else cost, time_us, n, si, oi,
