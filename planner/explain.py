@@ -17,7 +17,7 @@ from ortools.sat.python import cp_model
 from planner.catalog import Catalog, load_catalog
 from planner.encoding import Encoding, build, cp_solver, hint_cheapest
 from planner.errors import PlannerError
-from planner.memory import GIB
+from planner.memory import GIB, usable_capacity, usable_mib
 from planner.request import PlanRequest
 from planner.result import Binding, Conflict, Plan
 from planner.search import job_hours_at, job_steps, needs_timing, plan_usd, timed_search
@@ -76,7 +76,8 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
                  (o.platform.id if o.platform else None) == plan.platform)
     out = {
         "gpu_memory": (plan.memory.device / GIB,
-                       plan.memory.capacity * (1 - req.memory_margin) / GIB, "GiB per GPU"),
+                       usable_capacity(plan.memory.capacity, req.memory_margin) / GIB,
+                       "GiB per GPU"),
         "gpus_per_host": (float(plan.config.tp), float(offer.gpus_per_host), "GPUs (tp)"),
         "max_gpus": (float(plan.num_gpus), float(req.max_gpus), "GPUs"),
     }
@@ -134,7 +135,7 @@ def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, 
         larger = sorted({o.gpu.memory_gib for o in space.offers if o.gpu.memory_gib > mine})
         if not larger:
             return None
-        cap = int(larger[0] * 1024 * (1 - req.memory_margin))
+        cap = usable_mib(larger[0], req.memory_margin)
         offers = tuple(dc.replace(o, capacity_mib=cap) if o.gpu.id == plan.gpu else o
                        for o in space.offers)
         return space.with_offers(offers), f"{plan.gpu} with {larger[0]:g} GiB"

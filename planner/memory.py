@@ -349,6 +349,16 @@ def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str, *,
 # ---------------------------------------------------------------------------------------------
 # Activations and loss
 # ---------------------------------------------------------------------------------------------
+def usable_capacity(capacity: float, margin: float) -> float:
+    """GPU memory a plan may use: the capacity (any unit) less the planning margin."""
+    return capacity * (1.0 - margin)
+
+
+def usable_mib(memory_gib: float, margin: float) -> int:
+    """usable_capacity of a GPU of ``memory_gib`` in whole MiB (the solver's unit)."""
+    return int(usable_capacity(memory_gib * 1024, margin))
+
+
 def usable_host_ram_gib(installed_gib: float) -> float:
     """Host RAM a job may plan to use: the installed RAM less calibration.HOST_RAM_MARGIN."""
     return installed_gib * (1 - cal.HOST_RAM_MARGIN)
@@ -582,7 +592,7 @@ class MemoryEstimate:
 
     def fits(self, margin: float = 0.0) -> bool:
         """Device-level use (reserved + CUDA context + NCCL) within capacity less a margin."""
-        return not self.blocked and self.device <= self.capacity * (1.0 - margin)
+        return not self.blocked and self.device <= usable_capacity(self.capacity, margin)
 
 
 def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> float:

@@ -42,6 +42,7 @@ from planner.memory import (
     reserved_weight,
     steps_by_sub_group,
     usable_host_ram_gib,
+    usable_mib,
 )
 from planner.request import (
     DEFAULT_LORA_RANK,
@@ -649,7 +650,7 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
         if price is None:
             unoffered.append(f"{gpu.id}: no {request.price_kind or ''} price".replace("  ", " "))
             continue
-        cap = int(gpu.memory_gib * 1024 * (1 - request.memory_margin))
+        cap = usable_mib(gpu.memory_gib, request.memory_margin)
         if request.pricing == "rent":
             offers.append(Offer(gpu, None, price, 0.0, gpu.max_gpus_per_node, cap, None))
             continue

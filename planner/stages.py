@@ -24,7 +24,7 @@ from planner.encoding import (
     hint_cheapest,
 )
 from planner.errors import PlannerError
-from planner.memory import GIB
+from planner.memory import GIB, usable_capacity
 from planner.request import TrainConfig, validate_config
 from planner.result import Plan
 from planner.rltime import workload_throughput
@@ -345,7 +345,7 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
         validate_config(cfg, space.model)
     except PlannerError as exc:
         problems.append(str(exc))
-    limit = plan.memory.capacity * (1 - req.memory_margin)
+    limit = usable_capacity(plan.memory.capacity, req.memory_margin)
     if plan.memory.blocked:
         problems.append("the rollout engine cannot hold one sequence")
     if plan.memory.device > limit:
