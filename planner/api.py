@@ -8,10 +8,17 @@ from typing import Any
 from planner import render
 from planner.bands import band, memory_group, throughput_group
 from planner.catalog import Catalog, load_catalog
-from planner.cost import Job, define_job, job_cost, job_notes
+from planner.cost import CostEstimate, Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
 from planner.frameworks import FrameworkChoice, apply, choose
 from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
+from planner.memory import GIB, usable_host_ram_gib
+from planner.offers import (
+    CATALOG_PROVIDER,
+    DEFAULT_MAX_GPUS_PER_OFFER,
+    offer_max_gpus,
+    rental_offers,
+)
 from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
 from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -113,15 +120,19 @@ def check(
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
     plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform)
-    per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
-    est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node, critic=critic,
-                          reward=reward)
-    tput = workload_throughput(resolved.spec, gpu_spec, cfg, platform=plat,
-                               stack=stack, critic=critic, reward=reward)
-    cost = job_cost(gpu_spec, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
-                    pricing=pricing, platform=plat if pricing == "buy" else None,
-                    price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
+    if pricing == "rent" and platform is None and power_usd_per_kwh is None:
+        est, tput, cost = _rented_job(cat, resolved.spec, gpu_spec, cfg, stack=stack, job=job,
+                                      critic=critic, reward=reward)
+    else:
+        per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
+        est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node,
+                              critic=critic, reward=reward)
+        tput = workload_throughput(resolved.spec, gpu_spec, cfg, platform=plat,
+                                   stack=stack, critic=critic, reward=reward)
+        cost = job_cost(gpu_spec, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
+                        pricing=pricing, platform=plat if pricing == "buy" else None,
+                        price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
     doc = render.check_doc(
         model=resolved.spec, asked_as=model, gpu=gpu_spec, cfg=cfg, est=est,
         fits=est.fits(margin), margin=margin,
@@ -148,6 +159,43 @@ def check(
             f"{resolved.spec.max_position_embeddings} tokens: it needs a context extension "
             "(RoPE scaling) the model was not trained with")
     return doc
+
+
+def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
+                stack: str, job: Job | None, critic: ModelSpec | None,
+                reward: ModelSpec | None) -> tuple[Any, Any, CostEstimate]:
+    """A rental as ``plan`` prices one: of the GPU's offers (offers.rental_offers) that hold the
+    job (tp within one instance, the GPUs within DEFAULT_MAX_GPUS_PER_OFFER, the host RAM of an
+    instance), the cheapest bill for the job (then the fastest); each offer's GPUs per instance
+    set the nodes the memory and speed models see. None holds it: the cheapest offer's
+    estimates, with the cost not offered and the reason."""
+    found = []
+    for offer in rental_offers(cat, (gpu.id,)):
+        per_node = gpu.max_gpus_per_node if offer.provider == CATALOG_PROVIDER \
+            else offer.gpus_per_instance
+        est = estimate_memory(model, gpu, cfg, gpus_per_node=per_node, critic=critic,
+                              reward=reward)
+        tput = workload_throughput(model, gpu, cfg, platform=None, stack=stack, critic=critic,
+                                   reward=reward, gpus_per_node=per_node)
+        cost = job_cost(gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
+                        pricing="rent", offer=offer)
+        holds = cfg.tp <= per_node and cfg.num_gpus <= offer_max_gpus(
+            offer, DEFAULT_MAX_GPUS_PER_OFFER) and (offer.host_ram_gib is None or est.host_ram
+                                                    <= usable_host_ram_gib(offer.host_ram_gib)
+                                                    * GIB)
+        found.append((not holds, cost.usd or 0.0, cost.hours, est, tput, cost))
+    if not found:  # no offer and no catalog rate: the estimates without one
+        est = estimate_memory(model, gpu, cfg, critic=critic, reward=reward)
+        tput = workload_throughput(model, gpu, cfg, platform=None, stack=stack, critic=critic,
+                                   reward=reward)
+        return est, tput, job_cost(gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
+                                   pricing="rent")
+    unheld, _, _, est, tput, cost = min(found, key=lambda f: f[:3])
+    if unheld:
+        cost = replace(cost, status="not offered", usd=None, reason=(
+            f"no rental offer of {gpu.id} holds this job (tp within one instance, at most "
+            f"{DEFAULT_MAX_GPUS_PER_OFFER} GPUs per offer, the instance's host RAM)"))
+    return est, tput, cost
 
 
 def catalog_or_default(catalog: Catalog | None) -> Catalog:

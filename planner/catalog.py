@@ -26,6 +26,7 @@ KINDS: dict[str, type[BaseModel]] = {
     "platforms": PlatformSpec,
     "frameworks": FrameworkSpec,
 }
+OFFERS_DIR = "offers"  # rental offers (planner.offers reads them)
 SIZE_ALIASES_FILE = "size_aliases.yaml"
 # Suffixes of quantized checkpoints that share their base model's architecture.
 _QUANT_SUFFIX = re.compile(r"-(int4|int8|gptq(-int[48])?|awq|bnb-4bit|4bit|8bit)$", re.IGNORECASE)
@@ -47,6 +48,8 @@ class Catalog:
     platforms: dict[str, PlatformSpec]
     size_aliases: dict[str, str] = field(default_factory=dict)
     frameworks: dict[str, FrameworkSpec] = field(default_factory=dict)
+    # the overlay folders it was loaded with (offers.load_offers reads their offers/)
+    overlays: tuple[str, ...] = ()
 
     # ----- lookups -------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuSpec:
@@ -195,8 +198,9 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
             continue
         if not any((folder / kind).is_dir() for kind in KINDS) and \
                 not (folder / SIZE_ALIASES_FILE).exists():
-            errors.append(f"{folder}: holds none of {', '.join(f'{k}/' for k in KINDS)} or "
-                          f"{SIZE_ALIASES_FILE}")
+            if not (folder / OFFERS_DIR).is_dir():  # rental offers: offers.load_offers
+                errors.append(f"{folder}: holds none of {', '.join(f'{k}/' for k in KINDS)}, "
+                              f"{OFFERS_DIR}/ or {SIZE_ALIASES_FILE}")
             continue
         read = _read_aliases(folder / SIZE_ALIASES_FILE, errors)
         aliases.update(read)
@@ -228,6 +232,7 @@ def _load(overlays: tuple[str, ...]) -> Catalog:
         platforms=entries["platforms"],  # type: ignore[arg-type]
         size_aliases=aliases,
         frameworks=entries["frameworks"],  # type: ignore[arg-type]
+        overlays=overlays,
     )
 
 

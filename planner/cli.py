@@ -449,6 +449,9 @@ PLAN_OPTIONS = [
     click.option("--pricing", type=_choice(("buy", "rent", "owned")), default="buy",
                  show_default=True, help="buy, rent, or owned (with --gpus and --num-gpus: "
                                          "the fastest plan on hardware you have)."),
+    click.option("--max-gpus-per-offer", type=INT, default=None,
+                 help="Rent: GPUs one provider offer (instance shape) may supply [default: "
+                      "64, an assumption about on-demand stock: eight 8-GPU instances]."),
     click.option("--framework", default=None,
                  help="Framework profile id ('planner catalog frameworks') [default: the "
                       "workload's default]."),

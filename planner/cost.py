@@ -14,6 +14,15 @@ from typing import Literal
 
 from planner.errors import PlannerError
 from planner.freshness import stale_price_notes
+from planner.offers import (
+    CATALOG_PROVIDER,
+    OfferSpec,
+    OfferUse,
+    RentalCost,
+    catalog_rate_offer,
+    instances_for,
+    rental_cost,
+)
 from planner.specs import GpuSpec, PlatformSpec
 
 Pricing = Literal["buy", "rent", "owned"]
@@ -87,13 +96,16 @@ class CostEstimate:
     job: Job
     reason: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    rental: RentalCost | None = None  # rent: the offer billed, its instances and billed hours
 
     def summary(self) -> dict[str, object]:
-        """The ``cost`` object of ``planner check --json`` (usd None when not offered)."""
+        """The ``cost`` object of ``planner check --json`` (usd None when not offered); a
+        rental names its offer (offers.BilledOffer.summary)."""
         return {
             "usd": self.usd, "basis": self.basis, "items": dict(self.items),
             "covers": self.covers, "status": self.status, "reason": self.reason,
             "hours": self.hours, "job": self.job.definition, "notes": list(self.notes),
+            "offer": self.rental.offers[0].summary() if self.rental else None,
         }
 
 
@@ -188,25 +200,49 @@ def rental_usd(usd_per_gpu_hour, num_gpus, hours):
     return usd_per_gpu_hour * num_gpus * hours
 
 
-def rent_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job) -> CostEstimate:
-    """Rental for the job: $/GPU-hour x GPUs x hours (power and hosts are in the rate)."""
-    rate = gpu.price_usd_per_hour
-    if rate is None:
-        return _not_offered("rent", hours, job, f"{gpu.id} has no rental price in the catalog")
-    items = {f"rental of {num_gpus} x {gpu.id} for {hours:.2f} h at ${rate:g}/GPU-hour":
-             rental_usd(rate, num_gpus, hours)}
-    return CostEstimate("ok", "rent", sum(items.values()), items,
+# Minutes a rented instance runs before the first training step: boot, container image, model
+# download and load. An assumption for the notes only (billed, not in the time shown), not a
+# measured figure.
+RENTAL_STARTUP_MINUTES = 10
+
+
+def rent_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job,
+              offer: OfferSpec | None = None) -> CostEstimate:
+    """Rental for the job: whole instances of ``offer`` (default: the GPU's catalog rate,
+    offers.catalog_rate_offer), each billed for the job's hours rounded up to the offer's
+    increment and at least its minimum (offers.rental_cost); power and host are in the rate."""
+    offer = offer or catalog_rate_offer(gpu)
+    if offer is None:
+        return _not_offered("rent", hours, job, f"{gpu.id} has no rental offer or rental "
+                            "price in the catalog")
+    instances = instances_for(offer, num_gpus)
+    bill = rental_cost(OfferUse(offer, instances), hours)
+    billed = bill.offers[0]
+    what = (f"{num_gpus} x {gpu.id} at ${offer.usd_per_hour:g}/GPU-hour" if
+            offer.gpus_per_instance == 1 else
+            f"{instances} x {offer.instance_type} ({offer.gpus_per_instance} GPUs each"
+            + (f", {num_gpus} used" if instances * offer.gpus_per_instance != num_gpus else "")
+            + f") at ${offer.usd_per_hour:g}/h")
+    items = {f"rental of {what} from {offer.provider}, billed {billed.billed_hours:.2f} h":
+             bill.usd}
+    notes = [f"rental price as of {offer.price_as_of}: {offer.source}", *bill.notes]
+    if hours * 60 < RENTAL_STARTUP_MINUTES:
+        notes.append(f"the job ({hours * 60:.1f} min) is shorter than a rental's start-up "
+                     f"(about {RENTAL_STARTUP_MINUTES} min assumed: boot, image, model load), "
+                     "which is billed too and not in the time shown")
+    notes += stale_price_notes([(f"GPU {gpu.id}" if offer.provider == CATALOG_PROVIDER else
+                                 f"offer {offer.provider} {offer.instance_type}",
+                                 offer.price_as_of)])
+    return CostEstimate("ok", "rent", bill.usd, items,
                         f"rental of {num_gpus} {gpu.id} GPUs for the job ({hours:.2f} h)",
-                        hours, job, notes=(f"rental price as of {gpu.price_as_of}: "
-                                           f"{gpu.cloud_price_source or 'catalog'}",
-                                           *stale_price_notes([(f"GPU {gpu.id}",
-                                                                gpu.price_as_of)])))
+                        hours, job, notes=tuple(notes), rental=bill)
 
 
 def job_cost(
     gpu: GpuSpec, num_gpus: int, *, tokens_per_s: float, job: Job | None = None,
     pricing: Pricing = "buy", platform: PlatformSpec | None = None,
     price_kind: PriceKind | None = None, power_usd_per_kwh: float | None = None,
+    offer: OfferSpec | None = None,
 ) -> CostEstimate:
     """Cost of ``job`` (default: DEFAULT_JOB_TOKENS) at ``tokens_per_s`` on ``num_gpus`` GPUs,
     bought (GPUs, hosts of ``platform``, optional power) or rented."""
@@ -217,7 +253,7 @@ def job_cost(
     if pricing == "rent":
         if power_usd_per_kwh is not None:
             raise PlannerError("--power-usd-per-kwh applies to --pricing buy (rent includes it)")
-        return rent_cost(gpu, num_gpus, hours=hours, job=job)
+        return rent_cost(gpu, num_gpus, hours=hours, job=job, offer=offer)
     if pricing == "owned":
         return owned_cost(gpu, num_gpus, hours=hours, job=job,
                           power_usd_per_kwh=power_usd_per_kwh)

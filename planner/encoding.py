@@ -27,6 +27,7 @@ from itertools import combinations
 import numpy as np
 from ortools.sat.python import cp_model
 
+from planner.offers import DEFAULT_MAX_GPUS_PER_OFFER
 from planner.space import PlanSpace, Row, host_sizes, pins
 
 SEED = 0
@@ -115,6 +116,7 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
     enc.max_hosts = max((space.offers[i].hosts(most) for i in offers), default=1)
     v["hosts"] = m.new_int_var(1, enc.max_hosts, "hosts")
     _add_max_gpus(enc)
+    _add_supply(enc)
     _add_gpu_memory(enc)
     _add_hosts(enc)
     _add_host_ram(enc)
@@ -133,6 +135,18 @@ def _add_max_gpus(enc: Encoding) -> None:
     req = enc.space.request
     lit = enc.rule("max_gpus", "GPUs", f"raise --max-gpus above {req.max_gpus}")
     enc.model.add(enc.var["num_gpus"] <= req.max_gpus).only_enforce_if(lit)
+
+
+def _add_supply(enc: Encoding) -> None:
+    """Rent: an offer supplies at most its max_gpus GPUs (--max-gpus-per-offer, whole
+    instances)."""
+    capped = [(o, x) for o, x in _chosen(enc) if o.max_gpus is not None]
+    if not capped:
+        return
+    most = enc.space.request.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
+    lit = enc.rule("max_gpus_per_offer", "GPUs", f"raise --max-gpus-per-offer above {most}")
+    for o, x in capped:
+        enc.model.add(enc.var["num_gpus"] <= o.max_gpus).only_enforce_if([lit, x])
 
 
 def _add_gpu_memory(enc: Encoding) -> None:
@@ -161,17 +175,17 @@ def _add_hosts(enc: Encoding) -> None:
 
 
 def _add_host_ram(enc: Encoding) -> None:
-    """Host RAM of one host (its ranks' offloaded states and processes) <= the platform's RAM.
-    Rented instances: the provider's RAM is not in the catalog, so the rule is not added."""
+    """Host RAM of one host (its ranks' offloaded states and processes) <= the platform's or
+    instance's RAM, for the offers whose RAM is known (a per-GPU catalog rate: not known)."""
     sp, m = enc.space, enc.model
-    if any(o.host_ram_mib is None for o, _ in _chosen(enc)):
+    if all(o.host_ram_mib is None for o, _ in _chosen(enc)):
         return
     lit = enc.rule("host_ram", "MiB per host",
                    "a host with more RAM, no CPU offload, or more GPUs to shard the states")
     for j, size in enumerate(host_sizes(sp)):
         need = enc.row_sum([r.host_need_mib[j] for r in enc.rows])
         for o, x in _chosen(enc):
-            if o.gpus_per_host == size:
+            if o.gpus_per_host == size and o.host_ram_mib is not None:
                 m.add(need <= o.host_ram_mib).only_enforce_if([lit, x])
 
 
@@ -194,9 +208,10 @@ def _add_cost(enc: Encoding) -> None:
 
 def _prices(enc: Encoding, o) -> tuple[int, int]:
     """(per GPU, per host) in the cost variable's unit: whole dollars (buy) or milli-dollars
-    per hour (rent: no host price)."""
-    scale = 1000 if enc.space.request.pricing == "rent" else 1
-    return round(o.gpu_price_usd * scale), round(o.host_price_usd)
+    per hour (rent: per instance, or per GPU at a per-GPU rate)."""
+    if enc.space.request.pricing == "rent":
+        return o.hourly_milli_usd()
+    return round(o.gpu_price_usd), round(o.host_price_usd)
 
 
 def _cost(enc: Encoding, o, num_gpus):
@@ -233,13 +248,15 @@ def _add_offer_bounds(enc: Encoding, every_subset: bool = True) -> None:
             m.add(v["cost_usd"] >= _cost(enc, o, n)).only_enforce_if(on)
 
 
-FIT_RULES = ("gpu_memory", "gpus_per_host", "host_ram")  # rules of one (offer, row) pair
+# rules of one (offer, row) pair
+FIT_RULES = ("gpu_memory", "gpus_per_host", "host_ram", "max_gpus_per_offer")
 
 
 def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, np.ndarray]]]:
     """Per offer of the model: (offer, its literal, {rule: numpy mask of the rows that satisfy
     it}) for the FIT_RULES the model has (computed once per model)."""
     if enc.fit_checks is None:
+        gpus = np.array([r.num_gpus for r in enc.rows])
         need = np.array([r.gpu_need_mib for r in enc.rows])
         tp = np.array([r.tp for r in enc.rows])
         host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
@@ -249,7 +266,10 @@ def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, 
             checks = {"gpu_memory": need <= o.capacity_mib,
                       "gpus_per_host": tp <= o.gpus_per_host}
             if "host_ram" in enc.literal:
-                checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib
+                checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib \
+                    if o.host_ram_mib is not None else np.ones(len(enc.rows), dtype=bool)
+            if "max_gpus_per_offer" in enc.literal:
+                checks["max_gpus_per_offer"] = o.supplies(gpus)
             enc.fit_checks.append((o, x, checks))
     return enc.fit_checks
 

@@ -72,8 +72,7 @@ def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, i
 def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
     """(used, limit, unit) of each rule at the plan, from the analytic models."""
     req = space.request
-    offer = next(o for o in space.offers if o.gpu.id == plan.gpu and
-                 (o.platform.id if o.platform else None) == plan.platform)
+    offer = space.offer_of(plan)
     out = {
         "gpu_memory": (plan.memory.device / GIB,
                        usable_capacity(plan.memory.capacity, req.memory_margin) / GIB,
@@ -81,6 +80,8 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
         "gpus_per_host": (float(plan.config.tp), float(offer.gpus_per_host), "GPUs (tp)"),
         "max_gpus": (float(plan.num_gpus), float(req.max_gpus), "GPUs"),
     }
+    if offer.max_gpus is not None:
+        out["max_gpus_per_offer"] = (float(plan.num_gpus), float(offer.max_gpus), "GPUs")
     if req.budget_usd is not None:
         out["budget"] = (plan.cost_usd, req.budget_usd, "USD")
     if offer.host_ram_mib is not None:
@@ -143,6 +144,10 @@ def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, 
         offers = tuple(dc.replace(o, host_ram_mib=2 * o.host_ram_mib)
                        if o.host_ram_mib is not None else o for o in space.offers)
         return space.with_offers(offers), "hosts with twice the RAM"
+    if name == "max_gpus_per_offer":
+        offers = tuple(dc.replace(o, max_gpus=2 * o.max_gpus) if o.max_gpus else o
+                       for o in space.offers)
+        return space.with_offers(offers), "offers supplying twice the GPUs"
     if name == "max_gpus" and req.num_gpus is None:
         loose = req.model_copy(update={"max_gpus": 2 * req.max_gpus})
         return dc.replace(space, request=loose), f"max-gpus {2 * req.max_gpus}"

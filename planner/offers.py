@@ -26,18 +26,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from planner.catalog import (
     KINDS,
+    OFFERS_DIR,
     SIZE_ALIASES_FILE,
+    Catalog,
     load_catalog,
     read_model,
     shipped_catalog_dir,
 )
 from planner.errors import CatalogError, PlannerError, did_you_mean
+from planner.specs import GpuSpec
 
-OFFERS_DIR = "offers"
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 # A job's hours are compared with whole increments after dividing; a relative slack this small
 # keeps 1.0 hour at a 1/60-hour increment from billing 61 minutes through rounding error.
@@ -162,6 +165,65 @@ def _read_file(path: Path, errors: list[str]) -> OfferFile | None:
         seen.add(key)
     errors.extend(f"{path}: {p}" for p in problems)
     return None if problems else spec
+
+
+# ----- the offers a rental plan chooses from ------------------------------------------------
+
+CATALOG_PROVIDER = "catalog"  # a GPU's per-GPU rate in catalog/gpus, where no offer lists it
+# GPUs one offer supplies to one job when the request does not say (--max-gpus-per-offer).
+# An assumption, not a measured figure: without a reservation, a provider's on-demand stock of
+# one instance shape is a few instances at a time; 64 GPUs is eight 8-GPU instances.
+DEFAULT_MAX_GPUS_PER_OFFER = 64
+
+
+def catalog_rate_offer(gpu: GpuSpec) -> OfferSpec | None:
+    """The GPU's catalog rental rate as an offer: GPUs rented one by one at the catalog's
+    $/GPU-hour (``cloud_price_source``), billed per second; None when the GPU has no rate."""
+    if gpu.price_usd_per_hour is None or gpu.price_as_of is None:
+        return None
+    return OfferSpec(
+        provider=CATALOG_PROVIDER, instance_type=f"{gpu.id} per GPU (catalog rate)", gpu=gpu.id,
+        gpus_per_instance=1, usd_per_hour=gpu.price_usd_per_hour,
+        billing_increment_hours=1 / 3600, price_as_of=gpu.price_as_of,
+        source=gpu.cloud_price_source or f"catalog/gpus/{gpu.id}.yaml",
+        notes="no instance offer of this GPU in catalog/offers: the catalog's per-GPU rate, "
+              "billed per second, on nodes of up to the GPU's max_gpus_per_node",
+    )
+
+
+def rental_offers(catalog: Catalog, gpu_ids: Iterable[str], *,
+                  spot: bool = False) -> tuple[OfferSpec, ...]:
+    """The offers a rental of these GPUs chooses from: each GPU's instance offers (on demand,
+    or ``spot``) from catalog/offers and the catalog's overlays, else its catalog rate
+    (catalog_rate_offer) where it has one; cheapest GPU-hour first per GPU."""
+    offers = load_offers(catalog.overlays)
+    out: list[OfferSpec] = []
+    for gpu_id in gpu_ids:
+        listed = offers_for(gpu_id, offers, spot=spot)
+        rate = None if listed or spot else catalog_rate_offer(catalog.gpu(gpu_id))
+        out += listed or ((rate,) if rate else ())
+    return tuple(out)
+
+
+def offer_max_gpus(offer: OfferSpec, cap: int) -> int:
+    """GPUs one job may take from ``offer`` under a cap of ``cap`` GPUs per offer: whole
+    instances (0: one instance is over the cap)."""
+    return cap // offer.gpus_per_instance * offer.gpus_per_instance
+
+
+def instances_for(offer: OfferSpec, num_gpus):
+    """Instances of ``offer`` that hold ``num_gpus`` GPUs (ceil); elementwise on numpy arrays."""
+    return -(-num_gpus // offer.gpus_per_instance)
+
+
+def bill_usd(offer: OfferSpec, num_gpus, hours):
+    """What renting ``num_gpus`` GPUs of ``offer`` for ``hours`` costs: whole instances, each
+    billed max(minimum, hours rounded up to the increment) at the instance rate; elementwise on
+    numpy arrays (the planner's search scores many pairs at once)."""
+    increments = np.ceil(np.asarray(hours) / offer.billing_increment_hours * (1 - _EPS))
+    billed = np.maximum(offer.minimum_hours, increments * offer.billing_increment_hours)
+    usd = instances_for(offer, num_gpus) * offer.usd_per_hour * billed
+    return float(usd) if np.ndim(usd) == 0 else usd
 
 
 # ----- choosing -----------------------------------------------------------------------------
@@ -381,8 +443,9 @@ class RentalCost:
     notes: tuple[str, ...]
 
 
-def rental_cost(choice: Cover | OfferSpec, hours: float) -> RentalCost:
-    """What renting ``choice`` (a cover, or one instance of an offer) for ``hours`` costs.
+def rental_cost(choice: Cover | OfferUse | OfferSpec, hours: float) -> RentalCost:
+    """What renting ``choice`` (a cover, instances of one offer, or one instance of an offer)
+    for ``hours`` costs.
 
     Per offer: usd = instances x usd_per_hour x billed_hours(hours, increment, minimum), every
     instance running the whole job. Notes say when the job is shorter than a minimum, and when
@@ -390,7 +453,8 @@ def rental_cost(choice: Cover | OfferSpec, hours: float) -> RentalCost:
     """
     if hours <= 0:
         raise PlannerError(f"a rental needs positive hours (got {hours:g})")
-    uses = choice.uses if isinstance(choice, Cover) else (OfferUse(choice, 1),)
+    uses = choice.uses if isinstance(choice, Cover) else \
+        (choice,) if isinstance(choice, OfferUse) else (OfferUse(choice, 1),)
     billed: list[BilledOffer] = []
     notes: list[str] = []
     short = False
@@ -404,7 +468,7 @@ def rental_cost(choice: Cover | OfferSpec, hours: float) -> RentalCost:
                          "billed")
         elif b > hours * 1.01:
             notes.append(f"{o.provider} {o.instance_type}: billed {b:.4g} h for {hours:.4g} h "
-                         f"(increment {_increment_text(o.billing_increment_hours)})")
+                         f"(increment {billing_text(o.billing_increment_hours)})")
         billed.append(BilledOffer(
             provider=o.provider, instance_type=o.instance_type, region=o.region, spot=o.spot,
             gpu=o.gpu, gpus_per_instance=o.gpus_per_instance, instances=use.instances,
@@ -418,7 +482,7 @@ def rental_cost(choice: Cover | OfferSpec, hours: float) -> RentalCost:
                       offers=tuple(billed), shorter_than_minimum=short, notes=tuple(notes))
 
 
-def _increment_text(hours: float) -> str:
+def billing_text(hours: float) -> str:
     seconds = hours * 3600
     if abs(seconds - 1) < 1e-6:
         return "per second"
@@ -442,7 +506,7 @@ def offer_rows(offers: Iterable[OfferSpec]) -> list[dict[str, object]]:
         "gpus_per_instance": o.gpus_per_instance, "usd_per_hour": o.usd_per_hour,
         "usd_per_gpu_hour": round(o.usd_per_gpu_hour, 4), "spot": o.spot, "region": o.region,
         "host_vcpus": o.host_vcpus, "host_ram_gib": o.host_ram_gib,
-        "billing": _increment_text(o.billing_increment_hours)
+        "billing": billing_text(o.billing_increment_hours)
         + (f", min {o.minimum_hours * 60:g} min" if o.minimum_hours else ""),
         "price_as_of": o.price_as_of,
     } for o in ordered]

@@ -64,7 +64,10 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                             continue
                         cost = offer.purchase_usd(n)
                         if rent:
-                            cost = n * round(offer.gpu_price_usd * 1000)  # rate, milli-$/h
+                            if not offer.supplies(n):
+                                continue
+                            per_gpu, per_host = offer.hourly_milli_usd()
+                            cost = n * per_gpu + hosts * per_host  # rate, milli-$/h
                         elif req.budget_usd is not None and cost > int(req.budget_usd):
                             continue
                         for mb in space.micro_batches:

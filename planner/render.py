@@ -8,6 +8,7 @@ from typing import Any
 
 from planner.bands import band, memory_group, throughput_group
 from planner.memory import GIB, MemoryEstimate
+from planner.offers import CATALOG_PROVIDER, billing_text
 from planner.request import TrainConfig, rollout_gpu_count
 from planner.schema import SCHEMA_VERSION
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -321,6 +322,24 @@ def _pct(x: float | None, signed: bool = False) -> str:
     return f"{x:+.1%}" if signed else f"{x:.1%}"
 
 
+def _rent_line(p: dict[str, Any]) -> str:
+    """The plan's rental: the offer's instances, rate, billing and price date."""
+    o = p["cost"].get("offer")
+    if o is None:
+        return f"rent       {p['num_gpus']} x {p['gpu']} ({p['num_hosts']} node(s))"
+    billing = billing_text(o["billing_increment_hours"]) + (
+        f", minimum {o['minimum_hours'] * 60:g} min" if o["minimum_hours"] else "")
+    if o["provider"] == CATALOG_PROVIDER:
+        return (f"rent       {p['num_gpus']} x {p['gpu']} at the catalog's rate of "
+                f"${o['usd_per_hour']:,.2f}/GPU-hour ({billing}; {p['num_hosts']} node(s); "
+                f"price as of {o['price_as_of']})")
+    idle = o["instances"] * o["gpus_per_instance"] - p["num_gpus"]
+    return (f"rent       {p['num_gpus']} x {p['gpu']}: {o['instances']} x {o['provider']} "
+            f"{o['instance_type']} ({o['gpus_per_instance']} GPUs each"
+            + (f", {idle} idle" if idle else "") + f"; ${o['usd_per_hour']:,.2f}/h; {billing}; "
+            f"price as of {o['price_as_of']})")
+
+
 def plan_doc(result: Any) -> dict[str, Any]:
     """The `planner plan --json` document (keys as issue 4 specifies; schema.PlanDocument)."""
     return {
@@ -439,8 +458,7 @@ def plan_text(doc: dict[str, Any]) -> str:
          + (f" in {p['num_hosts']} x {p['platform']}" if p["platform"] else "")
          if cost.get("basis") == "owned" else
          f"buy        {p['num_gpus']} x {p['gpu']} in {p['num_hosts']} x {p['platform']}"
-         if p["platform"] else f"rent       {p['num_gpus']} x {p['gpu']} "
-         f"({p['num_hosts']} node(s) of the provider)"),
+         if p["platform"] else _rent_line(p)),
         f"layout     {_layout(tc)}",
         f"workload   {tc.workload}" + _rl_line(p.get("rl")),
         *([f"framework  {tc.framework} (efficiency {t['stack']})"] if tc.framework else []),

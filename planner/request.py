@@ -482,6 +482,9 @@ class PlanRequest(_Request):
     gpus: tuple[str, ...] = Field(default=(), description="GPU types allowed; empty = all")
     max_gpus: int = Field(default=1024, gt=0, le=MAX_GPUS)
     num_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+    max_gpus_per_offer: int | None = Field(
+        default=None, gt=0, le=MAX_GPUS,
+        description="rent: GPUs one offer may supply; None = offers.DEFAULT_MAX_GPUS_PER_OFFER")
     method: Method | Literal["auto"] = "auto"
     lora_rank: int | Literal["auto"] | None = Field(
         default=None, description="None: 16; 'auto': the solver picks from LORA_RANKS"
@@ -569,6 +572,9 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     if req.pricing == "owned" and req.budget_usd is not None:
         raise PlannerError(f"--budget {req.budget_usd:g} does not apply to --pricing owned "
                            "(nothing is bought or rented; the plan is the fastest)")
+    if req.max_gpus_per_offer is not None and req.pricing != "rent":
+        raise PlannerError(f"--max-gpus-per-offer {req.max_gpus_per_offer} caps rental offers: "
+                           f"it applies to --pricing rent (got {req.pricing})")
     if req.price_kind is not None and req.pricing != "buy":
         raise PlannerError(f"--price-kind {req.price_kind} prices a purchase: it applies to "
                            f"--pricing buy (got {req.pricing})")

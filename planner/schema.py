@@ -93,6 +93,27 @@ class RlThroughputDetail(RlThroughput):
     notes: list[str]
 
 
+class RentalOffer(_Doc):
+    """The provider's offer a rental bills (planner.offers): its instance shape and rate, the
+    instances rented, the hours billed (the job's, rounded up to the increment, at least the
+    minimum) and what they cost."""
+
+    provider: str
+    gpus_per_instance: int
+    usd_per_hour: float
+    billing_increment_hours: float
+    price_as_of: str
+    instance_type: str
+    region: str | None
+    spot: bool
+    instances: int
+    host_ram_gib: float | None
+    minimum_hours: float
+    billed_hours: float
+    usd: float
+    source: str
+
+
 class Cost(_Doc):
     usd: float | None
     basis: Literal["buy", "rent", "owned"]
@@ -103,6 +124,7 @@ class Cost(_Doc):
     hours: float
     job: str
     notes: list[str]
+    offer: RentalOffer | None = None  # a rental: the offer billed
 
 
 class Roles(_Doc):

@@ -63,7 +63,7 @@ def fits_mask(space: PlanSpace, oi: int, arr: RowArrays, *, budget: float | None
     ``budget`` (GPUs + hosts; None = no limit). The pins are in timed_search's ``keep``."""
     o = space.offers[oi]
     j = space.host_sizes.index(o.gpus_per_host)
-    mask = o.holds(arr.gpu_need, arr.tp, arr.host_need[:, j])
+    mask = o.holds(arr.gpu_need, arr.tp, arr.host_need[:, j]) & o.supplies(arr.num_gpus)
     if budget is not None:
         mask &= o.purchase_usd(arr.num_gpus) <= budget
     return mask
@@ -76,7 +76,9 @@ def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], kee
 
     Relaxation: a row counts for an offer when its GPU need fits the offer's memory, its tp
     fits a host and (``budget``, a purchase) its GPU count is affordable; host RAM is ignored.
-    Rows are grouped by (GPU count, tp); within a group, sorted by need, running minima give
+    A rental is bounded by its floor (Offer.rental_floor_usd: no idle instance GPU, no
+    billing round-up). Rows are grouped by (GPU count, tp); within a group, sorted by need,
+    running minima give
     for every offer the least of each term of RowArrays.bounds over the rows it can hold,
     and the sum of those minima bounds every row's step time from below (each term >= 0).
     ``keep`` masks the rows searched (strategies, the accumulation pin)."""
@@ -96,7 +98,7 @@ def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], kee
     per_host = np.array([o.gpus_per_host for o in offers], dtype=float)
     rates = np.array([space.timing.rates(oi) for oi in allowed])  # (offers, 3)
     # job milli-dollars per GPU and microsecond of step
-    rent_rate = np.array([1000 * o.rental_usd(1, job_hours_at(1, steps)) for o in offers])
+    rent_rate = np.array([1000 * o.rental_floor_usd(1, job_hours_at(1, steps)) for o in offers])
     key = n * 1024 + tp.astype(np.int64)
     order = np.lexsort((need, key))  # by group, then by need (stable)
     key, n, tp, need, cols = key[order], n[order], tp[order], need[order], cols[:, order]

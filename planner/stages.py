@@ -274,7 +274,8 @@ def solve_lexicographic(
 def _fits(space: PlanSpace, oi: int, row: Row) -> bool:
     o = space.offers[oi]
     return bool(o.holds(row.gpu_need_mib, row.tp,
-                        row.host_need_mib[space.host_sizes.index(o.gpus_per_host)]))
+                        row.host_need_mib[space.host_sizes.index(o.gpus_per_host)])
+                and o.supplies(row.num_gpus))
 
 
 def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str, stages: list[Stage],
@@ -328,7 +329,7 @@ def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) ->
                                gpus_per_node=offer.gpus_per_host)
     cost = job_cost(offer.gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s,
                     job=request_job(req), pricing=req.pricing, platform=offer.platform,
-                    price_kind=req.price_kind)
+                    price_kind=req.price_kind, offer=offer.rental)
     return Plan(
         model=space.model.id, gpu=offer.gpu.id,
         platform=offer.platform.id if offer.platform else None,
@@ -359,13 +360,12 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
     rate = plan.throughput.tokens_per_s
     if req.min_tokens_per_s is not None and rate < req.min_tokens_per_s * (1 - RECHECK_TOLERANCE):
         problems.append(f"{rate:,.0f} tokens/s < min-tokens-per-s {req.min_tokens_per_s:g}")
-    offer = next(o for o in space.offers if o.gpu.id == plan.gpu
-                 and (o.platform.id if o.platform else None) == plan.platform)
+    offer = space.offer_of(plan)
     if offer.host_ram_mib is not None and plan.memory.host_ram > offer.host_ram_mib * MIB:
         problems.append(f"host RAM {plan.memory.host_ram / GIB:.1f} GiB > "
                         f"{offer.host_ram_mib / 1024:.0f} GiB")
-    offer_per_host = next(o.gpus_per_host for o in space.offers if o.gpu.id == plan.gpu
-                          and (o.platform.id if o.platform else None) == plan.platform)
-    if plan.num_hosts * offer_per_host < plan.num_gpus or cfg.tp > offer_per_host:
+    if plan.num_hosts * offer.gpus_per_host < plan.num_gpus or cfg.tp > offer.gpus_per_host:
         problems.append("GPUs do not fit the hosts")
+    if not offer.supplies(plan.num_gpus):
+        problems.append(f"{plan.num_gpus} GPUs > the {offer.max_gpus} the offer supplies")
     return problems

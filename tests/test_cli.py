@@ -161,8 +161,8 @@ def test_check_reports_throughput_time_and_cost(capsys):
                        "--json")
     assert json.loads(out)["throughput"]["stack"] == "deepspeed"
     assert doc["cost"]["basis"] == "rent" and doc["cost"]["usd"] > 0
-    # rent cost = $/GPU-hour x GPUs x hours
-    assert doc["cost"]["usd"] == pytest.approx(2.99 * 8 * doc["time_hours"], rel=1e-6)
+    # rent cost = the offer's bill: whole instances x rate x the job's hours billed
+    assert_billed(doc["cost"], doc["time_hours"], gpus=8)
     assert doc["time_hours"] == pytest.approx(1e9 / t["tokens_per_s"] / 3600, rel=1e-6)
 
 
@@ -234,8 +234,20 @@ def test_plan_rent_costs_the_job(capsys):
     doc = json.loads(out)
     assert code == 0 and doc["plan"]["cost"]["basis"] == "rent"
     p = doc["plan"]
-    rate = load_rate(p["gpu"])
-    assert p["cost"]["usd"] == pytest.approx(rate * p["num_gpus"] * p["time_hours"], rel=1e-6)
+    assert_billed(p["cost"], p["time_hours"], gpus=p["num_gpus"])
+
+
+def assert_billed(cost: dict, hours: float, *, gpus: int) -> None:
+    """A rental's cost is its offer's bill: instances x $/h x the hours billed (the job's hours
+    rounded up to the increment, at least the minimum), the instances holding the GPUs."""
+    import math
+
+    o = cost["offer"]
+    assert o["instances"] == math.ceil(gpus / o["gpus_per_instance"])
+    inc = o["billing_increment_hours"]
+    want = max(o["minimum_hours"], math.ceil(hours / inc * (1 - 1e-9)) * inc)
+    assert o["billed_hours"] == pytest.approx(want, rel=1e-9) and want >= hours * (1 - 1e-9)
+    assert cost["usd"] == pytest.approx(o["instances"] * o["usd_per_hour"] * want, rel=1e-9)
 
 
 def test_plan_deadline_is_met(capsys):
@@ -246,12 +258,6 @@ def test_plan_deadline_is_met(capsys):
     doc = json.loads(out)
     assert code == 0 and doc["plan"]["time_hours"] <= hours
     assert doc["plan"]["cost"]["usd"] >= loose["plan"]["cost"]["usd"]
-
-
-def load_rate(gpu: str) -> float:
-    from planner.catalog import load_catalog
-
-    return load_catalog().gpu(gpu).price_usd_per_hour
 
 
 def test_plan_time_objective_spends_the_budget_on_speed(capsys):

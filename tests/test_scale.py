@@ -155,7 +155,7 @@ def test_offer_bounds_and_search_match_every_pair(synthetic, kind):
         for j in np.nonzero(fits_mask(space, oi, arr, budget=buy))[0].tolist():
             row, t = by_need[j], space.timing.step_us(oi, by_need[j])
             hours = t * steps / 3.6e9
-            rent = o.gpu_price_usd * 1000 * row.num_gpus * t * steps / 3.6e9
+            rent = 1000 * o.rental_usd(row.num_gpus, t * steps / 3.6e9)  # the offer's bill
             value = (t if objective == "time" else
                      rent if req.pricing == "rent" else o.purchase_usd(row.num_gpus))
             assert low[k] <= value + ROUNDING

@@ -128,13 +128,13 @@ def test_rl_timed_search_matches_every_pair():
                              objective="cost", steps=steps, budget=None)
     pairs = {}
     for k, oi in enumerate(allowed):
-        price = space.offers[oi].gpu_price_usd
+        offer = space.offers[oi]
         bounds = arr.bounds(oi)
         for j in np.nonzero(fits_mask(space, oi, arr, budget=None))[0].tolist():
             row = by_need[j]
             t = space.timing.step_us(oi, row)
             assert bounds[j] <= t + ROUNDING
-            rent = price * 1000 * row.num_gpus * t * steps / 3.6e9
+            rent = 1000 * offer.rental_usd(row.num_gpus, t * steps / 3.6e9)  # the offer's bill
             assert low[k] <= rent + ROUNDING
             if rent <= req.budget_usd * 1000:
                 pairs[(oi, row)] = round(rent)
