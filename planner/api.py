@@ -16,6 +16,7 @@ from planner.memory import GIB, usable_host_ram_gib
 from planner.offers import (
     CATALOG_PROVIDER,
     DEFAULT_MAX_GPUS_PER_OFFER,
+    offer_id,
     offer_max_gpus,
     rental_offers,
 )
@@ -103,10 +104,11 @@ def check(
     margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
     price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
     power_usd_per_kwh: float | None = None, critic_model: str | None = None,
-    reward_model: str | None = None,
+    reward_model: str | None = None, offer: str | None = None,
 ) -> dict[str, Any]:
     """Memory, throughput, time and cost of one configuration: the `planner check --json`
-    document. Bad arguments raise PlannerError."""
+    document. A rental is priced on ``offer`` (offers.offer_id: provider/instance_type) when
+    given, else on the cheapest offer that holds the job. Bad arguments raise PlannerError."""
     check_type(config, TrainConfig, name="config")
     check_margin(margin)
     check_choice(pricing, ("buy", "rent", "owned"), name="pricing")
@@ -116,6 +118,11 @@ def check(
         check_range(power_usd_per_kwh, name="power_usd_per_kwh", lo=0, hi=MAX_FLOAT)
     if job is not None:
         check_type(job, Job, name="job")
+    if offer is not None:
+        check_type(offer, str, name="offer")
+        if pricing != "rent":
+            raise PlannerError(f"--offer {short(offer)} names a rental offer: it applies to "
+                               f"--pricing rent (got {pricing})")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
@@ -123,7 +130,7 @@ def check(
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     if pricing == "rent" and platform is None and power_usd_per_kwh is None:
         est, tput, cost = _rented_job(cat, resolved.spec, gpu_spec, cfg, stack=stack, job=job,
-                                      critic=critic, reward=reward)
+                                      critic=critic, reward=reward, only=offer)
     else:
         per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
         est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node,
@@ -163,14 +170,22 @@ def check(
 
 def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                 stack: str, job: Job | None, critic: ModelSpec | None,
-                reward: ModelSpec | None) -> tuple[Any, Any, CostEstimate]:
+                reward: ModelSpec | None, only: str | None = None
+                ) -> tuple[Any, Any, CostEstimate]:
     """A rental as ``plan`` prices one: of the GPU's offers (offers.rental_offers) that hold the
     job (tp within one instance, the GPUs within DEFAULT_MAX_GPUS_PER_OFFER, the host RAM of an
     instance), the cheapest bill for the job (then the fastest); each offer's GPUs per instance
     set the nodes the memory and speed models see. None holds it: the cheapest offer's
     estimates, with the cost not offered and the reason."""
     found = []
-    for offer in rental_offers(cat, (gpu.id,)):
+    offers = rental_offers(cat, (gpu.id,))
+    if only is not None:
+        ids = [offer_id(o) for o in offers]
+        if only not in ids:
+            raise PlannerError(f"--offer {short(only)} is not an offer of {gpu.id}; its offers: "
+                               f"{', '.join(ids) or 'none'}")
+        offers = tuple(o for o in offers if offer_id(o) == only)
+    for offer in offers:
         per_node = gpu.max_gpus_per_node if offer.provider == CATALOG_PROVIDER \
             else offer.gpus_per_instance
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_node, critic=critic,

@@ -37,6 +37,7 @@ from planner.inputs import (
     parse_json,
     short,
 )
+from planner.offers import offer_rows, rental_offers
 from planner.outputs import STDOUT, check_targets, write_atomic
 from planner.params import count_params
 from planner.request import (
@@ -237,6 +238,9 @@ def workload_options(command):
 @click.option("--steps", type=INT, default=None, help="Optimizer steps of the job.")
 @click.option("--power-usd-per-kwh", type=FiniteFloat(min_value=0), default=None,
               help="Add GPU power for the job to a purchase.")
+@click.option("--offer", default=None,
+              help="Rent on this offer, provider/instance_type ('planner catalog offers') "
+                   "[default: the cheapest offer of the GPU that holds the job].")
 @workload_options
 @CATALOG_OPTION
 @JSON_OPTION
@@ -244,7 +248,8 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
           memory_margin: float, stack: str | None, pricing: str, price_kind: str | None,
           platform: str | None, tokens: float | None, epochs: float | None,
           dataset_tokens: float | None, steps: int | None, power_usd_per_kwh: float | None,
-          critic_model: str | None, reward_model: str | None, **opts: object) -> None:
+          offer: str | None, critic_model: str | None, reward_model: str | None,
+          **opts: object) -> None:
     """Does one configuration fit? Per-GPU memory breakdown against capacity.
 
     \b
@@ -261,7 +266,7 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
     kwargs = dict(catalog=catalog, margin=memory_margin, stack=stack, pricing=pricing,
                   price_kind=price_kind, platform=platform, job=job,
                   power_usd_per_kwh=power_usd_per_kwh, critic_model=critic_model,
-                  reward_model=reward_model)
+                  reward_model=reward_model, offer=offer)
     doc = check_config(model=model, gpu=gpu, config=cfg, **kwargs)
     if not doc["fits"]:
         from planner.fixes import fixes_doc, ranked_fixes  # only when it does not fit
@@ -452,6 +457,8 @@ PLAN_OPTIONS = [
     click.option("--max-gpus-per-offer", type=INT, default=None,
                  help="Rent: GPUs one provider offer (instance shape) may supply [default: "
                       "64, an assumption about on-demand stock: eight 8-GPU instances]."),
+    click.option("--spot", is_flag=True, default=None,
+                 help="Rent spot (preemptible) offers instead of on-demand ones."),
     click.option("--framework", default=None,
                  help="Framework profile id ('planner catalog frameworks') [default: the "
                       "workload's default]."),
@@ -675,17 +682,22 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
 
 
 @cli.command("catalog")
-@click.argument("kind", type=_choice(("gpus", "models", "platforms", "frameworks")))
+@click.argument("kind", type=_choice(("gpus", "models", "platforms", "frameworks", "offers")))
 @CATALOG_OPTION
 @JSON_OPTION
 def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
-    """List what the catalog holds: gpus, models, platforms or frameworks.
+    """List what the catalog holds: gpus, models, platforms, frameworks or rental offers.
 
     \b
     Example:
       planner catalog gpus --json
+      planner catalog offers
     """
     cat = load_catalog(catalogs)
+    if kind == "offers":  # what --pricing rent chooses from (on demand), and spot prices
+        rows = offer_rows(rental_offers(cat, cat.gpus) + rental_offers(cat, cat.gpus, spot=True))
+        click.echo(render.to_json(rows) if as_json else render.offers_table(rows))
+        return
     entries = list(getattr(cat, kind).values())
     if kind == "frameworks":
         profiles = [resolve(cat, f.id) for f in sorted(entries, key=lambda f: f.id)]

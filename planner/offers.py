@@ -205,6 +205,12 @@ def rental_offers(catalog: Catalog, gpu_ids: Iterable[str], *,
     return tuple(out)
 
 
+def offer_id(offer) -> str:
+    """An offer's id for the user (``check --offer``): provider/instance_type, and ``:spot``
+    for a spot price (an OfferSpec or a BilledOffer)."""
+    return f"{offer.provider}/{offer.instance_type}" + (":spot" if offer.spot else "")
+
+
 def offer_max_gpus(offer: OfferSpec, cap: int) -> int:
     """GPUs one job may take from ``offer`` under a cap of ``cap`` GPUs per offer: whole
     instances (0: one instance is over the cap)."""
@@ -502,7 +508,7 @@ def offer_rows(offers: Iterable[OfferSpec]) -> list[dict[str, object]]:
     ordered = sorted(offers, key=lambda o: (o.gpu, o.gpus_per_instance, o.spot,
                                             o.usd_per_gpu_hour, o.provider))
     return [{
-        "gpu": o.gpu, "provider": o.provider, "instance_type": o.instance_type,
+        "id": offer_id(o), "gpu": o.gpu, "provider": o.provider, "instance_type": o.instance_type,
         "gpus_per_instance": o.gpus_per_instance, "usd_per_hour": o.usd_per_hour,
         "usd_per_gpu_hour": round(o.usd_per_gpu_hour, 4), "spot": o.spot, "region": o.region,
         "host_vcpus": o.host_vcpus, "host_ram_gib": o.host_ram_gib,
@@ -513,20 +519,13 @@ def offer_rows(offers: Iterable[OfferSpec]) -> list[dict[str, object]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m planner.offers [GPU_ID ...]``: the shipped offers as a table."""
+    """``python -m planner.offers [GPU_ID ...]``: the shipped offers as a table (as
+    ``planner catalog offers``)."""
+    from planner.render import offers_table  # the table is the CLI's; this is a shortcut
+
     wanted = {a.lower() for a in (sys.argv[1:] if argv is None else argv)}
     rows = [r for r in offer_rows(load_offers()) if not wanted or r["gpu"] in wanted]
-    header = ("gpu", "provider", "instance_type", "gpus", "$/h", "$/GPU-h", "spot", "region",
-              "host RAM", "billing", "as of")
-    table = [header] + [(
-        str(r["gpu"]), str(r["provider"]), str(r["instance_type"]), str(r["gpus_per_instance"]),
-        f"{r['usd_per_hour']:.2f}", f"{r['usd_per_gpu_hour']:.3f}", "spot" if r["spot"] else "",
-        str(r["region"] or ""), f"{r['host_ram_gib']:g} GiB" if r["host_ram_gib"] else "",
-        str(r["billing"]), str(r["price_as_of"]),
-    ) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print(offers_table(rows))
     return 0
 
 

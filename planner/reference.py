@@ -22,6 +22,13 @@ from planner.cost import define_job, gpu_purchase_price, job_cost
 from planner.errors import PlannerError
 from planner.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.memory import GIB, usable_host_ram_gib
+from planner.offers import (
+    CATALOG_PROVIDER,
+    DEFAULT_MAX_GPUS_PER_OFFER,
+    OfferSpec,
+    offer_id,
+    rental_offers,
+)
 from planner.request import LORA_RANKS, PlanRequest, TrainConfig, validate_config
 from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, PlatformSpec
@@ -52,12 +59,36 @@ class Found:
     hours: float
 
 
-def _hosts(req: PlanRequest, gpu: GpuSpec, cat: Catalog) -> list[PlatformSpec | None]:
-    """Where the GPUs run: every priced host platform that takes the card (buy), the
-    provider's (rent: api.job_platform)."""
+@dataclass(frozen=True)
+class Host:
+    """Where the GPUs run: a priced host platform (buy) or a provider's offer (rent), its GPUs
+    per host, the RAM a job may use on one (None: not known) and the most GPUs it supplies."""
+
+    platform: PlatformSpec | None
+    offer: OfferSpec | None
+    per_host: int
+    ram_gib: float | None
+    most_gpus: int
+
+
+def _hosts(req: PlanRequest, gpu: GpuSpec, cat: Catalog) -> list[Host]:
+    """Every priced host platform that takes the card (buy); every offer of the card as the
+    user's documentation states rentals (README: instance offers of catalog/offers, else the
+    GPU's catalog per-GPU rate on nodes of max_gpus_per_node; at most --max-gpus-per-offer GPUs
+    of one offer, whole instances)."""
     if req.pricing == "rent":
-        return [None]
-    return [p for p in cat.platforms.values()
+        cap = req.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
+        out = []
+        for offer in rental_offers(cat, (gpu.id,), spot=req.spot):
+            per_host = gpu.max_gpus_per_node if offer.provider == CATALOG_PROVIDER \
+                else offer.gpus_per_instance
+            ram = None if offer.host_ram_gib is None else usable_host_ram_gib(offer.host_ram_gib)
+            out.append(Host(None, offer, per_host, ram,
+                            cap // offer.gpus_per_instance * offer.gpus_per_instance))
+        return out
+    return [Host(p, None, min(p.max_gpus, gpu.max_gpus_per_node),
+                 usable_host_ram_gib(p.host_ram_gib), req.max_gpus)
+            for p in cat.platforms.values()
             if gpu.form_factor in p.form_factors and p.price_usd is not None]
 
 
@@ -131,20 +162,18 @@ def reference_optimum(req: PlanRequest, cat: Catalog) -> Found | None:
     framework = for_request(cat, req)  # the plan's framework: its layouts, semantics, speed
     best: Found | None = None
     for gpu in (cat.gpu(g) for g in (req.gpus or tuple(cat.gpus))):
-        price = gpu.price_usd_per_hour if req.pricing == "rent" else \
-            gpu_purchase_price(gpu, req.price_kind)[0]
-        if price is None:
+        if req.pricing != "rent" and gpu_purchase_price(gpu, req.price_kind)[0] is None:
             continue
-        for plat in _hosts(req, gpu, cat):
-            per_host = min(plat.max_gpus, gpu.max_gpus_per_node) if plat else \
-                gpu.max_gpus_per_node
-            for layout in _layouts(req, model, per_host):
-                best = _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job,
-                                       timed, best, framework)
+        for host in _hosts(req, gpu, cat):
+            for layout in _layouts(req, model, host.per_host):
+                if layout[0] * layout[1] * layout[2] <= host.most_gpus:
+                    best = _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best,
+                                           framework)
     return best
 
 
-def _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job, timed, best, framework):
+def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framework):
+    plat, per_host = host.platform, host.per_host
     tp, pp, dp, mb, ga = layout
     n = tp * pp * dp
     profile = framework.profile
@@ -167,12 +196,12 @@ def _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job, timed, be
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_host)
         if not est.fits(req.memory_margin):
             continue
-        if plat is not None and est.host_ram > usable_host_ram_gib(plat.host_ram_gib) * GIB:
+        if host.ram_gib is not None and est.host_ram > host.ram_gib * GIB:
             continue
         tput = workload_throughput(model, gpu, cfg, platform=plat, stack=framework.stack,
                                    gpus_per_node=per_host)
         cost = job_cost(gpu, n, tokens_per_s=tput.tokens_per_s, job=job, pricing=req.pricing,
-                        platform=plat, price_kind=req.price_kind)
+                        platform=plat, price_kind=req.price_kind, offer=host.offer)
         if req.budget_usd is not None and cost.usd > req.budget_usd:
             continue
         if req.max_hours is not None and cost.hours > req.max_hours:
@@ -181,7 +210,8 @@ def _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job, timed, be
             continue
         value = cost.hours if req.objective == "time" else cost.usd
         if best is None or value < best.value:
-            best = Found(value, gpu.id, plat.id if plat else None, cfg, cost.usd, cost.hours)
+            where = plat.id if plat else f"{host.offer.provider} {host.offer.instance_type}"
+            best = Found(value, gpu.id, where, cfg, cost.usd, cost.hours)
     return best
 
 
@@ -198,8 +228,8 @@ def random_request(rng, cat: Catalog, *, pin_rate: float = 0.3) -> PlanRequest:
     pins, limits, buy or rent and either objective; ``rng`` a random.Random."""
     pricing = rng.choice(("buy", "rent"))
     priced = sorted(g for g, spec in cat.gpus.items()
-                    if (spec.price_usd_per_hour if pricing == "rent"
-                        else gpu_purchase_price(spec, None)[0]) is not None)
+                    if (rental_offers(cat, (g,)) if pricing == "rent"
+                        else gpu_purchase_price(spec, None)[0] is not None))
     model = cat.model(rng.choice(DIFF_MODELS)).spec
     data: dict[str, object] = {
         "model": model.id, "pricing": pricing,
@@ -298,9 +328,10 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
     job = define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
                      steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
     stack = req.stack if "stack" in req.model_fields_set else None  # deprecated override
+    rented = p.cost.rental.offers[0] if p.cost.rental else None
     doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=cat, stack=stack,
                 pricing=req.pricing, price_kind=req.price_kind, platform=p.platform, job=job,
-                margin=req.memory_margin)
+                margin=req.memory_margin, offer=offer_id(rented) if rented else None)
     if abs(doc["time_hours"] - p.time_hours) > 1e-9 * p.time_hours or \
             abs(doc["cost"]["usd"] - p.cost_usd) > 1e-9 * p.cost_usd or not doc["fits"]:
         return Verdict(req, False, value, ref.value,

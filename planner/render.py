@@ -335,9 +335,21 @@ def _rent_line(p: dict[str, Any]) -> str:
                 f"price as of {o['price_as_of']})")
     idle = o["instances"] * o["gpus_per_instance"] - p["num_gpus"]
     return (f"rent       {p['num_gpus']} x {p['gpu']}: {o['instances']} x {o['provider']} "
-            f"{o['instance_type']} ({o['gpus_per_instance']} GPUs each"
+            f"{o['instance_type']}{' (spot)' if o['spot'] else ''} "
+            f"({o['gpus_per_instance']} GPUs each"
             + (f", {idle} idle" if idle else "") + f"; ${o['usd_per_hour']:,.2f}/h; {billing}; "
             f"price as of {o['price_as_of']})")
+
+
+def offers_table(rows: list[dict[str, Any]]) -> str:
+    """Rental offers (offers.offer_rows) as a table."""
+    return _table([[
+        str(r["gpu"]), str(r["id"]), str(r["gpus_per_instance"]), f"{r['usd_per_hour']:.2f}",
+        f"{r['usd_per_gpu_hour']:.3f}", "spot" if r["spot"] else "", str(r["region"] or ""),
+        f"{r['host_ram_gib']:g} GiB" if r["host_ram_gib"] else "", str(r["billing"]),
+        str(r["price_as_of"]),
+    ] for r in rows], ["gpu", "offer (--offer)", "gpus", "$/h", "$/GPU-h", "spot", "region",
+                       "host RAM", "billing", "as of"])
 
 
 def plan_doc(result: Any) -> dict[str, Any]:

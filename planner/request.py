@@ -485,6 +485,7 @@ class PlanRequest(_Request):
     max_gpus_per_offer: int | None = Field(
         default=None, gt=0, le=MAX_GPUS,
         description="rent: GPUs one offer may supply; None = offers.DEFAULT_MAX_GPUS_PER_OFFER")
+    spot: bool = Field(default=False, description="rent: spot (preemptible) offers only")
     method: Method | Literal["auto"] = "auto"
     lora_rank: int | Literal["auto"] | None = Field(
         default=None, description="None: 16; 'auto': the solver picks from LORA_RANKS"
@@ -572,6 +573,9 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     if req.pricing == "owned" and req.budget_usd is not None:
         raise PlannerError(f"--budget {req.budget_usd:g} does not apply to --pricing owned "
                            "(nothing is bought or rented; the plan is the fastest)")
+    if req.spot and req.pricing != "rent":
+        raise PlannerError(f"--spot rents preemptible instances: it applies to --pricing rent "
+                           f"(got {req.pricing})")
     if req.max_gpus_per_offer is not None and req.pricing != "rent":
         raise PlannerError(f"--max-gpus-per-offer {req.max_gpus_per_offer} caps rental offers: "
                            f"it applies to --pricing rent (got {req.pricing})")

@@ -699,7 +699,8 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
             if not rented:
                 unoffered.append(f"{gpu.id}: no rental offer"
                                  + (" within --max-gpus-per-offer" if rental_offers(
-                                     catalog, (gpu.id,)) else ""))
+                                     catalog, (gpu.id,), spot=request.spot) else "")
+                                 + (" (spot)" if request.spot else ""))
             continue
         price = gpu_price(gpu, request)
         if price is None:
@@ -728,7 +729,7 @@ def _rental_offers(request: PlanRequest, catalog: Catalog, gpu: GpuSpec,
     dominates (no dearer, no coarser billing, no longer minimum, as much known host RAM)."""
     most = request.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
     out = []
-    for spec in rental_offers(catalog, (gpu.id,)):
+    for spec in rental_offers(catalog, (gpu.id,), spot=request.spot):
         supply = offer_max_gpus(spec, most)
         if not supply:
             continue
