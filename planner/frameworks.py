@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.catalog import Catalog
 from planner.errors import PlannerError
-from planner.request import TrainConfig
+from planner.request import DEFAULT_ROLLOUT_ENGINE, RL_WORKLOADS, TrainConfig
 from planner.specs import Fact, FrameworkFacts, FrameworkSpec
 
 # The framework a command assumes when none is named, per workload.
@@ -96,7 +96,19 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
+    if workload in RL_WORKLOADS:
+        out["rollout_engine"] = default_engine(profile)
     return out
+
+
+def default_engine(profile: Profile) -> str:
+    """The rollout engine of an RL job on ``profile`` when none is named: the profile's
+    rollout_engine_default, else the first engine it offers, else the planner's
+    (request.DEFAULT_ROLLOUT_ENGINE)."""
+    stated = profile.value("rollout_engine_default")
+    if stated is not None:
+        return stated
+    return (profile.value("rollout_engines") or (DEFAULT_ROLLOUT_ENGINE,))[0]
 
 
 def efficiency_of(profile: Profile) -> tuple[str | None, str]:
@@ -115,7 +127,7 @@ def efficiency_of(profile: Profile) -> tuple[str | None, str]:
 SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_in_fp32",
                    "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
-                   "fsdp_no_sync")
+                   "fsdp_no_sync", "rollout_engine")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:
@@ -156,6 +168,9 @@ def unsupported(profile: Profile, cfg: TrainConfig) -> list[str]:
         lacks("offload", cfg.offload, "offload")
     if cfg.is_rl:
         lacks("rl_placements", cfg.placement, "RL placement")
+        # an engine the job did not name is the profile's own default
+        if "rollout_engine" in cfg.model_fields_set:
+            lacks("rollout_engines", cfg.rollout_engine, "rollout engine")
     if cfg.checkpointing != "none":
         lacks("checkpointing", cfg.checkpointing, "checkpointing")
     return out
