@@ -210,8 +210,11 @@ def test_cli_json_keys_and_determinism(capsys):
     for key in ("settings", "memory", "throughput", "runners_up", "status", "smallest"):
         assert key in doc
     for key in ("micro_batch_size", "grad_accum", "global_batch_size", "checkpointing",
-                "rollout_batch", "rollout_n", "logprob_micro_batch", "gpu_memory_utilization"):
+                "rollout_batch", "rollout_n", "logprob_micro_batch", "rollout_engine"):
         assert key in doc["settings"]
+    # a vLLM fraction to set only where an engine reserves one (not the trainer's generate)
+    assert ("gpu_memory_utilization" in doc["settings"]) == (
+        doc["settings"]["rollout_engine"] != "hf-generate")
     for key in ("per_gpu_gib", "breakdown_gib", "peak_phase", "phases_gib", "capacity_gib"):
         assert key in doc["memory"]
     for key in ("tokens_per_s", "step_time_s", "limited_by"):
