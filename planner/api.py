@@ -12,7 +12,13 @@ from planner.cost import Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
 from planner.frameworks import FrameworkChoice, apply, choose
 from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
-from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
+from planner.request import (
+    PlanRequest,
+    TrainConfig,
+    fill_role_gpus,
+    validate_config,
+    validate_engine,
+)
 from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.workloads import estimate_memory
@@ -88,6 +94,7 @@ def job_framework(cat: Catalog, cfg: TrainConfig,
             f"--stack {stack} (deprecated) overrides the framework's efficiency "
             f"({choice.stack}: {choice.efficiency_note})"))
     cfg = apply(cfg, choice.profile).model_copy(update={"framework": choice.profile.id})
+    validate_engine(cfg)  # the profile's engine may be the trainer's own generate
     return cfg, choice, choice.stack
 
 

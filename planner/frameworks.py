@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.catalog import Catalog
 from planner.errors import PlannerError
-from planner.request import DEFAULT_ROLLOUT_ENGINE, RL_WORKLOADS, TrainConfig
+from planner.request import DEFAULT_ROLLOUT_ENGINE, TRAINER_ENGINES, TrainConfig
 from planner.specs import Fact, FrameworkFacts, FrameworkSpec
 
 # The framework a command assumes when none is named, per workload.
@@ -96,19 +96,22 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
-    if workload in RL_WORKLOADS:
-        out["rollout_engine"] = default_engine(profile)
     return out
 
 
-def default_engine(profile: Profile) -> str:
+def default_engine(profile: Profile, cfg: TrainConfig | None = None) -> str:
     """The rollout engine of an RL job on ``profile`` when none is named: the profile's
     rollout_engine_default, else the first engine it offers, else the planner's
-    (request.DEFAULT_ROLLOUT_ENGINE)."""
-    stated = profile.value("rollout_engine_default")
-    if stated is not None:
-        return stated
-    return (profile.value("rollout_engines") or (DEFAULT_ROLLOUT_ENGINE,))[0]
+    (request.DEFAULT_ROLLOUT_ENGINE). A job that sets an engine's knobs (placement apart,
+    rollout TP, a memory fraction, idle offload) gets the first engine of its own the profile
+    offers instead of the trainer's generate (TRL with vLLM when vllm_mode is asked for)."""
+    offered = profile.value("rollout_engines") or (DEFAULT_ROLLOUT_ENGINE,)
+    stated = profile.value("rollout_engine_default") or offered[0]
+    knobs = cfg is not None and (cfg.placement != "colocate" or cfg.rollout_tp != 1
+                                 or cfg.gpu_memory_utilization is not None or cfg.offload_idle)
+    if knobs and stated in TRAINER_ENGINES:
+        return next((e for e in offered if e not in TRAINER_ENGINES), stated)
+    return stated
 
 
 def efficiency_of(profile: Profile) -> tuple[str | None, str]:
@@ -233,6 +236,8 @@ def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
     """``cfg`` with the profile's memory semantics in every field the job did not set itself
     (TrainConfig.model_fields_set)."""
     fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
+    if cfg.is_rl:
+        fields["rollout_engine"] = default_engine(profile, cfg)
     update = {k: v for k, v in fields.items() if k not in cfg.model_fields_set}
     return cfg.model_copy(update=update) if update else cfg
 
