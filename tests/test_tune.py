@@ -301,7 +301,8 @@ def test_tune_uses_the_frameworks_rollout_engine(capsys):
     (("--rollout-engine", "vlm"), "--rollout-engine"),
     (("--framework", "verl", "--fsdp", "--rollout-engine", "hf-generate"),
      "rollout engine hf-generate (it runs vllm, sglang)"),
-    (("--framework", "trl", "--gpu-memory-utilization", "0.5"),
+    (("--framework", "trl", "--rollout-engine", "hf-generate", "--gpu-memory-utilization",
+      "0.5"),
      "--gpu-memory-utilization 0.5 does not apply to --rollout-engine hf-generate"),
 ])
 def test_rollout_engine_bad_input_exit_2(capsys, extra, needle):
