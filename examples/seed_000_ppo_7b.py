@@ -25,7 +25,8 @@ MODEL, GB = "7b", 1e9
 SETS = [("a100-80gb-sxm", 1), ("a100-80gb-sxm", 2), ("a100-40gb-sxm", 2), ("a100-40gb-sxm", 4),
         ("rtx-3090", 1), ("rtx-3090", 2), ("rtx-3090", 4), ("rtx-3090", 8)]
 BASE = TrainConfig(workload="ppo", method="full", prompt_len=512, response_len=512,
-                   rollout_batch=32, micro_batch_size=1, grad_accum=8, checkpointing="full")
+                   rollout_batch=32, micro_batch_size=1, grad_accum=8, checkpointing="full",
+                   rollout_engine="vllm")
 DORA = {"method": "dora", "lora_rank": 16}
 SCHEMES = {
     "full FT": {},
@@ -39,7 +40,7 @@ SCHEMES = {
 # 80GB) and its full fine-tuning claim (ZeRO-3 on 2x A100 80GB)
 PPO = ["--model", MODEL, "--workload", "ppo", "--prompt-len", "512", "--response-len", "512",
        "--rollout-batch", "32", "--micro-batch", "1", "--grad-accum", "8", "--checkpointing",
-       "full", "--zero", "3", "--gpu", "a100-80gb-sxm"]
+       "full", "--zero", "3", "--gpu", "a100-80gb-sxm", "--rollout-engine", "vllm"]
 BEST_CHOICE = ["check", *PPO, "--num-gpus", "1", "--method", "dora", "--lora-rank", "16"]
 FULL_ON_TWO = ["check", *PPO, "--num-gpus", "2", "--method", "full"]
 

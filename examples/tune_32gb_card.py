@@ -10,9 +10,12 @@ model has that shape (llama-3.2-1b: 16 x 2048, opt-350m: 24 x 1024), so it is de
 config.json, as ``--model`` accepts: ReLU^2-style plain MLP of 4 x 1024, vocabulary 65,536,
 untied head, ~0.34 B parameters. Mapping: device_batch_size = update micro-batch (and forward
 micro-batch), examples_per_step = prompts per iteration, num_samples = samples per prompt, one
-optimizer step per iteration. Assumed as the planner models RL: AdamW (nanochat's Muon keeps
-less state), no reference model (no KL term), no recomputation, a vLLM-style engine that decodes
-up to 256 sequences at once, fp16 mixed precision (V100 has no bf16).
+optimizer step per iteration. The script generates with the model itself (no vLLM engine):
+``rollout_engine="hf-generate"``, device_batch_size sequences per generate call
+(``generate_micro_batch``; the tunings keep the seed's current 4 per call, its KV cache of
+32 MiB per sequence is small beside the update phase). Assumed as the planner models RL: AdamW
+(nanochat's Muon keeps less state), no reference model (no KL term), no recomputation, fp16
+mixed precision (V100 has no bf16).
 
 The seed's script requires NUM_SAMPLES % DEVICE_BATCH_SIZE == 0 and EXAMPLES_PER_STEP %
 NUM_GPUS == 0; both tunings honour them (``--require``). The script ends with the command a user
@@ -49,17 +52,21 @@ PROMPT, RESPONSE = 256, 256  # the seed's 512-token sequences (max_new_tokens 25
 # The seed script's divisibility rules, in tune's names (rollout_n = num_samples, micro_batch =
 # device_batch_size, rollout_batch = examples_per_step)
 REQUIRES = ("rollout_n % micro_batch == 0", "rollout_batch % num_gpus == 0")
+# The seed's current device_batch_size: sequences per generate call in the tunings
+GENERATE_AT_ONCE = 4
 # (name, device_batch_size, examples_per_step, num_samples, the seed's expected GB)
 SEED = [("current", 4, 32, 16, "2.6 (measured)"), ("recommended", 8, 64, 32, "10-15"),
         ("aggressive", 12, 96, 24, "18-25")]
 
 
-def job(micro: int = 1, prompts: int = 256, samples: int | None = None) -> TrainConfig:
+def job(micro: int = 1, prompts: int = 256, samples: int | None = None,
+        at_once: int | None = None) -> TrainConfig:
     seqs = prompts * (samples or 1)
     return TrainConfig(workload="grpo", prompt_len=PROMPT, response_len=RESPONSE,
                        seq_len=PROMPT + RESPONSE, reference=False, checkpointing="none",
                        micro_batch_size=micro, grad_accum=max(1, seqs // micro),
-                       rollout_batch=prompts, rollout_n=samples)
+                       rollout_batch=prompts, rollout_n=samples, rollout_engine="hf-generate",
+                       generate_micro_batch=at_once or micro)
 
 
 def seed_configs(model: str, cat) -> None:
@@ -70,9 +77,9 @@ def seed_configs(model: str, cat) -> None:
         print(f"  {name:11s} micro {micro:2d}, {prompts:2d} prompts x {samples:2d} samples: "
               f"peak {doc['memory']['per_gpu_gib']:5.2f} GiB in {doc['memory']['peak_phase']} "
               f"(update phase {ph['actor update']:5.2f}); seed expects {claim} GB")
-    print("  The peak of all three is the rollout phase: an engine sized to decode 256 sequences "
-          "at once holds 8 GiB of KV cache whatever the settings; only the training phases "
-          "grow with the micro-batch.")
+    print("  The script generates with the model itself, device_batch_size sequences per call: "
+          "no engine copy of the weights and no reserved memory fraction, only their KV cache "
+          "and last-token logits beside the trainer's states; the update phase sets the peak.")
 
 
 def seed_arithmetic(spec) -> None:
@@ -86,9 +93,9 @@ def seed_arithmetic(spec) -> None:
     print("\nWhere the seed's arithmetic is off:")
     print(f"  KV cache, 8 sequences x 512 tokens: its formula gives {kv_seed / MIB:.0f} MiB "
           f"(ours {kv_ours / MIB:.0f} MiB), not the ~512 MB it writes; '2-3 batches' is then "
-          f"{2 * kv_seed / MIB:.0f}-{3 * kv_seed / MIB:.0f} MiB, not ~1.5 GB. A vLLM-style "
-          f"engine holds the KV of every sequence it decodes at once: 256 x "
-          f"{kv_ours / 8 / MIB:.0f} MiB = {kv_ours * 32 / GIB:.0f} GiB.")
+          f"{2 * kv_seed / MIB:.0f}-{3 * kv_seed / MIB:.0f} MiB, not ~1.5 GB. Generating 8 "
+          f"at a time holds only those 8 ({kv_ours / MIB:.0f} MiB); a vLLM-style engine "
+          f"decoding 256 at once would hold {kv_ours * 32 / GIB:.0f} GiB.")
     print(f"  Activations, micro-batch 8: it counts one 1024-wide tensor per layer "
           f"({act_seed / MIB:.0f} MiB); a block saves ~{act_ours / act_seed:.0f}x that "
           f"({act_ours / GIB:.2f} GiB), and the fp32 logits and loss of a 65,536 vocabulary add "
@@ -104,7 +111,7 @@ def seed_arithmetic(spec) -> None:
 
 
 def tuned(model: str, cat) -> list:
-    base = job()
+    base = job(at_once=GENERATE_AT_ONCE)
     runs = [("the seed's recommended totals (64 prompts x 32 samples) kept, memory filled up to "
              "87.5 % (its 28 GB ceiling)",
              {"objective": "memory", "memory_target": 0.875},
@@ -120,8 +127,7 @@ def tuned(model: str, cat) -> list:
         print(f"\nTuned, {label}: {res.evaluated} settings evaluated")
         print(f"  device_batch_size {s['micro_batch_size']}, examples_per_step "
               f"{s['rollout_batch']}, num_samples {s['rollout_n']}, logprob micro-batch "
-              f"{s['logprob_micro_batch']}, vLLM gpu_memory_utilization "
-              f"{s['gpu_memory_utilization']:.2f}")
+              f"{s['logprob_micro_batch']}, rollouts by {s['rollout_engine']}")
         print(f"  {b.per_gpu_gib:.2f} of 32 GiB at the peak ({b.memory.phase}), "
               f"{b.tokens_per_s:,.0f} tokens/s, {b.throughput.step_time_s:.0f} s per iteration")
         for r in res.runners_up[:2]:
@@ -136,7 +142,8 @@ def command(model: str) -> list[str]:
     """The second tuning as a user types it."""
     argv = ["tune", "--model", model, "--gpu", GPU, "--workload", "grpo", "--prompt-len",
             str(PROMPT), "--response-len", str(RESPONSE), "--kl", "0", "--checkpointing", "none",
-            "--memory-target", "0.875"]
+            "--memory-target", "0.875", "--rollout-engine", "hf-generate",
+            "--generate-micro-batch", str(GENERATE_AT_ONCE)]
     for rule in REQUIRES:
         argv += ["--require", rule]
     return argv
@@ -159,9 +166,9 @@ def main() -> dict:
               + " ".join(f"'{a}'" if " " in a else a for a in command("./nanochat-d16")))
         code = run(command(model))
     print("\nThe seed's 2.6 GB reading is below the 4.4 GiB that AdamW states alone take for "
-          "0.34 B parameters: nanochat keeps lighter Muon states and decodes only a micro-batch "
-          "at a time, or the reading missed the peak. The figures above are the peaks of the "
-          "same job run the way the planner models RL (AdamW, vLLM-style engine).")
+          "0.34 B parameters: nanochat keeps lighter Muon states, or the reading missed the "
+          "peak. The figures above are the peaks of the same job with AdamW, generating with "
+          "the model itself as the script does.")
     return {"tuned": results, "command_exit": code}
 
 

@@ -20,7 +20,13 @@ from planner.offers import (
     offer_max_gpus,
     rental_offers,
 )
-from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
+from planner.request import (
+    PlanRequest,
+    TrainConfig,
+    fill_role_gpus,
+    validate_config,
+    validate_engine,
+)
 from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.workloads import estimate_memory
@@ -96,6 +102,7 @@ def job_framework(cat: Catalog, cfg: TrainConfig,
             f"--stack {stack} (deprecated) overrides the framework's efficiency "
             f"({choice.stack}: {choice.efficiency_note})"))
     cfg = apply(cfg, choice.profile).model_copy(update={"framework": choice.profile.id})
+    validate_engine(cfg)  # the profile's engine may be the trainer's own generate
     return cfg, choice, choice.stack
 
 

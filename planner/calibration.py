@@ -95,6 +95,14 @@ NCCL_BUFFERS_GIB = 0.5
 # logits and the CUDA-graph pool: vLLM's start-up log reports ~0.5-1.5 GiB for 7B-class models
 # ("Graph capturing finished ... took 0.5x GiB" plus "activation peak" in the memory profile).
 ENGINE_WORKSPACE_GIB = 1.0
+# Hugging Face generate (the trainer's own model, RL hf-generate), per sequence and vocabulary
+# entry of one decoding step: the model returns 16-bit logits of the last position only
+# (logits_to_keep=1; 2 B), generate copies them to fp32 (4 B), a sampling processor such as
+# temperature writes new fp32 scores (4 B) and softmax fp32 probabilities (4 B) before
+# torch.multinomial. huggingface/transformers@000034a4 src/transformers/generation/utils.py
+# GenerationMixin._sample (next_token_logits = outputs.logits[:, -1, :].to(copy=True,
+# dtype=torch.float32); logits_processor; nn.functional.softmax).
+GENERATE_LOGIT_BYTES = 2.0 + 4.0 + 4.0 + 4.0
 
 # --- host RAM ---------------------------------------------------------------------------------
 # Resident memory of one training process (Python, torch, CUDA host allocations) besides the

@@ -48,6 +48,7 @@ from planner.request import (
     OPTIMIZERS,
     PLACEMENTS,
     PRECISIONS,
+    ROLLOUT_ENGINES,
     WORKLOADS,
     PlanRequest,
     TrainConfig,
@@ -161,6 +162,12 @@ WORKLOAD_OPTIONS = [
                  help="vLLM fraction of total memory for the engine [default: what it needs]."),
     click.option("--logprob-micro-batch", type=INT, default=None,
                  help="Sequences per forward-only micro-step [default: --micro-batch]."),
+    click.option("--rollout-engine", type=_choice(ROLLOUT_ENGINES), default=None,
+                 help="RL: what generates: a vLLM-style engine, or the trainer's own model "
+                      "(hf-generate) [default: the framework's]."),
+    click.option("--generate-micro-batch", type=INT, default=None,
+                 help="hf-generate: sequences per generate call on a GPU [default: its whole "
+                      "share]."),
     click.option("--kl", type=FLOAT, default=None,
                  help="KL coefficient; 0 drops the reference model."),
     click.option("--mean-seq-len", type=INT, default=None,
@@ -302,6 +309,8 @@ def _config(opts: dict[str, object]) -> TrainConfig:
         _check_kl(kl, str(data.get("workload")))
         data["reference"] = kl > 0
     data["engine_sleep"] = not data.pop("no_engine_sleep", False)
+    if data.get("rollout_engine") is None:
+        data.pop("rollout_engine", None)  # the framework's default (frameworks.apply)
     role_gpus = data.pop("role_gpus", None)
     if role_gpus is not None:
         data["role_gpus"] = parse_role_gpus(str(role_gpus))
@@ -442,6 +451,9 @@ PLAN_OPTIONS = [
                   help="Engine tensor parallel size [default: solver picks]."),
     click.option("--gpu-memory-utilization", type=FLOAT, default=None,
                   help="vLLM memory fraction [default: sized to the rollout batch]."),
+    click.option("--rollout-engine", type=_choice(ROLLOUT_ENGINES), default=None,
+                  help="RL: a vLLM-style engine or the trainer's own generate (hf-generate) "
+                       "[default: the framework's]."),
     click.option("--kl", type=FLOAT, default=None, help="KL coefficient; 0 drops the reference."),
     click.option("--mean-seq-len", type=INT, default=None,
                   help="RL: mean real tokens per sequence of padding-free trainer passes."),

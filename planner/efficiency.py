@@ -274,6 +274,15 @@ RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_qwen3_32b_32xH100", "nemorl_v05_grpo_qwen3_32b_16xGB200",
     "nemorl_v06_grpo_qwen3_30b_a3b_32xH100",
 )
+# Hugging Face generate inside an RL iteration (the trainer's own model, hf-generate): each new
+# token is one forward pass over the whole batch, bound by reading the weights (and the KV
+# cache) from HBM (DESIGN.md s.4; Pope et al. 2022, "Efficiently Scaling Transformer
+# Inference", s.2: small-batch decoding is memory-bandwidth bound), with no paged or
+# continuous batching: a batch runs until its longest response ends. No measured case of HF
+# generate in an RL iteration: assumed equal to the vLLM engine's in-iteration share
+# (RL_ROLLOUT_DECODE_EFFICIENCY), which flatters generate (no CUDA graphs: kernel launches
+# add to every step of a small model).
+HF_GENERATE_DECODE_EFFICIENCY: float = RL_ROLLOUT_DECODE_EFFICIENCY
 # Largest batch a serving engine schedules at once when memory allows more: vLLM's
 # max_num_seqs default is 256 (engine arguments); the same cap is used for the others.
 # Cases that state their batch use it.

@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.catalog import Catalog
 from planner.errors import PlannerError
-from planner.request import TrainConfig
+from planner.request import DEFAULT_ROLLOUT_ENGINE, TRAINER_ENGINES, TrainConfig
 from planner.specs import Fact, FrameworkFacts, FrameworkSpec
 
 # The framework a command assumes when none is named, per workload.
@@ -99,6 +99,21 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     return out
 
 
+def default_engine(profile: Profile, cfg: TrainConfig | None = None) -> str:
+    """The rollout engine of an RL job on ``profile`` when none is named: the profile's
+    rollout_engine_default, else the first engine it offers, else the planner's
+    (request.DEFAULT_ROLLOUT_ENGINE). A job that sets an engine's knobs (placement apart,
+    rollout TP, a memory fraction, idle offload) gets the first engine of its own the profile
+    offers instead of the trainer's generate (TRL with vLLM when vllm_mode is asked for)."""
+    offered = profile.value("rollout_engines") or (DEFAULT_ROLLOUT_ENGINE,)
+    stated = profile.value("rollout_engine_default") or offered[0]
+    knobs = cfg is not None and (cfg.placement != "colocate" or cfg.rollout_tp != 1
+                                 or cfg.gpu_memory_utilization is not None or cfg.offload_idle)
+    if knobs and stated in TRAINER_ENGINES:
+        return next((e for e in offered if e not in TRAINER_ENGINES), stated)
+    return stated
+
+
 def efficiency_of(profile: Profile) -> tuple[str | None, str]:
     """(efficiency key, a line saying where it comes from): the profile's own measured
     efficiency, one inherited from its base, or none."""
@@ -115,7 +130,7 @@ def efficiency_of(profile: Profile) -> tuple[str | None, str]:
 SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_in_fp32",
                    "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
-                   "fsdp_no_sync")
+                   "fsdp_no_sync", "rollout_engine")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:
@@ -156,6 +171,9 @@ def unsupported(profile: Profile, cfg: TrainConfig) -> list[str]:
         lacks("offload", cfg.offload, "offload")
     if cfg.is_rl:
         lacks("rl_placements", cfg.placement, "RL placement")
+        # an engine the job did not name is the profile's own default
+        if "rollout_engine" in cfg.model_fields_set:
+            lacks("rollout_engines", cfg.rollout_engine, "rollout engine")
     if cfg.checkpointing != "none":
         lacks("checkpointing", cfg.checkpointing, "checkpointing")
     return out
@@ -218,6 +236,8 @@ def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
     """``cfg`` with the profile's memory semantics in every field the job did not set itself
     (TrainConfig.model_fields_set)."""
     fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
+    if cfg.is_rl:
+        fields["rollout_engine"] = default_engine(profile, cfg)
     update = {k: v for k, v in fields.items() if k not in cfg.model_fields_set}
     return cfg.model_copy(update=update) if update else cfg
 

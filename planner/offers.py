@@ -13,14 +13,13 @@ Functions a solver calls:
 - ``cheapest_cover(offers, gpus_needed, max_gpus_per_offer)``: the cheapest set of instances of
   one provider giving at least that many GPUs.
 - ``rental_cost(choice, hours)``: the bill for a job of ``hours`` wall-clock hours.
-- ``offer_rows(offers)``: rows for a listing (``python -m planner.offers``).
+- ``offer_rows(offers)``: rows for a listing (``planner catalog offers``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -503,7 +502,7 @@ def billing_text(hours: float) -> str:
 
 
 def offer_rows(offers: Iterable[OfferSpec]) -> list[dict[str, object]]:
-    """One row per offer for a listing (a later ``planner catalog offers``), sorted by GPU,
+    """One row per offer for a listing (``planner catalog offers``), sorted by GPU,
     GPUs per instance, spot, price per GPU-hour."""
     ordered = sorted(offers, key=lambda o: (o.gpu, o.gpus_per_instance, o.spot,
                                             o.usd_per_gpu_hour, o.provider))
@@ -516,18 +515,3 @@ def offer_rows(offers: Iterable[OfferSpec]) -> list[dict[str, object]]:
         + (f", min {o.minimum_hours * 60:g} min" if o.minimum_hours else ""),
         "price_as_of": o.price_as_of,
     } for o in ordered]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m planner.offers [GPU_ID ...]``: the shipped offers as a table (as
-    ``planner catalog offers``)."""
-    from planner.render import offers_table  # the table is the CLI's; this is a shortcut
-
-    wanted = {a.lower() for a in (sys.argv[1:] if argv is None else argv)}
-    rows = [r for r in offer_rows(load_offers()) if not wanted or r["gpu"] in wanted]
-    print(offers_table(rows))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

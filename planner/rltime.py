@@ -171,6 +171,15 @@ def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len:
     return dec.prefill_s + dec.decode_s
 
 
+def rollout_decode_efficiency(cfg: TrainConfig) -> float:
+    """The generator's share of the decode roofline inside an RL iteration: the trainer's own
+    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY) or a vLLM-style engine
+    (efficiency.RL_ROLLOUT_DECODE_EFFICIENCY)."""
+    if cfg.generates_in_trainer:
+        return eff.HF_GENERATE_DECODE_EFFICIENCY
+    return eff.RL_ROLLOUT_DECODE_EFFICIENCY
+
+
 class EngineSide(NamedTuple):
     """The phases of an iteration that only the engine layout sets (engine_side)."""
 
@@ -189,9 +198,11 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     + decoding: throughput.estimate_decode), the weight sync into the engines, and a sleeping
     engine's PCIe traffic. Reads of ``cfg`` only the engine layout (workloads.engine:
     placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
-    so the planner times it once per such layout and GPU (space.Timing.engine_side)."""
+    so the planner times it once per such layout and GPU (space.Timing.engine_side). The
+    trainer's own generate (hf-generate) decodes its batches at
+    efficiency.HF_GENERATE_DECODE_EFFICIENCY and has no engine to sync or put to sleep."""
     if decode_efficiency is None:
-        decode_efficiency = eff.RL_ROLLOUT_DECODE_EFFICIENCY
+        decode_efficiency = rollout_decode_efficiency(cfg)
     eng = engine(model, cfg, gpu.memory_gib * GIB)
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
@@ -200,6 +211,8 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     links = resolve_links(gpu, platform=platform)
     weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
     spans = cfg.num_gpus > links.gpus_per_node
+    if cfg.generates_in_trainer:
+        return EngineSide(eng, waves, waves * wave, 0.0, 0.0, 0.0)
     if cfg.placement == "colocate":
         sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
     else:
@@ -227,7 +240,7 @@ def estimate_rl_step(
     ``rollout_precision``: "fp8" when the engine serves fp8 weights and KV cache (NeMo-RL's
     FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit."""
     if decode_efficiency is None:
-        decode_efficiency = eff.RL_ROLLOUT_DECODE_EFFICIENCY
+        decode_efficiency = rollout_decode_efficiency(cfg)
     rs = roles(model, cfg, critic=critic, reward=reward)
     n_train = trainer_gpus(cfg)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt

@@ -182,6 +182,8 @@ class RlSettings(_Doc):
     role_gpus: dict[str, int] | None
     gpu_memory_utilization: float | None
     offload_idle: bool
+    rollout_engine: str
+    generate_micro_batch: int | None
     rollout_batch: int
     rollout_n: int
     prompt_len: int | None

@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from planner import calibration as cal
 from planner import efficiency as eff
 from planner.calibration import MIB
 from planner.catalog import Catalog
@@ -61,6 +60,7 @@ from planner.request import (
     PlanRequest,
     TrainConfig,
     split_role_names,
+    validate_engine,
     validate_plan_request,
 )
 from planner.rltime import engine_side, workload_throughput
@@ -75,8 +75,7 @@ from planner.throughput import (
 from planner.workloads import (
     Engine,
     engine,
-    engine_weight_bytes,
-    kv_bytes_per_sequence,
+    engine_parts,
     roles,
     workload_host_ram,
     workload_phases,
@@ -319,14 +318,15 @@ def memory_tables(
         fields = s.config_fields()
         states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
                       s.offload_idle)
-        if base.is_rl:  # the engine's weights and KV per sequence depend on its TP only
-            if ("engine", s.rollout_tp) not in shared:
-                c = base.model_copy(update={"rollout_tp": s.rollout_tp})
-                shared[("engine", s.rollout_tp)] = (
-                    _ceil_mib(engine_weight_bytes(model, c)),
-                    _ceil_mib(kv_bytes_per_sequence(model, c)),
-                    _ceil_mib(cal.ENGINE_WORKSPACE_GIB * cal.GIB))
-            engine[si] = shared[("engine", s.rollout_tp)]
+        if base.is_rl:  # a vLLM-style engine's parts depend on its TP only; the trainer's
+            # own generate's on the strategy (sharding: gathered weights; method: prefill)
+            ekey = ("engine", si if base.generates_in_trainer else s.rollout_tp)
+            if ekey not in shared:
+                c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(
+                    fields if base.generates_in_trainer else {})})
+                weights, work, per_seq = engine_parts(model, c)
+                shared[ekey] = (_ceil_mib(weights), _ceil_mib(per_seq), _ceil_mib(work))
+            engine[si] = shared[ekey]
         for tp in tps:
             for pp in pps:
                 for acc in (False, True):
@@ -760,11 +760,17 @@ def _dominates(a: Offer, b: Offer) -> bool:
     return keys_a != keys_b or a.host_ram_mib != b.host_ram_mib or first
 
 
-def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int
-                ) -> list[tuple[str, int, bool]]:
+def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int,
+                base: TrainConfig | None = None) -> list[tuple[str, int, bool]]:
     """(placement, rollout TP, offload_idle) choices of an RL request; one neutral choice
-    otherwise."""
+    otherwise, and for the trainer's own generate (it runs colocated, at the trainer's
+    layout, nothing parked: request.validate_engine says so of a pin that differs)."""
     if not request.is_rl:
+        return [("colocate", 1, False)]
+    if base is not None and base.generates_in_trainer:
+        validate_engine(base.model_copy(update={
+            "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
+            "offload_idle": bool(request.offload_idle)}))
         return [("colocate", 1, False)]
     placements = (request.placement,) if request.placement else PLACEMENTS
     rtps = (request.rollout_tp,) if request.rollout_tp else tensor_parallel_options(
@@ -854,9 +860,11 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
         precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
         framework=framework.profile.id,
+        **({"rollout_engine": request.rollout_engine} if request.rollout_engine else {}),
     )
     base = apply(base, framework.profile)
-    strategies = tuple(s for s in _strategies(request, _rl_choices(request, model, per_node),
+    strategies = tuple(s for s in _strategies(request, _rl_choices(request, model, per_node,
+                                                                   base),
                                               plan_shardings(framework.profile))
                        if runs_strategy(framework.profile, base, s))
     if not strategies:

@@ -292,6 +292,9 @@ class FrameworkFacts(_Frozen):
     offload: Fact[tuple[OffloadKind, ...]] | None = None
     rl_placements: Fact[tuple[PlacementKind, ...]] | None = None
     rollout_engines: Fact[tuple[RolloutEngine, ...]] | None = None
+    rollout_engine_default: Fact[RolloutEngine] | None = Field(
+        default=None, description="RL: the engine a job generates with when none is named "
+        "(else the first of rollout_engines)")
     launch_format: Fact[LaunchFormat] | None = None
     # memory semantics
     checkpointing: Fact[tuple[CheckpointingKind, ...]] | None = None

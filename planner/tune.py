@@ -150,8 +150,9 @@ class TuneResult:
 
 
 def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str, Any]:
-    """The batch settings of ``cfg`` by TrainConfig field name (RL: the engine's memory
-    fraction to set, rounded up to a percent, when it was left open)."""
+    """The batch settings of ``cfg`` by TrainConfig field name (RL: the rollout engine, and a
+    vLLM-style engine's memory fraction to set, rounded up to a percent, when it was left
+    open)."""
     out: dict[str, Any] = {
         "micro_batch_size": cfg.micro_batch_size, "grad_accum": cfg.grad_accum,
         "global_batch_size": cfg.global_batch_size, "checkpointing": cfg.checkpointing,
@@ -161,7 +162,9 @@ def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str
         if u is None and est is not None and est.engine_utilization is not None:
             u = math.ceil(est.engine_utilization * 100) / 100
         out |= {"rollout_batch": cfg.rollout_batch, "rollout_n": cfg.samples_per_prompt,
-                "logprob_micro_batch": cfg.logprob_batch, "gpu_memory_utilization": u}
+                "logprob_micro_batch": cfg.logprob_batch, "rollout_engine": cfg.rollout_engine}
+        if not cfg.generates_in_trainer:  # the trainer's own generate reserves no fraction
+            out["gpu_memory_utilization"] = u
     return out
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from planner import check, load_catalog
+
 FOLDER = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLES = sorted(FOLDER.glob("*.py"))
 
@@ -159,6 +161,25 @@ def test_seed_001_fill_a_32gb_card(capsys):
     assert f"{14 * params / 2**30:.1f} GiB that AdamW states alone" in out
     # the seed's KV formula for 8 sequences x 512 tokens: layers x 2 x 8 heads x 128 x 2 B
     assert f"ours {layers * 2 * 8 * 128 * 2 * 512 * 8 // 2**20} MiB" in out
+    # The seed's current settings (micro 4, 32 prompts x 16 samples) measured 2.6 GB. The script
+    # generates with the model itself (4 sequences per call): predicted 9.08 GiB, peak in the
+    # update phase (AdamW states 4.4 GiB where nanochat keeps lighter Muon states); a vLLM-style
+    # engine sized to decode 256 sequences at once predicted 15.05 GiB for the same job.
+    cat = load_catalog()
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(d16), encoding="utf-8")
+        current = module["job"](4, 32, 16)
+        own = check(model=tmp, gpu=module["GPU"], config=current, catalog=cat)["memory"]
+        engine = check(model=tmp, gpu=module["GPU"], catalog=cat, config=current.model_copy(
+            update={"rollout_engine": "vllm", "generate_micro_batch": None}))["memory"]
+    measured_gib = 2.6e9 / 2**30
+    assert measured_gib < own["per_gpu_gib"] < engine["per_gpu_gib"]
+    assert f"peak {own['per_gpu_gib']:5.2f} GiB in {own['peak_phase']}" in out
+    # generating adds 4 sequences' KV (4 x 512 tokens x 64 KiB = 128 MiB) and their transients
+    # to the resident states, where the engine holds 256 x 32 MiB = 8 GiB of KV and a 16-bit
+    # copy of the weights: the rollout is no longer the peak
+    assert own["phases_gib"]["rollout"] < engine["phases_gib"]["rollout"] - 8
+    assert own["peak_phase"] == "actor update"
     kept, open_ = f["tuned"]
     for res in (kept, open_):
         s = res.best.settings

@@ -422,12 +422,18 @@ def test_shipped_h100_cover_prefers_the_cheaper_provider():
     assert cover.provider == "nebius" and cover.usd_per_hour == pytest.approx(2 * 23.60)
 
 
-def test_module_listing_prints_one_row_per_offer(capsys):
-    from planner.offers import main
+def test_catalog_offers_lists_one_row_per_offer(capsys):
+    import json
 
-    assert main(["b200"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0].split()[:3] == ["gpu", "provider", "instance_type"]
-    assert len(lines) - 1 == len(offers_for("b200", load_offers())) + len(
+    from planner.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["catalog", "offers", "--json"])
+    rows = [r for r in json.loads(capsys.readouterr().out) if r["gpu"] == "b200"]
+    assert len(rows) == len(offers_for("b200", load_offers())) + len(
         offers_for("b200", load_offers(), spot=True))
-    assert all(line.startswith("b200") for line in lines[1:])
+    with pytest.raises(SystemExit):
+        main(["catalog", "offers"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split()[:2] == ["gpu", "offer"]
+    assert sum(line.startswith("b200 ") for line in lines) == len(rows)

@@ -51,3 +51,20 @@ def test_split_groups_of_other_sizes_are_timed_on_their_own_gpus():
     assert p["reference forward"] == pytest.approx(4 * p["actor forward"], rel=0.02)
     train = p["reference forward"] + max(p["actor update"], p["critic update"])
     assert est.step_time_s == pytest.approx(max(p["generation"], train) + p["weight sync"])
+
+
+def test_hf_generate_decodes_in_batches_with_no_sync_or_sleep():
+    """The trainer's own generate: 64 sequences on one GPU, 8 per call -> 8 waves of one
+    bandwidth-bound decode each; no weights move into an engine and none sleep on the host.
+    The same job with all 64 in one call runs one wave: each decoding step reads the weights
+    once for 64 sequences instead of 8 times, so generation is faster."""
+    base = dict(workload="grpo", method="full", prompt_len=512, response_len=512,
+                micro_batch_size=4, grad_accum=16, rollout_batch=16, rollout_n=4,
+                reference=False, rollout_engine="hf-generate")
+    eight = estimate_rl_step(QWEN7, H100, TrainConfig(**base, generate_micro_batch=8))
+    whole = estimate_rl_step(QWEN7, H100, TrainConfig(**base))
+    assert eight.waves == 8 and eight.concurrency == 8 and whole.waves == 1
+    assert eight.phases["weight sync"] == 0.0 and "offload traffic" not in eight.phases
+    assert whole.phases["generation"] < eight.phases["generation"] / 4
+    vllm = estimate_rl_step(QWEN7, H100, TrainConfig(**{**base, "rollout_engine": "vllm"}))
+    assert vllm.phases["weight sync"] > 0

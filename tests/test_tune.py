@@ -210,8 +210,11 @@ def test_cli_json_keys_and_determinism(capsys):
     for key in ("settings", "memory", "throughput", "runners_up", "status", "smallest"):
         assert key in doc
     for key in ("micro_batch_size", "grad_accum", "global_batch_size", "checkpointing",
-                "rollout_batch", "rollout_n", "logprob_micro_batch", "gpu_memory_utilization"):
+                "rollout_batch", "rollout_n", "logprob_micro_batch", "rollout_engine"):
         assert key in doc["settings"]
+    # a vLLM fraction to set only where an engine reserves one (not the trainer's generate)
+    assert ("gpu_memory_utilization" in doc["settings"]) == (
+        doc["settings"]["rollout_engine"] != "hf-generate")
     for key in ("per_gpu_gib", "breakdown_gib", "peak_phase", "phases_gib", "capacity_gib"):
         assert key in doc["memory"]
     for key in ("tokens_per_s", "step_time_s", "limited_by"):
@@ -273,3 +276,37 @@ def test_bad_rules_are_one_line_errors(rule, needle):
 
     with pytest.raises(PlannerError, match=needle.replace("*", r"\*")):
         parse(rule)
+
+
+def test_tune_uses_the_frameworks_rollout_engine(capsys):
+    """TRL's GRPOTrainer generates with the model itself unless use_vllm (profile default
+    hf-generate); verl with its vLLM engine. --rollout-engine picks one the profile offers."""
+    args = ("tune", "--model", "0.5b", "--gpu", "h100-sxm", "--workload", "grpo",
+            "--prompt-len", "256", "--response-len", "256", "--rollout-batch", "16",
+            "--rollout-n", "4", "--json")
+    _, out, _ = run(capsys, *args, "--framework", "trl")
+    trl = json.loads(out)
+    assert trl["settings"]["rollout_engine"] == "hf-generate"
+    assert "gpu_memory_utilization" not in trl["settings"]
+    _, out, _ = run(capsys, *args, "--framework", "trl", "--rollout-engine", "vllm")
+    vllm = json.loads(out)
+    assert vllm["settings"]["rollout_engine"] == "vllm"
+    # the engine's own 16-bit copy of the weights and its workspace show in the rollout phase
+    assert vllm["memory"]["phases_gib"]["rollout"] > trl["memory"]["phases_gib"]["rollout"]
+    _, out, _ = run(capsys, *args, "--framework", "verl", "--fsdp")
+    assert json.loads(out)["settings"]["rollout_engine"] == "vllm"
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (("--rollout-engine", "vlm"), "--rollout-engine"),
+    (("--framework", "verl", "--fsdp", "--rollout-engine", "hf-generate"),
+     "rollout engine hf-generate (it runs vllm, sglang)"),
+    (("--framework", "trl", "--rollout-engine", "hf-generate", "--gpu-memory-utilization",
+      "0.5"),
+     "--gpu-memory-utilization 0.5 does not apply to --rollout-engine hf-generate"),
+])
+def test_rollout_engine_bad_input_exit_2(capsys, extra, needle):
+    code, out, err = run(capsys, "tune", "--model", "0.5b", "--gpu", "h100-sxm", "--workload",
+                         "grpo", "--prompt-len", "256", "--response-len", "256", *extra)
+    assert code == 2 and not out
+    assert needle in err and err.count("\n") == 1

@@ -184,3 +184,75 @@ def test_fixed_engine_fraction_too_small_is_blocked():
     est = estimate_memory(QWEN7, CAT.gpu("rtx-4090"), grpo(gpu_memory_utilization=0.1,
                                                              num_gpus=1, fsdp=False))
     assert est.blocked and not est.fits()
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer's own generate (hf-generate)
+# ---------------------------------------------------------------------------------------------
+def hf(**kw) -> TrainConfig:
+    base = dict(workload="grpo", method="full", num_gpus=1, prompt_len=512, response_len=1024,
+                micro_batch_size=4, rollout_batch=16, rollout_n=4, reference=False,
+                checkpointing="none", rollout_engine="hf-generate")
+    return TrainConfig(**(base | kw))
+
+
+def test_hf_generate_holds_kv_of_its_batch_and_no_engine_copy():
+    """Qwen2.5-7B: 28 layers x 4 kv heads x 128 head dim -> KV 2 x 28 x 4 x 128 x 2 B =
+    57,344 B per token; 1,536 tokens per sequence -> 88,080,384 B (84 MiB) per sequence. With
+    --generate-micro-batch 8 one call holds 8 sequences: 704,643,072 B (672 MiB). Transients
+    per sequence: the prefill's one-layer working set over 512 prompt tokens, or the last
+    token's logits, 152,064 x 14 B = 2,128,896 B, whichever is larger. No engine weights: the
+    rollout phase is the actor's resident states plus those."""
+    cfg = hf(generate_micro_batch=8)
+    eng = engine(QWEN7, cfg, H100.memory_gib * GIB)
+    assert eng.weights == 0.0 and eng.concurrency == 8 and eng.sequences_per_engine == 64
+    assert eng.kv_cache == 8 * 2 * 28 * 4 * 128 * 2 * 1536 == 704_643_072
+    assert eng.workspace >= 8 * 152_064 * 14
+    phases = workload_phases(QWEN7, cfg, "bf16", capacity=H100.memory_gib * GIB)
+    rollout = phases[ROLLOUT_PHASE]
+    assert "engine weights" not in rollout
+    states = {k: v for k, v in rollout.items() if not k.startswith("engine ")}
+    actor = next(r for r in roles(QWEN7, cfg) if r.name == "actor")
+    n = count_params(QWEN7).total
+    # weights 2 B + fp32 master 4 B + two fp32 moments 8 B per parameter, nothing else resident
+    assert sum(states.values()) == pytest.approx(14 * n, rel=1e-9)
+    assert actor.trained
+    assert rollout["engine kv_cache"] == eng.kv_cache
+
+
+def test_hf_generate_default_batch_is_the_whole_share_and_gathers_sharded_weights():
+    """Without --generate-micro-batch one call generates the GPU's whole share (TRL): 16
+    prompts x 4 samples over 2 GPUs = 32 sequences. Under FSDP the weights are gathered whole
+    for generation: 2 B x N beside the shards."""
+    cfg = hf(num_gpus=2, fsdp=True)
+    eng = engine(QWEN7, cfg, None)
+    assert eng.concurrency == eng.sequences_per_engine == 32
+    assert eng.weights == 2 * count_params(QWEN7).total
+    assert engine(QWEN7, hf(num_gpus=2), None).weights == 0.0
+
+
+def test_hf_generate_sets_no_engine_fraction_and_parks_nothing_on_the_host():
+    cfg = hf()
+    est = estimate_memory(QWEN7, H100, cfg)
+    assert est.engine_utilization is None and not est.blocked
+    vllm = estimate_memory(QWEN7, H100, cfg.model_copy(update={"rollout_engine": "vllm"}))
+    # the vLLM engine sleeps with its 16-bit weights in host RAM: 2 B x N more on the host
+    assert vllm.host_ram - est.host_ram == pytest.approx(2 * count_params(QWEN7).total)
+
+
+@pytest.mark.parametrize("kw, flag", [
+    (dict(placement="separate", num_gpus=2), "--placement separate"),
+    (dict(rollout_tp=2, num_gpus=2), "--rollout-tp 2"),
+    (dict(gpu_memory_utilization=0.5), "--gpu-memory-utilization 0.5"),
+    (dict(offload_idle=True), "--offload-idle"),
+])
+def test_hf_generate_rejects_engine_knobs(kw, flag):
+    with pytest.raises(PlannerError, match=f"{flag} does not apply to --rollout-engine"):
+        validate_config(hf(**kw), QWEN7)
+
+
+def test_generate_micro_batch_needs_hf_generate():
+    with pytest.raises(PlannerError, match="--generate-micro-batch 4 applies to"):
+        validate_config(hf(rollout_engine="vllm", generate_micro_batch=4), QWEN7)
+    with pytest.raises(PlannerError, match="--rollout-engine hf-generate applies to"):
+        validate_config(TrainConfig(rollout_engine="hf-generate"), QWEN7)
