@@ -1,7 +1,9 @@
 """Why a plan is what it is, and why a request has none: each answer found by solving.
 
-* Binding rules: the cost stage is re-solved with one rule switched off (its enforcement literal
-  left out of the assumptions); a rule binds when the optimum then gets cheaper. The used / limit
+* Binding rules: a rule binds exactly when relaxing it gives a strictly better optimum, found by
+  re-solving (purchases by cost: the cost stage with the rule's enforcement literal left out of
+  the assumptions; timed requests: the limit or resource loosened one step). Slack alone never
+  makes a rule binding; a rule with little slack that does not bind is "tight". The used / limit
   / slack figures come from the plan's analytic re-check, not from the solver's integers.
 * Conflicts: the cost-stage model without objective and with every rule as an assumption gives
   an infeasible core; it is shrunk by deletion to a minimal one, and for each rule in it the
@@ -19,7 +21,7 @@ from planner.encoding import Encoding, build, cp_solver, hint_cheapest
 from planner.errors import PlannerError
 from planner.memory import GIB, usable_capacity, usable_mib
 from planner.request import PlanRequest
-from planner.result import Binding, Conflict, Plan
+from planner.result import SLACK_TIGHT, Binding, Conflict, Plan
 from planner.search import job_hours_at, job_steps, needs_timing, plan_usd, timed_search
 from planner.space import PlanSpace, build_space
 from planner.stages import (
@@ -30,8 +32,6 @@ from planner.stages import (
     run_solver,
     solve_lexicographic,
 )
-
-SLACK_BINDING = 0.05  # a rule with less than 5 % slack is reported as binding
 
 
 def _solver() -> cp_model.CpSolver:
@@ -91,25 +91,18 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
 
 
 def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
-    """Every rule at the plan with its slack; binding when relaxing it improves the plan (re-
-    solved) or its slack is under SLACK_BINDING. Purchases by cost: each rule dropped in turn
-    (cheaper?). Timed requests (time objective, rental, deadline): the budget or the deadline
-    loosened one step (RELAX_STEP) improves the objective?"""
+    """Every rule at the plan with its slack. A rule binds exactly when relaxing it one step
+    gives a strictly better optimum under the request's objective, found by re-solving both:
+    purchases by cost drop the rule (cheaper?); timed requests (time objective, rental,
+    deadline) loosen the budget or the deadline by RELAX_STEP, or a resource one step
+    (_relaxed_space). A rule under SLACK_TIGHT slack that does not bind is only tight."""
     enc = None if needs_timing(space.request) else cost_stage(space)
     if enc is None:
-        out = []
-        for name, (used, limit, unit) in _usage(space, plan).items():
-            slack = (limit - used) / limit if limit else 0.0
-            relaxed = _one_step(space, plan, name)
-            if relaxed is None and slack < SLACK_BINDING:
-                relaxed = _resource_step(space, plan, name)
-            out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
-                               relaxed is not None or slack < SLACK_BINDING, relaxed))
-        return out
+        return [_rule(name, usage, _one_step(space, name) or _resource_step(space, plan, name))
+                for name, usage in _usage(space, plan).items()]
     _, base_cost, _ = _solve_without(enc, set(), enc.var["cost_usd"])
     out = []
-    for name, (used, limit, unit) in _usage(space, plan).items():
-        slack = (limit - used) / limit if limit else 0.0
+    for name, usage in _usage(space, plan).items():
         relaxed = None
         if name in enc.literal:
             ok, cost, values = _solve_without(enc, {name}, enc.var["cost_usd"])
@@ -118,9 +111,17 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
                 relaxed = (f"without it: ${cost:,} for {values['num_gpus']} x {o.gpu.id} "
                            f"({space.strategies[values['strategy']].method})")
                 relaxed = _resource_step(space, plan, name) or relaxed
-        out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
-                           relaxed is not None or slack < SLACK_BINDING, relaxed))
+        out.append(_rule(name, usage, relaxed))
     return out
+
+
+def _rule(name: str, usage: tuple[float, float, str], relaxed: str | None) -> Binding:
+    """A rule's row: binding when its relaxation (found by solving) improves the plan."""
+    used, limit, unit = usage
+    slack = (limit - used) / limit if limit else 0.0
+    return Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
+                   relaxed is not None, relaxed,
+                   tight=relaxed is None and slack < SLACK_TIGHT)
 
 
 RELAX_STEP = 0.10  # "one step": a limit loosened by 10 %
@@ -164,7 +165,8 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
         return None
     better = make_plan(trial, solved.offer, config_of(trial, solved), solved.values["hosts"])
     if space.request.objective == "time":
-        if better.time_hours < plan.time_hours * (1 - 1e-9):
+        # the solver ranks whole microseconds of step time: less is no improvement
+        if better.throughput.step_time_s < plan.throughput.step_time_s - 1e-6:
             return f"with {label}: {better.num_gpus} x {better.gpu}, {better.time_hours:,.2f} h"
         return None
     if better.cost_usd < plan.cost_usd * (1 - 1e-9):
@@ -173,9 +175,10 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     return None
 
 
-def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
-    """Timed requests: what the plan becomes with the budget or the deadline 10 % looser, if it
-    improves the objective (found by solving; None when it does not)."""
+def _one_step(space: PlanSpace, name: str) -> str | None:
+    """Timed requests: what the plan becomes with the budget or the deadline RELAX_STEP looser,
+    when that improves the objective. Both optima come from the same exact search, so a plan
+    that only differs by the rounding of its step time is no improvement (None)."""
     req = space.request
     if name == "budget" and req.budget_usd is not None:
         loose = {"budget_usd": req.budget_usd * (1 + RELAX_STEP)}
@@ -185,20 +188,19 @@ def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
         label = f"max-hours {loose['max_hours']:,.3g}"
     else:
         return None
-    found = timed_search(space, list(range(len(space.offers))), space.rows,
-                         drop=frozenset(loose) & {"max_hours"}, **loose)
-    if found is None:
+    offers = list(range(len(space.offers)))
+    base = timed_search(space, offers, space.rows)
+    found = timed_search(space, offers, space.rows, drop=frozenset(loose) & {"max_hours"},
+                         **loose)
+    if found is None or (base is not None and found[0] >= base[0] * (1 - 1e-9)):
         return None
     _, ties = found
     oi, row, t_us = min(ties, key=lambda t: (t[2], t[1].num_gpus))
     hours = job_hours_at(t_us, job_steps(space))
     gpu = space.offers[oi].gpu.id
-    if req.objective == "time" and hours < plan.time_hours * (1 - 1e-9):
+    if req.objective == "time":
         return f"with {label}: {row.num_gpus} x {gpu}, {hours:,.2f} h"
-    cost = plan_usd(space, oi, row.num_gpus, hours)
-    if req.objective == "cost" and cost < plan.cost_usd * (1 - 1e-9):
-        return f"with {label}: {row.num_gpus} x {gpu}, ${cost:,.0f}"
-    return None
+    return f"with {label}: {row.num_gpus} x {gpu}, ${plan_usd(space, oi, row.num_gpus, hours):,.0f}"
 
 
 def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = None) -> str:

@@ -341,3 +341,31 @@ def test_more_bad_inputs_are_one_line(argv, named, tmp_path, capsys):
         main(argv)
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and "\n" not in err and named in err
+
+
+def _plan_json(capsys, *args: str) -> dict:
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_binding_only_where_relaxing_the_rule_changes_the_plan(capsys):
+    # issue 19 item 7: a 7B rental with a $3,000 budget costs $236 and is limited by its global
+    # batch (64 sequences: dp <= 64), not by the money: 10 % more budget gives the same plan, so
+    # the budget is not binding (main printed BINDING here, on a rounding of the step time)
+    args = ("--model", "7b", "--pricing", "rent", "--tokens", "1e9", "--objective", "time")
+    doc = _plan_json(capsys, *args, "--budget", "3000")
+    rule = next(b for b in doc["binding"] if b["name"] == "budget")
+    loose = _plan_json(capsys, *args, "--budget", "3300")
+    assert loose["plan"]["time_hours"] == pytest.approx(doc["plan"]["time_hours"], rel=1e-5)
+    assert rule["binding"] is False and rule["relaxed"] is None and rule["slack"] > 0.5
+    code, out, _ = run(capsys, "plan", *args, "--budget", "3000")
+    row = next(line for line in out.splitlines() if line.startswith("budget "))
+    assert "BINDING" not in row and "3,000" in row
+    # a purchase for time with $3,000 is held back by its budget: $3,300 buys a faster plan
+    doc = _plan_json(capsys, "--model", "7b", "--budget", "3000", "--objective", "time")
+    rule = next(b for b in doc["binding"] if b["name"] == "budget")
+    loose = _plan_json(capsys, "--model", "7b", "--budget", "3300", "--objective", "time")
+    assert rule["binding"] is True and rule["relaxed"].startswith("with budget $3,300: ")
+    assert loose["plan"]["time_hours"] < doc["plan"]["time_hours"]
+    assert f"{loose['plan']['time_hours']:,.2f} h" in rule["relaxed"]
