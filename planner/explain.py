@@ -25,6 +25,7 @@ from planner.result import SLACK_TIGHT, Binding, Conflict, Plan
 from planner.search import job_hours_at, job_steps, needs_timing, plan_usd, timed_search
 from planner.space import PlanSpace, build_space
 from planner.stages import (
+    Solved,
     SolveTimeout,
     config_of,
     make_plan,
@@ -224,82 +225,143 @@ def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = N
     if name.startswith("pin:"):
         field = name.split(":", 1)[1]
         leave = f"leave --{field.replace('_', '-')} open ({values[field]} works)"
-        kept = _batch_keeping_pin(space, field, catalog)
-        return f"{kept} or {leave}" if kept else leave
+        cat = catalog or load_catalog()
+        kept = [f for f in (_batch_keeping_pin(space, field, cat),
+                            _nearest_pin(space, field, cat)) if f]
+        return " or ".join([*kept, leave])
     return enc.rules[name].relax
 
 
-def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog | None) -> str | None:
-    """The smallest change in the user's terms that keeps a pinned GPU count: the global batch
-    nearest the requested one that those GPUs divide evenly (the next multiple down, then up),
-    tried by solving."""
+def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog) -> str | None:
+    """The smallest change in the user's terms that keeps a pinned GPU count or accumulation:
+    the global batch nearest the requested one that the pins divide evenly (the next multiple
+    of num-gpus x grad-accum down and up, nearer first), tried by solving. When that batch has
+    a plan only with more money, the budget it needs comes with it."""
     req = space.request
-    if field != "num_gpus" or req.num_gpus is None:
+    if field not in ("num_gpus", "grad_accum") or getattr(req, field) is None:
         return None
-    n, g0 = req.num_gpus, req.global_batch_size
+    n, g0 = (req.num_gpus or 1) * (req.grad_accum or 1), req.global_batch_size
     tried = sorted({g for g in (g0 - g0 % n, g0 - g0 % n + n) if 0 < g != g0},
                    key=lambda g: (abs(g - g0), g))
+    keeps = f"keeps --{field.replace('_', '-')} {getattr(req, field)}"
+    cat = catalog
     for g in tried:
-        trial = req.model_copy(update={"global_batch_size": g})
-        try:
-            if catalog is not None and solve_lexicographic(build_space(trial, catalog),
-                                                           req.time_limit_s):
-                return f"--global-batch {g} (keeps --num-gpus {n})"
-        except PlannerError:
-            continue
+        if _plan_of(req, {"global_batch_size": g}, cat) is not None:
+            return f"--global-batch {g} ({keeps})"
+    if req.budget_usd is None:
+        return None
+    for g in tried:
+        found = _plan_of(req, {"global_batch_size": g, "budget_usd": None, "objective": "cost"},
+                         cat)
+        if found is not None:
+            trial, best = found
+            usd = make_plan(trial, best.offer, config_of(trial, best), best.values["hosts"])
+            return f"--global-batch {g} with budget >= ${usd.cost_usd:,.0f} ({keeps})"
     return None
 
 
+PIN_TRIES = 6  # new values tried for a pinned count (each a solve of ~0.1-0.5 s)
+
+
+def _nearest_pin(space: PlanSpace, field: str, catalog: Catalog) -> str | None:
+    """A new value for a pinned GPU count or accumulation, the rest of the request kept: the
+    values nearest the pinned one (nearer first, then smaller) that divide the global batch
+    per GPU, up to PIN_TRIES of them tried by solving."""
+    req = space.request
+    if field not in ("num_gpus", "grad_accum") or getattr(req, field) is None:
+        return None
+    pinned = getattr(req, field)
+    other = (req.grad_accum if field == "num_gpus" else req.num_gpus) or 1
+    per = req.global_batch_size // other if req.global_batch_size % other == 0 else 0
+    top = req.max_gpus if field == "num_gpus" else per
+    near = sorted((k for k in range(1, top + 1) if k != pinned and per % k == 0),
+                  key=lambda k: (abs(k - pinned), k))
+    flag = f"--{field.replace('_', '-')}"
+    for k in near[:PIN_TRIES]:
+        if _plan_of(req, {field: k}, catalog) is not None:
+            return f"{flag} {k}"
+    return None
+
+
+STRONGER_SHARDING = ("zero2", "zero3", "fsdp")  # each holds less per GPU than the one before
+
+
 def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
-    """Single changes of the request that lower per-GPU memory, mildest first: (wording,
-    request fields). Each is tried by solving (memory_fixes), never assumed to work."""
-    out: list[tuple[str, dict[str, object]]] = []
+    """Single changes of the request that lower per-GPU memory, in the user's terms: first a
+    new value for something the user pinned (the rest kept: a smaller micro-batch, full
+    checkpointing, stronger sharding, a lighter method), then a pin dropped or a limit raised,
+    then a shorter sequence. Each is tried by solving (memory_fixes), never assumed to work;
+    the micro-batches are tried largest first, so the first that works is the smallest change."""
+    kept: list[tuple[str, dict[str, object]]] = []
     if req.micro_batch_size not in (None, 1):
-        out.append(("--micro-batch 1", {"micro_batch_size": 1}))
+        kept += [(f"--micro-batch {m}", {"micro_batch_size": m})
+                 for m in range(req.micro_batch_size - 1, 0, -1)
+                 if req.global_batch_size % m == 0]
     if req.checkpointing not in ("auto", "full"):
-        out.append(("--checkpointing full", {"checkpointing": "full"}))
-    if req.offload not in ("auto",):
-        out.append(("--offload auto", {"offload": "auto"}))
+        kept.append(("--checkpointing full", {"checkpointing": "full"}))
     if req.sharding is not None:
-        out.append(("leave --sharding open", {"sharding": None}))
+        later = STRONGER_SHARDING[STRONGER_SHARDING.index(req.sharding) + 1:] \
+            if req.sharding in STRONGER_SHARDING else STRONGER_SHARDING
+        kept += [(f"--sharding {z}", {"sharding": z}) for z in later]
     if req.is_rl and req.offload_idle is False:
-        out.append(("--offload-idle", {"offload_idle": True}))
-    if req.is_rl and req.gpu_memory_utilization is not None:
-        out.append(("leave --gpu-memory-utilization open", {"gpu_memory_utilization": None}))
+        kept.append(("--offload-idle", {"offload_idle": True}))
     if req.method not in ("auto", "qlora"):
-        for m in ("lora", "qlora"):
-            if m != req.method:
-                out.append((f"--method {m}", {"method": m}))
+        kept += [(f"--method {m}", {"method": m}) for m in ("lora", "qlora") if m != req.method]
+    dropped: list[tuple[str, dict[str, object]]] = []
+    if req.offload not in ("auto",):
+        dropped.append(("--offload auto", {"offload": "auto"}))
+    if req.sharding is not None:
+        dropped.append(("leave --sharding open", {"sharding": None}))
+    if req.is_rl and req.gpu_memory_utilization is not None:
+        dropped.append(("leave --gpu-memory-utilization open", {"gpu_memory_utilization": None}))
     if req.num_gpus is None and req.max_gpus < 1024:
-        out.append((f"--max-gpus {req.max_gpus * 2}", {"max_gpus": req.max_gpus * 2}))
+        dropped.append((f"--max-gpus {req.max_gpus * 2}", {"max_gpus": req.max_gpus * 2}))
     if req.gpus:
-        out.append(("allow every GPU type (drop --gpus)", {"gpus": ()}))
+        dropped.append(("allow every GPU type (drop --gpus)", {"gpus": ()}))
     if req.is_rl and req.response_len and req.response_len > 1:
         r = req.response_len // 2
-        out.append((f"--response-len {r}", {"response_len": r, "seq_len": None}))
+        dropped.append((f"--response-len {r}", {"response_len": r, "seq_len": None}))
     elif not req.is_rl and req.seq_len > 256:
-        out.append((f"--seq-len {req.seq_len // 2}", {"seq_len": req.seq_len // 2}))
-    return out
+        dropped.append((f"--seq-len {req.seq_len // 2}", {"seq_len": req.seq_len // 2}))
+    return kept + dropped
 
 
 def memory_fixes(space: PlanSpace, catalog: Catalog | None, *, limit: int = 3) -> list[str]:
-    """The first ``limit`` single changes after which some layout fits a GPU the request
-    allows, each found by rebuilding the space (memory tables) and solving for feasibility."""
+    """The first ``limit`` single changes (memory_relaxations' order) under which the request
+    has a plan, each found by rebuilding the space (memory tables) and solving it: a change
+    that fits the memory but breaks the budget is no fix. One micro-batch at most (the
+    largest that works) and one GPU list; dropping --gpus names the type that then plans."""
     cat = catalog or load_catalog()
-    found = []
+    found: list[str] = []
     for wording, change in memory_relaxations(space.request):
-        data = space.request.model_dump() | change
-        if data.get("seq_len") is None:
-            data.pop("seq_len", None)
-        try:
-            trial = build_space(PlanRequest.model_validate(data), cat)
-        except PlannerError:
+        if wording.startswith("--micro-batch") and any(f.startswith("--micro-batch")
+                                                       for f in found):
             continue
-        if trial.offers and cost_stage(trial) is not None:
-            found.append(wording)
-            if len(found) == limit:
-                break
+        solved = _plan_of(space.request, change, cat)
+        if solved is None:
+            continue
+        trial, best = solved
+        if "gpus" in change:
+            wording = f"--gpus {trial.offers[best.offer].gpu.id} (drop --gpus: it plans)"
+        found.append(wording)
+        if len(found) == limit:
+            break
     return found
+
+
+def _plan_of(req: PlanRequest, change: dict[str, object], catalog: Catalog
+             ) -> tuple[PlanSpace, Solved] | None:
+    """The request with ``change`` and its optimum, or None when it has no plan (or is not a
+    valid request, or the time limit stops the solve)."""
+    data = req.model_dump() | change
+    if data.get("seq_len") is None:
+        data.pop("seq_len", None)
+    try:
+        trial = build_space(PlanRequest.model_validate(data), catalog)
+        best = solve_lexicographic(trial, req.time_limit_s) if trial.offers else None
+    except (PlannerError, SolveTimeout, ValueError):
+        return None
+    return None if best is None else (trial, best)
 
 
 def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict]:
@@ -312,8 +374,9 @@ def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict
         fixes = memory_fixes(space, catalog)
         return [Conflict("gpu_memory", "no layout of the allowed choices fits even the largest "
                          "allowed GPU", " or ".join(fixes) if fixes else
-                         "no single change tried (micro-batch, checkpointing, offload, method, "
-                         "more GPUs, other GPU types, shorter sequences) makes it fit")]
+                         "no single change tried (micro-batch, checkpointing, sharding, offload, "
+                         "method, more GPUs, other GPU types, shorter sequences) gives a plan "
+                         "within the request's other limits")]
     core = set(enc.literal)
     ok, _, _ = _solve_without(enc, set(), None)
     if ok:
