@@ -342,7 +342,8 @@ def memory_fixes(space: PlanSpace, catalog: Catalog | None, *, limit: int = 3) -
             continue
         trial, best = solved
         if "gpus" in change:
-            wording = f"--gpus {trial.offers[best.offer].gpu.id} (drop --gpus: it plans)"
+            wording = (f"--gpus {trial.offers[best.offer].gpu.id} (instead of "
+                       f"{','.join(space.request.gpus)})")
         found.append(wording)
         if len(found) == limit:
             break

@@ -369,3 +369,83 @@ def test_binding_only_where_relaxing_the_rule_changes_the_plan(capsys):
     assert rule["binding"] is True and rule["relaxed"].startswith("with budget $3,300: ")
     assert loose["plan"]["time_hours"] < doc["plan"]["time_hours"]
     assert f"{loose['plan']['time_hours']:,.2f} h" in rule["relaxed"]
+
+
+def _fixes(doc: dict) -> list[str]:
+    return [f for c in doc["conflicts"] for f in c["fix"].split(" or ")]
+
+
+def _with_fix(args: tuple[str, ...], fix: str) -> list[str]:
+    """The request's flags with one suggested fix applied: '--flag value' pairs replace the
+    request's, 'with budget >= $N' sets the budget; the words in brackets are commentary."""
+    words = fix.split(" (")[0].split()
+    new = dict(zip(words[::2], words[1::2], strict=False)) if words[0].startswith("--") else {}
+    if "with budget >= $" in fix:
+        new = {words[0]: words[1], "--budget": fix.split("$")[1].split()[0].replace(",", "")}
+    out, it = [], iter(args)
+    for flag in it:
+        value = next(it)
+        out += [flag, new.pop(flag, value)]
+    return out + [w for kv in new.items() for w in kv]
+
+
+def _assert_each_fix_plans(capsys, args: tuple[str, ...], fixes: list[str]) -> list[dict]:
+    plans = []
+    for fix in fixes:
+        if fix.startswith("--"):
+            code, out, _ = run(capsys, "plan", *_with_fix(args, fix), "--json")
+            assert code == 0, (fix, out)
+            plans.append(json.loads(out)["plan"])
+    return plans
+
+
+def test_a_pinned_gpu_count_is_kept_before_it_is_dropped(capsys):
+    # issue 19 item 7: 6 GPUs cannot split a global batch of 64 evenly; main answered "leave
+    # --num-gpus open (1 works)" first (or only, at $3,000). The nearest global batch that 6
+    # divides keeps the user's GPUs, then the nearest other count; dropping the pin comes last
+    args = ("--model", "7b", "--budget", "10000", "--num-gpus", "6")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0] == "--global-batch 66 (keeps --num-gpus 6)"
+    assert fixes[1] == "--num-gpus 4" and fixes[-1].startswith("leave --num-gpus open")
+    kept, other = _assert_each_fix_plans(capsys, args, fixes)
+    assert kept["num_gpus"] == 6 and kept["global_batch_size"] == 66
+    assert other["num_gpus"] == 4
+    # with $3,000 no 6 GPUs can be bought: keeping them needs the budget the solver finds
+    args = ("--model", "7b", "--budget", "3000", "--num-gpus", "6")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0].startswith("--global-batch 66 with budget >= $")
+    assert fixes[-1].startswith("leave --num-gpus open")
+    kept, = _assert_each_fix_plans(capsys, args, fixes[:1])
+    need = float(fixes[0].split("$")[1].split()[0].replace(",", ""))
+    assert kept["num_gpus"] == 6 and kept["cost"]["usd"] == pytest.approx(need, abs=0.5)
+
+
+def test_memory_fixes_change_the_pinned_value_first_and_really_plan(capsys):
+    # micro-batch 8 of a 7B LoRA does not fit a 24 GB RTX 4090: the largest micro-batch that
+    # plans (4; main said 1) comes first, then other GPU types; every fix really plans
+    args = ("--model", "7b", "--budget", "9000", "--gpus", "rtx-4090", "--micro-batch", "8",
+            "--method", "lora")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0] == "--micro-batch 4"
+    plans = _assert_each_fix_plans(capsys, args, fixes)
+    assert plans[0]["micro_batch_size"] == 4 and plans[0]["gpu"] == "rtx-4090"
+    code, _, _ = run(capsys, "plan", *_with_fix(args, "--micro-batch 8"))
+    assert code == 1
+    # a pinned sharding: a stronger stage keeps the pin's intent before leaving it open
+    args = ("--model", "3b", "--budget", "20000", "--gpus", "rtx-4090", "--num-gpus", "4",
+            "--method", "full", "--sharding", "none", "--offload", "none")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0].startswith("--sharding zero")
+    assert _assert_each_fix_plans(capsys, args, fixes[:1])[0]["zero_stage"] >= 2
+    # full fine-tuning on $3,000 of RTX 4090s: micro-batch 1 fits the memory but not the
+    # budget, so it is no fix (main suggested it)
+    args = ("--model", "7b", "--budget", "3000", "--gpus", "rtx-4090", "--micro-batch", "16",
+            "--method", "full")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and not any(f.startswith("--micro-batch") for f in fixes)
+    _assert_each_fix_plans(capsys, args, fixes)
