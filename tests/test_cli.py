@@ -449,3 +449,34 @@ def test_memory_fixes_change_the_pinned_value_first_and_really_plan(capsys):
     fixes = _fixes(json.loads(out))
     assert code == 1 and not any(f.startswith("--micro-batch") for f in fixes)
     _assert_each_fix_plans(capsys, args, fixes)
+
+
+def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
+    # issue 19 item 5: 7 owned RTX 3090s were pipelined pp=7 over 2 hosts without a word. The
+    # note names the best plan without pipelining; its figures are those of that plan
+    args = ("--model", "7b", "--pricing", "owned", "--gpus", "rtx-3090", "--tokens", "1e8",
+            "--method", "full", "--framework", "torchtitan")
+    doc = _plan_json(capsys, *args, "--num-gpus", "7")
+    p = doc["plan"]
+    assert p["pp"] > 1 and p["num_hosts"] > 1
+    note = next(n for n in doc["notes"] if n.startswith("pipeline: "))
+    flat_n = int(note.split("without pipelining: ")[1].split(" x ")[0])
+    flat = _plan_json(capsys, *args, "--num-gpus", str(flat_n), "--pp", "1")["plan"]
+    assert flat_n < 7 and f"{flat['time_hours']:,.1f} h against {p['time_hours']:,.1f} h" in note
+    assert ("it is faster" in note) == (p["time_hours"] < flat["time_hours"])
+    assert "7 GPUs have no plan without pipelining" in note
+    for k in range(flat_n + 1, 7):  # the counts between have no flat plan: that is the reason
+        code, _, _ = run(capsys, "plan", *args, "--num-gpus", str(k), "--pp", "1")
+        assert code == 1
+    # a purchase: the same request with --pp 1 is the comparison
+    args = ("--model", "7b", "--budget", "8000", "--gpus", "rtx-3090", "--method", "full",
+            "--framework", "torchtitan")
+    doc = _plan_json(capsys, *args)
+    p, note = doc["plan"], next(n for n in doc["notes"] if n.startswith("pipeline: "))
+    flat = _plan_json(capsys, *args, "--pp", "1")["plan"]
+    assert p["pp"] > 1 and p["num_hosts"] > 1 and flat["pp"] == 1
+    assert f"${flat['cost']['usd']:,.0f}, {flat['time_hours']:,.1f} h" in note
+    assert (p["cost"]["usd"], p["time_hours"]) < (flat["cost"]["usd"], flat["time_hours"])
+    # a plan on one host, or without stages, has no such note
+    doc = _plan_json(capsys, "--model", "7b", "--budget", "3000")
+    assert doc["plan"]["pp"] == 1 and not any(n.startswith("pipeline: ") for n in doc["notes"])
