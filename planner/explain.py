@@ -1,7 +1,9 @@
 """Why a plan is what it is, and why a request has none: each answer found by solving.
 
-* Binding rules: the cost stage is re-solved with one rule switched off (its enforcement literal
-  left out of the assumptions); a rule binds when the optimum then gets cheaper. The used / limit
+* Binding rules: a rule binds exactly when relaxing it gives a strictly better optimum, found by
+  re-solving (purchases by cost: the cost stage with the rule's enforcement literal left out of
+  the assumptions; timed requests: the limit or resource loosened one step). Slack alone never
+  makes a rule binding; a rule with little slack that does not bind is "tight". The used / limit
   / slack figures come from the plan's analytic re-check, not from the solver's integers.
 * Conflicts: the cost-stage model without objective and with every rule as an assumption gives
   an infeasible core; it is shrunk by deletion to a minimal one, and for each rule in it the
@@ -19,10 +21,11 @@ from planner.encoding import Encoding, build, cp_solver, hint_cheapest
 from planner.errors import PlannerError
 from planner.memory import GIB, usable_capacity, usable_mib
 from planner.request import PlanRequest
-from planner.result import Binding, Conflict, Plan
+from planner.result import SLACK_TIGHT, Binding, Conflict, Plan
 from planner.search import job_hours_at, job_steps, needs_timing, plan_usd, timed_search
 from planner.space import PlanSpace, build_space
 from planner.stages import (
+    Solved,
     SolveTimeout,
     config_of,
     make_plan,
@@ -30,8 +33,6 @@ from planner.stages import (
     run_solver,
     solve_lexicographic,
 )
-
-SLACK_BINDING = 0.05  # a rule with less than 5 % slack is reported as binding
 
 
 def _solver() -> cp_model.CpSolver:
@@ -92,25 +93,18 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
 
 
 def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
-    """Every rule at the plan with its slack; binding when relaxing it improves the plan (re-
-    solved) or its slack is under SLACK_BINDING. Purchases by cost: each rule dropped in turn
-    (cheaper?). Timed requests (time objective, rental, deadline): the budget or the deadline
-    loosened one step (RELAX_STEP) improves the objective?"""
+    """Every rule at the plan with its slack. A rule binds exactly when relaxing it one step
+    gives a strictly better optimum under the request's objective, found by re-solving both:
+    purchases by cost drop the rule (cheaper?); timed requests (time objective, rental,
+    deadline) loosen the budget or the deadline by RELAX_STEP, or a resource one step
+    (_relaxed_space). A rule under SLACK_TIGHT slack that does not bind is only tight."""
     enc = None if needs_timing(space.request) else cost_stage(space)
     if enc is None:
-        out = []
-        for name, (used, limit, unit) in _usage(space, plan).items():
-            slack = (limit - used) / limit if limit else 0.0
-            relaxed = _one_step(space, plan, name)
-            if relaxed is None and slack < SLACK_BINDING:
-                relaxed = _resource_step(space, plan, name)
-            out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
-                               relaxed is not None or slack < SLACK_BINDING, relaxed))
-        return out
+        return [_rule(name, usage, _one_step(space, name) or _resource_step(space, plan, name))
+                for name, usage in _usage(space, plan).items()]
     _, base_cost, _ = _solve_without(enc, set(), enc.var["cost_usd"])
     out = []
-    for name, (used, limit, unit) in _usage(space, plan).items():
-        slack = (limit - used) / limit if limit else 0.0
+    for name, usage in _usage(space, plan).items():
         relaxed = None
         if name in enc.literal:
             ok, cost, values = _solve_without(enc, {name}, enc.var["cost_usd"])
@@ -119,9 +113,17 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
                 relaxed = (f"without it: ${cost:,} for {values['num_gpus']} x {o.gpu.id} "
                            f"({space.strategies[values['strategy']].method})")
                 relaxed = _resource_step(space, plan, name) or relaxed
-        out.append(Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
-                           relaxed is not None or slack < SLACK_BINDING, relaxed))
+        out.append(_rule(name, usage, relaxed))
     return out
+
+
+def _rule(name: str, usage: tuple[float, float, str], relaxed: str | None) -> Binding:
+    """A rule's row: binding when its relaxation (found by solving) improves the plan."""
+    used, limit, unit = usage
+    slack = (limit - used) / limit if limit else 0.0
+    return Binding(name, round(used, 3), round(limit, 3), unit, round(slack, 4),
+                   relaxed is not None, relaxed,
+                   tight=relaxed is None and slack < SLACK_TIGHT)
 
 
 RELAX_STEP = 0.10  # "one step": a limit loosened by 10 %
@@ -169,7 +171,8 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
         return None
     better = make_plan(trial, solved.offer, config_of(trial, solved), solved.values["hosts"])
     if space.request.objective == "time":
-        if better.time_hours < plan.time_hours * (1 - 1e-9):
+        # the solver ranks whole microseconds of step time: less is no improvement
+        if better.throughput.step_time_s < plan.throughput.step_time_s - 1e-6:
             return f"with {label}: {better.num_gpus} x {better.gpu}, {better.time_hours:,.2f} h"
         return None
     if better.cost_usd < plan.cost_usd * (1 - 1e-9):
@@ -178,9 +181,10 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
     return None
 
 
-def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
-    """Timed requests: what the plan becomes with the budget or the deadline 10 % looser, if it
-    improves the objective (found by solving; None when it does not)."""
+def _one_step(space: PlanSpace, name: str) -> str | None:
+    """Timed requests: what the plan becomes with the budget or the deadline RELAX_STEP looser,
+    when that improves the objective. Both optima come from the same exact search, so a plan
+    that only differs by the rounding of its step time is no improvement (None)."""
     req = space.request
     if name == "budget" and req.budget_usd is not None:
         loose = {"budget_usd": req.budget_usd * (1 + RELAX_STEP)}
@@ -190,20 +194,19 @@ def _one_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
         label = f"max-hours {loose['max_hours']:,.3g}"
     else:
         return None
-    found = timed_search(space, list(range(len(space.offers))), space.rows,
-                         drop=frozenset(loose) & {"max_hours"}, **loose)
-    if found is None:
+    offers = list(range(len(space.offers)))
+    base = timed_search(space, offers, space.rows)
+    found = timed_search(space, offers, space.rows, drop=frozenset(loose) & {"max_hours"},
+                         **loose)
+    if found is None or (base is not None and found[0] >= base[0] * (1 - 1e-9)):
         return None
     _, ties = found
     oi, row, t_us = min(ties, key=lambda t: (t[2], t[1].num_gpus))
     hours = job_hours_at(t_us, job_steps(space))
     gpu = space.offers[oi].gpu.id
-    if req.objective == "time" and hours < plan.time_hours * (1 - 1e-9):
+    if req.objective == "time":
         return f"with {label}: {row.num_gpus} x {gpu}, {hours:,.2f} h"
-    cost = plan_usd(space, oi, row.num_gpus, hours)
-    if req.objective == "cost" and cost < plan.cost_usd * (1 - 1e-9):
-        return f"with {label}: {row.num_gpus} x {gpu}, ${cost:,.0f}"
-    return None
+    return f"with {label}: {row.num_gpus} x {gpu}, ${plan_usd(space, oi, row.num_gpus, hours):,.0f}"
 
 
 def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = None) -> str:
@@ -227,82 +230,144 @@ def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = N
     if name.startswith("pin:"):
         field = name.split(":", 1)[1]
         leave = f"leave --{field.replace('_', '-')} open ({values[field]} works)"
-        kept = _batch_keeping_pin(space, field, catalog)
-        return f"{kept} or {leave}" if kept else leave
+        cat = catalog or load_catalog()
+        kept = [f for f in (_batch_keeping_pin(space, field, cat),
+                            _nearest_pin(space, field, cat)) if f]
+        return " or ".join([*kept, leave])
     return enc.rules[name].relax
 
 
-def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog | None) -> str | None:
-    """The smallest change in the user's terms that keeps a pinned GPU count: the global batch
-    nearest the requested one that those GPUs divide evenly (the next multiple down, then up),
-    tried by solving."""
+def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog) -> str | None:
+    """The smallest change in the user's terms that keeps a pinned GPU count or accumulation:
+    the global batch nearest the requested one that the pins divide evenly (the next multiple
+    of num-gpus x grad-accum down and up, nearer first), tried by solving. When that batch has
+    a plan only with more money, the budget it needs comes with it."""
     req = space.request
-    if field != "num_gpus" or req.num_gpus is None:
+    if field not in ("num_gpus", "grad_accum") or getattr(req, field) is None:
         return None
-    n, g0 = req.num_gpus, req.global_batch_size
+    n, g0 = (req.num_gpus or 1) * (req.grad_accum or 1), req.global_batch_size
     tried = sorted({g for g in (g0 - g0 % n, g0 - g0 % n + n) if 0 < g != g0},
                    key=lambda g: (abs(g - g0), g))
+    keeps = f"keeps --{field.replace('_', '-')} {getattr(req, field)}"
+    cat = catalog
     for g in tried:
-        trial = req.model_copy(update={"global_batch_size": g})
-        try:
-            if catalog is not None and solve_lexicographic(build_space(trial, catalog),
-                                                           req.time_limit_s):
-                return f"--global-batch {g} (keeps --num-gpus {n})"
-        except PlannerError:
-            continue
+        if _plan_of(req, {"global_batch_size": g}, cat) is not None:
+            return f"--global-batch {g} ({keeps})"
+    if req.budget_usd is None:
+        return None
+    for g in tried:
+        found = _plan_of(req, {"global_batch_size": g, "budget_usd": None, "objective": "cost"},
+                         cat)
+        if found is not None:
+            trial, best = found
+            usd = make_plan(trial, best.offer, config_of(trial, best), best.values["hosts"])
+            return f"--global-batch {g} with budget >= ${usd.cost_usd:,.0f} ({keeps})"
     return None
 
 
+PIN_TRIES = 6  # new values tried for a pinned count (each a solve of ~0.1-0.5 s)
+
+
+def _nearest_pin(space: PlanSpace, field: str, catalog: Catalog) -> str | None:
+    """A new value for a pinned GPU count or accumulation, the rest of the request kept: the
+    values nearest the pinned one (nearer first, then smaller) that divide the global batch
+    per GPU, up to PIN_TRIES of them tried by solving."""
+    req = space.request
+    if field not in ("num_gpus", "grad_accum") or getattr(req, field) is None:
+        return None
+    pinned = getattr(req, field)
+    other = (req.grad_accum if field == "num_gpus" else req.num_gpus) or 1
+    per = req.global_batch_size // other if req.global_batch_size % other == 0 else 0
+    top = req.max_gpus if field == "num_gpus" else per
+    near = sorted((k for k in range(1, top + 1) if k != pinned and per % k == 0),
+                  key=lambda k: (abs(k - pinned), k))
+    flag = f"--{field.replace('_', '-')}"
+    for k in near[:PIN_TRIES]:
+        if _plan_of(req, {field: k}, catalog) is not None:
+            return f"{flag} {k}"
+    return None
+
+
+STRONGER_SHARDING = ("zero2", "zero3", "fsdp")  # each holds less per GPU than the one before
+
+
 def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
-    """Single changes of the request that lower per-GPU memory, mildest first: (wording,
-    request fields). Each is tried by solving (memory_fixes), never assumed to work."""
-    out: list[tuple[str, dict[str, object]]] = []
+    """Single changes of the request that lower per-GPU memory, in the user's terms: first a
+    new value for something the user pinned (the rest kept: a smaller micro-batch, full
+    checkpointing, stronger sharding, a lighter method), then a pin dropped or a limit raised,
+    then a shorter sequence. Each is tried by solving (memory_fixes), never assumed to work;
+    the micro-batches are tried largest first, so the first that works is the smallest change."""
+    kept: list[tuple[str, dict[str, object]]] = []
     if req.micro_batch_size not in (None, 1):
-        out.append(("--micro-batch 1", {"micro_batch_size": 1}))
+        kept += [(f"--micro-batch {m}", {"micro_batch_size": m})
+                 for m in range(req.micro_batch_size - 1, 0, -1)
+                 if req.global_batch_size % m == 0]
     if req.checkpointing not in ("auto", "full"):
-        out.append(("--checkpointing full", {"checkpointing": "full"}))
-    if req.offload not in ("auto",):
-        out.append(("--offload auto", {"offload": "auto"}))
+        kept.append(("--checkpointing full", {"checkpointing": "full"}))
     if req.sharding is not None:
-        out.append(("leave --sharding open", {"sharding": None}))
+        later = STRONGER_SHARDING[STRONGER_SHARDING.index(req.sharding) + 1:] \
+            if req.sharding in STRONGER_SHARDING else STRONGER_SHARDING
+        kept += [(f"--sharding {z}", {"sharding": z}) for z in later]
     if req.is_rl and req.offload_idle is False:
-        out.append(("--offload-idle", {"offload_idle": True}))
-    if req.is_rl and req.gpu_memory_utilization is not None:
-        out.append(("leave --gpu-memory-utilization open", {"gpu_memory_utilization": None}))
+        kept.append(("--offload-idle", {"offload_idle": True}))
     if req.method not in ("auto", "qlora"):
-        for m in ("lora", "qlora"):
-            if m != req.method:
-                out.append((f"--method {m}", {"method": m}))
+        kept += [(f"--method {m}", {"method": m}) for m in ("lora", "qlora") if m != req.method]
+    dropped: list[tuple[str, dict[str, object]]] = []
+    if req.offload not in ("auto",):
+        dropped.append(("--offload auto", {"offload": "auto"}))
+    if req.sharding is not None:
+        dropped.append(("leave --sharding open", {"sharding": None}))
+    if req.is_rl and req.gpu_memory_utilization is not None:
+        dropped.append(("leave --gpu-memory-utilization open", {"gpu_memory_utilization": None}))
     if req.num_gpus is None and req.max_gpus < 1024:
-        out.append((f"--max-gpus {req.max_gpus * 2}", {"max_gpus": req.max_gpus * 2}))
+        dropped.append((f"--max-gpus {req.max_gpus * 2}", {"max_gpus": req.max_gpus * 2}))
     if req.gpus:
-        out.append(("allow every GPU type (drop --gpus)", {"gpus": ()}))
+        dropped.append(("allow every GPU type (drop --gpus)", {"gpus": ()}))
     if req.is_rl and req.response_len and req.response_len > 1:
         r = req.response_len // 2
-        out.append((f"--response-len {r}", {"response_len": r, "seq_len": None}))
+        dropped.append((f"--response-len {r}", {"response_len": r, "seq_len": None}))
     elif not req.is_rl and req.seq_len > 256:
-        out.append((f"--seq-len {req.seq_len // 2}", {"seq_len": req.seq_len // 2}))
-    return out
+        dropped.append((f"--seq-len {req.seq_len // 2}", {"seq_len": req.seq_len // 2}))
+    return kept + dropped
 
 
 def memory_fixes(space: PlanSpace, catalog: Catalog | None, *, limit: int = 3) -> list[str]:
-    """The first ``limit`` single changes after which some layout fits a GPU the request
-    allows, each found by rebuilding the space (memory tables) and solving for feasibility."""
+    """The first ``limit`` single changes (memory_relaxations' order) under which the request
+    has a plan, each found by rebuilding the space (memory tables) and solving it: a change
+    that fits the memory but breaks the budget is no fix. One micro-batch at most (the
+    largest that works) and one GPU list; dropping --gpus names the type that then plans."""
     cat = catalog or load_catalog()
-    found = []
+    found: list[str] = []
     for wording, change in memory_relaxations(space.request):
-        data = space.request.model_dump() | change
-        if data.get("seq_len") is None:
-            data.pop("seq_len", None)
-        try:
-            trial = build_space(PlanRequest.model_validate(data), cat)
-        except PlannerError:
+        if wording.startswith("--micro-batch") and any(f.startswith("--micro-batch")
+                                                       for f in found):
             continue
-        if trial.offers and cost_stage(trial) is not None:
-            found.append(wording)
-            if len(found) == limit:
-                break
+        solved = _plan_of(space.request, change, cat)
+        if solved is None:
+            continue
+        trial, best = solved
+        if "gpus" in change:
+            wording = (f"--gpus {trial.offers[best.offer].gpu.id} (instead of "
+                       f"{','.join(space.request.gpus)})")
+        found.append(wording)
+        if len(found) == limit:
+            break
     return found
+
+
+def _plan_of(req: PlanRequest, change: dict[str, object], catalog: Catalog
+             ) -> tuple[PlanSpace, Solved] | None:
+    """The request with ``change`` and its optimum, or None when it has no plan (or is not a
+    valid request, or the time limit stops the solve)."""
+    data = req.model_dump() | change
+    if data.get("seq_len") is None:
+        data.pop("seq_len", None)
+    try:
+        trial = build_space(PlanRequest.model_validate(data), catalog)
+        best = solve_lexicographic(trial, req.time_limit_s) if trial.offers else None
+    except (PlannerError, SolveTimeout, ValueError):
+        return None
+    return None if best is None else (trial, best)
 
 
 def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict]:
@@ -315,8 +380,9 @@ def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict
         fixes = memory_fixes(space, catalog)
         return [Conflict("gpu_memory", "no layout of the allowed choices fits even the largest "
                          "allowed GPU", " or ".join(fixes) if fixes else
-                         "no single change tried (micro-batch, checkpointing, offload, method, "
-                         "more GPUs, other GPU types, shorter sequences) makes it fit")]
+                         "no single change tried (micro-batch, checkpointing, sharding, offload, "
+                         "method, more GPUs, other GPU types, shorter sequences) gives a plan "
+                         "within the request's other limits")]
     core = set(enc.literal)
     ok, _, _ = _solve_without(enc, set(), None)
     if ok:

@@ -10,6 +10,7 @@ from planner.bands import band, memory_group, throughput_group
 from planner.memory import GIB, MemoryEstimate
 from planner.offers import CATALOG_PROVIDER, billing_text
 from planner.request import TRAINER_ENGINES, TrainConfig, rollout_gpu_count
+from planner.result import SLACK_TIGHT
 from planner.schema import SCHEMA_VERSION
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
@@ -359,7 +360,8 @@ def plan_doc(result: Any) -> dict[str, Any]:
         "status": result.status,
         "plan": None if result.plan is None else plan_body(result.plan),
         "binding": [{"name": b.name, "used": b.used, "limit": b.limit, "unit": b.unit,
-                     "slack": b.slack, "binding": b.binding, "relaxed": b.relaxed}
+                     "slack": b.slack, "binding": b.binding, "tight": b.tight,
+                     "relaxed": b.relaxed}
                     for b in result.binding],
         "conflicts": [{"name": c.name, "detail": c.detail, "fix": c.fix}
                       for c in result.conflicts],
@@ -500,10 +502,9 @@ def plan_text(doc: dict[str, Any]) -> str:
     ]
     if doc["binding"]:
         lines.append("")
-        lines.append("constraints at the plan (binding = relaxing it would improve the plan, "
-                     "or under 5 % slack):")
+        lines.append(f"constraints at the plan ({BINDING_LEGEND[0]};\n {BINDING_LEGEND[1]}):")
         rows = [[b["name"], _num(b["used"]), _num(b["limit"]), b["unit"],
-                 f"{b['slack']:.0%}", "BINDING" if b["binding"] else "", b["relaxed"] or ""]
+                 f"{b['slack']:.0%}", rule_mark(b), b["relaxed"] or ""]
                 for b in doc["binding"]]
         lines.append(_table(rows, ["rule", "used", "limit", "unit", "slack", "", "if relaxed"]))
     if doc["alternatives"]:
@@ -516,6 +517,15 @@ def plan_text(doc: dict[str, Any]) -> str:
                                    "tokens/s", "hours", "cost"]))
     lines += [f"note: {n}" for n in doc["notes"] + cost.get("notes", [])]
     return "\n".join(lines)
+
+
+BINDING_LEGEND = ("BINDING: relaxing it one step gives a better plan, found by re-solving",
+                  f"tight: under {SLACK_TIGHT:.0%} slack, but relaxing it does not help")
+
+
+def rule_mark(b: dict[str, Any]) -> str:
+    """A constraint row's mark: BINDING (relaxing it helps), tight (little slack), or none."""
+    return "BINDING" if b["binding"] else "tight" if b.get("tight") else ""
 
 
 def pareto_doc(points: list[Any], *, more: bool = False) -> dict[str, Any]:

@@ -112,8 +112,8 @@ def plan_sections(doc: dict[str, Any], pareto_doc: dict[str, Any] | None = None)
     out += ["<h2>Plan</h2>", summary_table(plan),
             "<h2>Memory per GPU against capacity</h2>", memory_svg(plan, doc.get("binding", [])),
             "<h2>Constraints at the plan</h2>",
-            "<p class=\"caption\">binding = relaxing it would improve the plan, or under 5 % "
-            "slack</p>", binding_table(doc.get("binding", [])),
+            f"<p class=\"caption\">{_e('; '.join(render.BINDING_LEGEND))}</p>",
+            binding_table(doc.get("binding", [])),
             "<h2>Alternatives</h2>",
             "<p class=\"caption\">the best plan per other method, and on other GPU types</p>",
             alternatives_table(doc.get("alternatives", []), chart_points(pareto_doc, doc))]
@@ -182,7 +182,7 @@ def binding_table(binding: list[dict[str, Any]]) -> str:
     rows = [("binding" if b["binding"] else "",
              [(b["name"], False), (render._num(b["used"]), True), (render._num(b["limit"]), True),
               (b["unit"], False), (f"{b['slack']:.0%}", True),
-              ("BINDING" if b["binding"] else "", False), (b.get("relaxed") or "", False)])
+              (render.rule_mark(b), False), (b.get("relaxed") or "", False)])
             for b in binding]
     return _table("binding", ["rule", "used", "limit", "unit", "slack", "binding", "if relaxed"],
                   rows,

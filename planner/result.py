@@ -44,6 +44,9 @@ class Plan:
         return f"{c.method} r{c.rank}" if c.is_peft else c.method
 
 
+SLACK_TIGHT = 0.05  # a rule under 5 % slack that does not bind is reported as tight
+
+
 @dataclass(frozen=True)
 class Binding:
     """A rule at the plan: how much of its limit the plan uses."""
@@ -53,8 +56,9 @@ class Binding:
     limit: float
     unit: str
     slack: float
-    binding: bool
+    binding: bool  # relaxing it one step gives a strictly better plan (re-solved)
     relaxed: str | None = None  # what the plan would become with this rule relaxed one step
+    tight: bool = False  # under SLACK_TIGHT slack, and relaxing it does not help
 
 
 @dataclass(frozen=True)

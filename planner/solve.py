@@ -103,6 +103,8 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
         notes.append("time limit reached: best plan found, not proven optimal")
     if result.config.offload != "none" and request.offload == "auto":
         notes.append(_offload_note(request, catalog, result))
+    if result.config.pp > 1 and result.num_hosts > 1:
+        notes.append(_pipeline_note(request, catalog, result))
     return PlanResult(status=solved.status, plan=result,
                       binding=tuple(binding_rules(space, result)),
                       alternatives=tuple(alternatives(space, result)), notes=tuple(notes))
@@ -132,6 +134,58 @@ def _offload_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
             f"{share:.1%} to the step, with the PCIe copies assumed {overlap:.0%} hidden behind "
             f"compute (efficiency.OVERLAP; no validation case measures an offloaded run); "
             f"{other}")
+
+
+PIPELINE_TRIES = 8  # smaller GPU counts tried for a pinned count that no flat layout splits
+
+
+def _pipeline_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
+    """Why a plan pipelines across hosts. Only tp must stay inside a host (encoding's
+    gpus_per_host rule); pp and dp may span hosts, and the objective chooses between them with
+    the inter-host transfers priced by the throughput model (a tie goes to the smaller pp).
+    The note names the best plan without pipelining: the same request with --pp 1, or, when a
+    pinned GPU count cannot be split without stages, the largest smaller count that can."""
+    c = best.config
+    flat = _best_plan(request.model_copy(update={"pp": 1}), catalog)
+    fewer = ""
+    if flat is None and request.num_gpus is not None:
+        for k in range(request.num_gpus - 1, max(0, request.num_gpus - 1 - PIPELINE_TRIES), -1):
+            flat = _best_plan(request.model_copy(update={"pp": 1, "num_gpus": k}), catalog)
+            if flat is not None:
+                fewer = (f"; {request.num_gpus} GPUs have no plan without pipelining "
+                         f"within the request, {k} is the most that have one")
+                break
+    head = (f"pipeline: pp={c.pp} spans {best.num_hosts} hosts, its stages passing "
+            "activations between hosts (tp stays inside a host; pp and dp may cross hosts, "
+            "the objective picks, a tie goes to the smaller pp)")
+    if flat is None:
+        return head + "; no plan without pipelining fits the request"
+    owned = request.pricing == "owned"
+    cost = "" if owned else f"${flat.cost_usd:,.0f}, "
+    return (f"{head}; it is {_better_by(request, best, flat)} than the best plan without "
+            f"pipelining: {flat.num_gpus} x {flat.gpu} (dp={flat.config.dp} tp="
+            f"{flat.config.tp}), {cost}{flat.time_hours:,.1f} h against "
+            f"{best.time_hours:,.1f} h{fewer}")
+
+
+def _better_by(request: PlanRequest, best: Plan, other: Plan) -> str:
+    """How ``best`` beats ``other`` under the request's objective (owned hardware costs
+    nothing: time decides), in words."""
+    if request.objective == "time" or request.pricing == "owned":
+        return "faster" if best.time_hours < other.time_hours else "no slower"
+    if best.cost_usd < other.cost_usd:
+        return "cheaper"
+    return "as cheap as and faster" if best.time_hours < other.time_hours else "no worse"
+
+
+def _best_plan(request: PlanRequest, catalog: Catalog) -> Plan | None:
+    """The optimum of a request, re-checked, without its explanations (None: no plan)."""
+    try:
+        space = build_space(request, catalog)
+        solved = _or_none(lambda: solve_lexicographic(space, request.time_limit_s))
+    except PlannerError:
+        return None
+    return None if solved is None else _checked(space, solved)
 
 
 def alternatives(space: PlanSpace, best: Plan) -> list[Plan]:

@@ -347,3 +347,142 @@ def test_more_bad_inputs_are_one_line(argv, named, tmp_path, capsys):
         main(argv)
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and "\n" not in err and named in err
+
+
+def _plan_json(capsys, *args: str) -> dict:
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_binding_only_where_relaxing_the_rule_changes_the_plan(capsys):
+    # issue 19 item 7: a 7B rental with a $3,000 budget costs $236 and is limited by its global
+    # batch (64 sequences: dp <= 64), not by the money: 10 % more budget gives the same plan, so
+    # the budget is not binding (main printed BINDING here, on a rounding of the step time)
+    args = ("--model", "7b", "--pricing", "rent", "--tokens", "1e9", "--objective", "time")
+    doc = _plan_json(capsys, *args, "--budget", "3000")
+    rule = next(b for b in doc["binding"] if b["name"] == "budget")
+    loose = _plan_json(capsys, *args, "--budget", "3300")
+    assert loose["plan"]["time_hours"] == pytest.approx(doc["plan"]["time_hours"], rel=1e-5)
+    assert rule["binding"] is False and rule["relaxed"] is None and rule["slack"] > 0.5
+    code, out, _ = run(capsys, "plan", *args, "--budget", "3000")
+    row = next(line for line in out.splitlines() if line.startswith("budget "))
+    assert "BINDING" not in row and "3,000" in row
+    # a purchase for time with $3,000 is held back by its budget: $3,300 buys a faster plan
+    doc = _plan_json(capsys, "--model", "7b", "--budget", "3000", "--objective", "time")
+    rule = next(b for b in doc["binding"] if b["name"] == "budget")
+    loose = _plan_json(capsys, "--model", "7b", "--budget", "3300", "--objective", "time")
+    assert rule["binding"] is True and rule["relaxed"].startswith("with budget $3,300: ")
+    assert loose["plan"]["time_hours"] < doc["plan"]["time_hours"]
+    assert f"{loose['plan']['time_hours']:,.2f} h" in rule["relaxed"]
+
+
+def _fixes(doc: dict) -> list[str]:
+    return [f for c in doc["conflicts"] for f in c["fix"].split(" or ")]
+
+
+def _with_fix(args: tuple[str, ...], fix: str) -> list[str]:
+    """The request's flags with one suggested fix applied: '--flag value' pairs replace the
+    request's, 'with budget >= $N' sets the budget; the words in brackets are commentary."""
+    words = fix.split(" (")[0].split()
+    new = dict(zip(words[::2], words[1::2], strict=False)) if words[0].startswith("--") else {}
+    if "with budget >= $" in fix:
+        new = {words[0]: words[1], "--budget": fix.split("$")[1].split()[0].replace(",", "")}
+    out, it = [], iter(args)
+    for flag in it:
+        value = next(it)
+        out += [flag, new.pop(flag, value)]
+    return out + [w for kv in new.items() for w in kv]
+
+
+def _assert_each_fix_plans(capsys, args: tuple[str, ...], fixes: list[str]) -> list[dict]:
+    plans = []
+    for fix in fixes:
+        if fix.startswith("--"):
+            code, out, _ = run(capsys, "plan", *_with_fix(args, fix), "--json")
+            assert code == 0, (fix, out)
+            plans.append(json.loads(out)["plan"])
+    return plans
+
+
+def test_a_pinned_gpu_count_is_kept_before_it_is_dropped(capsys):
+    # issue 19 item 7: 6 GPUs cannot split a global batch of 64 evenly; main answered "leave
+    # --num-gpus open (1 works)" first (or only, at $3,000). The nearest global batch that 6
+    # divides keeps the user's GPUs, then the nearest other count; dropping the pin comes last
+    args = ("--model", "7b", "--budget", "10000", "--num-gpus", "6")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0] == "--global-batch 66 (keeps --num-gpus 6)"
+    assert fixes[1] == "--num-gpus 4" and fixes[-1].startswith("leave --num-gpus open")
+    kept, other = _assert_each_fix_plans(capsys, args, fixes)
+    assert kept["num_gpus"] == 6 and kept["global_batch_size"] == 66
+    assert other["num_gpus"] == 4
+    # with $3,000 no 6 GPUs can be bought: keeping them needs the budget the solver finds
+    args = ("--model", "7b", "--budget", "3000", "--num-gpus", "6")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0].startswith("--global-batch 66 with budget >= $")
+    assert fixes[-1].startswith("leave --num-gpus open")
+    kept, = _assert_each_fix_plans(capsys, args, fixes[:1])
+    need = float(fixes[0].split("$")[1].split()[0].replace(",", ""))
+    assert kept["num_gpus"] == 6 and kept["cost"]["usd"] == pytest.approx(need, abs=0.5)
+
+
+def test_memory_fixes_change_the_pinned_value_first_and_really_plan(capsys):
+    # micro-batch 8 of a 7B LoRA does not fit a 24 GB RTX 4090: the largest micro-batch that
+    # plans (4; main said 1) comes first, then other GPU types; every fix really plans
+    args = ("--model", "7b", "--budget", "9000", "--gpus", "rtx-4090", "--micro-batch", "8",
+            "--method", "lora")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0] == "--micro-batch 4"
+    plans = _assert_each_fix_plans(capsys, args, fixes)
+    assert plans[0]["micro_batch_size"] == 4 and plans[0]["gpu"] == "rtx-4090"
+    code, _, _ = run(capsys, "plan", *_with_fix(args, "--micro-batch 8"))
+    assert code == 1
+    # a pinned sharding: a stronger stage keeps the pin's intent before leaving it open
+    args = ("--model", "3b", "--budget", "20000", "--gpus", "rtx-4090", "--num-gpus", "4",
+            "--method", "full", "--sharding", "none", "--offload", "none")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and fixes[0].startswith("--sharding zero")
+    assert _assert_each_fix_plans(capsys, args, fixes[:1])[0]["zero_stage"] >= 2
+    # full fine-tuning on $3,000 of RTX 4090s: micro-batch 1 fits the memory but not the
+    # budget, so it is no fix (main suggested it)
+    args = ("--model", "7b", "--budget", "3000", "--gpus", "rtx-4090", "--micro-batch", "16",
+            "--method", "full")
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    fixes = _fixes(json.loads(out))
+    assert code == 1 and not any(f.startswith("--micro-batch") for f in fixes)
+    _assert_each_fix_plans(capsys, args, fixes)
+
+
+def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
+    # issue 19 item 5: 7 owned RTX 3090s were pipelined pp=7 over 2 hosts without a word. The
+    # note names the best plan without pipelining; its figures are those of that plan
+    args = ("--model", "7b", "--pricing", "owned", "--gpus", "rtx-3090", "--tokens", "1e8",
+            "--method", "full", "--framework", "torchtitan")
+    doc = _plan_json(capsys, *args, "--num-gpus", "7")
+    p = doc["plan"]
+    assert p["pp"] > 1 and p["num_hosts"] > 1
+    note = next(n for n in doc["notes"] if n.startswith("pipeline: "))
+    flat_n = int(note.split("without pipelining: ")[1].split(" x ")[0])
+    flat = _plan_json(capsys, *args, "--num-gpus", str(flat_n), "--pp", "1")["plan"]
+    assert flat_n < 7 and f"{flat['time_hours']:,.1f} h against {p['time_hours']:,.1f} h" in note
+    assert ("it is faster" in note) == (p["time_hours"] < flat["time_hours"])
+    assert "7 GPUs have no plan without pipelining" in note
+    for k in range(flat_n + 1, 7):  # the counts between have no flat plan: that is the reason
+        code, _, _ = run(capsys, "plan", *args, "--num-gpus", str(k), "--pp", "1")
+        assert code == 1
+    # a purchase: the same request with --pp 1 is the comparison
+    args = ("--model", "7b", "--budget", "8000", "--gpus", "rtx-3090", "--method", "full",
+            "--framework", "torchtitan")
+    doc = _plan_json(capsys, *args)
+    p, note = doc["plan"], next(n for n in doc["notes"] if n.startswith("pipeline: "))
+    flat = _plan_json(capsys, *args, "--pp", "1")["plan"]
+    assert p["pp"] > 1 and p["num_hosts"] > 1 and flat["pp"] == 1
+    assert f"${flat['cost']['usd']:,.0f}, {flat['time_hours']:,.1f} h" in note
+    assert (p["cost"]["usd"], p["time_hours"]) < (flat["cost"]["usd"], flat["time_hours"])
+    # a plan on one host, or without stages, has no such note
+    doc = _plan_json(capsys, "--model", "7b", "--budget", "3000")
+    assert doc["plan"]["pp"] == 1 and not any(n.startswith("pipeline: ") for n in doc["notes"])

@@ -14,22 +14,44 @@ SMALL = dict(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,
              framework="torchtitan")  # FSDP with tensor/pipeline parallel layouts
 
 
-def test_budget_at_the_optimum_binds_with_zero_slack():
+def test_budget_at_the_optimum_is_tight_not_binding():
+    # a cost limit never binds a cheapest-plan request: with more money the cheapest plan is
+    # still the same one, so the rule is only tight (zero slack), never binding on slack alone
     free = plan(PlanRequest(**SMALL), CAT).plan
     req = PlanRequest(**SMALL, budget_usd=free.cost_usd)
     result = plan(req, CAT)
     budget = next(b for b in result.binding if b.name == "budget")
-    assert budget.used == free.cost_usd and budget.slack == 0 and budget.binding
+    assert budget.used == free.cost_usd and budget.slack == 0
+    assert not budget.binding and budget.tight and budget.relaxed is None
 
 
-def test_max_gpus_binding_says_what_relaxing_buys():
+def test_max_gpus_at_its_limit_binds_only_when_more_gpus_help():
     free = plan(PlanRequest(**SMALL), CAT).plan
-    # one GPU fewer than the optimum needs: cheaper plans are then impossible only if
-    # relaxing max_gpus changes the optimum; the rule must be reported with its use
-    req = PlanRequest(**{**SMALL, "max_gpus": free.num_gpus})
-    result = plan(req, CAT)
-    rule = next(b for b in result.binding if b.name == "max_gpus")
-    assert rule.used == free.num_gpus and rule.limit == free.num_gpus and rule.binding
+    # the cheapest plan uses exactly max-gpus: more GPUs would not make it cheaper (tight)
+    at = plan(PlanRequest(**{**SMALL, "max_gpus": free.num_gpus}), CAT)
+    rule = next(b for b in at.binding if b.name == "max_gpus")
+    assert rule.used == rule.limit == free.num_gpus and not rule.binding and rule.tight
+    # the fastest plan within a budget uses every GPU allowed: twice as many are faster
+    req = PlanRequest(**{**SMALL, "max_gpus": 2, "budget_usd": 20000, "objective": "time"})
+    capped = plan(req, CAT)
+    rule = next(b for b in capped.binding if b.name == "max_gpus")
+    loose = plan(req.model_copy(update={"max_gpus": 4}), CAT).plan
+    assert rule.binding == (loose.time_hours < capped.plan.time_hours) is True
+    assert rule.relaxed.startswith("with max-gpus 4: ")
+
+
+def test_every_binding_rule_is_one_whose_relaxation_is_better():
+    # a timed request: the budget binds exactly when 10 % more money buys a faster plan
+    seen = set()
+    for budget in (3000, 8000):
+        req = PlanRequest(model="7b", budget_usd=budget, objective="time")
+        result = plan(req, CAT)
+        rule = next(b for b in result.binding if b.name == "budget")
+        loose = plan(req.model_copy(update={"budget_usd": budget * 1.1}), CAT).plan
+        faster = loose.throughput.step_time_s < result.plan.throughput.step_time_s - 1e-6
+        assert rule.binding == faster
+        seen.add(faster)
+    assert seen == {True, False}  # both answers occur: the test can tell them apart
 
 
 def test_minimal_conflict_and_fix_are_solved():

@@ -186,4 +186,9 @@ def test_a_pinned_gpu_count_gets_the_nearest_global_batch_it_divides(capsys):
     code, out, _ = run(capsys, "plan", "--model", "8b", "--workload", "rm", "--gpus",
                        "rtx-4090", "--num-gpus", "6", "--budget", "50000")
     assert code == 1
-    assert "smallest fix: --global-batch 66 (keeps --num-gpus 6) or leave --num-gpus open" in out
+    fix = next(line for line in out.splitlines() if "smallest fix: " in line)
+    options = fix.split("smallest fix: ")[1].split(" or ")
+    # the pin kept first, a new value of it next, dropping it last
+    assert options[0] == "--global-batch 66 (keeps --num-gpus 6)"
+    assert options[-1].startswith("leave --num-gpus open")
+    assert all(o.startswith("--num-gpus ") for o in options[1:-1])
