@@ -76,6 +76,9 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         ("--per_device_train_batch_size", cfg.micro_batch_size),
         ("--gradient_accumulation_steps", cfg.grad_accum),
         ("--max_length", cfg.seq_len),
+        # transformers 5.24 renames it --activation_checkpointing (the old name is a deprecated
+        # alias until v6, with a FutureWarning); 5.6.0 has no such field, and TRL 1.16 allows
+        # transformers >= 4.56.2, so the old name is the one every targeted version reads
         ("--gradient_checkpointing", str(cfg.checkpointing != "none")),
         ("--bf16", "True" if job.precision in ("bf16", "fp8") else None),
         ("--fp16", "True" if job.precision == "fp16" else None),
