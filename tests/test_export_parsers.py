@@ -15,8 +15,19 @@ OpenRLHF layout) that does not refuse it, and each export goes to:
   ``ScriptArguments, SFTConfig, ModelConfig``; dpo.py: ``DPOConfig``; reward_modeling.py:
   ``RewardConfig``), in a folder holding the DeepSpeed file that ``--deepspeed`` names (written by
   ``export --format deepspeed``, as the export's note says): TrainingArguments loads it and checks
-  it against the arguments. Megatron-LM's pretrain_gpt.py arguments are not checked: Megatron-LM's
-  argument parser (megatron/training/arguments.py) is not in a pip package.
+  it against the arguments.
+* Megatron-LM (torchrun launches of pretrain_gpt.py, for tensor/pipeline/context-parallel plans)
+  at megatron-core 0.17.1, whose wheel ships megatron/training (since 0.17.0; the 0.16 and older
+  wheels and sdists ship megatron.core only, no PyPI package ships it otherwise, and GitHub is
+  out of reach of a machine like CI's, so ``pip install git+https://...`` fails):
+  ``megatron.training.arguments.parse_args`` and ``validate_args`` with pretrain_gpt.py's
+  defaults, then the microbatch calculator that ``initialize_megatron`` builds, in a child
+  process, with the variables the script exports, WORLD_SIZE = the plan's GPUs and the model's
+  architecture flags that the export's note asks for; the parsed parallel sizes, batch sizes and
+  number of microbatches must be the plan's. The plan set has three such launches; eleven
+  variants of the first reach the exporter's other flags (recompute, fp16/fp8, distributed
+  optimizer, SGD, no flash attention, pretrain, TP, CP). validate_args asks the GPU's
+  architecture: it is answered as a Hopper (see MEGATRON_ARCH).
 * LLaMA-Factory 0.9.5: ``llamafactory.hparams.get_train_args`` on the YAML, in a child process
   whose path puts LLaMA-Factory's own pinned dependencies (transformers 5.6.0, TRL 0.24.0, PEFT
   0.18.1, Accelerate 1.11.0, datasets 4.0.0: they conflict with TRL 1.16's) before the shared
@@ -42,6 +53,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import functools
 import importlib.util
 import io
@@ -60,6 +72,9 @@ import yaml
 from planner import PlanRequest, load_catalog
 from planner.errors import PlannerError
 from planner.export import export_plan
+from planner.render import plan_doc
+from planner.request import TrainConfig
+from planner.result import PlanResult
 from planner.solve import plan
 from tests.test_launchable import REQUESTS
 
@@ -75,6 +90,7 @@ OPENRLHF = {"openrlhf": "openrlhf-0.11.2", "openrlhf@0.8": "openrlhf-0.8.9"}
 LLAMAFACTORY = DEPS / "llamafactory-0.9.5"
 LLAMAFACTORY_EXAMPLES = DEPS / "llamafactory-0.9.5-examples"
 VERL = DEPS / "verl-0.9.1"
+MEGATRON = DEPS / "megatron-core-0.17.1"
 # What the launch scripts' $VARIABLES stand for (paths and names: nothing is loaded).
 ENV = {"DATASET": "trl-lib/Capybara", "TRAIN_FILES": "train.parquet", "VAL_FILES": "val.parquet",
        "PROMPT_DATA": "prompts.jsonl", "REWARD_MODEL": "reward-model",
@@ -233,10 +249,170 @@ def test_trl_parses_every_torchrun_export(tmp_path):
         tokens = command(text)
         script = next(t for t in tokens if t.endswith(".py"))
         if script == "pretrain_gpt.py":
-            return  # Megatron-LM's parser is not a pip package (module docstring)
+            return  # test_megatron_parses_every_torchrun_export
         parse_trl(p, script, tokens[tokens.index(script) + 1:], tmp_path)
 
     check_all("torchrun", parse)
+
+
+# ---------------------------------------------------------------------------------------------
+# Megatron-LM (the torchrun launches of tensor/pipeline/context-parallel plans)
+# ---------------------------------------------------------------------------------------------
+_MEGATRON_CHILD = """
+import contextlib, io, json, os, sys
+from unittest import mock
+import megatron.training.arguments as arguments
+from megatron.core import num_microbatches_calculator as microbatches
+results = []
+for job in json.load(sys.stdin):
+    saved = dict(os.environ)
+    os.environ.update(job["env"])
+    sys.argv = job["argv"]
+    err, out = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out), \\
+                mock.patch.object(arguments, "get_device_arch_version", lambda: job["arch"]):
+            try:
+                args = arguments.parse_args()
+            except SystemExit as exc:
+                raise ValueError(err.getvalue().strip().splitlines()[-1]) from exc
+            arguments.validate_args(args, job["defaults"])
+            # what initialize_megatron does next (set_global_variables): the batch arithmetic
+            microbatches.init_num_microbatches_calculator(
+                args.rank, args.rampup_batch_size, args.global_batch_size,
+                args.micro_batch_size, args.data_parallel_size,
+                args.decrease_batch_size_if_needed)
+        report = {k: getattr(args, k) for k in job["report"]}
+        results.append({**report, "num_microbatches": microbatches.get_num_microbatches()})
+    except BaseException as exc:
+        results.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        microbatches.destroy_num_microbatches_calculator()
+print("RESULTS" + json.dumps(results))
+"""
+# pretrain_gpt.py's own call: pretrain(..., args_defaults={'tokenizer_type': 'GPT2BPETokenizer'})
+# (github.com/NVIDIA/Megatron-LM/blob/core_v0.17.1/pretrain_gpt.py); its extra_args_provider is
+# NVIDIA ModelOpt's, only where ModelOpt is installed.
+MEGATRON_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
+# What validate_args computes, compared with the plan (and the calculator's num_microbatches).
+MEGATRON_REPORT = ("data_parallel_size", "tensor_model_parallel_size",
+                   "pipeline_model_parallel_size", "context_parallel_size", "micro_batch_size",
+                   "global_batch_size", "seq_length")
+# validate_args asks the GPU's architecture (get_device_arch_version: 8 Ampere, 9 Hopper, 10
+# Blackwell): answered as a Hopper, the newest one on which tensor/context parallel runs
+# require CUDA_DEVICE_MAX_CONNECTIONS=1; the export does not depend on the GPU.
+MEGATRON_ARCH = 9
+
+
+def megatron_job(model: str, num_gpus: int, text: str) -> dict:
+    """One launch for the child: pretrain_gpt.py's argv, plus the model's architecture flags
+    that the export's note asks the user to add, the variables the script exports, and
+    torchrun's WORLD_SIZE/RANK."""
+    m = CAT.models[model]
+    arch = ["--num-layers", str(m.num_layers), "--hidden-size", str(m.hidden_size),
+            "--num-attention-heads", str(m.num_attention_heads),
+            "--ffn-hidden-size", str(m.ffn_hidden_size),
+            "--max-position-embeddings", str(m.max_position_embeddings)]
+    if m.num_kv_heads != m.num_attention_heads:
+        arch += ["--group-query-attention", "--num-query-groups", str(m.num_kv_heads)]
+    tokens = command(text)
+    env = dict(re.findall(r"^export (\w+)=(\S+)$", text, re.M))
+    env.update(WORLD_SIZE=str(num_gpus), RANK="0")
+    return {"argv": tokens[tokens.index("pretrain_gpt.py"):] + arch, "env": env,
+            "arch": MEGATRON_ARCH, "defaults": MEGATRON_DEFAULTS, "report": MEGATRON_REPORT}
+
+
+def parse_megatron(jobs: list[dict], folder: Path) -> list:
+    """Megatron-LM's parse_args and validate_args (megatron.training.arguments) on each job, in
+    a child process (Megatron keeps global state; its imports stay out of this one), then the
+    microbatch calculator that initialize_megatron builds from them: per job, the
+    MEGATRON_REPORT values and num_microbatches, or the rejection."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    env.update(PYTHONPATH=str(MEGATRON), CUDA_VISIBLE_DEVICES="")
+    run = subprocess.run([sys.executable, "-W", "ignore", "-c", _MEGATRON_CHILD],
+                         input=json.dumps(jobs), capture_output=True, text=True, env=env,
+                         cwd=folder, timeout=600)
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("RESULTS")), None)
+    assert line, run.stderr[-3000:]
+    return json.loads(line[len("RESULTS"):])
+
+
+# Changes to the first Megatron plan of the set that reach every flag the exporter writes.
+MEGATRON_VARIANTS = {
+    "selective recompute": {"checkpointing": "selective"},
+    "full recompute": {"checkpointing": "full"},
+    "no recompute": {"checkpointing": "none"},
+    "fp16": {"precision": "fp16"},
+    "fp8": {"precision": "fp8"},
+    "distributed optimizer": {"zero_stage": 1},
+    "sgd": {"optimizer": "sgd"},
+    "sgd-momentum": {"optimizer": "sgd-momentum"},
+    "no flash attention": {"flash_attention": False},
+    "pretrain": {"workload": "pretrain"},
+    "tensor parallel 2": {"tp": 2, "pp": 1},
+    "context parallel 2": {"cp": 2},
+}
+
+
+@functools.cache
+def megatron_launches() -> tuple:
+    """(name, model, num_gpus, TrainConfig, text) of every Megatron launch: the plan set's,
+    then the MEGATRON_VARIANTS of its first one (exported from its edited plan document)."""
+    rows = [(f"plan {i}", p.model, p.num_gpus, p.config, text)
+            for i, p, text in exports("torchrun")
+            if text is not None and "pretrain_gpt.py" in text]
+    assert rows, "no plan of the set exports a Megatron-LM launch"
+    first = next(p for _, p, text in exports("torchrun")
+                 if text is not None and "pretrain_gpt.py" in text)
+    base = plan_doc(PlanResult(status="optimal", plan=first))["plan"]
+    for name, update in MEGATRON_VARIANTS.items():
+        if all(base["config"][k] == v for k, v in update.items()):
+            continue  # the plan itself
+        doc = copy.deepcopy(base)
+        doc["config"].update(update)
+        if "precision" in update:  # the precision the plan runs in (memory.precision)
+            doc["memory"]["precision"] = update["precision"]
+        text = export_plan(doc, "torchrun", catalog=CAT).text
+        assert text != rows[0][4], f"variant {name} writes the plan's own launch"
+        cfg = TrainConfig.model_validate(doc["config"])
+        rows.append((f"variant {name}", first.model, first.num_gpus, cfg, text))
+    return tuple(rows)
+
+
+def test_megatron_parses_every_torchrun_export(tmp_path):
+    need("megatron (megatron-core-0.17.1)", MEGATRON)
+    rows = megatron_launches()
+    results = parse_megatron([megatron_job(m, n, text) for _, m, n, _, text in rows], tmp_path)
+    wrong = []
+    for (name, _, _, cfg, _), r in zip(rows, results, strict=True):
+        want = {"data_parallel_size": cfg.dp, "tensor_model_parallel_size": cfg.tp,
+                "pipeline_model_parallel_size": cfg.pp, "context_parallel_size": cfg.cp,
+                "micro_batch_size": cfg.micro_batch_size,
+                "global_batch_size": cfg.global_batch_size, "seq_length": cfg.seq_len,
+                "num_microbatches": cfg.grad_accum}
+        if r != want:
+            wrong.append(f"{name}: {r if isinstance(r, str) else f'Megatron {r}, plan {want}'}")
+    assert not wrong, f"{len(wrong)} of {len(rows)} launches:\n" + "\n".join(wrong)
+
+
+def test_megatron_rejects_a_broken_launch(tmp_path):
+    """The check bites: an unknown flag, the missing CUDA_DEVICE_MAX_CONNECTIONS=1 of a
+    tensor-parallel run, and a global batch that the data-parallel ranks do not divide."""
+    need("megatron (megatron-core-0.17.1)", MEGATRON)
+    _, model, n, _, text = next(row for row in megatron_launches() if row[3].tp > 1)
+    good = megatron_job(model, n, text)
+    unknown, no_env, batch = (copy.deepcopy(good) for _ in range(3))
+    unknown["argv"].append("--no-such-flag")
+    del no_env["env"]["CUDA_DEVICE_MAX_CONNECTIONS"]
+    i = batch["argv"].index("--global-batch-size") + 1
+    batch["argv"][i] = str(int(batch["argv"][i]) + 1)
+    results = parse_megatron([good, unknown, no_env, batch], tmp_path)
+    assert isinstance(results[0], dict), results[0]
+    assert "unrecognized arguments: --no-such-flag" in results[1]
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" in results[2]
+    assert "global batch size" in results[3]
 
 
 # ---------------------------------------------------------------------------------------------

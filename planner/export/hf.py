@@ -3,8 +3,13 @@ tensor/pipeline-parallel plan) and Accelerate YAML, and the TRL/Megatron argumen
 share (``export_torchrun``, ``export_accelerate``).
 
 Versions targeted: TRL >= 0.27 (``--dtype``; TRL 0.26 and older call it ``--torch_dtype``),
-Megatron-LM core_r0.8 and later (its ``validate_args`` asserts CUDA_DEVICE_MAX_CONNECTIONS=1 for
-tensor or context parallel runs on GPUs before Blackwell, so the script exports it).
+Megatron-LM core_r0.8 and later: every flag written is in core_r0.8.0's
+megatron/training/arguments.py, and the launches are checked with megatron-core 0.17.1's
+``parse_args``/``validate_args`` (that file equals git tag core_v0.17.1, commit 266f1c97), whose
+``validate_args`` asserts CUDA_DEVICE_MAX_CONNECTIONS=1 for tensor or context parallel runs on
+GPUs before Blackwell (github.com/NVIDIA/Megatron-LM/blob/core_v0.17.1/megatron/training/
+arguments.py, "require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1"), so
+the script exports it.
 
 Semantics followed (the flags each framework documents):
 * Accelerate: distributed_type NO/MULTI_GPU/DEEPSPEED/FSDP; FSDP CPU offload moves parameters,
@@ -43,8 +48,9 @@ from planner.export._common import (
 TRL_SCRIPTS = {"sft": "sft.py", "pretrain": "sft.py", "dpo": "dpo.py",
                "rm": "reward_modeling.py"}
 TRL_VERSIONS = ">=0.27"  # ModelConfig.dtype (renamed from torch_dtype in 0.27)
+MEGATRON_VERSIONS = "core_r0.8 and later (checked with megatron-core 0.17.1's parse_args)"
 TORCHRUN_VERSIONS = (f"TRL {TRL_VERSIONS} (checked with 1.16.0's TrlParser) or Megatron-LM "
-                     "core_r0.8 and later")
+                     f"{MEGATRON_VERSIONS}")
 ACCELERATE_VERSIONS = ("Accelerate 1.x (checked with 1.15.0's ClusterConfig) launching "
                        f"TRL {TRL_VERSIONS}")
 
@@ -70,6 +76,9 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         ("--per_device_train_batch_size", cfg.micro_batch_size),
         ("--gradient_accumulation_steps", cfg.grad_accum),
         ("--max_length", cfg.seq_len),
+        # transformers 5.24 renames it --activation_checkpointing (the old name is a deprecated
+        # alias until v6, with a FutureWarning); 5.6.0 has no such field, and TRL 1.16 allows
+        # transformers >= 4.56.2, so the old name is the one every targeted version reads
         ("--gradient_checkpointing", str(cfg.checkpointing != "none")),
         ("--bf16", "True" if job.precision in ("bf16", "fp8") else None),
         ("--fp16", "True" if job.precision == "fp16" else None),
