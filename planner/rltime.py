@@ -118,7 +118,7 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
         matmul_fraction_rate(gpu, cfg, stack)
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
-    sharded = cfg.model_copy(update={"num_gpus": gpus})
+    sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
     steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
     gathered = steps * ring_factor(gpus, "all-gather") * params_per_gpu(model, sharded) * \
         stored_bytes_per_param(sharded)
@@ -213,7 +213,7 @@ def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
     max_response_len: int | None = None, decode_efficiency: float | None = None,
-    rollout_precision: str = "bf16",
+    rollout_precision: str = "bf16", side: EngineSide | None = None,
 ) -> RLStepEstimate:
     """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``.
 
@@ -225,15 +225,19 @@ def estimate_rl_step(
     efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
     NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
     ``rollout_precision``: "fp8" when the engine serves fp8 weights and KV cache (NeMo-RL's
-    FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit."""
+    FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit.
+    ``side``: engine_side of this cfg, GPU, platform, decode efficiency and precision, when the
+    caller already has it (the planner memoises it per engine layout: space.Timing)."""
     if decode_efficiency is None:
         decode_efficiency = eff.RL_ROLLOUT_DECODE_EFFICIENCY
     rs = roles(model, cfg, critic=critic, reward=reward)
     n_train = trainer_gpus(cfg)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
     tokens = seqs * cfg.seq_len
-    side = engine_side(model, gpu, cfg, platform=platform, decode_efficiency=decode_efficiency,
-                       rollout_precision=rollout_precision)
+    if side is None:
+        side = engine_side(model, gpu, cfg, platform=platform,
+                           decode_efficiency=decode_efficiency,
+                           rollout_precision=rollout_precision)
     eng, waves = side.engine, side.waves
     notes = []
     conc = max(1, eng.concurrency)
@@ -296,11 +300,12 @@ def estimate_rl_step(
 def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                         platform: PlatformSpec | None, stack: str,
                         critic: ModelSpec | None = None, reward: ModelSpec | None = None,
-                        gpus_per_node: int | None = None):
+                        gpus_per_node: int | None = None, side: EngineSide | None = None):
     """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise: the one
-    dispatch check, tune, the planner's step times and its plans use."""
+    dispatch check, tune, the planner's step times and its plans use. ``side``: RL only, the
+    engine's phases already timed (estimate_rl_step)."""
     if cfg.is_rl:
         return estimate_rl_step(model, gpu, cfg, platform=platform, stack=stack, critic=critic,
-                                reward=reward)
+                                reward=reward, side=side)
     return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack,
                                gpus_per_node=gpus_per_node)

@@ -947,10 +947,11 @@ def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
     """Optimizer-step time of ``row`` on the offer's GPUs in microseconds, from the throughput
     model with the request's stack (the job time is proportional: fixed tokens per step)."""
     offer = space.offers[offer_idx]
+    side = space.timing.engine_side(offer_idx, row) if space.base.is_rl else None
     est = workload_throughput(space.model, offer.gpu, config_for(space, row),
                               platform=offer.platform, stack=space.request.stack,
                               critic=space.roles.critic, reward=space.roles.reward,
-                              gpus_per_node=offer.gpus_per_host)
+                              gpus_per_node=offer.gpus_per_host, side=side)
     return max(1, round(est.step_time_s * 1e6))
 
 
