@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
+import numpy as np
+
 from planner import efficiency as eff
 from planner.memory import GIB
 from planner.request import TrainConfig
@@ -120,11 +122,19 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
         return compute
     sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
     steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
-    gathered = steps * ring_factor(gpus, "all-gather") * params_per_gpu(model, sharded) * \
-        stored_bytes_per_param(sharded)
+    gathered = steps * ring_factor(gpus, "all-gather") * gathered_weight_bytes(model, sharded)
     spans = gpus > links.gpus_per_node
     raw = gathered / (links.collective_gbps(gpus, spans) * 1e9)
     return compute + exposed(raw, eff.OVERLAP[stack]["dp"], compute)
+
+
+def gathered_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Stored weight bytes of the shard that each ZeRO-3/FSDP forward micro-step all-gathers
+    (before the ring factor; forward_seconds); 0 without weight sharding. The planner's step
+    time bound reads it per strategy (space.RowArrays)."""
+    if not cfg.shards_weights:
+        return 0.0
+    return params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
 
 
 def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: PlatformSpec | None,
@@ -134,11 +144,20 @@ def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: Platfo
     accumulation is shortened): timing a whole global batch would count sequences that were
     never sampled."""
     cfg = role.cfg
-    steps = math.ceil(sequences / cfg.global_batch_size)
-    accum = max(1, round(sequences / steps / (cfg.micro_batch_size * max(1, cfg.dp))))
+    steps, accum = update_steps(sequences, cfg.micro_batch_size, max(1, cfg.dp), cfg.grad_accum)
     if accum < cfg.grad_accum:
-        cfg = cfg.model_copy(update={"grad_accum": accum})
+        cfg = cfg.model_copy(update={"grad_accum": int(accum)})
     return _step_seconds(role.model, gpu, cfg, platform, stack) * steps
+
+
+def update_steps(sequences, micro_batch, dp, grad_accum):
+    """(optimizer steps, accumulation of each) of an update over ``sequences`` (update_seconds):
+    one step per global batch (micro_batch x grad_accum x dp), a shortened accumulation when
+    the sequences do not fill them (rounded to nearest, at least 1). Integers or numpy arrays
+    (the planner's step-time bound: space.RowArrays)."""
+    steps = -(-sequences // (micro_batch * grad_accum * dp))
+    return steps, np.minimum(grad_accum, np.maximum(1, np.round(sequences / steps /
+                                                                (micro_batch * dp))))
 
 
 # The planner times thousands of layouts that share their parts (the same engine batch on the
