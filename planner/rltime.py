@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
+import numpy as np
+
 from planner import efficiency as eff
 from planner.memory import GIB
 from planner.request import TrainConfig
@@ -118,13 +120,21 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
         matmul_fraction_rate(gpu, cfg, stack)
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
-    sharded = cfg.model_copy(update={"num_gpus": gpus})
+    sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
     steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
-    gathered = steps * ring_factor(gpus, "all-gather") * params_per_gpu(model, sharded) * \
-        stored_bytes_per_param(sharded)
+    gathered = steps * ring_factor(gpus, "all-gather") * gathered_weight_bytes(model, sharded)
     spans = gpus > links.gpus_per_node
     raw = gathered / (links.collective_gbps(gpus, spans) * 1e9)
     return compute + exposed(raw, eff.OVERLAP[stack]["dp"], compute)
+
+
+def gathered_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Stored weight bytes of the shard that each ZeRO-3/FSDP forward micro-step all-gathers
+    (before the ring factor; forward_seconds); 0 without weight sharding. The planner's step
+    time bound reads it per strategy (space.RowArrays)."""
+    if not cfg.shards_weights:
+        return 0.0
+    return params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
 
 
 def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: PlatformSpec | None,
@@ -134,11 +144,20 @@ def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: Platfo
     accumulation is shortened): timing a whole global batch would count sequences that were
     never sampled."""
     cfg = role.cfg
-    steps = math.ceil(sequences / cfg.global_batch_size)
-    accum = max(1, round(sequences / steps / (cfg.micro_batch_size * max(1, cfg.dp))))
+    steps, accum = update_steps(sequences, cfg.micro_batch_size, max(1, cfg.dp), cfg.grad_accum)
     if accum < cfg.grad_accum:
-        cfg = cfg.model_copy(update={"grad_accum": accum})
+        cfg = cfg.model_copy(update={"grad_accum": int(accum)})
     return _step_seconds(role.model, gpu, cfg, platform, stack) * steps
+
+
+def update_steps(sequences, micro_batch, dp, grad_accum):
+    """(optimizer steps, accumulation of each) of an update over ``sequences`` (update_seconds):
+    one step per global batch (micro_batch x grad_accum x dp), a shortened accumulation when
+    the sequences do not fill them (rounded to nearest, at least 1). Integers or numpy arrays
+    (the planner's step-time bound: space.RowArrays)."""
+    steps = -(-sequences // (micro_batch * grad_accum * dp))
+    return steps, np.minimum(grad_accum, np.maximum(1, np.round(sequences / steps /
+                                                                (micro_batch * dp))))
 
 
 # The planner times thousands of layouts that share their parts (the same engine batch on the
@@ -226,7 +245,7 @@ def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
     max_response_len: int | None = None, decode_efficiency: float | None = None,
-    rollout_precision: str = "bf16",
+    rollout_precision: str = "bf16", side: EngineSide | None = None,
 ) -> RLStepEstimate:
     """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``.
 
@@ -238,15 +257,19 @@ def estimate_rl_step(
     efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
     NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
     ``rollout_precision``: "fp8" when the engine serves fp8 weights and KV cache (NeMo-RL's
-    FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit."""
+    FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit.
+    ``side``: engine_side of this cfg, GPU, platform, decode efficiency and precision, when the
+    caller already has it (the planner memoises it per engine layout: space.Timing)."""
     if decode_efficiency is None:
         decode_efficiency = rollout_decode_efficiency(cfg)
     rs = roles(model, cfg, critic=critic, reward=reward)
     n_train = trainer_gpus(cfg)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
     tokens = seqs * cfg.seq_len
-    side = engine_side(model, gpu, cfg, platform=platform, decode_efficiency=decode_efficiency,
-                       rollout_precision=rollout_precision)
+    if side is None:
+        side = engine_side(model, gpu, cfg, platform=platform,
+                           decode_efficiency=decode_efficiency,
+                           rollout_precision=rollout_precision)
     eng, waves = side.engine, side.waves
     notes = []
     conc = max(1, eng.concurrency)
@@ -309,11 +332,12 @@ def estimate_rl_step(
 def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                         platform: PlatformSpec | None, stack: str,
                         critic: ModelSpec | None = None, reward: ModelSpec | None = None,
-                        gpus_per_node: int | None = None):
+                        gpus_per_node: int | None = None, side: EngineSide | None = None):
     """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise: the one
-    dispatch check, tune, the planner's step times and its plans use."""
+    dispatch check, tune, the planner's step times and its plans use. ``side``: RL only, the
+    engine's phases already timed (estimate_rl_step)."""
     if cfg.is_rl:
         return estimate_rl_step(model, gpu, cfg, platform=platform, stack=stack, critic=critic,
-                                reward=reward)
+                                reward=reward, side=side)
     return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack,
                                gpus_per_node=gpus_per_node)

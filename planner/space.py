@@ -63,13 +63,15 @@ from planner.request import (
     validate_engine,
     validate_plan_request,
 )
-from planner.rltime import engine_side, workload_throughput
+from planner.rltime import engine_side, gathered_weight_bytes, update_steps, workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import (
     forward_flops_per_token,
     matmul_precision,
     peak_tflops,
     pipeline_bubble_fraction,
+    resolve_links,
+    ring_factor,
     training_flops,
 )
 from planner.workloads import (
@@ -999,6 +1001,14 @@ class Timing:
             self._flops_of[row.strategy] = self._flops[key]
         return self._flops_of[row.strategy]
 
+    def gathered_bytes(self, row: Row) -> float:
+        """Sum over the roles of rltime.gathered_weight_bytes (what a ZeRO-3/FSDP forward
+        micro-step all-gathers), for the step-time bound; per strategy, tp and pp."""
+        cfg = config_for(self._space, row)
+        space = self._space
+        return sum(gathered_weight_bytes(r.model, r.cfg) for r in roles(
+            space.model, cfg, critic=space.roles.critic, reward=space.roles.reward))
+
     def generation_bytes(self, row: Row) -> float:
         key = self.engine_key(row)
         if key not in self._gen:
@@ -1046,10 +1056,11 @@ def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
     """Optimizer-step time of ``row`` on the offer's GPUs in microseconds, from the throughput
     model with the request's stack (the job time is proportional: fixed tokens per step)."""
     offer = space.offers[offer_idx]
+    side = space.timing.engine_side(offer_idx, row) if space.base.is_rl else None
     est = workload_throughput(space.model, offer.gpu, config_for(space, row),
                               platform=offer.platform, stack=space.request.stack,
                               critic=space.roles.critic, reward=space.roles.reward,
-                              gpus_per_node=offer.gpus_per_host)
+                              gpus_per_node=offer.gpus_per_host, side=side)
     return max(1, round(est.step_time_s * 1e6))
 
 
@@ -1119,9 +1130,28 @@ class RowArrays:
         self.gen = np.zeros(n_rows)
         self.separate = np.zeros(n_rows, dtype=bool)
         self.groups = np.ones(n_rows)
+        self.trainers = trainers
+        self.fwd_gather = np.zeros(n_rows)
         if space.base.is_rl:
             steps = -(-req.sequences_per_step // req.global_batch_size)
             self.fwd = share * flops[:, 2]
+            # the updates train steps x accumulation x micro-batch x dp sequences (the
+            # accumulation shortened and rounded when the sequences do not fill the global
+            # batches: rltime.update_steps), not always the sampled ones
+            seqs = space.base.rollout_batch * space.base.samples_per_prompt
+            mb = field("micro_batch")
+            n_steps, accum = update_steps(seqs, mb, dp, ga)
+            trained = n_steps * accum * mb * dp / req.sequences_per_step
+            self.lin, self.s16 = self.lin * trained, self.s16 * trained
+            # ZeRO-3/FSDP forward passes all-gather the roles' weights every log-prob
+            # micro-step (rltime.forward_seconds): bytes per trainer GPU before the ring factor,
+            # with at least ceil(sequences / (GPUs x batch)) micro-steps
+            base = space.base
+            seqs = base.rollout_batch * base.samples_per_prompt
+            batch = base.logprob_micro_batch or field("micro_batch")
+            micro_steps = -(-seqs // (dp * tp * pp * batch))
+            self.fwd_gather = micro_steps * per(
+                (st * 4096 + tp) * 4096 + pp, space.timing.gathered_bytes)
             self.fixed = flops[:, 3] * steps * eff.STEP_OVERHEAD_S
             layouts = [engine_layout(s) for s in space.strategies]
             names = sorted(set(layouts))
@@ -1151,7 +1181,10 @@ class RowArrays:
     def _bounds_of(self, offer_idx: int):
         timing = self.space.timing
         r_lin, r_16, bandwidth = timing.rates(offer_idx)
-        train = (self.lin / r_lin + self.s16 / r_16 + self.fwd / r_lin + self.fixed) / self.groups
+        fwd = self.fwd / r_lin
+        if self.space.base.is_rl:
+            fwd = fwd + self._forward_gather_exposed(offer_idx, fwd)
+        train = (self.lin / r_lin + self.s16 / r_16 + fwd + self.fixed) / self.groups
         if not self.space.base.is_rl:
             return train * 1e6
         sides = [timing.engine_side(offer_idx, r) for r in self.engine_rows]
@@ -1161,6 +1194,22 @@ class RowArrays:
         # among them); apart, the slower of generation and training, plus the weight sync
         return (np.where(self.separate, np.maximum(train, gen), train + gen + sleep)
                 + sync) * 1e6
+
+
+    def _forward_gather_exposed(self, offer_idx: int, fwd: np.ndarray) -> np.ndarray:
+        """At least the forward passes' weight all-gathers left after overlap, seconds per row
+        (rltime.forward_seconds): summed over the roles, sum_r max(0, raw_r - ov x c_r) >=
+        max(0, sum raw - ov x sum c), and c + max(0, raw - ov x c) grows with c (ov <= 1), so
+        the forward compute bound ``fwd`` may stand for the exact compute."""
+        space = self.space
+        offer = space.offers[offer_idx]
+        links = resolve_links(offer.gpu, platform=offer.platform)  # as rltime.estimate_rl_step
+        gpus, inverse = np.unique(self.trainers, return_inverse=True)
+        per_byte = np.array([ring_factor(int(g), "all-gather") / (
+            links.collective_gbps(int(g), g > links.gpus_per_node) * 1e9)
+            for g in gpus.tolist()])[inverse.reshape(-1)]
+        overlap = eff.OVERLAP[space.request.stack]["dp"]
+        return np.maximum(0.0, self.fwd_gather * per_byte - overlap * fwd)
 
 
 def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, int]:

@@ -282,6 +282,7 @@ def host_link_gbps(gpu: GpuSpec, platform: PlatformSpec | None) -> float:
     return _PCIE_GBPS_PER_LANE[gen] * lanes * eff.HOST_LINK_EFFICIENCY
 
 
+@lru_cache(maxsize=1024)  # pure; the planner's step times ask for the same few GPUs' links
 def resolve_links(
     gpu: GpuSpec, *, platform: PlatformSpec | None = None, gpus_per_node: int | None = None,
     inter_node_gbps: float | None = None,

@@ -142,3 +142,31 @@ def test_rl_timed_search_matches_every_pair():
     found = timed_search(space, allowed, space.rows)
     assert found is not None and found[0] == best
     assert {(oi, r) for oi, r, _ in found[1]} == {p for p, v in pairs.items() if v == best}
+
+
+@pytest.mark.parametrize("kw", [
+    dict(model="qwen2.5-1.5b", workload="grpo", sharding="fsdp", max_gpus=16),
+    dict(model="qwen2.5-1.5b", workload="ppo", sharding="zero3", framework="openrlhf",
+         placement="separate", max_gpus=16),
+    dict(model="qwen2.5-0.5b", workload="ppo", placement="split", max_gpus=24),
+], ids=["grpo-fsdp", "ppo-zero3-separate", "ppo-split"])
+def test_rl_bound_with_weight_gathers_stays_below_every_step_time(kw):
+    """The step-time bound counts the ZeRO-3/FSDP weight all-gathers of the forward passes
+    (RowArrays._forward_gather_exposed): still at most every pair's step time (which is
+    rounded to whole microseconds: ROUNDING), and above the compute-only bound on some pairs
+    (the term is there)."""
+    import numpy as np
+
+    from planner.search import ROUNDING
+
+    space = build_space(PlanRequest(gpus=("h100-sxm", "rtx-4090", "l40s"), **RL, **kw), CAT)
+    rows, arr = space.timing.by_need(space.rows)
+    raised = 0
+    for oi, offer in enumerate(space.offers):
+        bounds = arr.bounds(oi)
+        fwd = arr.fwd / space.timing.rates(oi)[0]
+        raised += int(np.count_nonzero(arr._forward_gather_exposed(oi, fwd) > 0))
+        for j in range(0, len(rows), 3):
+            if rows[j].gpu_need_mib <= offer.capacity_mib:
+                assert bounds[j] <= space.timing.step_us(oi, rows[j]) + ROUNDING
+    assert raised > 0
