@@ -14,7 +14,7 @@ from planner.frameworks import FrameworkChoice, apply, choose
 from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
 from planner.request import PlanRequest, TrainConfig, fill_role_gpus, validate_config
 from planner.rltime import workload_throughput
-from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
 from planner.workloads import estimate_memory
 
 MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
@@ -113,7 +113,7 @@ def check(
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
     plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform)
-    per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
+    per_node = gpus_per_host(gpu_spec, plat) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node, critic=critic,
                           reward=reward)

@@ -24,7 +24,13 @@ from planner.frameworks import Profile, apply, for_request, plan_shardings, unsu
 from planner.memory import GIB, usable_host_ram_gib
 from planner.request import LORA_RANKS, PlanRequest, TrainConfig, validate_config
 from planner.rltime import workload_throughput
-from planner.specs import GpuSpec, PlatformSpec
+from planner.specs import (
+    GpuSpec,
+    PlatformSpec,
+    divisors,
+    gpus_per_host,
+    tensor_parallel_options,
+)
 from planner.workloads import estimate_memory
 
 # The documented search space of `planner plan` (README "planner plan searches ..."):
@@ -61,10 +67,6 @@ def _hosts(req: PlanRequest, gpu: GpuSpec, cat: Catalog) -> list[PlatformSpec | 
             if gpu.form_factor in p.form_factors and p.price_usd is not None]
 
 
-def _divisors(n: int, at_most: int) -> list[int]:
-    return [d for d in range(1, min(n, at_most) + 1) if n % d == 0]
-
-
 def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
     """Method, rank, optimizer, sharding, offload and checkpointing choices of the request
     (shardings: those the framework's plans search, frameworks.plan_shardings)."""
@@ -95,9 +97,8 @@ def _layouts(req: PlanRequest, model, per_host: int) -> list[tuple[int, int, int
     """(tp, pp, dp, micro-batch, accumulation) that complete the global batch within the GPU
     limit and pins; tp divides the heads and stays in one host, pp divides the layers."""
     gb = req.global_batch_size
-    tps = [req.tp] if req.tp else [t for t in _divisors(model.num_kv_heads, per_host)
-                                   if model.num_attention_heads % t == 0]
-    pps = [req.pp] if req.pp else _divisors(model.num_layers, MAX_PP)
+    tps = [req.tp] if req.tp else tensor_parallel_options(model, per_host)
+    pps = [req.pp] if req.pp else divisors(model.num_layers, at_most=MAX_PP)
     mbs = [req.micro_batch_size] if req.micro_batch_size else [m for m in MICRO_BATCHES
                                                                if m <= gb]
     out = []
@@ -136,8 +137,7 @@ def reference_optimum(req: PlanRequest, cat: Catalog) -> Found | None:
         if price is None:
             continue
         for plat in _hosts(req, gpu, cat):
-            per_host = min(plat.max_gpus, gpu.max_gpus_per_node) if plat else \
-                gpu.max_gpus_per_node
+            per_host = gpus_per_host(gpu, plat)
             for layout in _layouts(req, model, per_host):
                 best = _best_of_layout(req, cat, model, gpu, plat, per_host, layout, job,
                                        timed, best, framework)
@@ -211,7 +211,7 @@ def random_request(rng, cat: Catalog, *, pin_rate: float = 0.3) -> PlanRequest:
         "optimizer": rng.choice(("adamw", "auto")),
     }
     pin = lambda: rng.random() < pin_rate  # noqa: E731
-    tps = [t for t in (1, 2) if model.num_kv_heads % t == 0 and model.num_attention_heads % t == 0]
+    tps = list(tensor_parallel_options(model, 2))
     if pin():
         data["tp"] = rng.choice(tps)
     if pin():

@@ -8,7 +8,7 @@ from typing import Any
 
 from planner.bands import band, memory_group, throughput_group
 from planner.memory import GIB, MemoryEstimate
-from planner.request import TrainConfig, rollout_gpu_count
+from planner.request import TrainConfig, method_label, rollout_gpu_count
 from planner.schema import SCHEMA_VERSION
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 
@@ -78,10 +78,9 @@ def _layout(cfg: TrainConfig) -> str:
             + f", {shard}, offload {cfg.offload}")
 
 
-def _method(cfg: TrainConfig) -> str:
-    if cfg.is_peft:
-        return f"{cfg.method} r={cfg.rank} on {','.join(cfg.lora_targets)}"
-    return cfg.method
+def method_text(cfg: TrainConfig) -> str:
+    """The method line's method: 'full', or 'lora r=16 on q,v' (request.method_label)."""
+    return method_label(cfg.method, cfg.adapter_rank, targets=tuple(cfg.lora_targets))
 
 
 def framework_lines(framework: dict[str, Any] | None) -> list[str]:
@@ -132,7 +131,7 @@ def check_text(doc: dict[str, Any]) -> str:
                                         if doc["model_asked_as"] != doc["model"] else ""),
         f"hardware   {doc['num_gpus']} x {doc['gpu']} ({mem['capacity_gib']:.1f} GiB each)",
         f"layout     {_layout(tc)}",
-        f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
+        f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
         + (" (pure, no fp32 master)" if tc.pure_bf16 else " mixed precision"),
         f"batch      {batch_line(tc)}",
         *framework_lines(doc.get("framework")),
@@ -343,7 +342,7 @@ def plan_body(p: Any) -> dict[str, Any]:
     return {
         "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
         "num_hosts": p.num_hosts, "method": c.method,
-        "lora_rank": c.rank if c.is_peft else None, "optimizer": c.optimizer,
+        "lora_rank": c.adapter_rank, "optimizer": c.optimizer,
         "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,
         "offload": c.offload, "checkpointing": c.checkpointing,
         "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
@@ -392,7 +391,7 @@ def batch_line(tc: TrainConfig) -> str:
 def _alternative(p: Any) -> dict[str, Any]:
     c = p.config
     return {"gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus, "method": c.method,
-            "lora_rank": c.rank if c.is_peft else None, "zero_stage": c.zero_stage,
+            "lora_rank": c.adapter_rank, "zero_stage": c.zero_stage,
             "offload": c.offload, "checkpointing": c.checkpointing, "tp": c.tp, "pp": c.pp,
             "micro_batch_size": c.micro_batch_size, "per_gpu_gib": round(p.memory.device / GIB, 3),
             "tokens_per_s": p.throughput.tokens_per_s, "time_hours": p.time_hours,
@@ -444,7 +443,7 @@ def plan_text(doc: dict[str, Any]) -> str:
         f"layout     {_layout(tc)}",
         f"workload   {tc.workload}" + _rl_line(p.get("rl")),
         *([f"framework  {tc.framework} (efficiency {t['stack']})"] if tc.framework else []),
-        f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
+        f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
         f"batch      {batch_line(tc)}",
         f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "
         f"(peak in {mem['peak_phase']}{_band_range(mem.get('band'), '{:.1f}')}); host RAM "

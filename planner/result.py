@@ -40,8 +40,7 @@ class Plan:
 
     @property
     def method_label(self) -> str:
-        c = self.config
-        return f"{c.method} r{c.rank}" if c.is_peft else c.method
+        return self.config.method_label
 
 
 @dataclass(frozen=True)

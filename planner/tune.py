@@ -62,7 +62,7 @@ from planner.memory import GIB, MemoryEstimate
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.requirements import Requirement, all_hold, parse
 from planner.rltime import workload_throughput
-from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
 from planner.workloads import estimate_memory, trainer_gpus
 
 Objective = Literal["throughput", "memory"]
@@ -206,7 +206,7 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     cfg, _framework, stack = job_framework(cat, cfg, stack)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
-    per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
+    per_node = gpus_per_host(gpu_spec, plat) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     fraction = min(1.0 - margin, memory_target if memory_target is not None else 1.0)
     return _Problem(resolved.spec, model, gpu_spec, plat, per_node, critic, reward, cfg,

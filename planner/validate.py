@@ -23,6 +23,7 @@ from planner.frameworks import Profile, config_fields, resolve
 from planner.inputs import load_file
 from planner.memory import GIB, MemoryEstimate
 from planner.request import TrainConfig, validate_config
+from planner.specs import tensor_parallel_options
 from planner.validation_input import check_cases
 from planner.workloads import ROLLOUT_PHASE, estimate_memory, workload_phases
 
@@ -412,12 +413,10 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
             "gpu_memory_utilization": rl.get("gpu_memory_utilization"),
         }
         spec = resolved.spec
-        if spec.num_kv_heads % rl_opts["rollout_tp"] or \
-                spec.num_attention_heads % rl_opts["rollout_tp"]:
+        if not spec.splits_heads(rl_opts["rollout_tp"]):
             # vLLM replicates KV heads when its TP exceeds them; the planner's engine needs a
             # divisor: the largest one below (more weight per GPU: conservative)
-            tp = max(t for t in range(1, rl_opts["rollout_tp"])
-                     if spec.num_kv_heads % t == 0 and spec.num_attention_heads % t == 0)
+            tp = tensor_parallel_options(spec, rl_opts["rollout_tp"] - 1)[-1]
             assumed.append(f"rollout TP {rl_opts['rollout_tp']} over {spec.num_kv_heads} kv "
                            f"heads -> {tp}")
             rl_opts["rollout_tp"] = tp

@@ -57,8 +57,7 @@ class Job:
     @property
     def label(self) -> str:
         c = self.cfg
-        method = f"{c.method} r{c.rank}" if c.is_peft else c.method
-        return (f"{self.model} {c.workload} ({method}) on {self.num_gpus} x {self.gpu}, "
+        return (f"{self.model} {c.workload} ({c.method_label}) on {self.num_gpus} x {self.gpu}, "
                 f"{self.num_hosts} node(s)")
 
 

@@ -93,7 +93,7 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
     ]
     if cfg.is_peft:
         targets = _lora_targets(cfg)
-        o += [(f"{m}.lora_alpha", 2 * cfg.rank),
+        o += [(f"{m}.lora_alpha", cfg.lora_alpha),
               (f"{m}.target_modules", "all-linear" if targets is None
                else "[" + ",".join(targets) + "]")]
     o += [
