@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from planner.bands import band, memory_group, throughput_group
-from planner.memory import GIB, MemoryEstimate
+from planner.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.request import TrainConfig, method_label, rollout_gpu_count
 from planner.schema import SCHEMA_VERSION
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -364,13 +364,11 @@ def _rl_doc(c: TrainConfig, est: MemoryEstimate) -> dict[str, Any] | None:
     """The RL settings of a plan: placement, engines and the vLLM memory fraction to set."""
     if not c.is_rl:
         return None
-    u = c.gpu_memory_utilization
-    if u is None and est.engine_utilization is not None:
-        u = math.ceil(est.engine_utilization * 100) / 100
     return {"placement": c.placement, "rollout_tp": c.rollout_tp,
             "rollout_gpus": rollout_gpu_count(c),
             "role_gpus": dict(c.role_gpus) if c.role_gpus else None,
-            "gpu_memory_utilization": u, "offload_idle": c.offload_idle,
+            "gpu_memory_utilization": engine_utilization_to_set(c, est),
+            "offload_idle": c.offload_idle,
             "rollout_batch": c.rollout_batch, "rollout_n": c.samples_per_prompt,
             "prompt_len": c.prompt_len, "response_len": c.response_len,
             "reference": c.reference}

@@ -58,7 +58,7 @@ from planner.calibration import MIB
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.inputs import check_choice, check_margin, check_range, check_type
-from planner.memory import GIB, MemoryEstimate
+from planner.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.requirements import Requirement, all_hold, parse
 from planner.rltime import workload_throughput
@@ -157,11 +157,9 @@ def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str
         "global_batch_size": cfg.global_batch_size, "checkpointing": cfg.checkpointing,
     }
     if cfg.is_rl:
-        u = cfg.gpu_memory_utilization
-        if u is None and est is not None and est.engine_utilization is not None:
-            u = math.ceil(est.engine_utilization * 100) / 100
         out |= {"rollout_batch": cfg.rollout_batch, "rollout_n": cfg.samples_per_prompt,
-                "logprob_micro_batch": cfg.logprob_batch, "gpu_memory_utilization": u}
+                "logprob_micro_batch": cfg.logprob_batch,
+                "gpu_memory_utilization": engine_utilization_to_set(cfg, est)}
     return out
 
 

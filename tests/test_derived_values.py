@@ -1,11 +1,14 @@
 """Values derived in one place (issue 16): the method label, LoRA alpha, GPUs per host, hosts for
-a GPU count and the tensor-parallel degrees a model allows."""
+a GPU count, the tensor-parallel degrees a model allows and the vLLM memory fraction to set."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from planner.catalog import load_catalog
+from planner.memory import MemoryEstimate, engine_utilization_to_set
 from planner.request import LORA_ALPHA_PER_RANK, TrainConfig, method_label
 from planner.specs import divisors, gpus_per_host, hosts_for, tensor_parallel_options
 
@@ -54,3 +57,14 @@ def test_tensor_parallel_options_split_heads_within_a_node(tiny):
     assert not gqa.splits_heads(3)  # 3 divides 12 attention heads, not 4 kv heads
     assert tensor_parallel_options(gqa, 8) == (1, 2, 4)
     assert divisors(12, at_most=6) == (1, 2, 3, 4, 6)
+
+
+def test_engine_utilization_to_set_rounds_the_need_up():
+    est = MemoryEstimate({}, "train", 0.0, 0.0, 0.0, 0.0, 1.0, "bf16", engine_utilization=0.372)
+    grpo = TrainConfig(workload="grpo", prompt_len=8, response_len=8)
+    assert engine_utilization_to_set(grpo, est) == 0.38  # ceil(37.2) / 100
+    assert engine_utilization_to_set(grpo.model_copy(update={"gpu_memory_utilization": 0.5}),
+                                     est) == 0.5  # the config's own, as set
+    assert engine_utilization_to_set(grpo, dataclasses.replace(est, engine_utilization=None)) \
+        is None
+    assert engine_utilization_to_set(TrainConfig(), est) is None  # no engine outside RL
