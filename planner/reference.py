@@ -4,9 +4,9 @@
 ``oracle.enumerate_best`` walks the planner's own tables, so it cannot see a wrong space (a pin
 forgotten on one route, a front built without it). This enumeration reads the request as the
 user's documentation states it (``planner plan --help``, README) and evaluates each concrete
-configuration as ``planner check`` does: ``api.resolve_job``-style validation
+configuration as ``planner check`` does: ``resolve.resolve_job``-style validation
 (request.validate_config), workloads.estimate_memory, rltime.workload_throughput, cost.job_cost on
-api.job_platform's host. It returns the optimum value only (the cheapest cost or the shortest
+resolve.job_platform's host. It returns the optimum value only (the cheapest cost or the shortest
 time), which the planner must reach; the tie-break chain is not its business. Pre-training and
 SFT-like workloads (one trained model); slow by design: small catalogs only (tests, the
 differential benchmark benchmarks/differential.py).
@@ -60,7 +60,7 @@ class Found:
 
 def _hosts(req: PlanRequest, gpu: GpuSpec, cat: Catalog) -> list[PlatformSpec | None]:
     """Where the GPUs run: every priced host platform that takes the card (buy), the
-    provider's (rent: api.job_platform)."""
+    provider's (rent: resolve.job_platform)."""
     if req.pricing == "rent":
         return [None]
     return [p for p in cat.platforms.values()

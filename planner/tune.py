@@ -47,13 +47,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.api import (
-    catalog_or_default,
-    default_platform,
-    job_framework,
-    resolve_job,
-    role_models,
-)
 from planner.calibration import MIB
 from planner.catalog import Catalog
 from planner.errors import PlannerError
@@ -61,6 +54,13 @@ from planner.inputs import check_choice, check_margin, check_range, check_type
 from planner.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
 from planner.requirements import Requirement, all_hold, parse
+from planner.resolve import (
+    catalog_or_default,
+    default_platform,
+    job_framework,
+    resolve_job,
+    role_models,
+)
 from planner.rltime import workload_throughput
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
 from planner.workloads import estimate_memory, trainer_gpus
