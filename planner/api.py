@@ -7,103 +7,31 @@ from typing import Any
 
 from planner import render
 from planner.bands import band, memory_group, throughput_group
-from planner.catalog import Catalog, load_catalog
+from planner.catalog import Catalog
 from planner.cost import CostEstimate, Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
-from planner.frameworks import FrameworkChoice, apply, choose
 from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
 from planner.memory import GIB, usable_host_ram_gib
 from planner.offers import (
-    CATALOG_PROVIDER,
     DEFAULT_MAX_GPUS_PER_OFFER,
+    offer_gpus_per_host,
     offer_id,
     offer_max_gpus,
     rental_offers,
 )
-from planner.request import (
-    PlanRequest,
-    TrainConfig,
-    fill_role_gpus,
-    validate_config,
-    validate_engine,
+from planner.request import PlanRequest, TrainConfig
+from planner.resolve import (
+    catalog_or_default,
+    job_framework,
+    job_platform,
+    resolve_job,
+    role_models,
 )
 from planner.rltime import workload_throughput
-from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.specs import GpuSpec, ModelSpec, gpus_per_host
 from planner.workloads import estimate_memory
 
 MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
-
-
-def default_platform(gpu: GpuSpec, catalog: Catalog) -> PlatformSpec | None:
-    """The cheapest priced host platform that takes ``gpu`` (None if no priced host does)."""
-    hosts = [p for p in catalog.platforms.values()
-             if gpu.form_factor in p.form_factors and p.price_usd is not None]
-    return min(hosts, key=lambda p: (p.price_usd, p.id), default=None)
-
-
-def job_platform(gpu: GpuSpec, catalog: Catalog, *, pricing: str,
-                 platform: str | None = None) -> PlatformSpec | None:
-    """The host platform a job of ``check`` runs on, as ``plan`` prices it: the one named;
-    else for a rental none (the provider's instance is the host, space._offers' rental
-    offers: GPUs per node from the GPU, network and CPU defaults of the throughput model);
-    else the cheapest priced host that takes the GPU (default_platform)."""
-    if platform:
-        return catalog.platform(platform)
-    if pricing == "owned":  # the user's host: the platforms that take the GPU, priced or not
-        return min((p for p in catalog.platforms.values() if gpu.form_factor in p.form_factors),
-                   key=lambda p: (p.price_usd is None, p.price_usd or 0.0, p.id), default=None)
-    return None if pricing == "rent" else default_platform(gpu, catalog)
-
-
-def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
-                reward_model: str | None) -> tuple[ModelSpec | None, ModelSpec | None]:
-    """Critic and reward models named by the user (PPO; a reward model also for GRPO)."""
-    for name, value in (("critic_model", critic_model), ("reward_model", reward_model)):
-        if value is not None:
-            check_type(value, str, name=name)
-    if critic_model and cfg.workload != "ppo":
-        raise PlannerError(f"--critic-model {critic_model} applies to --workload ppo only "
-                           f"(got {cfg.workload})")
-    if reward_model and cfg.workload not in ("ppo", "grpo"):
-        raise PlannerError(f"--reward-model {reward_model} applies to --workload ppo or grpo "
-                           f"(got {cfg.workload})")
-    critic = cat.model(critic_model).spec if critic_model else None
-    reward = cat.model(reward_model).spec if reward_model else None
-    return critic, reward
-
-
-def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig, *,
-                reward_model: str | None = None) -> tuple[Any, GpuSpec, TrainConfig]:
-    """The catalog entries of a job and its validated config: a quantized checkpoint
-    (-Int4/GPTQ) trains only with QLoRA, on its GPTQ weights; split RL placement without
-    role GPUs gets equal groups (request.fill_role_gpus)."""
-    resolved = cat.model(model)
-    gpu_spec = cat.gpu(gpu)
-    cfg = fill_role_gpus(config, has_reward=reward_model is not None)
-    if resolved.weight_bits:
-        if cfg.method != "qlora":
-            raise PlannerError(
-                f"model {model!r} is a {resolved.weight_bits}-bit checkpoint: only --method qlora "
-                f"can train it (got {cfg.method})"
-            )
-        cfg = cfg.model_copy(update={"quant_format": "gptq"})
-    validate_config(cfg, resolved.spec)
-    return resolved, gpu_spec, cfg
-
-
-def job_framework(cat: Catalog, cfg: TrainConfig,
-                  stack: str | None = None) -> tuple[TrainConfig, FrameworkChoice, str]:
-    """The framework a job runs on (frameworks.choose), the config with its memory semantics
-    where the job sets none (frameworks.apply), and the efficiency stack: the framework's, or
-    ``stack`` where one is given (the deprecated --stack)."""
-    choice = choose(cat, cfg, cfg.framework)
-    if stack is not None and stack != choice.stack:
-        choice = replace(choice, stack=stack, efficiency_note=(
-            f"--stack {stack} (deprecated) overrides the framework's efficiency "
-            f"({choice.stack}: {choice.efficiency_note})"))
-    cfg = apply(cfg, choice.profile).model_copy(update={"framework": choice.profile.id})
-    validate_engine(cfg)  # the profile's engine may be the trainer's own generate
-    return cfg, choice, choice.stack
 
 
 def check(
@@ -139,7 +67,7 @@ def check(
         est, tput, cost = _rented_job(cat, resolved.spec, gpu_spec, cfg, stack=stack, job=job,
                                       critic=critic, reward=reward, only=offer)
     else:
-        per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
+        per_node = gpus_per_host(gpu_spec, plat) if plat else None
         est = estimate_memory(resolved.spec, gpu_spec, cfg, gpus_per_node=per_node,
                               critic=critic, reward=reward)
         tput = workload_throughput(resolved.spec, gpu_spec, cfg, platform=plat,
@@ -193,8 +121,7 @@ def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, 
                                f"{', '.join(ids) or 'none'}")
         offers = tuple(o for o in offers if offer_id(o) == only)
     for offer in offers:
-        per_node = gpu.max_gpus_per_node if offer.provider == CATALOG_PROVIDER \
-            else offer.gpus_per_instance
+        per_node = offer_gpus_per_host(offer, gpu)
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_node, critic=critic,
                               reward=reward)
         tput = workload_throughput(model, gpu, cfg, platform=None, stack=stack, critic=critic,
@@ -218,13 +145,6 @@ def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, 
             f"no rental offer of {gpu.id} holds this job (tp within one instance, at most "
             f"{DEFAULT_MAX_GPUS_PER_OFFER} GPUs per offer, the instance's host RAM)"))
     return est, tput, cost
-
-
-def catalog_or_default(catalog: Catalog | None) -> Catalog:
-    """``catalog``, or the shipped one when None; PlannerError for anything else."""
-    if catalog is None:
-        return load_catalog()
-    return check_type(catalog, Catalog, name="catalog")
 
 
 def plan(request: PlanRequest, catalog: Catalog | None = None):

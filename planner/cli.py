@@ -773,22 +773,22 @@ def export_cmd(fmt: str | None, out: str | None, point: int | None, plan_file: s
       planner plan --model 0.5b --workload grpo --prompt-len 256 --response-len 256 \
         --export verl --out run_verl.sh
     """
-    from planner.export import check_format, export_plan  # deferred: only for export
+    from planner.export import check_format, export_plan, job_of  # deferred: only for export
 
     check_targets([("--out", out)], inputs=[plan_file], stdout_ok=["--out"])
     plan = _read_plan_json(plan_file)
     if point is not None:
         plan = _pareto_point(plan, point, plan_file)
     catalog = load_catalog(catalogs)
-    key = check_format(fmt if fmt is not None else _framework_format(plan, catalog))
-    _emit_export(export_plan(plan, key, catalog=catalog), key, out)
+    key = None if fmt is None else check_format(fmt)
+    job = job_of(plan, catalog=catalog)  # the saved document, parsed once
+    key = key or check_format(_framework_format(job.cfg, catalog))
+    _emit_export(export_plan(job, key, catalog=catalog), key, out)
 
 
-def _framework_format(plan: Any, catalog: Any) -> str:
-    """The launch format of the framework a plan runs on (its profile's launch_format)."""
-    from planner.export._common import job_of  # deferred: only for export
-
-    cfg = job_of(plan, catalog=catalog).cfg
+def _framework_format(cfg: Any, catalog: Any) -> str:
+    """The launch format of the framework a plan's config runs on (its profile's
+    launch_format)."""
     fid = cfg.framework
     if fid is None:
         raise PlannerError("the plan names no framework (saved before frameworks existed): "

@@ -8,7 +8,6 @@ gives a "not offered" result naming what is missing, never an invented number.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -23,7 +22,7 @@ from planner.offers import (
     instances_for,
     rental_cost,
 )
-from planner.specs import GpuSpec, PlatformSpec
+from planner.specs import GpuSpec, PlatformSpec, gpus_per_host, hosts_for
 
 Pricing = Literal["buy", "rent", "owned"]
 PriceKind = Literal["new", "used"]
@@ -125,8 +124,7 @@ def hosts_needed(gpu: GpuSpec, num_gpus: int, platform: PlatformSpec) -> int:
             f"platform {platform.id} takes {', '.join(platform.form_factors)} GPUs, not "
             f"{gpu.id} ({gpu.form_factor})"
         )
-    per_host = min(platform.max_gpus, gpu.max_gpus_per_node)
-    return math.ceil(num_gpus / per_host)
+    return hosts_for(num_gpus, gpus_per_host(gpu, platform))
 
 
 def power_cost(gpu: GpuSpec, num_gpus: int, hours: float, usd_per_kwh: float) -> float:
@@ -162,7 +160,7 @@ def buy_cost(
             hosts * platform.price_usd)
         covers += f" and {hosts} {platform.id} host{'s' if hosts != 1 else ''}"
         notes.append(f"host price as of {platform.price_as_of}")
-        slots = hosts * min(platform.max_gpus, gpu.max_gpus_per_node)
+        slots = hosts * gpus_per_host(gpu, platform)
         if slots >= 4 * num_gpus:
             notes.append(f"the {platform.id} host{'s' if hosts != 1 else ''} bought hold "
                          f"{slots} GPUs for the {num_gpus} planned: a chassis mostly empty, its "

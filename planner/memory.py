@@ -16,6 +16,7 @@ recomputed for SwiGLU MLPs, GQA and flash attention. Calibrated constants are in
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -593,6 +594,15 @@ class MemoryEstimate:
     def fits(self, margin: float = 0.0) -> bool:
         """Device-level use (reserved + CUDA context + NCCL) within capacity less a margin."""
         return not self.blocked and self.device <= usable_capacity(self.capacity, margin)
+
+
+def engine_utilization_to_set(cfg: TrainConfig, est: MemoryEstimate | None) -> float | None:
+    """The vLLM gpu_memory_utilization an RL launch sets: the config's where given, else the
+    engine's share of memory rounded up to a whole percent (never below what it needs)."""
+    u = est.engine_utilization if est is not None else None
+    if cfg.gpu_memory_utilization is not None or not cfg.is_rl or u is None:
+        return cfg.gpu_memory_utilization
+    return math.ceil(u * 100) / 100
 
 
 def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> float:

@@ -210,6 +210,13 @@ def offer_id(offer) -> str:
     return f"{offer.provider}/{offer.instance_type}" + (":spot" if offer.spot else "")
 
 
+def offer_gpus_per_host(offer: OfferSpec, gpu: GpuSpec) -> int:
+    """GPUs one host of a rental holds: the instance's GPUs; a per-GPU catalog rate rents GPUs
+    one by one on nodes of the GPU's node size."""
+    return gpu.max_gpus_per_node if offer.provider == CATALOG_PROVIDER else \
+        offer.gpus_per_instance
+
+
 def offer_max_gpus(offer: OfferSpec, cap: int) -> int:
     """GPUs one job may take from ``offer`` under a cap of ``cap`` GPUs per offer: whole
     instances (0: one instance is over the cap)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import PlannerError
+from planner.request import method_label
 
 PLOT_SUFFIXES = (".png", ".svg")
 MISSING_MATPLOTLIB = "--plot needs matplotlib: install with pip install '.[plot]'"
@@ -26,8 +27,7 @@ COST_AXIS = "cost (USD)"
 
 def point_label(p: dict[str, Any]) -> str:
     """'rtx-4090 x 2, lora r16': GPU type x count, and the method."""
-    method = p["method"] + (f" r{p['lora_rank']}" if p.get("lora_rank") else "")
-    return f"{p['gpu']} x {p['num_gpus']}, {method}"
+    return f"{p['gpu']} x {p['num_gpus']}, {method_label(p['method'], p.get('lora_rank'))}"
 
 
 def setup_key(p: dict[str, Any]) -> tuple[Any, ...]:

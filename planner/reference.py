@@ -4,9 +4,9 @@
 ``oracle.enumerate_best`` walks the planner's own tables, so it cannot see a wrong space (a pin
 forgotten on one route, a front built without it). This enumeration reads the request as the
 user's documentation states it (``planner plan --help``, README) and evaluates each concrete
-configuration as ``planner check`` does: ``api.resolve_job``-style validation
+configuration as ``planner check`` does: ``resolve.resolve_job``-style validation
 (request.validate_config), workloads.estimate_memory, rltime.workload_throughput, cost.job_cost on
-api.job_platform's host. It returns the optimum value only (the cheapest cost or the shortest
+resolve.job_platform's host. It returns the optimum value only (the cheapest cost or the shortest
 time), which the planner must reach; the tie-break chain is not its business. Pre-training and
 SFT-like workloads (one trained model); slow by design: small catalogs only (tests, the
 differential benchmark benchmarks/differential.py).
@@ -23,15 +23,21 @@ from planner.errors import PlannerError
 from planner.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.memory import GIB, usable_host_ram_gib
 from planner.offers import (
-    CATALOG_PROVIDER,
     DEFAULT_MAX_GPUS_PER_OFFER,
     OfferSpec,
+    offer_gpus_per_host,
     offer_id,
     rental_offers,
 )
 from planner.request import LORA_RANKS, PlanRequest, TrainConfig, validate_config
 from planner.rltime import workload_throughput
-from planner.specs import GpuSpec, PlatformSpec
+from planner.specs import (
+    GpuSpec,
+    PlatformSpec,
+    divisors,
+    gpus_per_host,
+    tensor_parallel_options,
+)
 from planner.workloads import estimate_memory
 
 # The documented search space of `planner plan` (README "planner plan searches ..."):
@@ -80,20 +86,15 @@ def _hosts(req: PlanRequest, gpu: GpuSpec, cat: Catalog) -> list[Host]:
         cap = req.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
         out = []
         for offer in rental_offers(cat, (gpu.id,), spot=req.spot):
-            per_host = gpu.max_gpus_per_node if offer.provider == CATALOG_PROVIDER \
-                else offer.gpus_per_instance
+            per_host = offer_gpus_per_host(offer, gpu)
             ram = None if offer.host_ram_gib is None else usable_host_ram_gib(offer.host_ram_gib)
             out.append(Host(None, offer, per_host, ram,
                             cap // offer.gpus_per_instance * offer.gpus_per_instance))
         return out
-    return [Host(p, None, min(p.max_gpus, gpu.max_gpus_per_node),
+    return [Host(p, None, gpus_per_host(gpu, p),
                  usable_host_ram_gib(p.host_ram_gib), req.max_gpus)
             for p in cat.platforms.values()
             if gpu.form_factor in p.form_factors and p.price_usd is not None]
-
-
-def _divisors(n: int, at_most: int) -> list[int]:
-    return [d for d in range(1, min(n, at_most) + 1) if n % d == 0]
 
 
 def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
@@ -126,9 +127,8 @@ def _layouts(req: PlanRequest, model, per_host: int) -> list[tuple[int, int, int
     """(tp, pp, dp, micro-batch, accumulation) that complete the global batch within the GPU
     limit and pins; tp divides the heads and stays in one host, pp divides the layers."""
     gb = req.global_batch_size
-    tps = [req.tp] if req.tp else [t for t in _divisors(model.num_kv_heads, per_host)
-                                   if model.num_attention_heads % t == 0]
-    pps = [req.pp] if req.pp else _divisors(model.num_layers, MAX_PP)
+    tps = [req.tp] if req.tp else tensor_parallel_options(model, per_host)
+    pps = [req.pp] if req.pp else divisors(model.num_layers, at_most=MAX_PP)
     mbs = [req.micro_batch_size] if req.micro_batch_size else [m for m in MICRO_BATCHES
                                                                if m <= gb]
     out = []
@@ -241,7 +241,7 @@ def random_request(rng, cat: Catalog, *, pin_rate: float = 0.3) -> PlanRequest:
         "optimizer": rng.choice(("adamw", "auto")),
     }
     pin = lambda: rng.random() < pin_rate  # noqa: E731
-    tps = [t for t in (1, 2) if model.num_kv_heads % t == 0 and model.num_attention_heads % t == 0]
+    tps = list(tensor_parallel_options(model, 2))
     if pin():
         data["tp"] = rng.choice(tps)
     if pin():

@@ -7,9 +7,9 @@ import math
 from typing import Any
 
 from planner.bands import band, memory_group, throughput_group
-from planner.memory import GIB, MemoryEstimate
+from planner.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.offers import CATALOG_PROVIDER, billing_text
-from planner.request import TRAINER_ENGINES, TrainConfig, rollout_gpu_count
+from planner.request import TRAINER_ENGINES, TrainConfig, method_label, rollout_gpu_count
 from planner.result import SLACK_TIGHT
 from planner.schema import SCHEMA_VERSION
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
@@ -80,10 +80,9 @@ def _layout(cfg: TrainConfig) -> str:
             + f", {shard}, offload {cfg.offload}")
 
 
-def _method(cfg: TrainConfig) -> str:
-    if cfg.is_peft:
-        return f"{cfg.method} r={cfg.rank} on {','.join(cfg.lora_targets)}"
-    return cfg.method
+def method_text(cfg: TrainConfig) -> str:
+    """The method line's method: 'full', or 'lora r=16 on q,v' (request.method_label)."""
+    return method_label(cfg.method, cfg.adapter_rank, targets=tuple(cfg.lora_targets))
 
 
 def framework_lines(framework: dict[str, Any] | None) -> list[str]:
@@ -134,7 +133,7 @@ def check_text(doc: dict[str, Any]) -> str:
                                         if doc["model_asked_as"] != doc["model"] else ""),
         f"hardware   {doc['num_gpus']} x {doc['gpu']} ({mem['capacity_gib']:.1f} GiB each)",
         f"layout     {_layout(tc)}",
-        f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
+        f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
         + (" (pure, no fp32 master)" if tc.pure_bf16 else " mixed precision"),
         f"batch      {batch_line(tc)}",
         *framework_lines(doc.get("framework")),
@@ -376,7 +375,7 @@ def plan_body(p: Any) -> dict[str, Any]:
     return {
         "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
         "num_hosts": p.num_hosts, "method": c.method,
-        "lora_rank": c.rank if c.is_peft else None, "optimizer": c.optimizer,
+        "lora_rank": c.adapter_rank, "optimizer": c.optimizer,
         "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,
         "offload": c.offload, "checkpointing": c.checkpointing,
         "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
@@ -398,13 +397,11 @@ def _rl_doc(c: TrainConfig, est: MemoryEstimate) -> dict[str, Any] | None:
     """The RL settings of a plan: placement, engines and the vLLM memory fraction to set."""
     if not c.is_rl:
         return None
-    u = c.gpu_memory_utilization
-    if u is None and est.engine_utilization is not None:
-        u = math.ceil(est.engine_utilization * 100) / 100
     return {"placement": c.placement, "rollout_tp": c.rollout_tp,
             "rollout_gpus": rollout_gpu_count(c),
             "role_gpus": dict(c.role_gpus) if c.role_gpus else None,
-            "gpu_memory_utilization": u, "offload_idle": c.offload_idle,
+            "gpu_memory_utilization": engine_utilization_to_set(c, est),
+            "offload_idle": c.offload_idle,
             "rollout_engine": c.rollout_engine, "generate_micro_batch": c.generate_micro_batch,
             "rollout_batch": c.rollout_batch, "rollout_n": c.samples_per_prompt,
             "prompt_len": c.prompt_len, "response_len": c.response_len,
@@ -436,7 +433,7 @@ def engine_words(tc: TrainConfig) -> str:
 def _alternative(p: Any) -> dict[str, Any]:
     c = p.config
     return {"gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus, "method": c.method,
-            "lora_rank": c.rank if c.is_peft else None, "zero_stage": c.zero_stage,
+            "lora_rank": c.adapter_rank, "zero_stage": c.zero_stage,
             "offload": c.offload, "checkpointing": c.checkpointing, "tp": c.tp, "pp": c.pp,
             "micro_batch_size": c.micro_batch_size, "per_gpu_gib": round(p.memory.device / GIB, 3),
             "tokens_per_s": p.throughput.tokens_per_s, "time_hours": p.time_hours,
@@ -489,7 +486,7 @@ def plan_text(doc: dict[str, Any]) -> str:
         f"layout     {_layout(tc)}",
         f"workload   {tc.workload}" + _rl_line(p.get("rl")),
         *([f"framework  {tc.framework} (efficiency {t['stack']})"] if tc.framework else []),
-        f"method     {_method(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
+        f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
         f"batch      {batch_line(tc)}",
         f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "
         f"(peak in {mem['peak_phase']}{_band_range(mem.get('band'), '{:.1f}')}); host RAM "

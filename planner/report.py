@@ -34,7 +34,7 @@ from planner.plot import (
     usd_tick,
     use_log,
 )
-from planner.request import TrainConfig
+from planner.request import TrainConfig, method_label
 
 # Colour per memory term, in the order the breakdown lists them (Tableau 20, colour-blind safe
 # enough for adjacent segments; cycled beyond 20 terms).
@@ -147,7 +147,7 @@ def summary_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
         ("hardware", hardware),
         ("layout", render._layout(tc)),
         ("workload", tc.workload + render._rl_line(plan.get("rl"))),
-        ("method", f"{render._method(tc)}, optimizer {tc.optimizer}, {mem['precision']}"),
+        ("method", f"{render.method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}"),
         ("batch", render.batch_line(tc)),
         ("memory", f"{mem['per_gpu_gib']:.2f} of {mem['capacity_gib']:g} GiB per GPU (peak in "
                    f"{mem['peak_phase']}); host RAM {mem['host_ram_gib']:.0f} GiB per host"),
@@ -190,9 +190,9 @@ def binding_table(binding: list[dict[str, Any]]) -> str:
 
 
 def _setup_cells(a: dict[str, Any]) -> list[tuple[str, bool]]:
-    method = a["method"] + (f" r{a['lora_rank']}" if a.get("lora_rank") else "")
     return [(f"{a['num_gpus']} x {a['gpu']}", False), (a.get("platform") or "rented", False),
-            (method, False), (f"zero{a['zero_stage']}/{a['offload']}", False),
+            (method_label(a["method"], a.get("lora_rank")), False),
+            (f"zero{a['zero_stage']}/{a['offload']}", False),
             (f"tp{a['tp']} pp{a['pp']}", False), (f"{a['per_gpu_gib']:.1f}", True),
             (f"{a['tokens_per_s']:,.0f}", True), (_hours(a["time_hours"]), True),
             (_usd(a["cost_usd"]), True)]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from planner.errors import PlannerError, did_you_mean
 from planner.inputs import FieldErrors, check_number
-from planner.specs import GpuSpec, ModelSpec, RolloutEngine
+from planner.specs import GpuSpec, ModelSpec, RolloutEngine, tensor_parallel_options
 
 Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
 Placement = Literal["colocate", "separate", "split"]
@@ -46,6 +46,11 @@ DEFAULT_ROLLOUT_N = {"ppo": 1, "grpo": 5}
 DEFAULT_ROLLOUT_BATCH = 256
 
 DEFAULT_LORA_RANK = 16
+# LoRA alpha = 2 x rank: LLaMA-Factory's default when lora_alpha is unset ("default: lora_rank
+# * 2", LoraArguments.lora_alpha, applied in FinetuningArguments.__post_init__), at
+# https://github.com/hiyouga/LLaMA-Factory/blob/f9ced615c39dac9692ad2f9efd1c03628ad023ee/src/llamafactory/hparams/finetuning_args.py
+# Alpha scales the adapter's output only: memory and speed do not depend on it.
+LORA_ALPHA_PER_RANK = 2
 # Ranks the planner tries with --lora-rank auto, highest (fullest fidelity) first.
 LORA_RANKS = (64, 32, 16, 8)
 LoraTarget = Literal["all-linear", "q", "k", "v", "o", "gate", "up", "down"]
@@ -76,6 +81,18 @@ class _Request(BaseModel):
     @classmethod
     def _bounded(cls, value: Any) -> Any:
         return check_number(value)
+
+
+def method_label(method: str, rank: int | None, *,
+                 targets: tuple[str, ...] | None = None) -> str:
+    """The method as plans and reports name it: 'full', or an adapter method with its rank,
+    'lora r16'; given the adapter's ``targets``, the plan text's form 'lora r=16 on q,v'.
+    ``rank`` None (or 0): a method without adapters."""
+    if not rank:
+        return method
+    if targets is not None:
+        return f"{method} r={rank} on {','.join(targets)}"
+    return f"{method} r{rank}"
 
 
 class TrainConfig(_Request):
@@ -232,6 +249,21 @@ class TrainConfig(_Request):
         return self.lora_rank or DEFAULT_LORA_RANK
 
     @property
+    def adapter_rank(self) -> int | None:
+        """The rank of the trained adapters; None for a method without adapters."""
+        return self.rank if self.is_peft else None
+
+    @property
+    def lora_alpha(self) -> int:
+        """The LoRA scale numerator every launch writes: LORA_ALPHA_PER_RANK x the rank."""
+        return LORA_ALPHA_PER_RANK * self.rank
+
+    @property
+    def method_label(self) -> str:
+        """'full', 'lora r16': the method, with its rank for an adapter method."""
+        return method_label(self.method, self.adapter_rank)
+
+    @property
     def paged(self) -> bool:
         return self.paged_optimizer or self.optimizer == "paged-adamw-8bit"
 
@@ -298,8 +330,8 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
             f"{cfg.num_gpus}; "
             f"use a GPU count that is a multiple of {mp}"
         )
-    if model.num_attention_heads % cfg.tp or model.num_kv_heads % cfg.tp:
-        allowed = [t for t in range(1, model.num_kv_heads + 1) if model.num_kv_heads % t == 0]
+    if not model.splits_heads(cfg.tp):
+        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
         raise PlannerError(
             f"--tp {cfg.tp} must divide the attention heads ({model.num_attention_heads}) and "
             f"kv heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}"
@@ -361,9 +393,8 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
         raise PlannerError(f"{cfg.workload}: the trainer is data parallel (verl FSDP, OpenRLHF "
                            f"DeepSpeed); tensor/pipeline/context parallel training is not "
                            f"modelled (got tp {cfg.tp}, pp {cfg.pp}, cp {cfg.cp})")
-    if model.num_kv_heads % cfg.rollout_tp or model.num_attention_heads % cfg.rollout_tp:
-        allowed = [t for t in range(1, model.num_kv_heads + 1)
-                   if model.num_kv_heads % t == 0 and model.num_attention_heads % t == 0]
+    if not model.splits_heads(cfg.rollout_tp):
+        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
         raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the attention and kv heads "
                            f"of {model.id}; allowed: {allowed}")
     gen_gpus = rollout_gpu_count(cfg)
@@ -640,7 +671,7 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
             f"--lora-rank {req.lora_rank} needs --method lora, dora, qlora or auto "
             f"(got {req.method})"
         )
-    if req.tp is not None and (model.num_attention_heads % req.tp or model.num_kv_heads % req.tp):
+    if req.tp is not None and not model.splits_heads(req.tp):
         raise PlannerError(
             f"--tp {req.tp} must divide the attention heads ({model.num_attention_heads}) and kv "
             f"heads ({model.num_kv_heads}) of {model.id}"

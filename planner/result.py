@@ -40,8 +40,7 @@ class Plan:
 
     @property
     def method_label(self) -> str:
-        c = self.config
-        return f"{c.method} r{c.rank}" if c.is_peft else c.method
+        return self.config.method_label
 
 
 SLACK_TIGHT = 0.05  # a rule under 5 % slack that does not bind is reported as tight

@@ -241,6 +241,26 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                       sleep / (links.host_link_gbps * 1e9))
 
 
+def placed_step_seconds(phases: dict[str, float], cfg: TrainConfig, notes: list[str]) -> float:
+    """One iteration from its phases by placement: colocated roles run one after another;
+    otherwise generation of the next batch overlaps training (split: the roles' passes side by
+    side, split_training_seconds), and the weight sync follows both. Appends what it assumed
+    to ``notes``."""
+    if cfg.placement == "colocate":
+        return sum(phases.values())
+    gen_keys = ("generation", "generation tail", "weight sync")
+    if cfg.placement == "split":
+        train = split_training_seconds(phases, cfg) + phases.get("offload traffic", 0.0)
+        notes.append("split placement: each role on GPUs of its own; forward passes and "
+                     "updates of different roles run side by side")
+    else:
+        train = sum(v for k, v in phases.items() if k not in gen_keys)
+    generation = phases["generation"] + phases.get("generation tail", 0.0)
+    notes.append(f"{cfg.placement} placement: generation of the next batch overlaps "
+                 "training (one step off-policy)")
+    return max(generation, train) + phases["weight sync"]
+
+
 def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
@@ -297,20 +317,7 @@ def estimate_rl_step(
     moved += side.sleep_bytes
     if moved:
         phases["offload traffic"] = moved / (links.host_link_gbps * 1e9)
-    if cfg.placement == "colocate":
-        step = sum(phases.values())
-    else:
-        gen_keys = ("generation", "generation tail", "weight sync")
-        if cfg.placement == "split":
-            train = split_training_seconds(phases, cfg) + phases.get("offload traffic", 0.0)
-            notes.append("split placement: each role on GPUs of its own; forward passes and "
-                         "updates of different roles run side by side")
-        else:
-            train = sum(v for k, v in phases.items() if k not in gen_keys)
-        generation = phases["generation"] + phases.get("generation tail", 0.0)
-        step = max(generation, train) + phases["weight sync"]
-        notes.append(f"{cfg.placement} placement: generation of the next batch overlaps "
-                     "training (one step off-policy)")
+    step = placed_step_seconds(phases, cfg, notes)
     if eng.concurrency < eng.sequences_per_engine:
         notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
                      f"wave(s) of {conc}")

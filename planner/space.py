@@ -48,6 +48,7 @@ from planner.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
     OfferSpec,
     bill_usd,
+    offer_gpus_per_host,
     offer_max_gpus,
     rental_offers,
 )
@@ -64,7 +65,15 @@ from planner.request import (
     validate_plan_request,
 )
 from planner.rltime import engine_side, gathered_weight_bytes, update_steps, workload_throughput
-from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.specs import (
+    GpuSpec,
+    ModelSpec,
+    PlatformSpec,
+    divisors,
+    gpus_per_host,
+    hosts_for,
+    tensor_parallel_options,
+)
 from planner.throughput import (
     forward_flops_per_token,
     matmul_precision,
@@ -257,18 +266,6 @@ def valid_strategy(s: Strategy) -> bool:
     return not (s.offload == "optimizer+params" and s.sharding not in ("zero3", "fsdp"))
 
 
-def divisors(n: int, *, at_most: int) -> tuple[int, ...]:
-    return tuple(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
-
-
-def tensor_parallel_options(model: ModelSpec, gpus_per_node: int) -> tuple[int, ...]:
-    """tp divides attention and kv heads and stays inside one node (NVLink/PCIe domain)."""
-    return tuple(
-        t for t in divisors(model.num_kv_heads, at_most=gpus_per_node)
-        if model.num_attention_heads % t == 0
-    )
-
-
 def pipeline_parallel_options(model: ModelSpec, *, at_most: int = 16) -> tuple[int, ...]:
     """pp divides the layers (equal stages)."""
     return divisors(model.num_layers, at_most=at_most)
@@ -390,7 +387,7 @@ class Offer:
 
     def hosts(self, num_gpus: int) -> int:
         """Hosts that hold ``num_gpus`` GPUs (ceil of GPUs / GPUs per host)."""
-        return -(-num_gpus // self.gpus_per_host)
+        return hosts_for(num_gpus, self.gpus_per_host)
 
     def purchase_usd(self, num_gpus: int) -> int:
         """Whole dollars of GPUs and the hosts they need (the solver's and oracle's unit); also
@@ -713,11 +710,11 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
         hosts = [p for p in catalog.platforms.values()
                  if gpu.form_factor in p.form_factors and (owned or p.price_usd is not None)]
         if owned and not hosts:
-            offers.append(Offer(gpu, None, 0.0, 0.0, gpu.max_gpus_per_node, cap, None))
+            offers.append(Offer(gpu, None, 0.0, 0.0, gpus_per_host(gpu, None), cap, None))
         elif not hosts:
             unoffered.append(f"{gpu.id}: no priced host platform takes {gpu.form_factor} GPUs")
         for p in hosts:
-            per_host = min(p.max_gpus, gpu.max_gpus_per_node)
+            per_host = gpus_per_host(gpu, p)
             ram = int(usable_host_ram_gib(p.host_ram_gib) * 1024)
             offers.append(Offer(gpu, p, price, 0.0 if owned else p.price_usd or 0.0, per_host,
                                 cap, ram))
@@ -735,8 +732,7 @@ def _rental_offers(request: PlanRequest, catalog: Catalog, gpu: GpuSpec,
         supply = offer_max_gpus(spec, most)
         if not supply:
             continue
-        per_host = gpu.max_gpus_per_node if spec.provider == CATALOG_PROVIDER \
-            else spec.gpus_per_instance
+        per_host = offer_gpus_per_host(spec, gpu)
         ram = None if spec.host_ram_gib is None else int(usable_host_ram_gib(spec.host_ram_gib)
                                                           * 1024)
         out.append(Offer(gpu, None, spec.usd_per_gpu_hour, 0.0, per_host, cap, ram, spec,

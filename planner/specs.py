@@ -210,6 +210,11 @@ class ModelSpec(_Frozen):
     def is_moe(self) -> bool:
         return self.moe is not None
 
+    def splits_heads(self, tp: int) -> bool:
+        """``tp`` ranks share the attention and kv heads evenly (Megatron-style tensor parallel
+        and vLLM's engine TP shard whole heads)."""
+        return self.num_attention_heads % tp == 0 and self.num_kv_heads % tp == 0
+
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these fields): model specs key
         # many caches, and pydantic's default hashes every field on every call.
@@ -244,6 +249,32 @@ class PlatformSpec(_Frozen):
     price_source_urls: tuple[str, ...] = Field(default_factory=tuple)
     source_urls: tuple[str, ...] = Field(min_length=1)
     notes: str = ""
+
+
+def gpus_per_host(gpu: GpuSpec, platform: PlatformSpec | None) -> int:
+    """GPUs one host holds: the fewer of the platform's slots and the GPU's node size (the GPU's
+    node size alone without a platform: a rented instance, an unnamed host)."""
+    if platform is None:
+        return gpu.max_gpus_per_node
+    return min(platform.max_gpus, gpu.max_gpus_per_node)
+
+
+def hosts_for(num_gpus, gpus_per_host: int):
+    """Hosts that hold ``num_gpus`` GPUs: ceil(GPUs / GPUs per host); also elementwise on an
+    integer numpy array of GPU counts."""
+    return -(-num_gpus // gpus_per_host)
+
+
+def divisors(n: int, *, at_most: int) -> tuple[int, ...]:
+    """The divisors of ``n`` up to ``at_most``, ascending."""
+    return tuple(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def tensor_parallel_options(model: ModelSpec, gpus_per_node: int) -> tuple[int, ...]:
+    """Tensor-parallel degrees, ascending: each splits the attention and kv heads evenly
+    (ModelSpec.splits_heads) and stays inside one node (NVLink/PCIe domain)."""
+    return tuple(t for t in divisors(model.num_kv_heads, at_most=gpus_per_node)
+                 if model.splits_heads(t))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ counted. MFU = model FLOPs x tokens/s per GPU / dense peak of the precision the 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -41,7 +40,7 @@ from planner.memory import (
 )
 from planner.params import count_params, layer_linears, lora_params
 from planner.request import TrainConfig
-from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 
 MFU_DEFINITION = (
     "model FLOPs (6N full / 4N + 6 x adapter for LoRA-family, N = active matmul params incl. "
@@ -293,9 +292,7 @@ def resolve_links(
     generation of card and host, the platform's lanes per GPU); an NVLink bridge joins pairs
     only, larger groups go over PCIe. Inter-node: the
     platform's network per node (``inter_node_gbps`` overrides it) shared by its GPUs."""
-    per_node = gpus_per_node or (
-        min(platform.max_gpus, gpu.max_gpus_per_node) if platform else gpu.max_gpus_per_node
-    )
+    per_node = gpus_per_node or gpus_per_host(gpu, platform)
     host = host_link_gbps(gpu, platform)
     pcie = host / eff.HOST_LINK_EFFICIENCY * eff.PCIE_BUS_EFFICIENCY
     one_way = gpu.p2p_bandwidth_gbps / 2
@@ -715,7 +712,7 @@ def estimate_throughput(
         precision=prec,
         efficiency=e_lin,
         num_gpus=cfg.num_gpus,
-        nodes=math.ceil(cfg.num_gpus / links.gpus_per_node),
+        nodes=hosts_for(cfg.num_gpus, links.gpus_per_node),
         notes=tuple(notes),
     )
 

@@ -47,22 +47,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.api import (
+from planner.calibration import MIB
+from planner.catalog import Catalog
+from planner.errors import PlannerError
+from planner.inputs import check_choice, check_margin, check_range, check_type
+from planner.memory import GIB, MemoryEstimate, engine_utilization_to_set
+from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
+from planner.requirements import Requirement, all_hold, parse
+from planner.resolve import (
     catalog_or_default,
     default_platform,
     job_framework,
     resolve_job,
     role_models,
 )
-from planner.calibration import MIB
-from planner.catalog import Catalog
-from planner.errors import PlannerError
-from planner.inputs import check_choice, check_margin, check_range, check_type
-from planner.memory import GIB, MemoryEstimate
-from planner.request import CHECKPOINTINGS, DEFAULT_ROLLOUT_N, TrainConfig, rollout_gpu_count
-from planner.requirements import Requirement, all_hold, parse
 from planner.rltime import workload_throughput
-from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
 from planner.workloads import estimate_memory, trainer_gpus
 
 Objective = Literal["throughput", "memory"]
@@ -158,13 +158,10 @@ def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str
         "global_batch_size": cfg.global_batch_size, "checkpointing": cfg.checkpointing,
     }
     if cfg.is_rl:
-        u = cfg.gpu_memory_utilization
-        if u is None and est is not None and est.engine_utilization is not None:
-            u = math.ceil(est.engine_utilization * 100) / 100
         out |= {"rollout_batch": cfg.rollout_batch, "rollout_n": cfg.samples_per_prompt,
                 "logprob_micro_batch": cfg.logprob_batch, "rollout_engine": cfg.rollout_engine}
         if not cfg.generates_in_trainer:  # the trainer's own generate reserves no fraction
-            out["gpu_memory_utilization"] = u
+            out["gpu_memory_utilization"] = engine_utilization_to_set(cfg, est)
     return out
 
 
@@ -209,7 +206,7 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
     cfg, _framework, stack = job_framework(cat, cfg, stack)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
-    per_node = min(plat.max_gpus, gpu_spec.max_gpus_per_node) if plat else None
+    per_node = gpus_per_host(gpu_spec, plat) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     fraction = min(1.0 - margin, memory_target if memory_target is not None else 1.0)
     return _Problem(resolved.spec, model, gpu_spec, plat, per_node, critic, reward, cfg,

@@ -23,6 +23,7 @@ from planner.frameworks import Profile, config_fields, resolve
 from planner.inputs import load_file
 from planner.memory import GIB, MemoryEstimate
 from planner.request import TrainConfig, validate_config
+from planner.specs import ModelSpec, tensor_parallel_options
 from planner.validation_input import check_cases
 from planner.workloads import ROLLOUT_PHASE, estimate_memory, workload_phases
 
@@ -338,7 +339,6 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         raise PlannerError(f"per-role GPU groups ({extra['roles']}) with generation on the "
                            "actor's GPUs (HF generate, no vLLM engines): split placement "
                            "needs engine GPUs of its own")
-    method = case.get("method")
     sharding = case.get("sharding") or ("zero3" if fw_name == "deepspeed-chat"
                                         and case["num_gpus"] > 1 else "none")
     if sharding == "megatron" and not for_time:
@@ -363,6 +363,37 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         "compiled": bool(extra.get("compile", False)),
     }
     offload = case.get("offload") or "none"
+    _set_method(case, profile, common, assumed, for_time=for_time)
+    critic = reward = None
+    if workload in ("rm", "dpo"):
+        cfg = TrainConfig(**common, micro_batch_size=_pairs(case), offload=offload,
+                          seq_len=case.get("seq_len") or 2048,
+                          grad_accum=int(extra.get("grad_accum") or 1))
+        if workload == "rm" and not extra.get("pairs_per_micro_batch") \
+                and extra.get("per_device_batch_examples"):
+            assumed.append("each example taken as one pair (ranked replies: more sequences)")
+    elif trainer_only_reading(case):
+        # The reading is of trainer GPUs alone (disaggregated RL: the engines run elsewhere, no
+        # reference model on them): the actor's training step over the case's packed
+        # sequences, the same phases as a training job of that batch.
+        cfg = TrainConfig(**{**common, "workload": "sft"}, micro_batch_size=int(
+            case.get("micro_batch_size") or 1), offload=offload,
+            seq_len=int(case.get("seq_len") or 2048),
+            grad_accum=int(extra.get("grad_accum") or 1))
+        assumed.append("trainer-only GPUs: the actor's training step (no engine, no reference)")
+    else:
+        cfg, critic, reward = _rl_config(case, catalog, resolved.spec, profile, common=common,
+                                         offload=offload, assumed=assumed, for_time=for_time)
+    validate_config(cfg, resolved.spec)
+    return RLCase(cfg, resolved, critic, reward, tuple(assumed),
+                  engine_outside_counter=bool(profile.value("engine_outside_torch")))
+
+
+def _set_method(case: dict[str, Any], profile: Profile, common: dict[str, Any],
+                assumed: list[str], *, for_time: bool) -> None:
+    """The case's method (and LoRA rank and targets) into ``common`` (rl_case); DeepSpeed-Chat
+    runs that state none are read from the benchmark's scripts, as ``assumed`` says."""
+    method, fw_name = case.get("method"), str(case.get("framework"))
     if method is None and fw_name == "deepspeed-chat" and for_time:
         # Table 1 runs (the shipped scripts): --actor_lora_dim 128 without
         # --only_optimize_lora, so every actor weight trains (adapters on top, ~1 % extra).
@@ -382,87 +413,74 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         lora = _lora_defaults(case, profile)
         common.setdefault("lora_rank", lora["lora_rank"])
         common["lora_targets"] = lora["lora_targets"]
+
+
+def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile: Profile, *,
+               common: dict[str, Any], offload: str, assumed: list[str], for_time: bool
+               ) -> tuple[TrainConfig, Any, Any]:
+    """The TrainConfig and (critic, reward) models of a PPO/GRPO case (rl_case); what it
+    assumes is appended to ``assumed``."""
+    extra = case.get("extra") or {}
+    workload, fw_name = str(case.get("workload")), str(case.get("framework"))
     critic = reward = None
-    if workload in ("rm", "dpo"):
-        cfg = TrainConfig(**common, micro_batch_size=_pairs(case), offload=offload,
-                          seq_len=case.get("seq_len") or 2048,
-                          grad_accum=int(extra.get("grad_accum") or 1))
-        if workload == "rm" and not extra.get("pairs_per_micro_batch") \
-                and extra.get("per_device_batch_examples"):
-            assumed.append("each example taken as one pair (ranked replies: more sequences)")
-    elif trainer_only_reading(case):
-        # The reading is of trainer GPUs alone (disaggregated RL: the engines run elsewhere, no
-        # reference model on them): the actor's training step over the case's packed
-        # sequences, the same phases as a training job of that batch.
-        cfg = TrainConfig(**{**common, "workload": "sft"}, micro_batch_size=int(
-            case.get("micro_batch_size") or 1), offload=offload,
-            seq_len=int(case.get("seq_len") or 2048),
-            grad_accum=int(extra.get("grad_accum") or 1))
-        assumed.append("trainer-only GPUs: the actor's training step (no engine, no reference)")
-    else:
-        rl = case.get("rl") or {}
-        if not (rl.get("prompt_len") and rl.get("response_len")):
-            raise PlannerError("rollout lengths unknown")
-        prompt, response = int(rl["prompt_len"]), int(rl["response_len"])
-        seq = prompt + response
-        sp = int(extra.get("ulysses_sp") or case.get("cp") or 1)
-        rl_opts: dict[str, Any] = {
-            "prompt_len": prompt, "response_len": response, "rollout_n": rl.get("rollout_n"),
-            "rollout_tp": int(rl.get("rollout_tp") or 1),
-            "gpu_memory_utilization": rl.get("gpu_memory_utilization"),
-        }
-        spec = resolved.spec
-        if spec.num_kv_heads % rl_opts["rollout_tp"] or \
-                spec.num_attention_heads % rl_opts["rollout_tp"]:
-            # vLLM replicates KV heads when its TP exceeds them; the planner's engine needs a
-            # divisor: the largest one below (more weight per GPU: conservative)
-            tp = max(t for t in range(1, rl_opts["rollout_tp"])
-                     if spec.num_kv_heads % t == 0 and spec.num_attention_heads % t == 0)
-            assumed.append(f"rollout TP {rl_opts['rollout_tp']} over {spec.num_kv_heads} kv "
-                           f"heads -> {tp}")
-            rl_opts["rollout_tp"] = tp
-        if profile.value("idle_offload"):
-            # the framework's offload moves states to the host between phases
-            rl_opts["offload_idle"] = offload == "optimizer+params"
-            offload = "none"
-        mb = case.get("micro_batch_size")
-        if mb is None and extra.get("ppo_max_token_len_per_gpu"):
-            mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)
-            assumed.append(f"dynamic batching: {mb} sequences per micro-step")
-        if fw_name == "deepspeed-chat":
-            per_dev, inf_tp = dschat_script(float(case.get("params_b") or 0), case["num_gpus"])
-            mb = mb or per_dev
-            rl_opts["rollout_tp"] = rl.get("rollout_tp") or inf_tp
-            # one generation batch per iteration: per-device batch x GPUs prompts, at most the
-            # benchmark's 1024 (BenckmarkSetting.md)
-            rl_opts["rollout_batch"] = min(1024, mb * case["num_gpus"])
-            if for_time:
-                # the hybrid engine generates with the actor's own (gathered) weights and drops
-                # them after generation: no engine weights cross PCIe (no vLLM sleep traffic)
-                rl_opts["engine_sleep"] = False
-            critic = reward = _role_model(extra.get("critic_reward_model")
-                                          or "facebook/opt-350m", catalog)
-        if mb is None:
-            mb = 1
-            assumed.append("micro-batch 1 (not stated)")
-        if sp > 1:
-            assumed.append(f"Ulysses SP {sp}: {mb} sequences per DP rank -> "
-                           f"{math.ceil(mb / sp)} per GPU")
-            mb = math.ceil(mb / sp)
-        if extra.get("reward_model"):
-            reward = _role_model(extra["reward_model"], catalog)
-            critic = reward if workload == "ppo" else None
-        if extra.get("critic_model") and workload == "ppo":
-            critic = _role_model(extra["critic_model"], catalog)
-        prompts = (extra.get("train_batch_size_prompts") or extra.get("batch_size_prompts")
-                   or extra.get("train_batch_size"))
-        if prompts and "rollout_batch" not in rl_opts:
-            rl_opts["rollout_batch"] = int(prompts)
-        cfg = TrainConfig(**common, **rl_opts, micro_batch_size=int(mb), offload=offload,
-                          seq_len=seq)
-    validate_config(cfg, resolved.spec)
-    return RLCase(cfg, resolved, critic, reward, tuple(assumed),
-                  engine_outside_counter=bool(profile.value("engine_outside_torch")))
+    rl = case.get("rl") or {}
+    if not (rl.get("prompt_len") and rl.get("response_len")):
+        raise PlannerError("rollout lengths unknown")
+    prompt, response = int(rl["prompt_len"]), int(rl["response_len"])
+    seq = prompt + response
+    sp = int(extra.get("ulysses_sp") or case.get("cp") or 1)
+    rl_opts: dict[str, Any] = {
+        "prompt_len": prompt, "response_len": response, "rollout_n": rl.get("rollout_n"),
+        "rollout_tp": int(rl.get("rollout_tp") or 1),
+        "gpu_memory_utilization": rl.get("gpu_memory_utilization"),
+    }
+    if not spec.splits_heads(rl_opts["rollout_tp"]):
+        # vLLM replicates KV heads when its TP exceeds them; the planner's engine needs a
+        # divisor: the largest one below (more weight per GPU: conservative)
+        tp = tensor_parallel_options(spec, rl_opts["rollout_tp"] - 1)[-1]
+        assumed.append(f"rollout TP {rl_opts['rollout_tp']} over {spec.num_kv_heads} kv "
+                       f"heads -> {tp}")
+        rl_opts["rollout_tp"] = tp
+    if profile.value("idle_offload"):
+        # the framework's offload moves states to the host between phases
+        rl_opts["offload_idle"] = offload == "optimizer+params"
+        offload = "none"
+    mb = case.get("micro_batch_size")
+    if mb is None and extra.get("ppo_max_token_len_per_gpu"):
+        mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)
+        assumed.append(f"dynamic batching: {mb} sequences per micro-step")
+    if fw_name == "deepspeed-chat":
+        per_dev, inf_tp = dschat_script(float(case.get("params_b") or 0), case["num_gpus"])
+        mb = mb or per_dev
+        rl_opts["rollout_tp"] = rl.get("rollout_tp") or inf_tp
+        # one generation batch per iteration: per-device batch x GPUs prompts, at most the
+        # benchmark's 1024 (BenckmarkSetting.md)
+        rl_opts["rollout_batch"] = min(1024, mb * case["num_gpus"])
+        if for_time:
+            # the hybrid engine generates with the actor's own (gathered) weights and drops
+            # them after generation: no engine weights cross PCIe (no vLLM sleep traffic)
+            rl_opts["engine_sleep"] = False
+        critic = reward = _role_model(extra.get("critic_reward_model")
+                                      or "facebook/opt-350m", catalog)
+    if mb is None:
+        mb = 1
+        assumed.append("micro-batch 1 (not stated)")
+    if sp > 1:
+        assumed.append(f"Ulysses SP {sp}: {mb} sequences per DP rank -> "
+                       f"{math.ceil(mb / sp)} per GPU")
+        mb = math.ceil(mb / sp)
+    if extra.get("reward_model"):
+        reward = _role_model(extra["reward_model"], catalog)
+        critic = reward if workload == "ppo" else None
+    if extra.get("critic_model") and workload == "ppo":
+        critic = _role_model(extra["critic_model"], catalog)
+    prompts = (extra.get("train_batch_size_prompts") or extra.get("batch_size_prompts")
+               or extra.get("train_batch_size"))
+    if prompts and "rollout_batch" not in rl_opts:
+        rl_opts["rollout_batch"] = int(prompts)
+    cfg = TrainConfig(**common, **rl_opts, micro_batch_size=int(mb), offload=offload,
+                      seq_len=seq)
+    return cfg, critic, reward
 
 
 def _predicted_gib(est: MemoryEstimate, measured_as: str | None) -> float:

@@ -57,7 +57,7 @@ from planner.memory import (
 )
 from planner.params import count_params
 from planner.request import TrainConfig, format_role_gpus, rollout_gpu_count, split_role_names
-from planner.specs import GpuSpec, ModelSpec
+from planner.specs import GpuSpec, ModelSpec, gpus_per_host
 
 ROLLOUT_PHASE = "rollout"
 ENGINE_GROUP = "engine GPUs"
@@ -564,7 +564,7 @@ def estimate_memory(
         full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
     else:
         full_terms = dict(terms)
-    host = workload_host_ram(model, cfg, gpus_per_node or gpu.max_gpus_per_node, precision,
+    host = workload_host_ram(model, cfg, gpus_per_node or gpus_per_host(gpu, None), precision,
                              critic=critic, reward=reward)
     per_phase = {name: reserved_bytes(t) + device_overhead_bytes(cfg.num_gpus)
                  for name, t in phases.items()}

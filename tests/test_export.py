@@ -540,3 +540,28 @@ def test_unknown_lora_target_in_a_saved_plan_is_one_line(sft):
     doc["config"]["lora_targets"] = ["qq"]
     with pytest.raises(PlannerError, match="lora_targets"):
         export_plan(doc, "torchrun")
+
+
+def test_lora_alpha_follows_the_rank_in_every_format(sft, grpo):
+    """Every launch writes TrainConfig.lora_alpha (2 x rank): rank 8 gives alpha 16 (the default
+    rank 16 would give 32)."""
+    p, rl = variant(sft, lora_rank=8), variant(grpo, lora_rank=8)
+    assert p.config.lora_alpha == rl.config.lora_alpha == 16
+    assert flag(argv(export_plan(p, "torchrun").text), "--lora_alpha") == "16"
+    assert yaml.safe_load(export_plan(p, "llamafactory").text)["lora_alpha"] == 16
+    assert flag(argv(export_plan(p, "openrlhf@0.8").text), "--lora_alpha") == "16"
+    assert hydra(export_plan(rl, "verl").text)["actor_rollout_ref.model.lora_alpha"] == "16"
+
+
+def test_a_plan_and_its_saved_document_give_the_same_job(sft, grpo):
+    """A typed Plan is exported from its own values; the saved `plan --json` of it is parsed
+    into the same Job (the vLLM fraction: the engine's need rounded up, in both)."""
+    from planner.export import job_of
+
+    for p in (sft, grpo, variant(grpo, gpu_memory_utilization=None)):
+        saved = json.loads(to_json(plan_doc(PlanResult(status="optimal", plan=p))))
+        assert job_of(p) == job_of(saved)
+    open_u = job_of(variant(grpo, gpu_memory_utilization=None))
+    need = grpo.memory.engine_utilization
+    assert need is not None and open_u.engine_utilization >= need
+    assert open_u.engine_utilization - need < 0.01 and job_of(grpo).engine_utilization == 0.4

@@ -94,7 +94,7 @@ def test_pareto_points_honour_the_pins():
 ], ids=lambda kw: kw["model"])
 def test_check_prices_a_rental_as_plan_does(kw):
     """planner check --pricing rent of a rental plan's own configuration gives its hours and
-    cost (both on the provider's host: api.job_platform)."""
+    cost (both on the provider's host: resolve.job_platform)."""
     req = PlanRequest(**kw)
     p = plan(req, CAT).plan
     doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=CAT, pricing="rent",

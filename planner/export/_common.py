@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from planner.catalog import load_catalog
 from planner.errors import PlannerError
 from planner.inputs import FieldErrors, check_tree, short
-from planner.render import plan_doc
+from planner.memory import engine_utilization_to_set
 from planner.request import PRECISIONS, TrainConfig, validate_config
 from planner.result import Plan, PlanResult
 from planner.schema import SCHEMA_VERSION
@@ -57,8 +57,7 @@ class Job:
     @property
     def label(self) -> str:
         c = self.cfg
-        method = f"{c.method} r{c.rank}" if c.is_peft else c.method
-        return (f"{self.model} {c.workload} ({method}) on {self.num_gpus} x {self.gpu}, "
+        return (f"{self.model} {c.workload} ({c.method_label}) on {self.num_gpus} x {self.gpu}, "
                 f"{self.num_hosts} node(s)")
 
 
@@ -94,17 +93,41 @@ class _Out:
 # Plan documents
 # ---------------------------------------------------------------------------------------------
 def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> Job:
-    """The Job of a Plan, PlanResult or plan JSON document; bad documents are one-line errors."""
+    """The Job of a Plan, PlanResult, Job or plan JSON document (a saved `planner plan --json`,
+    parsed here once); bad documents are one-line errors."""
+    if isinstance(plan, Job):
+        return plan
     if isinstance(plan, PlanResult):
         if plan.plan is None:
             raise PlannerError(f"the plan result has no plan (status {plan.status}): "
                                "nothing to export")
         plan = plan.plan
     if isinstance(plan, Plan):
-        plan = plan_doc(PlanResult(status="optimal", plan=plan))["plan"]
+        return _job_of_plan(plan, model_path=model_path, catalog=catalog)
     if not isinstance(plan, Mapping):
         raise PlannerError(f"cannot export a {type(plan).__name__}: give a Plan, a PlanResult "
                            "or a `planner plan --json` document")
+    return _job_of_doc(plan, model_path=model_path, catalog=catalog)
+
+
+def _job_of_plan(plan: Plan, *, model_path: str | None, catalog: Any) -> Job:
+    """The Job of a typed Plan: its values as the models computed them (no rendering)."""
+    cfg = plan.config
+    _consistent(plan.num_gpus, cfg)
+    spec = _model_spec(plan.model, catalog)
+    if spec is not None:  # a Plan built or edited by hand: the same structural checks as `check`
+        validate_config(cfg, spec)
+    return Job(
+        model=plan.model, model_path=_model_path(plan.model, spec, model_path), gpu=plan.gpu,
+        num_gpus=plan.num_gpus, num_hosts=plan.num_hosts, cfg=cfg,
+        precision=plan.memory.precision or cfg.precision,
+        engine_utilization=engine_utilization_to_set(cfg, plan.memory),
+        reward_model=_has_reward_model(cfg, plan.memory.phases),
+    )
+
+
+def _job_of_doc(plan: Mapping, *, model_path: str | None, catalog: Any) -> Job:
+    """The Job of a plan JSON document, checked field by field."""
     doc = check_tree(plan, what="plan document")  # the file boundary's bounds, from any caller
     version = doc.get("schema_version", SCHEMA_VERSION)
     if isinstance(version, bool) or not isinstance(version, int) or \
@@ -134,9 +157,7 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
         raise PlannerError(f"plan config{loc} {short(err.get('input'))}: {err['msg'].lower()}"
                            ) from None
     num_gpus, num_hosts = _positive(doc, "num_gpus"), _positive(doc, "num_hosts")
-    if num_gpus != cfg.num_gpus:
-        raise PlannerError(f"plan num_gpus {num_gpus} differs from its config's "
-                           f"{cfg.num_gpus}: the document was edited inconsistently")
+    _consistent(num_gpus, cfg)
     memory, rl = _member(doc, "memory"), _member(doc, "rl")
     precision = memory.get("precision") or cfg.precision
     if precision not in PRECISIONS:
@@ -151,13 +172,28 @@ def job_of(plan: Any, *, model_path: str | None = None, catalog: Any = None) -> 
     if spec is not None:  # a hand-edited document: the same structural checks as `check`
         validate_config(cfg, spec)
     return Job(
-        model=str(doc["model"]),
-        model_path=model_path or (spec.hf_repo if spec and spec.hf_repo else str(doc["model"])),
+        model=str(doc["model"]), model_path=_model_path(str(doc["model"]), spec, model_path),
         gpu=str(doc["gpu"]), num_gpus=num_gpus, num_hosts=num_hosts, cfg=cfg,
         precision=precision,
         engine_utilization=None if u is None else float(u),
-        reward_model=cfg.workload == "ppo" or any(str(k).startswith("reward") for k in phases),
+        reward_model=_has_reward_model(cfg, phases),
     )
+
+
+def _consistent(num_gpus: int, cfg: TrainConfig) -> None:
+    if num_gpus != cfg.num_gpus:
+        raise PlannerError(f"plan num_gpus {num_gpus} differs from its config's "
+                           f"{cfg.num_gpus}: the document was edited inconsistently")
+
+
+def _model_path(model: str, spec: ModelSpec | None, given: str | None) -> str:
+    """What the launch loads: the path given, else the model's HF repo, else its catalog id."""
+    return given or (spec.hf_repo if spec and spec.hf_repo else model)
+
+
+def _has_reward_model(cfg: TrainConfig, phases: Mapping) -> bool:
+    """A reward model is one of the plan's roles: PPO, or a reward phase in its memory."""
+    return cfg.workload == "ppo" or any(str(k).startswith("reward") for k in phases)
 
 
 def _member(doc: Mapping, key: str, *, where: str = "plan ") -> Mapping:

@@ -93,9 +93,8 @@ def export_deepspeed(job: Job, out: _Out) -> ExportResult:
         out.note(f"optimizer {cfg.optimizer}: created by the training script (HF optim "
                  f"{_hf_optim(cfg, out)!r}), not by this file")
     attn = "flash attention" if cfg.flash_attention else "eager attention"
-    method = f"{cfg.method} r{cfg.rank}" if cfg.is_peft else cfg.method
-    out.note(f"set in the training script, not in this file: method {method}, sequence length "
-             f"{cfg.seq_len}, {attn}"
+    out.note(f"set in the training script, not in this file: method {cfg.method_label}, "
+             f"sequence length {cfg.seq_len}, {attn}"
              + (", chunked loss" if cfg.chunked_loss else "")
              + (", torch.compile" if cfg.compiled else "")
              + (", precomputed reference log-probs" if cfg.precompute_ref else ""))

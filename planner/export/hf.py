@@ -91,7 +91,7 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
     ]
     if cfg.is_peft:
         targets = _lora_targets(cfg)
-        pairs += [("--use_peft", "True"), ("--lora_r", cfg.rank), ("--lora_alpha", 2 * cfg.rank),
+        pairs += [("--use_peft", "True"), ("--lora_r", cfg.rank), ("--lora_alpha", cfg.lora_alpha),
                   ("--lora_target_modules", targets or ["all-linear"]),
                   ("--use_dora", "True" if cfg.method == "dora" else None)]
         if cfg.method == "qlora":

@@ -58,7 +58,7 @@ def export_llamafactory(job: Job, out: _Out) -> ExportResult:
                               "finetuning_type": "lora" if cfg.is_peft else cfg.method}
     if cfg.is_peft:
         targets = _lora_targets(cfg)
-        method.update({"lora_rank": cfg.rank, "lora_alpha": 2 * cfg.rank,
+        method.update({"lora_rank": cfg.rank, "lora_alpha": cfg.lora_alpha,
                        "lora_target": "all" if targets is None else ",".join(targets)})
         if cfg.method == "dora":
             method["use_dora"] = True

@@ -86,7 +86,7 @@ def _openrlhf_common(job: Job, out: _Out) -> list[tuple[str, Any]]:
     ]
     if cfg.is_peft:
         targets = _lora_targets(cfg)
-        flags += [("--lora_rank", cfg.rank), ("--lora_alpha", 2 * cfg.rank),
+        flags += [("--lora_rank", cfg.rank), ("--lora_alpha", cfg.lora_alpha),
                   ("--target_modules", targets or ["all-linear"]),
                   ("--load_in_4bit", cfg.method == "qlora")]
         if cfg.method == "dora":

@@ -55,6 +55,26 @@ def _verl_mini_batch(job: Job, out: _Out) -> int:
 
 def export_verl(job: Job, out: _Out) -> ExportResult:
     cfg = job.cfg
+    _verl_refusals(job, out)
+    o = [*_verl_actor(job, out), *_verl_rollout(job, out), *_verl_precision(job, out)]
+    if cfg.workload == "ppo":
+        o += _verl_critic(job)
+    o += [("algorithm.use_kl_in_reward", cfg.workload == "ppo" and cfg.reference)]
+    o += _verl_reward(job, out)
+    o += [("trainer.n_gpus_per_node", job.per_node), ("trainer.nnodes", job.num_hosts)]
+    _verl_warnings(job, out)
+    env = ["TRAIN_FILES", "VAL_FILES"] + (["REWARD_MODEL"] if job.reward_model else [])
+    groups = [[f"{k}={_hydra(v)}"] for k, v in o]
+    comments = ("Multi-node: start a Ray cluster over the nodes first; run this on the head.",) \
+        if job.num_hosts > 1 else ()
+    text = _script(job, out, _command(["python3", "-m", "verl.trainer.main_ppo"], groups),
+                   env=tuple(env), comments=comments)
+    return out.result(text, "run_verl.sh")
+
+
+def _verl_refusals(job: Job, out: _Out) -> None:
+    """What verl's main_ppo cannot run: one-line refusals naming the format to use instead."""
+    cfg = job.cfg
     if not cfg.is_rl:
         out.refuse(f"{cfg.workload} (verl's main_ppo trains PPO/GRPO)",
                    "use --format deepspeed, accelerate, torchrun or llamafactory")
@@ -75,7 +95,13 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
     if job.num_gpus % job.num_hosts:
         out.refuse(f"{job.num_gpus} GPUs on {job.num_hosts} nodes (verl needs the same GPUs per "
                    "node)", "re-plan with --num-gpus a multiple of the nodes")
-    a, r, m = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.model"
+
+
+def _verl_actor(job: Job, out: _Out) -> list[tuple[str, Any]]:
+    """Data, model and actor overrides: batches, checkpointing, LoRA, KL loss, optimizer and
+    offload."""
+    cfg = job.cfg
+    a, m = "actor_rollout_ref.actor", "actor_rollout_ref.model"
     grpo = cfg.workload == "grpo"
     mini = _verl_mini_batch(job, out)
     ckpt = cfg.checkpointing != "none"
@@ -93,7 +119,7 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
     ]
     if cfg.is_peft:
         targets = _lora_targets(cfg)
-        o += [(f"{m}.lora_alpha", 2 * cfg.rank),
+        o += [(f"{m}.lora_alpha", cfg.lora_alpha),
               (f"{m}.target_modules", "all-linear" if targets is None
                else "[" + ",".join(targets) + "]")]
     o += [
@@ -115,7 +141,15 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
         if cfg.offload == "optimizer":
             out.warn("verl's FSDP2 CPU offload (offload_policy) also moves parameters and "
                      "gradients (no optimizer-only offload): less GPU memory, slower than planned")
-    o += [
+    return o
+
+
+def _verl_rollout(job: Job, out: _Out) -> list[tuple[str, Any]]:
+    """Reference and vLLM rollout overrides: log-prob batches, engine TP, samples, memory."""
+    cfg = job.cfg
+    r = "actor_rollout_ref.rollout"
+    idle = cfg.offload_idle
+    o: list[tuple[str, Any]] = [
         ("actor_rollout_ref.ref.fsdp_config.param_offload", idle),
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", cfg.logprob_batch),
         (f"{r}.name", "vllm"),
@@ -131,27 +165,20 @@ def export_verl(job: Job, out: _Out) -> ExportResult:
     else:
         out.warn("the plan has no engine memory fraction: verl's default "
                  "gpu_memory_utilization (0.5) is left in place")
-    o += _verl_precision(job, out)
-    if cfg.workload == "ppo":
-        o += _verl_critic(job)
-    o += [("algorithm.use_kl_in_reward", cfg.workload == "ppo" and cfg.reference)]
-    if job.reward_model:  # verl 0.9 scores with the reward model on an inference engine
-        rm = "reward.reward_model"
-        o += [(f"{rm}.enable", True), (f"{rm}.model_path", "$REWARD_MODEL"),
-              (f"{rm}.rollout.name", "vllm"),
-              (f"{rm}.rollout.tensor_model_parallel_size", cfg.rollout_tp)]
-        out.warn("verl 0.9 scores with the reward model on a vLLM engine of its own (reward."
-                 "reward_model.rollout), not the FSDP forward the plan sized: set its "
-                 "gpu_memory_utilization to what the GPUs have left")
-    o += [("trainer.n_gpus_per_node", job.per_node), ("trainer.nnodes", job.num_hosts)]
-    _verl_warnings(job, out)
-    env = ["TRAIN_FILES", "VAL_FILES"] + (["REWARD_MODEL"] if job.reward_model else [])
-    groups = [[f"{k}={_hydra(v)}"] for k, v in o]
-    comments = ("Multi-node: start a Ray cluster over the nodes first; run this on the head.",) \
-        if job.num_hosts > 1 else ()
-    text = _script(job, out, _command(["python3", "-m", "verl.trainer.main_ppo"], groups),
-                   env=tuple(env), comments=comments)
-    return out.result(text, "run_verl.sh")
+    return o
+
+
+def _verl_reward(job: Job, out: _Out) -> list[tuple[str, Any]]:
+    """The reward model's overrides, where the plan has one."""
+    if not job.reward_model:
+        return []
+    rm = "reward.reward_model"  # verl 0.9 scores with the reward model on an inference engine
+    out.warn("verl 0.9 scores with the reward model on a vLLM engine of its own (reward."
+             "reward_model.rollout), not the FSDP forward the plan sized: set its "
+             "gpu_memory_utilization to what the GPUs have left")
+    return [(f"{rm}.enable", True), (f"{rm}.model_path", "$REWARD_MODEL"),
+            (f"{rm}.rollout.name", "vllm"),
+            (f"{rm}.rollout.tensor_model_parallel_size", job.cfg.rollout_tp)]
 
 
 def _hydra(value: Any) -> str:
