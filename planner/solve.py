@@ -10,7 +10,7 @@ catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer host
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from planner import efficiency as eff
 from planner.catalog import Catalog, load_catalog
@@ -42,25 +42,75 @@ from planner.stages import (
 PARETO_STEP = 0.01  # each Pareto point is at least 1 % faster than the previous one
 
 
+@dataclass(frozen=True)
+class _Solved:
+    """A request's optimum before its explanations: the space, the solver's answer (None:
+    infeasible) and the re-checked plan."""
+
+    space: PlanSpace
+    solved: Solved | None
+    plan: Plan | None
+
+
+def _solve(request: PlanRequest, catalog: Catalog) -> _Solved | PlanResult:
+    """The optimum, re-checked; a PlanResult when the time limit stops the search first."""
+    space = build_space(request, catalog)
+    try:
+        solved = solve_lexicographic(space, request.time_limit_s)
+    except SolveTimeout:
+        return PlanResult(status="unknown", plan=None, notes=(
+            f"time limit {request.time_limit_s:g} s reached before any plan was found: no plan "
+            "and no proof that none exists; raise --time-limit",))
+    return _Solved(space, solved, None if solved is None else _checked(space, solved))
+
+
+def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResult
+               ) -> PlanResult:
+    """The answer with what the output shows: the rules that bind, the alternatives and the
+    notes of a plan; the conflicts and smallest fixes of an infeasible request."""
+    if isinstance(found, PlanResult):
+        return found
+    space, solved, result = found.space, found.solved, found.plan
+    if solved is None or result is None:
+        conflicting = (timed_conflicts(space, catalog) if needs_timing(request)
+                       else conflicts(space, catalog))
+        notes = ("not offered: " + "; ".join(space.unoffered),) if space.unoffered else ()
+        return PlanResult(status="infeasible", plan=None, conflicts=tuple(conflicting),
+                          notes=notes)
+    notes = []
+    if solved.status != "optimal":
+        notes.append("time limit reached: best plan found, not proven optimal")
+    if result.config.offload != "none" and request.offload == "auto":
+        notes.append(_offload_note(request, catalog, result))
+    if result.config.pp > 1 and result.num_hosts > 1:
+        notes.append(_pipeline_note(request, catalog, result))
+    return PlanResult(status=solved.status, plan=result,
+                      binding=tuple(binding_rules(space, result)),
+                      alternatives=tuple(alternatives(space, result)), notes=tuple(notes))
+
+
 def _plan_any_framework(request: PlanRequest, catalog: Catalog) -> PlanResult:
     """The best plan over the candidate frameworks of the workload, by the request's objective
-    (cost, then time; or time, then cost), with a note naming the choice and the runners-up."""
-    results = []
+    (cost, then time; or time, then cost), with a note naming the choice and the runners-up.
+    Only the chosen framework's plan is explained (binding rules, alternatives, notes), and
+    with no plan anywhere only the default framework's conflicts: the output shows no other."""
+    results: dict[str, _Solved | PlanResult] = {}
     for fid in auto_candidates(catalog, request.workload):
         try:
-            results.append((fid, plan(request.model_copy(update={"framework": fid}), catalog)))
+            results[fid] = _solve(request.model_copy(update={"framework": fid}), catalog)
         except PlannerError:
             continue  # the framework runs none of the requested layouts
-    found = [(fid, r) for fid, r in results if r.plan is not None]
+    found = [(fid, r) for fid, r in results.items()
+             if isinstance(r, _Solved) and r.plan is not None]
     if not found:
         default = DEFAULT_FRAMEWORK[request.workload]
-        result = dict(results).get(default) or plan(
-            request.model_copy(update={"framework": default}), catalog)
+        asked = request.model_copy(update={"framework": default})
+        result = _explained(asked, catalog, results.get(default) or _solve(asked, catalog))
         return replace(result, notes=(*result.notes, "framework auto: no candidate framework "
-                                      f"({', '.join(f for f, _ in results)}) has a plan; the "
+                                      f"({', '.join(results)}) has a plan; the "
                                       f"default's ({default}) conflicts shown"))
 
-    def key(item: tuple[str, PlanResult]) -> tuple[float, float]:
+    def key(item: tuple[str, _Solved]) -> tuple[float, float]:
         p = item[1].plan
         return (p.time_hours, p.cost_usd) if request.objective == "time" else (p.cost_usd,
                                                                               p.time_hours)
@@ -72,42 +122,21 @@ def _plan_any_framework(request: PlanRequest, catalog: Catalog) -> PlanResult:
     best_of = "fastest" if request.objective == "time" else "cheapest"
     why = (f"framework auto: {best_id}, the {best_of} of {len(found)} candidate framework(s) "
            "with a plan" + (f" (next: {others})" if others else ""))
-    return replace(best, notes=(*best.notes, why))
+    result = _explained(request.model_copy(update={"framework": best_id}), catalog, best)
+    return replace(result, notes=(*result.notes, why))
 
 
 def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     """The optimal plan for ``request``, re-checked, with the rules that bind; infeasible
     requests get their conflicting requirements and the smallest fixes. ``--framework auto``
     plans on every candidate framework (frameworks.auto_candidates) and keeps the best."""
-    if request.framework == "auto":
-        return _plan_any_framework(request, catalog or load_catalog())
     if request.objective == "time" and request.budget_usd is None and request.num_gpus is None:
         raise PlannerError("--objective time needs --budget (or --num-gpus): without a limit "
                            "the fastest plan uses every GPU allowed")
     catalog = catalog or load_catalog()
-    space = build_space(request, catalog)
-    try:
-        solved = solve_lexicographic(space, request.time_limit_s)
-    except SolveTimeout:
-        return PlanResult(status="unknown", plan=None, notes=(
-            f"time limit {request.time_limit_s:g} s reached before any plan was found: no plan "
-            "and no proof that none exists; raise --time-limit",))
-    if solved is None:
-        found = (timed_conflicts(space, catalog) if needs_timing(request)
-                 else conflicts(space, catalog))
-        notes = ("not offered: " + "; ".join(space.unoffered),) if space.unoffered else ()
-        return PlanResult(status="infeasible", plan=None, conflicts=tuple(found), notes=notes)
-    result = _checked(space, solved)
-    notes = []
-    if solved.status != "optimal":
-        notes.append("time limit reached: best plan found, not proven optimal")
-    if result.config.offload != "none" and request.offload == "auto":
-        notes.append(_offload_note(request, catalog, result))
-    if result.config.pp > 1 and result.num_hosts > 1:
-        notes.append(_pipeline_note(request, catalog, result))
-    return PlanResult(status=solved.status, plan=result,
-                      binding=tuple(binding_rules(space, result)),
-                      alternatives=tuple(alternatives(space, result)), notes=tuple(notes))
+    if request.framework == "auto":
+        return _plan_any_framework(request, catalog)
+    return _explained(request, catalog, _solve(request, catalog))
 
 
 def _offload_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:

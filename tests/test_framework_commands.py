@@ -119,6 +119,24 @@ def test_plan_framework_auto_says_which_and_why(capsys):
     assert code == 2 and "only" in err
 
 
+def test_plan_framework_auto_explains_only_the_chosen_plan(monkeypatch):
+    """Issue 15: explanations only where the output shows them. --framework auto solves every
+    candidate framework but explains (binding rules, alternatives) the chosen plan alone, and
+    gives the same answer as planning on that framework."""
+    from planner import solve
+
+    calls = []
+    real = solve.binding_rules
+    monkeypatch.setattr(solve, "binding_rules",
+                        lambda space, p: calls.append(space.request.framework) or real(space, p))
+    auto = plan(PlanRequest(model="7b", budget_usd=3000, framework="auto"), CAT)
+    chosen = auto.plan.config.framework
+    assert calls == [chosen]
+    alone = plan(PlanRequest(model="7b", budget_usd=3000, framework=chosen), CAT)
+    assert alone.plan == auto.plan and alone.binding == auto.binding
+    assert alone.alternatives == auto.alternatives
+
+
 def test_choose_prefers_frameworks_with_their_own_measured_efficiency():
     tp = choose(CAT, TrainConfig(num_gpus=8, tp=2, pp=2))
     assert tp.profile.id == "megatron-lm" and tp.stack == "megatron"
