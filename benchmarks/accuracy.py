@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from planner import render
-from planner.catalog import load_catalog
-from planner.validate import validate_file
-from planner.validate_throughput import validate_throughput_file
+from planner.catalog.load import load_catalog
+from planner.outputs import render
+from planner.validation.validate import validate_file
+from planner.validation.validate_throughput import validate_throughput_file
 
 DEFAULT = Path(__file__).resolve().parents[1] / "validation"
 

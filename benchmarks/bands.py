@@ -1,11 +1,11 @@
-"""The error bands of planner/bands.yaml, from leave-one-source-out errors (issue 18 item 4).
+"""The error bands of planner/models/bands.yaml, from leave-one-source-out errors (issue 18 item 4).
 
     python benchmarks/bands.py [--write] [VALIDATION_DIR]
 
 Each usable case is predicted with every fitted constant refitted without its own source
 (loso.loso); its relative error joins its group (bands.memory_group, bands.throughput_group).
-A group's band spans the smallest to the largest of those errors (planner.bands). Coverage: every
-usable case's measured value is tested against the band built from the errors of the other
+A group's band spans the smallest to the largest of those errors (planner.models.bands). Coverage:
+every usable case's measured value is tested against the band built from the errors of the other
 sources' cases of its group (or of its kind, where the group is small), the band a user would
 have been given before that source was known.
 """
@@ -24,8 +24,8 @@ import yaml  # noqa: E402
 from fit import DEFAULT_DIR, load  # noqa: E402
 from loso import loso, source_key  # noqa: E402
 
-from planner.bands import BANDS_FILE, MIN_CASES, memory_group, throughput_group  # noqa: E402
-from planner.catalog import load_catalog  # noqa: E402
+from planner.catalog.load import load_catalog  # noqa: E402
+from planner.models.bands import BANDS_FILE, MIN_CASES, memory_group, throughput_group  # noqa: E402
 
 
 def errors(report: dict[str, Any], cases: Any) -> dict[str, list[tuple[str, str, float, float,

@@ -1,5 +1,5 @@
 """Differential test of the planner: random requests, its optimum against an independent
-enumeration built with `check`'s own functions (planner.reference), not from PlanSpace.
+enumeration built with `check`'s own functions (planner.validation.reference), not from PlanSpace.
 
 Usage: python benchmarks/differential.py [N] [SEED]     # default 300 requests, seed 2026
 Prints one line per disagreement and a summary: requests, how many carry pins (num-gpus,
@@ -15,9 +15,9 @@ import sys
 import time
 from collections import Counter
 
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
 from planner.errors import PlannerError
-from planner.reference import differential, pinned, random_request
+from planner.validation.reference import differential, pinned, random_request
 
 
 def kind(v) -> str:

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit import DEFAULT_DIR, Cases, Fit, applied, fit_constants, fitted_ids, load  # noqa: E402
 
-from planner.catalog import Catalog, load_catalog  # noqa: E402
-from planner.validate import CaseResult, predict_case, summarise  # noqa: E402
-from planner.validate_throughput import (  # noqa: E402
+from planner.catalog.load import Catalog, load_catalog  # noqa: E402
+from planner.validation.validate import CaseResult, predict_case, summarise  # noqa: E402
+from planner.validation.validate_throughput import (  # noqa: E402
     RL_ENGINE_STACK,
     ThroughputResult,
     error_stats,

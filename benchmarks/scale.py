@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
 
 SEED = 6
 PERTURB = (0.7, 1.3)
@@ -71,10 +71,10 @@ def _peak_rss_mib() -> float:
 
 def run_case(name: str, folder: Path, max_gpus: int) -> dict[str, object]:
     """One request in this process: timings, result and peak RSS."""
-    from planner.request import PlanRequest
-    from planner.solve import plan
-    from planner.space import build_space
-    from planner.stages import solve_lexicographic
+    from planner.catalog.request import PlanRequest
+    from planner.solver.solve import plan
+    from planner.solver.space import build_space
+    from planner.solver.stages import solve_lexicographic
 
     catalog = load_catalog([folder])
     doc: dict[str, object] = {"case": name, "gpu_types": len(catalog.gpus)}

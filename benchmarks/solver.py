@@ -4,8 +4,8 @@
 Usage: python benchmarks/solver.py [--rl-only]  (RL rows say whether they meet the <= 3 s bar)
 For representative SFT requests prints, measured in this one run: space building (memory tables
 and candidate rows), the CP-SAT solve (cost stage + tie-break chain), the exhaustive
-enumeration of the same space (planner.oracle), their ratio, agreement of the optimum. Then for
-each CLI request (SFT and RL: PPO and GRPO, cost and time objectives, auto rank and optimizer,
+enumeration of the same space (planner.solver.oracle), their ratio, agreement of the optimum. Then
+for each CLI request (SFT and RL: PPO and GRPO, cost and time objectives, auto rank and optimizer,
 split placement) the whole `planner plan --json` process (best of two runs), and where a
 plan() call inside one process spends its time: memory tables, candidate rows and their numpy
 columns and bounds (pre-filtering), step times of the throughput model, CP-SAT solves, the rest
@@ -19,11 +19,11 @@ import subprocess
 import sys
 import time
 
-from planner.catalog import load_catalog
-from planner.oracle import enumerate_best
-from planner.request import PlanRequest
-from planner.space import build_space
-from planner.stages import solve_lexicographic
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
+from planner.solver.oracle import enumerate_best
+from planner.solver.space import build_space
+from planner.solver.stages import solve_lexicographic
 
 REQUESTS = [
     dict(model="7b", budget_usd=3000),
@@ -94,8 +94,9 @@ def split_of(args: str) -> dict[str, float]:
 
     from ortools.sat.python import cp_model
 
-    from planner import cli, solve
-    from planner import space as sp
+    from planner import cli
+    from planner.solver import solve
+    from planner.solver import space as sp
 
     clock = _Clock()
     clock.wrap(solve, "plan", "plan()")

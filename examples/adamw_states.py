@@ -11,7 +11,7 @@ Run: python examples/adamw_states.py
 """
 
 from planner import TrainConfig, check, load_catalog
-from planner.params import count_params
+from planner.catalog.params import count_params
 
 GB = 1e9
 

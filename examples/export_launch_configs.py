@@ -18,8 +18,8 @@ from pathlib import Path
 
 from planner import PlanRequest, plan
 from planner.errors import PlannerError
-from planner.export import FORMATS, export_plan
-from planner.result import PlanResult
+from planner.outputs.export import FORMATS, export_plan
+from planner.solver.result import PlanResult
 
 SFT = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-4090",), method="lora")
 GRPO = PlanRequest(model="qwen2.5-0.5b", workload="grpo", gpus=("rtx-4090",), method="lora",

@@ -16,8 +16,8 @@ Run: python examples/oom_diagnosis.py
 """
 
 from planner import TrainConfig, check, load_catalog
-from planner.cost import define_job
 from planner.fixes import Change, evaluate_all, rank, smallest_fixes
+from planner.models.cost import define_job
 
 MODEL, GPU = "llama-3.1-8b", "a100-80gb-sxm"
 BASE = TrainConfig(method="full", optimizer="adamw", num_gpus=4, seq_len=4096,

@@ -21,7 +21,7 @@ Run: python examples/rl_sizing.py
 """
 
 from planner import PlanRequest, TrainConfig, check, load_catalog, pareto, plan
-from planner.request import rollout_gpu_count
+from planner.catalog.request import rollout_gpu_count
 
 GPUS = ("h100-sxm", "a100-80gb-sxm", "rtx-4090")
 RL = dict(model="qwen2.5-7b", prompt_len=512, response_len=1024, rollout_batch=256, gpus=GPUS,

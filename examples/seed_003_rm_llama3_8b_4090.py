@@ -19,8 +19,8 @@ Run: python examples/seed_003_rm_llama3_8b_4090.py
 """
 
 from planner import TrainConfig, load_catalog
+from planner.catalog.params import count_params
 from planner.cli import run
-from planner.cost import Job
 from planner.fixes import (
     Change,
     FixResult,
@@ -29,8 +29,8 @@ from planner.fixes import (
     largest_fitting,
     smallest_fixes,
 )
-from planner.params import count_params
-from planner.workloads import value_model
+from planner.models.cost import Job
+from planner.models.workloads import value_model
 
 MODEL, GPU, PAIRS, GIB = "llama-3-8b", "rtx-4090", 50_000, 2**30
 BASE = TrainConfig(workload="rm", method="full", num_gpus=6, zero_stage=3, checkpointing="none",

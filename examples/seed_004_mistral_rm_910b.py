@@ -12,11 +12,11 @@ Run: python examples/seed_004_mistral_rm_910b.py
 """
 
 from planner import TrainConfig, load_catalog
+from planner.catalog.params import count_params
 from planner.cli import run
-from planner.cost import Job
 from planner.fixes import Change, evaluate, evaluate_all, rank
-from planner.params import count_params
-from planner.workloads import value_model
+from planner.models.cost import Job
+from planner.models.workloads import value_model
 
 MODEL, GPU, GB, GIB = "mistral-7b", "ascend-910b", 1e9, 2**30
 PAIRS = 40_000

@@ -2,8 +2,8 @@
 
 The seed (a nanochat-style chat RL script: device_batch_size, examples_per_step, num_samples)
 proposes doubling or tripling its settings and estimates the memory by hand. Here the same job
-is tuned with ``planner.tune`` and the seed's configurations and arithmetic are recomputed with
-the planner's memory model.
+is tuned with ``planner.solver.tune`` and the seed's configurations and arithmetic are recomputed
+with the planner's memory model.
 
 The seed's model has 16 layers, hidden size 1024 and 8 heads of 128 (nanochat d16). No catalog
 model has that shape (llama-3.2-1b: 16 x 2048, opt-350m: 24 x 1024), so it is described by a
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from planner import TrainConfig, check, load_catalog, tune
 from planner.cli import run
-from planner.memory import (
+from planner.models.memory import (
     GIB,
     activation_bytes,
     gradient_bytes,
@@ -39,8 +39,8 @@ from planner.memory import (
     optimizer_state_bytes,
     weight_bytes,
 )
-from planner.throughput import kv_bytes_per_token
-from planner.tune import Pins
+from planner.models.throughput import kv_bytes_per_token
+from planner.solver.tune import Pins
 
 D16 = {"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 8,
        "num_key_value_heads": 8, "num_hidden_layers": 16, "intermediate_size": 4096,

@@ -9,13 +9,13 @@ OR-Tools on first use.
 from typing import Any
 
 from planner.api import check
-from planner.catalog import Catalog, load_catalog
+from planner.catalog.load import Catalog, load_catalog
+from planner.catalog.request import PlanRequest, TrainConfig
 from planner.errors import CatalogError, PlannerError, UnknownNameError
 from planner.inputs import FieldErrors, InputError
-from planner.request import PlanRequest, TrainConfig
-from planner.result import Binding, Conflict, Plan, PlanResult
-from planner.schema import SCHEMA_VERSION, json_schema
-from planner.tune import Pins, TuneResult, tune
+from planner.outputs.schema import SCHEMA_VERSION, json_schema
+from planner.solver.result import Binding, Conflict, Plan, PlanResult
+from planner.solver.tune import Pins, TuneResult, tune
 
 __all__ = [
     # calls

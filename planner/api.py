@@ -5,31 +5,31 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from planner import render
-from planner.bands import band, memory_group, throughput_group
-from planner.catalog import Catalog
-from planner.cost import CostEstimate, Job, define_job, job_cost, job_notes
-from planner.errors import PlannerError
-from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
-from planner.memory import GIB, usable_host_ram_gib
-from planner.offers import (
+from planner.catalog.load import Catalog
+from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
     offer_gpus_per_host,
     offer_id,
     offer_max_gpus,
     rental_offers,
 )
-from planner.request import PlanRequest, TrainConfig
-from planner.resolve import (
+from planner.catalog.request import PlanRequest, TrainConfig
+from planner.catalog.resolve import (
     catalog_or_default,
     job_framework,
     job_platform,
     resolve_job,
     role_models,
 )
-from planner.rltime import workload_throughput
-from planner.specs import GpuSpec, ModelSpec, gpus_per_host
-from planner.workloads import estimate_memory
+from planner.catalog.specs import GpuSpec, ModelSpec, gpus_per_host
+from planner.errors import PlannerError
+from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
+from planner.models.bands import band, memory_group, throughput_group
+from planner.models.cost import CostEstimate, Job, define_job, job_cost, job_notes
+from planner.models.memory import GIB, usable_host_ram_gib
+from planner.models.rltime import workload_throughput
+from planner.models.workloads import estimate_memory
+from planner.outputs import render
 
 MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
 
@@ -149,7 +149,7 @@ def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, 
 
 def plan(request: PlanRequest, catalog: Catalog | None = None):
     """solve.plan behind the library boundary: a PlanRequest and a Catalog (or None)."""
-    from planner import solve  # OR-Tools loads only when a plan is asked for
+    from planner.solver import solve  # OR-Tools loads only when a plan is asked for
 
     check_type(request, PlanRequest, name="request")
     return solve.plan(request, catalog_or_default(catalog))
@@ -157,7 +157,7 @@ def plan(request: PlanRequest, catalog: Catalog | None = None):
 
 def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: int = 12):
     """solve.pareto behind the library boundary; ``max_points`` in 1..MAX_PARETO_POINTS."""
-    from planner import solve  # OR-Tools loads only when a plan is asked for
+    from planner.solver import solve  # OR-Tools loads only when a plan is asked for
 
     check_type(request, PlanRequest, name="request")
     if isinstance(max_points, bool) or not isinstance(max_points, int) \

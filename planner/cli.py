@@ -16,31 +16,13 @@ from typing import Any
 
 import click
 
-from planner import render
 from planner.api import MAX_PARETO_POINTS
 from planner.api import check as check_config
-from planner.catalog import load_catalog, shipped_validation_dir
-from planner.cost import define_job
-from planner.efficiency import STACKS
-from planner.errors import PlannerError
-from planner.frameworks import resolve
-from planner.inputs import (
-    MAX_COUNT,
-    MAX_FILE_BYTES,
-    MAX_FLOAT,
-    FieldErrors,
-    capped,
-    check_arg,
-    check_margin,
-    decode,
-    load_file,
-    parse_json,
-    short,
-)
-from planner.offers import offer_rows, rental_offers
-from planner.outputs import STDOUT, check_targets, write_atomic
-from planner.params import count_params
-from planner.request import (
+from planner.catalog.frameworks import resolve
+from planner.catalog.load import load_catalog, shipped_validation_dir
+from planner.catalog.offers import offer_rows, rental_offers
+from planner.catalog.params import count_params
+from planner.catalog.request import (
     CHECKPOINTINGS,
     LORA_TARGETS,
     METHODS,
@@ -54,8 +36,26 @@ from planner.request import (
     TrainConfig,
     parse_role_gpus,
 )
-from planner.validate import validate_file
-from planner.validate_throughput import is_throughput_file, validate_throughput_file
+from planner.errors import PlannerError
+from planner.inputs import (
+    MAX_COUNT,
+    MAX_FILE_BYTES,
+    MAX_FLOAT,
+    FieldErrors,
+    capped,
+    check_arg,
+    check_margin,
+    decode,
+    load_file,
+    parse_json,
+    short,
+)
+from planner.models.cost import define_job
+from planner.models.efficiency import STACKS
+from planner.outputs import render
+from planner.outputs.files import STDOUT, check_targets, write_atomic
+from planner.validation.validate import validate_file
+from planner.validation.validate_throughput import is_throughput_file, validate_throughput_file
 
 CATALOG_OPTION = click.option(
     "--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False),
@@ -392,8 +392,8 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
         --response-len 256 --rollout-n 16 --require 'rollout_n % micro_batch == 0' \
         --require 'rollout_batch % num_gpus == 0'
     """
-    from planner.tune import Pins  # deferred: each command loads only its own modules
-    from planner.tune import tune as tune_search  # deferred: as above
+    from planner.solver.tune import Pins  # deferred: each command loads only its own modules
+    from planner.solver.tune import tune as tune_search  # deferred: as above
 
     cfg = _config({**opts, "micro_batch": 1, "grad_accum": 1,
                    "checkpointing": "full" if checkpointing == "auto" else checkpointing})
@@ -514,7 +514,7 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
     Example:
       planner plan --model 7b --budget 3000
     """
-    from planner.solve import plan as plan_request  # OR-Tools loads only for the solver
+    from planner.solver.solve import plan as plan_request  # OR-Tools loads only for the solver
 
     export_fmt, export_out = _export_target(opts)  # checked before solving, as are the files
     check_targets([("--out", export_out), ("--html", html_path)], inputs=_model_file(opts),
@@ -524,11 +524,11 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
     doc = render.plan_doc(result)
     export = None  # rendered before anything is printed: a refusal leaves no half output
     if export_fmt and result.plan is not None:
-        from planner.export import export_plan  # deferred: only with --export
+        from planner.outputs.export import export_plan  # deferred: only with --export
 
         export = export_plan(result, export_fmt, catalog=catalog)
     if html_path:  # the report's Pareto chart: a short sweep of the same request
-        from planner.solve import pareto as pareto_sweep  # OR-Tools: only for the solver
+        from planner.solver.solve import pareto as pareto_sweep  # OR-Tools: only for the solver
 
         points = pareto_sweep(request, catalog, max_points=8) if result.plan else []
         _write_html(html_path, doc, render.pareto_doc(points))
@@ -557,10 +557,10 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
     Example:
       planner pareto --model 8b --pricing rent --tokens 1e9 --max-gpus 64
     """
-    from planner.solve import pareto as pareto_sweep  # OR-Tools loads only for the solver
+    from planner.solver.solve import pareto as pareto_sweep  # OR-Tools loads only for the solver
 
     if plot_path:
-        from planner.plot import check_target  # deferred: only with --plot
+        from planner.outputs.plot import check_target  # deferred: only with --plot
 
         check_target(plot_path)  # a .png/.svg name and matplotlib present, before solving
     check_targets([("--plot", plot_path), ("--html", html_path)], inputs=_model_file(opts))
@@ -569,11 +569,11 @@ def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_p
     doc = render.pareto_doc(points[:max_points], more=len(points) > max_points)
     points = points[:max_points]
     if plot_path or html_path:  # the cheapest plan and its alternatives: the faint candidates
-        from planner.solve import plan as plan_request  # OR-Tools: only for the solver
+        from planner.solver.solve import plan as plan_request  # OR-Tools: only for the solver
 
         plan_doc = render.plan_doc(plan_request(request, catalog)) if points else None
         if plot_path:
-            from planner.plot import write_plot  # matplotlib: only with --plot
+            from planner.outputs.plot import write_plot  # matplotlib: only with --plot
 
             _written(plot_path, lambda tmp: write_plot(tmp, doc, plan_doc))
         if html_path:
@@ -593,7 +593,7 @@ def _written(path: str, write, what: str = "") -> None:
 
 
 def _write_html(path: str, plan_doc: dict | None, pareto_doc: dict | None) -> None:
-    from planner.report import report_html  # deferred: only with --html
+    from planner.outputs.report import report_html  # deferred: only with --html
 
     page = report_html(plan_doc, pareto_doc)
     _written(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
@@ -738,13 +738,13 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
 @cli.command("schema")
 @click.argument("kind", metavar="KIND", type=_choice(("check", "plan", "pareto", "tune")))
 def schema_cmd(kind: str) -> None:
-    """Print the JSON Schema of a command's --json document (planner/schemas/KIND.vN.json).
+    """Print the JSON Schema of a command's --json document (planner/outputs/schemas/KIND.vN.json).
 
     \b
     Example:
       planner schema plan > plan.schema.json
     """
-    from planner.schema import schema_text  # deferred: only for planner schema
+    from planner.outputs.schema import schema_text  # deferred: only for planner schema
 
     click.echo(schema_text(kind.lower()), nl=False)
 
@@ -773,7 +773,11 @@ def export_cmd(fmt: str | None, out: str | None, point: int | None, plan_file: s
       planner plan --model 0.5b --workload grpo --prompt-len 256 --response-len 256 \
         --export verl --out run_verl.sh
     """
-    from planner.export import check_format, export_plan, job_of  # deferred: only for export
+    from planner.outputs.export import (  # deferred: only for export
+        check_format,
+        export_plan,
+        job_of,
+    )
 
     check_targets([("--out", out)], inputs=[plan_file], stdout_ok=["--out"])
     plan = _read_plan_json(plan_file)
@@ -793,7 +797,7 @@ def _framework_format(cfg: Any, catalog: Any) -> str:
     if fid is None:
         raise PlannerError("the plan names no framework (saved before frameworks existed): "
                            "give --format")
-    from planner.export import launch_format_of  # deferred: only for export
+    from planner.outputs.export import launch_format_of  # deferred: only for export
 
     fmt = launch_format_of(resolve(catalog, fid), cfg.workload)
     if fmt is None:
@@ -809,7 +813,7 @@ def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:
         raise PlannerError(f"--out {out} needs --export FORMAT")
     if not fmt:
         return None, None
-    from planner.export import check_format  # deferred: only when a format is given
+    from planner.outputs.export import check_format  # deferred: only when a format is given
 
     key = check_format(str(fmt))
     if not out:

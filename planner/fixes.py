@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.api import check
-from planner.catalog import Catalog, load_catalog
-from planner.cost import Job
+from planner.catalog.load import Catalog, load_catalog
+from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
-from planner.request import TrainConfig
+from planner.models.cost import Job
 
 JobFor = Job | Callable[[TrainConfig], Job] | None
 

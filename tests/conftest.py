@@ -9,8 +9,8 @@ from types import ModuleType
 import pytest
 from hypothesis import settings
 
-from planner.catalog import load_catalog
-from planner.request import TrainConfig
+from planner.catalog.load import load_catalog
+from planner.catalog.request import TrainConfig
 
 # Property tests draw the same examples on every run: the suite stays deterministic.
 settings.register_profile("deterministic", derandomize=True, database=None)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from planner import TrainConfig, check, load_catalog
-from planner.bands import BANDS_FILE, MIN_CASES, band, memory_group, throughput_group
+from planner.models.bands import BANDS_FILE, MIN_CASES, band, memory_group, throughput_group
 
 CAT = load_catalog()
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
+from planner.catalog.params import count_params
 from planner.errors import CatalogError, PlannerError, UnknownNameError
-from planner.params import count_params
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.specs import GpuSpec, PlatformSpec
+from planner.catalog.specs import GpuSpec, PlatformSpec
 
 REPO = Path(__file__).parents[1]
 CATALOG = REPO / "catalog"

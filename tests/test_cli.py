@@ -173,7 +173,7 @@ def test_job_defined_twice_is_bad_input(capsys):
 
 
 def test_validate_throughput_file(capsys):
-    from planner.catalog import shipped_validation_dir
+    from planner.catalog.load import shipped_validation_dir
 
     f = shipped_validation_dir() / "throughput_cases.yaml"
     code, out, _ = run(capsys, "validate", str(f), "--json")
@@ -304,7 +304,7 @@ def test_pareto_marks_points_whose_tie_break_the_time_limit_stopped(monkeypatch,
     not proven optimal (json status, a starred row and a footnote in the table)."""
     import dataclasses
 
-    import planner.solve as solve
+    import planner.solver.solve as solve
 
     real = solve.solve_timed
     monkeypatch.setattr(solve, "solve_timed", lambda *a, **k: dataclasses.replace(
@@ -313,7 +313,7 @@ def test_pareto_marks_points_whose_tie_break_the_time_limit_stopped(monkeypatch,
             "--max-points", "2"]
     code, out, _ = run(capsys, *argv, "--json")
     assert code == 0 and {p["status"] for p in json.loads(out)["points"]} == {"feasible"}
-    from planner.report import report_html
+    from planner.outputs.report import report_html
 
     assert "not proven optimal" in report_html(None, json.loads(out))
     code, out, _ = run(capsys, *argv)
@@ -324,7 +324,7 @@ def test_pareto_marks_points_whose_tie_break_the_time_limit_stopped(monkeypatch,
 
 
 def test_a_plan_failing_the_recheck_is_one_line_exit_3(monkeypatch, capsys):
-    import planner.solve as solve
+    import planner.solver.solve as solve
 
     monkeypatch.setattr(solve, "check_plan", lambda space, plan: ["memory 99 GiB > 22 GiB"])
     with pytest.raises(SystemExit) as exc:

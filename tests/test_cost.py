@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from planner import cost
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
 from planner.errors import PlannerError
+from planner.models import cost
 
 
 @pytest.fixture(scope="module")

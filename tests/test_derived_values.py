@@ -7,10 +7,10 @@ import dataclasses
 
 import numpy as np
 
-from planner.catalog import load_catalog
-from planner.memory import MemoryEstimate, engine_utilization_to_set
-from planner.request import LORA_ALPHA_PER_RANK, TrainConfig, method_label
-from planner.specs import divisors, gpus_per_host, hosts_for, tensor_parallel_options
+from planner.catalog.load import load_catalog
+from planner.catalog.request import LORA_ALPHA_PER_RANK, TrainConfig, method_label
+from planner.catalog.specs import divisors, gpus_per_host, hosts_for, tensor_parallel_options
+from planner.models.memory import MemoryEstimate, engine_utilization_to_set
 
 
 def test_method_label_short_and_long_forms():

@@ -8,11 +8,11 @@ import dataclasses as dc
 
 import pytest
 
-from planner.catalog import load_catalog
-from planner.encoding import build
-from planner.explain import _solve_without
-from planner.request import PlanRequest
-from planner.space import build_space
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
+from planner.solver.encoding import build
+from planner.solver.explain import _solve_without
+from planner.solver.space import build_space
 
 CAT = load_catalog()
 BASE = dict(model="qwen2.5-0.5b", gpus=("rtx-3090",), max_gpus=4, global_batch_size=8,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from planner.catalog import load_catalog
-from planner.explain import _solve_without, binding_rules, conflicts, cost_stage
-from planner.request import PlanRequest
-from planner.solve import plan
-from planner.space import build_space
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
+from planner.solver.explain import _solve_without, binding_rules, conflicts, cost_stage
+from planner.solver.solve import plan
+from planner.solver.space import build_space
 
 CAT = load_catalog()
 SMALL = dict(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,

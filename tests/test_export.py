@@ -12,9 +12,9 @@ import yaml
 from planner import PlanRequest, plan
 from planner.cli import main
 from planner.errors import PlannerError
-from planner.export import FORMATS, export_plan
-from planner.render import plan_doc, to_json
-from planner.result import PlanResult
+from planner.outputs.export import FORMATS, export_plan
+from planner.outputs.render import plan_doc, to_json
+from planner.solver.result import PlanResult
 
 # Pinned requests solve in a few hundredths of a second; one plan each per module.
 SFT = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-4090",), num_gpus=2, method="lora",
@@ -231,7 +231,7 @@ def test_verl_grpo_overrides(grpo):
 
 
 def plan_doc_of(p):
-    from planner.result import PlanResult
+    from planner.solver.result import PlanResult
 
     return plan_doc(PlanResult(status="optimal", plan=p))["plan"]
 
@@ -355,7 +355,7 @@ def test_openrlhf_current_layout_is_dotted(grpo, sft):
 
 
 def test_every_export_states_the_versions_it_targets(sft, grpo):
-    from planner.export import TARGETS
+    from planner.outputs.export import TARGETS
 
     for fmt in ("deepspeed", "accelerate", "torchrun", "llamafactory", "openrlhf",
                 "openrlhf@0.8", "verl"):
@@ -366,7 +366,7 @@ def test_every_export_states_the_versions_it_targets(sft, grpo):
 
 
 def test_format_versions():
-    from planner.export import TARGETS, check_format
+    from planner.outputs.export import TARGETS, check_format
 
     assert check_format("OpenRLHF@0.8") == "openrlhf@0.8"
     assert check_format("openrlhf@0.11") == check_format("openrlhf") == "openrlhf"
@@ -556,7 +556,7 @@ def test_lora_alpha_follows_the_rank_in_every_format(sft, grpo):
 def test_a_plan_and_its_saved_document_give_the_same_job(sft, grpo):
     """A typed Plan is exported from its own values; the saved `plan --json` of it is parsed
     into the same Job (the vLLM fraction: the engine's need rounded up, in both)."""
-    from planner.export import job_of
+    from planner.outputs.export import job_of
 
     for p in (sft, grpo, variant(grpo, gpu_memory_utilization=None)):
         saved = json.loads(to_json(plan_doc(PlanResult(status="optimal", plan=p))))

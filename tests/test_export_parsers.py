@@ -1,6 +1,6 @@
 """Every export of a fixed plan set, fed to the real parser of the framework version it targets
-(planner.export.TARGETS): the integration tier (``python -m pytest -m integration -n 2``, after
-``bash tools/install_integration_deps.sh``).
+(planner.outputs.export.TARGETS): the integration tier (``python -m pytest -m integration -n 2``,
+after ``bash tools/install_integration_deps.sh``).
 
 The plans are tests/test_launchable.py's 30 requests; each is exported to every format (and
 OpenRLHF layout) that does not refuse it, and each export goes to:
@@ -70,12 +70,12 @@ import pytest
 import yaml
 
 from planner import PlanRequest, load_catalog
+from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
-from planner.export import export_plan
-from planner.render import plan_doc
-from planner.request import TrainConfig
-from planner.result import PlanResult
-from planner.solve import plan
+from planner.outputs.export import export_plan
+from planner.outputs.render import plan_doc
+from planner.solver.result import PlanResult
+from planner.solver.solve import plan
 from tests.test_launchable import REQUESTS
 
 pytestmark = pytest.mark.integration

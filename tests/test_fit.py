@@ -1,6 +1,7 @@
 """Every fitted constant comes from benchmarks/fit.py (issue 17: "the fitting is a script, not
-hand edits"): planner/fitted.yaml equals what the script computes from the validation cases now,
-and benchmarks/loso.py groups cases by source as documented. One in-sample fit (~5 s) per run."""
+hand edits"): planner/models/fitted.yaml equals what the script computes from the validation cases
+now, and benchmarks/loso.py groups cases by source as documented. One in-sample fit (~5 s) per
+run."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from planner import calibration as cal
-from planner.catalog import load_catalog
-from planner.fitted import fitted
-from planner.validate import predict_case
+from planner.catalog.load import load_catalog
+from planner.models import calibration as cal
+from planner.models.fitted import fitted
+from planner.validation.validate import predict_case
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -53,7 +54,7 @@ def test_fitted_file_is_what_the_script_computes(full):
     assert computed.keys() == shipped.keys()
     for k, v in computed.items():
         assert shipped[k] == pytest.approx(v, abs=0.0015), (
-            f"{k}: planner/fitted.yaml has {shipped[k]}, benchmarks/fit.py computes {v}; "
+            f"{k}: planner/models/fitted.yaml has {shipped[k]}, benchmarks/fit.py computes {v}; "
             "run `python benchmarks/fit.py --write`")
     assert full.fallbacks == ()
 

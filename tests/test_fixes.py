@@ -12,7 +12,7 @@ import math
 import pytest
 
 from planner import check
-from planner.cost import Job
+from planner.catalog.request import TrainConfig
 from planner.fixes import (
     Change,
     apply,
@@ -22,7 +22,7 @@ from planner.fixes import (
     rank,
     smallest_fixes,
 )
-from planner.request import TrainConfig
+from planner.models.cost import Job
 
 BIG = TrainConfig(checkpointing="none", seq_len=8192, micro_batch_size=128)
 SHORTER = Change("seq 4608", {"seq_len": 4608})  # 0.5625 x tokens: ~10.6 GiB, still too big

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from planner import PlanRequest, TrainConfig, check, load_catalog
+from planner.catalog.frameworks import choose
 from planner.cli import main
 from planner.errors import PlannerError
-from planner.frameworks import choose
-from planner.solve import plan
+from planner.solver.solve import plan
 
 CAT = load_catalog()
 
@@ -123,7 +123,7 @@ def test_plan_framework_auto_explains_only_the_chosen_plan(monkeypatch):
     """Issue 15: explanations only where the output shows them. --framework auto solves every
     candidate framework but explains (binding rules, alternatives) the chosen plan alone, and
     gives the same answer as planning on that framework."""
-    from planner import solve
+    from planner.solver import solve
 
     calls = []
     real = solve.binding_rules

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog import load_catalog
-from planner.frameworks import config_fields, efficiency_of, resolve
+from planner.catalog.frameworks import config_fields, efficiency_of, resolve
+from planner.catalog.load import load_catalog
 
 CAT = load_catalog()
 

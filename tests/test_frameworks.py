@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from planner.catalog import load_catalog
+from planner.catalog.frameworks import DEFAULT_FRAMEWORK, config_fields, efficiency_of, resolve
+from planner.catalog.load import load_catalog
+from planner.catalog.specs import FrameworkFacts, FrameworkSpec
 from planner.errors import CatalogError, PlannerError
-from planner.frameworks import DEFAULT_FRAMEWORK, config_fields, efficiency_of, resolve
-from planner.specs import FrameworkFacts, FrameworkSpec
-from planner.validate import case_config, predict_case, rl_case
+from planner.validation.validate import case_config, predict_case, rl_case
 
 CAT = load_catalog()
 

@@ -10,18 +10,18 @@ from datetime import date
 
 import pytest
 
-from planner import freshness
-from planner.catalog import load_catalog
-from planner.cli import main
-from planner.cost import define_job, job_cost
-from planner.errors import PlannerError
-from planner.freshness import (
+from planner.catalog import freshness
+from planner.catalog.freshness import (
     PRICE_MAX_AGE_DAYS,
     price_age_days,
     price_date,
     stale_price_notes,
     today,
 )
+from planner.catalog.load import load_catalog
+from planner.cli import main
+from planner.errors import PlannerError
+from planner.models.cost import define_job, job_cost
 
 
 @pytest.mark.parametrize(("text", "expected"), [

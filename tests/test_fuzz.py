@@ -393,7 +393,7 @@ def _bounds(schema, field: str) -> tuple[float, float] | None:
 def _extreme_overlay(draw):
     """Valid catalog entries with 1-3 numbers at or near their bounds: the models downstream
     meet the most extreme catalog that passes validation."""
-    from planner.specs import GpuSpec, ModelSpec, PlatformSpec
+    from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 
     files = {}
     for rel, schema in (("gpus/fuzz-gpu.yaml", GpuSpec), ("models/fuzz-model.yaml", ModelSpec),
@@ -543,7 +543,7 @@ def _library_call(draw):
 def library_prop(args, *, name: str) -> None:
     import planner
     from planner.errors import PlannerError
-    from planner.export import export_plan
+    from planner.outputs.export import export_plan
 
     call, kwargs = args
     fn = export_plan if call == "export_plan" else getattr(planner, call)

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import planner.stages as stages_mod
-from planner.catalog import load_catalog
+import planner.solver.stages as stages_mod
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
 from planner.cli import main
-from planner.request import PlanRequest
-from planner.solve import plan
-from planner.space import build_space
-from planner.stages import check_plan
+from planner.solver.solve import plan
+from planner.solver.space import build_space
+from planner.solver.stages import check_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_CATALOG = str(ROOT / "tests" / "data" / "catalog")

@@ -16,7 +16,6 @@ import yaml
 import planner
 from planner import PlanRequest, TrainConfig, check, load_catalog, pareto, tune
 from planner.errors import PlannerError
-from planner.export import export_plan
 from planner.inputs import (
     MAX_DEPTH,
     MAX_ERRORS,
@@ -27,6 +26,7 @@ from planner.inputs import (
     parse_json,
     parse_yaml,
 )
+from planner.outputs.export import export_plan
 from tests.test_hardening import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,7 +219,7 @@ def test_an_empty_overlay_file_or_folder_is_an_error(tmp_path):  # silently igno
 
 
 def test_an_overlay_folder_of_too_many_files_is_refused(tmp_path, monkeypatch):
-    import planner.catalog as catalog
+    import planner.catalog.load as catalog
 
     monkeypatch.setattr(catalog, "MAX_FILES", 3)
     for i in range(4):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from planner import PlanRequest, load_catalog
-from planner.export import export_plan, launch_format_of
-from planner.frameworks import resolve, unsupported
-from planner.solve import plan
+from planner.catalog.frameworks import resolve, unsupported
+from planner.outputs.export import export_plan, launch_format_of
+from planner.solver.solve import plan
 
 CAT = load_catalog()
 RL = dict(prompt_len=256, response_len=256, rollout_batch=32)
@@ -85,7 +85,7 @@ def test_a_framework_without_a_writer_says_so(tmp_path, capsys):
     import json
 
     from planner.cli import main
-    from planner.render import plan_doc, to_json
+    from planner.outputs.render import plan_doc, to_json
 
     result = plan(PlanRequest(model="0.5b", workload="grpo", framework="hf-trainer",
                               budget_usd=20000, **RL), CAT)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import tiny_config
 
-from planner import memory as mem
-from planner.workloads import estimate_memory
+from planner.models import memory as mem
+from planner.models.workloads import estimate_memory
 
 DATA = Path(__file__).parent / "data"
 N = 202_048  # tiny-llama parameters (see test_catalog.py)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import memory as mem
-from planner.catalog import load_catalog
-from planner.request import TrainConfig
-from planner.workloads import estimate_memory
+from planner.catalog.load import load_catalog
+from planner.catalog.request import TrainConfig
+from planner.models import memory as mem
+from planner.models.workloads import estimate_memory
 
 CAT = load_catalog()
 MODEL = CAT.model("llama-3.1-8b").spec  # 32 layers, 32 heads, 8 kv heads

@@ -1,5 +1,5 @@
-"""Rental offers: schema and loading (planner.offers), billing per increment, cheapest covers,
-the SkyPilot importer (tools/import_offers.py) and the shipped catalog/offers data."""
+"""Rental offers: schema and loading (planner.catalog.offers), billing per increment, cheapest
+covers, the SkyPilot importer (tools/import_offers.py) and the shipped catalog/offers data."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from types import ModuleType
 import pytest
 import yaml
 
-from planner.catalog import load_catalog
-from planner.errors import CatalogError, PlannerError
-from planner.offers import (
+from planner.catalog.load import load_catalog
+from planner.catalog.offers import (
     Cover,
     OfferSpec,
     billed_hours,
@@ -26,6 +25,7 @@ from planner.offers import (
     offers_for,
     rental_cost,
 )
+from planner.errors import CatalogError, PlannerError
 from tests.conftest import TOOLS
 
 SECOND, MINUTE, HOUR = 1 / 3600, 1 / 60, 1.0

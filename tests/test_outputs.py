@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from planner.errors import PlannerError
-from planner.outputs import check_targets, write_atomic
+from planner.outputs.files import check_targets, write_atomic
 from tests.test_hardening import run_cli
 
 PLAN = ["plan", "--model", "0.5b", "--gpus", "rtx-4090", "--max-gpus", "1"]
@@ -28,7 +28,7 @@ def saved_plan(tmp_path_factory) -> Path:
 
 def solver_must_not_run(monkeypatch):
     """Make any solve fail loudly: a refused output must be found before solving."""
-    import planner.solve as solve
+    import planner.solver.solve as solve
 
     def boom(*_a, **_k):
         raise AssertionError("solved before checking the outputs")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import load_tool
 
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
 
 param_counts = load_tool("param_counts")
 

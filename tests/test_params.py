@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.params import count_params, layer_linears, layer_params, lora_params
-from planner.specs import ModelSpec
+from planner.catalog.params import count_params, layer_linears, layer_params, lora_params
+from planner.catalog.specs import ModelSpec
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "catalog" / "models"
 MODEL_FILES = sorted(MODELS_DIR.glob("*.yaml"))

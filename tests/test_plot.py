@@ -1,5 +1,5 @@
-"""planner.plot: the chart's points (dominance, merging), label placement, PNG/SVG files, and
-`planner pareto --plot` (including the one-line error without matplotlib)."""
+"""planner.outputs.plot: the chart's points (dominance, merging), label placement, PNG/SVG files,
+and `planner pareto --plot` (including the one-line error without matplotlib)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from planner.cli import main
 from planner.errors import PlannerError
-from planner.plot import (
+from planner.outputs.plot import (
     chart_points,
     check_target,
     dominates,
@@ -164,7 +164,7 @@ def _drawn(points):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from planner.plot import _draw
+    from planner.outputs.plot import _draw
 
     fig = Figure(figsize=(9, 5.5), dpi=110)
     FigureCanvasAgg(fig)

@@ -1,6 +1,6 @@
-"""The planner against an independent reference (planner.reference: candidates built from the
-request with check's own functions, not from PlanSpace); the wrong answers of issue 15; CP-SAT
-statuses and the magnitude of merged tie-break objectives."""
+"""The planner against an independent reference (planner.validation.reference: candidates built
+from the request with check's own functions, not from PlanSpace); the wrong answers of issue 15;
+CP-SAT statuses and the magnitude of merged tie-break objectives."""
 
 from __future__ import annotations
 
@@ -10,15 +10,14 @@ import pytest
 from ortools.sat.python import cp_model
 
 from planner.api import check
-from planner.catalog import load_catalog
-from planner.encoding import NO_TIME, cp_solver
+from planner.catalog.load import load_catalog
+from planner.catalog.request import MAX_GPUS, PlanRequest
 from planner.errors import PlannerError
-from planner.reference import differential, pinned, random_request, reference_optimum
-from planner.request import MAX_GPUS, PlanRequest
-from planner.search import request_job
-from planner.solve import pareto, plan
-from planner.space import MICRO_BATCHES, _offers, _rl_choices, _strategies, build_space
-from planner.stages import (
+from planner.solver.encoding import NO_TIME, cp_solver
+from planner.solver.search import request_job
+from planner.solver.solve import pareto, plan
+from planner.solver.space import MICRO_BATCHES, _offers, _rl_choices, _strategies, build_space
+from planner.solver.stages import (
     EXACT_WEIGHTS,
     SolverError,
     _group_objective,
@@ -26,6 +25,7 @@ from planner.stages import (
     objective_magnitude,
     run_solver,
 )
+from planner.validation.reference import differential, pinned, random_request, reference_optimum
 
 CAT = load_catalog()
 
@@ -152,8 +152,8 @@ def test_an_invalid_model_is_an_error_naming_the_stage():
 
 def test_encoding_domains_are_the_spans_of_the_tie_break_stages():
     """The spans merge_stages relies on are the variables' own domains."""
-    from planner.encoding import add_step_time, build
-    from planner.stages import tie_break_stages
+    from planner.solver.encoding import add_step_time, build
+    from planner.solver.stages import tie_break_stages
 
     space = build_space(PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-3090", "rtx-4090"),
                                     max_gpus=8, global_batch_size=8), CAT)

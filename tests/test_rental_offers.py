@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from planner.api import check
-from planner.catalog import load_catalog
-from planner.cli import main
-from planner.offers import (
+from planner.catalog.load import load_catalog
+from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
     OfferSpec,
     bill_usd,
@@ -21,11 +20,12 @@ from planner.offers import (
     offer_id,
     rental_offers,
 )
-from planner.reference import reference_optimum
-from planner.request import PlanRequest
-from planner.search import request_job
-from planner.solve import plan
-from planner.space import build_space
+from planner.catalog.request import PlanRequest
+from planner.cli import main
+from planner.solver.search import request_job
+from planner.solver.solve import plan
+from planner.solver.space import build_space
+from planner.validation.reference import reference_optimum
 
 CAT = load_catalog()
 OFFER_KEYS = {"provider", "gpus_per_instance", "usd_per_hour", "billing_increment_hours",
@@ -188,8 +188,8 @@ def test_catalog_offers_lists_ids(capsys):
          max_gpus_per_offer=4),
 ], ids=["short", "time", "capped"])
 def test_reference_agrees_on_offer_rentals(kw):
-    """The independent enumeration (planner.reference: every offer as a host, check's cost)
-    reaches the planner's optimum on rentals that mix billing, shapes and the cap."""
+    """The independent enumeration (planner.validation.reference: every offer as a host, check's
+    cost) reaches the planner's optimum on rentals that mix billing, shapes and the cap."""
     req = PlanRequest(pricing="rent", max_gpus=16, global_batch_size=16, **kw)
     ref = reference_optimum(req, CAT)
     got = plan(req, CAT)

@@ -1,5 +1,6 @@
-"""planner.report: the self-contained HTML report. Pure checks (escaping, no external resources,
-determinism, memory bars) and a headless-Chromium check that the charts and tables render.
+"""planner.outputs.report: the self-contained HTML report. Pure checks (escaping, no external
+resources, determinism, memory bars) and a headless-Chromium check that the charts and tables
+render.
 
 The Chromium test needs the Debian packages chromium and chromium-driver (`.ci/run` installs
 them) and selenium (the `test` extra). Without them it fails, naming what is missing: CI must
@@ -14,12 +15,12 @@ import shutil
 
 import pytest
 
-from planner import render
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
 from planner.cli import main
-from planner.plot import FRONT_COLOUR, PLAN_COLOUR, chart_points
-from planner.report import TERM_COLOURS, memory_bars, report_html
-from planner.request import PlanRequest
+from planner.outputs import render
+from planner.outputs.plot import FRONT_COLOUR, PLAN_COLOUR, chart_points
+from planner.outputs.report import TERM_COLOURS, memory_bars, report_html
 
 SFT = {"model": "qwen2.5-0.5b", "gpus": ("rtx-3090", "rtx-4090"), "max_gpus": 4,
        "global_batch_size": 16, "budget_usd": 20000}
@@ -31,7 +32,7 @@ GRPO = {"model": "qwen2.5-0.5b", "workload": "grpo", "method": "lora", "gpus": (
 @pytest.fixture(scope="module")
 def docs() -> dict[str, tuple[dict, dict | None]]:
     """(plan_doc, pareto_doc) of an SFT request with a sweep, an RL plan, an infeasible one."""
-    from planner.solve import pareto, plan
+    from planner.solver.solve import pareto, plan
 
     cat = load_catalog()
     sft = PlanRequest(**SFT)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog import load_catalog
-from planner.request import TrainConfig
-from planner.rltime import estimate_rl_step
+from planner.catalog.load import load_catalog
+from planner.catalog.request import TrainConfig
+from planner.models.rltime import estimate_rl_step
 
 CAT = load_catalog()
 QWEN7 = CAT.model("qwen2.5-7b").spec

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from planner.catalog import load_catalog
-from planner.oracle import enumerate_best
-from planner.request import PlanRequest
-from planner.solve import plan
-from planner.space import build_space
-from planner.stages import check_plan, config_of, make_plan, solve_lexicographic
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
+from planner.solver.oracle import enumerate_best
+from planner.solver.solve import plan
+from planner.solver.space import build_space
+from planner.solver.stages import check_plan, config_of, make_plan, solve_lexicographic
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "benchmarks" / "scale.py")
@@ -93,8 +93,8 @@ def test_purchase_front_keeps_a_dominating_offer_and_the_cost_optimum(synthetic)
     reaches the same optimum."""
     from ortools.sat.python import cp_model
 
-    from planner.encoding import build, cp_solver
-    from planner.stages import purchase_front
+    from planner.solver.encoding import build, cp_solver
+    from planner.solver.stages import purchase_front
 
     cat, _ = synthetic
     space = build_space(PlanRequest(model="8b", budget_usd=20_000, max_gpus=1024), cat)
@@ -132,7 +132,7 @@ def test_offer_bounds_and_search_match_every_pair(synthetic, kind):
     throughput model on every feasible pair of 12 offers)."""
     import numpy as np
 
-    from planner.search import (
+    from planner.solver.search import (
         ROUNDING,
         fits_mask,
         job_steps,
@@ -171,7 +171,7 @@ def test_offer_bounds_and_search_match_every_pair(synthetic, kind):
 
 
 def test_merged_stages_respect_the_exact_weight_bound():
-    from planner.stages import EXACT_WEIGHTS, merge_stages
+    from planner.solver.stages import EXACT_WEIGHTS, merge_stages
 
     stages = [("time", None, None), ("a", None, (0, 9)), ("b", None, (1, 2**30)),
               ("c", None, (0, 2**30)), ("d", None, (5, 5))]

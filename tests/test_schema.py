@@ -1,6 +1,6 @@
 """The --json documents (issue 20, part 5): schema_version in each, the shipped JSON Schemas equal
-the ones generated from planner.schema's models, real outputs validate against them, the typed
-results are exported from planner, and a pareto point can be exported."""
+the ones generated from planner.outputs.schema's models, real outputs validate against them, the
+typed results are exported from planner, and a pareto point can be exported."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 import planner
 from planner.cli import main
-from planner.schema import DOCUMENTS, SCHEMA_VERSION, json_schema, schema_file, schema_text
+from planner.outputs.schema import DOCUMENTS, SCHEMA_VERSION, json_schema, schema_file, schema_text
 
 RL = ["--workload", "grpo", "--prompt-len", "128", "--response-len", "128"]
 COMMANDS = {
@@ -57,7 +57,7 @@ def shipped(kind: str) -> dict:
 
 @pytest.mark.parametrize("kind", sorted(DOCUMENTS))
 def test_shipped_schema_is_the_generated_one(kind):
-    # regenerate with: python -c "from planner.schema import write_schemas; write_schemas()"
+    # regenerate with: python -c "from planner.outputs.schema import write_schemas; write_schemas()"
     assert schema_file(kind).read_text(encoding="utf-8") == schema_text(kind)
     assert schema_file(kind).name == f"{kind}.v{SCHEMA_VERSION}.json"
     jsonschema.Draft202012Validator.check_schema(shipped(kind))
@@ -132,7 +132,7 @@ def test_a_pareto_point_exports_like_its_plan(documents, tmp_path, capsys):
 
 def test_export_reads_the_versions_it_knows(documents):
     from planner.errors import PlannerError
-    from planner.export import export_plan
+    from planner.outputs.export import export_plan
 
     doc = next(d for d in documents["plan"] if d["plan"])
     assert export_plan(doc, "deepspeed").text

@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from planner import TrainConfig, check, load_catalog
-from planner.catalog import shipped_validation_dir
+from planner.catalog.load import shipped_validation_dir
+from planner.catalog.params import count_params
+from planner.catalog.request import validate_config
 from planner.errors import PlannerError
 from planner.fixes import Change, evaluate, evaluate_all, largest_fitting, rank, smallest_fixes
-from planner.memory import GIB
-from planner.params import count_params
-from planner.request import validate_config
-from planner.workloads import value_model
+from planner.models.memory import GIB
+from planner.models.workloads import value_model
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = shipped_validation_dir() / "memory_cases.yaml"

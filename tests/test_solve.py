@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.catalog import load_catalog
-from planner.oracle import enumerate_best
-from planner.request import PlanRequest
-from planner.solve import plan
-from planner.space import build_space
-from planner.stages import check_plan, config_of, make_plan, solve_lexicographic
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
+from planner.solver.oracle import enumerate_best
+from planner.solver.solve import plan
+from planner.solver.space import build_space
+from planner.solver.stages import check_plan, config_of, make_plan, solve_lexicographic
 
 CAT = load_catalog()
 
@@ -84,7 +84,7 @@ def test_budget_below_cheapest_is_infeasible():
 
 
 def test_pareto_points_are_non_dominated_and_rechecked():
-    from planner.solve import PARETO_STEP, pareto
+    from planner.solver.solve import PARETO_STEP, pareto
 
     req = PlanRequest(model="qwen2.5-1.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8,
                       global_batch_size=16, method="lora", offload="none", budget_usd=20000)
@@ -120,8 +120,8 @@ def test_solver_matches_enumeration_on_random_spaces(model, gpus, method, object
 def test_pareto_matches_an_enumerated_sweep():
     import dataclasses
 
-    from planner.search import job_steps
-    from planner.solve import PARETO_STEP, pareto
+    from planner.solver.search import job_steps
+    from planner.solver.solve import PARETO_STEP, pareto
 
     req = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-3090", "rtx-4090"), max_gpus=8,
                       global_batch_size=8, method="lora", offload="none", budget_usd=12000)
@@ -152,8 +152,8 @@ def test_cost_stage_hint_is_the_cheapest_fitting_pair_and_changes_no_optimum(kw)
     stage reaches the same status and optimum with and without it."""
     from ortools.sat.python import cp_model
 
-    from planner.encoding import build, cp_solver, hint_cheapest
-    from planner.stages import _fits, purchase_front
+    from planner.solver.encoding import build, cp_solver, hint_cheapest
+    from planner.solver.stages import _fits, purchase_front
 
     space = build_space(PlanRequest(**kw), CAT)
     results = []
@@ -185,8 +185,8 @@ def test_chain_step_times_skip_only_pairs_that_cannot_be_fastest(kw):
     """solve._times evaluates pairs best-first by their bound: every pair it does not evaluate
     is truly slower than the fastest, and its stand-in is below its true time but above the
     fastest, so the step-time stage keeps its optimum and its ties."""
-    from planner.encoding import NO_TIME
-    from planner.stages import _times
+    from planner.solver.encoding import NO_TIME
+    from planner.solver.stages import _times
 
     space = build_space(PlanRequest(**kw), CAT)
     rows = space.front[:60]

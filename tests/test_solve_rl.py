@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from planner.catalog import load_catalog
-from planner.oracle import enumerate_best
-from planner.request import PlanRequest
-from planner.solve import plan
-from planner.space import build_space, layout_config
-from planner.stages import check_plan, config_of, make_plan, solve_lexicographic
-from planner.workloads import estimate_memory
+from planner.catalog.load import load_catalog
+from planner.catalog.request import PlanRequest
+from planner.models.workloads import estimate_memory
+from planner.solver.oracle import enumerate_best
+from planner.solver.solve import plan
+from planner.solver.space import build_space, layout_config
+from planner.solver.stages import check_plan, config_of, make_plan, solve_lexicographic
 
 CAT = load_catalog()
 RL = dict(prompt_len=256, response_len=256, rollout_batch=16)
@@ -110,7 +110,7 @@ def test_rl_timed_search_matches_every_pair():
     pairs with every pair tying it (brute force over ~20,000 pairs of 10 offers)."""
     import numpy as np
 
-    from planner.search import (
+    from planner.solver.search import (
         ROUNDING,
         fits_mask,
         job_steps,
@@ -157,7 +157,7 @@ def test_rl_bound_with_weight_gathers_stays_below_every_step_time(kw):
     (the term is there)."""
     import numpy as np
 
-    from planner.search import ROUNDING
+    from planner.solver.search import ROUNDING
 
     space = build_space(PlanRequest(gpus=("h100-sxm", "rtx-4090", "l40s"), **RL, **kw), CAT)
     rows, arr = space.timing.by_need(space.rows)

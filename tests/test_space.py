@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.catalog import load_catalog
-from planner.memory import (
+from planner.catalog.load import load_catalog
+from planner.models.memory import (
     GIB,
     device_overhead_bytes,
     phase_terms,
     reserved_bytes,
 )
-from planner.space import PHASES, activation_reserved_bytes, states_coefficients
-from planner.workloads import estimate_memory
+from planner.models.workloads import estimate_memory
+from planner.solver.space import PHASES, activation_reserved_bytes, states_coefficients
 
 CAT = load_catalog()
 MODELS = [CAT.model(m).spec for m in ("qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")]
@@ -36,7 +36,7 @@ choices = st.fixed_dictionaries({
 
 
 def _config(c: dict, dp: int):
-    from planner.request import TrainConfig
+    from planner.catalog.request import TrainConfig
 
     shard = c["shard"]
     offload = c["offload"]
@@ -73,8 +73,8 @@ def test_zero3_sub_group_cap_is_exact(dp, tp):
     """DeepSpeed ZeRO-3 converts one sub-group (<= 1e9 elements) of the gradient partition to
     fp32 at a time: 6 B x min(partition, 1e9). The decomposition's min(e/dp, k) reproduces it
     on both sides of the cap (70B: capped below dp = 70 / tp)."""
-    from planner.calibration import ZERO3_SUB_GROUP_ELEMENTS
-    from planner.memory import STEP_PHASE, optimizer_step_bytes, trainable_on_gpu
+    from planner.models.calibration import ZERO3_SUB_GROUP_ELEMENTS
+    from planner.models.memory import STEP_PHASE, optimizer_step_bytes, trainable_on_gpu
 
     model = CAT.model("llama-3.1-70b").spec
     c = {"method": "full", "optimizer": "adamw", "shard": "zero3", "offload": "none",

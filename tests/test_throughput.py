@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import tiny_config
 
-from planner import efficiency as eff
-from planner import throughput as tp
+from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
-from planner.request import TrainConfig
+from planner.models import efficiency as eff
+from planner.models import throughput as tp
 
 DATA = Path(__file__).parent / "data"
 N = 137_728

@@ -4,9 +4,9 @@ Bar (issue 3): on the usable public training cases, median |relative error| <= 2
 p90 <= 50 %. Measured 2026-11-25: 40 cases, median 7.7 %, p90 29.5 % in-sample; leave-one-source-
 out 20.0 % / 57.4 % (benchmarks/loso.py; per stack and the cases that are off:
 benchmarks/README.md). The stack factors are fitted on these same cases (the median of each
-case's implied factor, by benchmarks/fit.py into planner/fitted.yaml; tests/test_fit.py checks
-the file); the tests below also pin that the case lists name exactly each stack's usable cases
-and that the factors are their medians.
+case's implied factor, by benchmarks/fit.py into planner/models/fitted.yaml; tests/test_fit.py
+checks the file); the tests below also pin that the case lists name exactly each stack's usable
+cases and that the factors are their medians.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import statistics
 import pytest
 import yaml
 
-from planner import efficiency as eff
-from planner.catalog import load_catalog, shipped_validation_dir
-from planner.validate_throughput import (
+from planner.catalog.load import load_catalog, shipped_validation_dir
+from planner.models import efficiency as eff
+from planner.validation.validate_throughput import (
     implied_decode_efficiency,
     implied_utilisation,
     predict_throughput_case,
@@ -76,7 +76,7 @@ def test_usable_rl_cases_are_predicted(results):
 
 
 def _usable(cases, family):
-    from planner.validate_throughput import family_of
+    from planner.validation.validate_throughput import family_of
 
     return [c for c in cases if c["usable_for_accuracy"] and family_of(c["workload"]) == family]
 

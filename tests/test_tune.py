@@ -8,11 +8,11 @@ import json
 import pytest
 
 from planner import check, tune
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
+from planner.catalog.request import TrainConfig
 from planner.cli import main
-from planner.memory import GIB
-from planner.request import TrainConfig
-from planner.tune import Pins, SearchSpace, candidate_configs, ranking
+from planner.models.memory import GIB
+from planner.solver.tune import Pins, SearchSpace, candidate_configs, ranking
 
 # Small spaces keep the brute force quick; memory binds inside them on these GPUs.
 RL_SPACE = SearchSpace(micro_batches=(1, 2, 4, 8, 16, 32), rollout_batches=(8, 16, 32),
@@ -32,7 +32,7 @@ def grpo(**kw) -> TrainConfig:
 
 def brute_force(kw: dict, pins: Pins, space: SearchSpace, catalog, memory_target=None):
     """Evaluate every candidate of the unpruned set with the same pure models."""
-    from planner.tune import _problem
+    from planner.solver.tune import _problem
 
     problem = _problem(model=kw["model"], gpu=kw["gpu"], config=kw["config"], catalog=catalog,
                        margin=0.02, memory_target=memory_target, stack=None, platform=None,
@@ -244,8 +244,8 @@ SEED_001_RULES = ("rollout_n % micro_batch == 0", "rollout_batch % num_gpus == 0
 def test_required_rules_are_kept_and_the_search_still_equals_brute_force(catalog):
     """tune --require (issue 19 item 3): seed 001's rules hold on the answer, which is the
     best of the whole candidate set filtered by the rules."""
-    from planner.requirements import all_hold, parse
-    from planner.tune import _problem
+    from planner.solver.requirements import all_hold, parse
+    from planner.solver.tune import _problem
 
     kw = {"model": "qwen2.5-0.5b", "gpu": "v100-32gb", "config": grpo(num_gpus=2, fsdp=True)}
     pins = Pins(rollout_n=8)
@@ -272,7 +272,7 @@ def test_required_rules_are_kept_and_the_search_still_equals_brute_force(catalog
 ])
 def test_bad_rules_are_one_line_errors(rule, needle):
     from planner.errors import PlannerError
-    from planner.requirements import parse
+    from planner.solver.requirements import parse
 
     with pytest.raises(PlannerError, match=needle.replace("*", r"\*")):
         parse(rule)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog import load_catalog, shipped_validation_dir
-from planner.validate import validate_file
+from planner.catalog.load import load_catalog, shipped_validation_dir
+from planner.validation.validate import validate_file
 
 CASES = shipped_validation_dir() / "memory_cases.yaml"
 
@@ -73,10 +73,10 @@ def test_qwen_7b_two_gpu_row_is_the_zero3_run_the_memory_model_said():
     # copy and its fp32 conversion (1 + 2 B/param): 12 B x 7.72e9 = 86 GiB, more than the
     # 80 GiB card. The row as now stated (ZeRO-3) lies inside the predicted allocated..device
     # range.
-    from planner.memory import GIB
-    from planner.params import count_params
-    from planner.validate import case_config
-    from planner.workloads import estimate_memory
+    from planner.catalog.params import count_params
+    from planner.models.memory import GIB
+    from planner.models.workloads import estimate_memory
+    from planner.validation.validate import case_config
 
     cat = load_catalog()
     case = _case("qwen-7b-full-2gpu-256")

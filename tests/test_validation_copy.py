@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.catalog import shipped_validation_dir
+from planner.catalog.load import shipped_validation_dir
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
 FILES = ("memory_cases.yaml", "throughput_cases.yaml")

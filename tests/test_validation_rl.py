@@ -17,11 +17,11 @@ import statistics
 import pytest
 import yaml
 
-from planner.catalog import load_catalog, shipped_validation_dir
-from planner.efficiency import RL_ROLLOUT_CASES, RL_ROLLOUT_DECODE_EFFICIENCY
-from planner.validate import RL_CASE_WORKLOADS, predict_case, rl_case, rl_summary
-from planner.validate import error_stats as memory_error_stats
-from planner.validate_throughput import (
+from planner.catalog.load import load_catalog, shipped_validation_dir
+from planner.models.efficiency import RL_ROLLOUT_CASES, RL_ROLLOUT_DECODE_EFFICIENCY
+from planner.validation.validate import RL_CASE_WORKLOADS, predict_case, rl_case, rl_summary
+from planner.validation.validate import error_stats as memory_error_stats
+from planner.validation.validate_throughput import (
     error_stats,
     implied_rl_decode_efficiency,
     predict_throughput_case,
@@ -95,8 +95,8 @@ def test_rl_time_accuracy(timing, workload, cases, median, p90):
 def test_dschat_runs_use_the_largest_batch_that_fits(catalog, time_cases):
     """The benchmark batch is the memory model's edge: it fits and one more does not (or it is
     the 1024-per-iteration cap); where nothing fits, the script's batch stays and is said."""
-    from planner.validate_throughput import DSCHAT_GLOBAL_BATCH_CAP, rl_inputs
-    from planner.workloads import estimate_memory
+    from planner.models.workloads import estimate_memory
+    from planner.validation.validate_throughput import DSCHAT_GLOBAL_BATCH_CAP, rl_inputs
 
     def fits(case, batch):
         rc = rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)

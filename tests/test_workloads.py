@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
+from planner.catalog.params import count_params
+from planner.catalog.request import TrainConfig, validate_config
 from planner.errors import PlannerError
-from planner.memory import GIB, phase_terms
-from planner.params import count_params
-from planner.request import TrainConfig, validate_config
-from planner.workloads import (
+from planner.models.memory import GIB, phase_terms
+from planner.models.workloads import (
     ROLLOUT_PHASE,
     engine,
     estimate_memory,

@@ -215,7 +215,7 @@ def _number(text: str) -> int | float:
 
 
 def entry_from_row(row: dict[str, str]) -> dict[str, object]:
-    """One CSV row -> the YAML mapping of a GpuSpec (key order as in planner.specs)."""
+    """One CSV row -> the YAML mapping of a GpuSpec (key order as in planner.catalog.specs)."""
     gpu_id = row["id"]
     num = {col: _number(row[col]) for col in NUMERIC if row[col].strip()}
     has_price = any(col in num for col in PRICE_COLUMNS)

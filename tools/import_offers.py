@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    from planner.catalog import load_catalog
+    from planner.catalog.load import load_catalog
 
     known = set(load_catalog().gpus)
     if args.git_dir:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The integration tier's packages (tests/test_export_parsers.py): the parsers of the framework
-# versions the exports target (planner.export.TARGETS), CPU wheels only. Run it in the
+# versions the exports target (planner.outputs.export.TARGETS), CPU wheels only. Run it in the
 # environment that runs the tests (a virtual environment: it pip-installs into the active one),
 # then: python -m pytest -m integration -n 2
 #

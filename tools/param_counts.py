@@ -6,7 +6,7 @@ For each catalog model, ``hf_overrides`` writes the config.json keys of its tran
 downloaded) and sums ``p.numel()`` over ``model.parameters()``. ``HF_CONFIGS`` adds configs given
 as transformers defaults plus overrides (``Qwen2MoeConfig()``'s defaults) that have no catalog
 entry. Every record keeps the config transformers built (``config.to_dict()``, scalar keys)
-so the default tests read it back through ``planner.hfconfig`` without transformers.
+so the default tests read it back through ``planner.catalog.hfconfig`` without transformers.
 
     pip install torch transformers
     python tools/param_counts.py            # writes tests/data/param_counts.yaml
@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from planner.catalog import Catalog, load_catalog
-from planner.hfconfig import spec_from_hf_dict
-from planner.params import count_params
-from planner.specs import ModelSpec
+from planner.catalog.hfconfig import spec_from_hf_dict
+from planner.catalog.load import Catalog, load_catalog
+from planner.catalog.params import count_params
+from planner.catalog.specs import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -182,7 +182,7 @@ def records() -> dict[str, Any]:
 
 def planner_counts(name: str, rec: dict[str, Any], catalog: Catalog) -> dict[str, int]:
     """Planner's totals for one record: from the catalog entry (catalog records) and from the
-    config transformers built, read by planner.hfconfig."""
+    config transformers built, read by planner.catalog.hfconfig."""
     out = {"hfconfig": count_params(spec_from_hf_dict(rec["config"], name=name)).total}
     if name in catalog.models and "overrides" not in rec:
         out["catalog"] = count_params(catalog.models[name]).total

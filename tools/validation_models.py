@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from planner.catalog import load_catalog
+from planner.catalog.load import load_catalog
 from planner.errors import PlannerError
-from planner.validate import ROLE_ARCHITECTURE
+from planner.validation.validate import ROLE_ARCHITECTURE
 
 REPO = Path(__file__).resolve().parents[1]
 VALIDATION_DIRS = (REPO / "validation", REPO.parent / "shared" / "validation")

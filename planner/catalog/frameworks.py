@@ -1,0 +1,292 @@
+"""Framework profiles: what a training framework runs and the memory and speed semantics it
+imposes, read from catalog/frameworks/<id>.yaml (specs.FrameworkSpec) with inheritance.
+
+A profile states facts with their sources; ``resolve`` follows ``base`` links so a derived
+profile (e.g. LLaMA-Factory on the Hugging Face Trainer) holds every fact of its base unless it
+overrides it, and says which profile each fact came from. ``config_fields`` turns the memory
+semantics into the TrainConfig fields the models read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from planner.catalog.load import Catalog
+from planner.catalog.request import DEFAULT_ROLLOUT_ENGINE, TRAINER_ENGINES, TrainConfig
+from planner.catalog.specs import Fact, FrameworkFacts, FrameworkSpec
+from planner.errors import PlannerError
+
+# The framework a command assumes when none is named, per workload.
+DEFAULT_FRAMEWORK: dict[str, str] = {
+    "pretrain": "hf-trainer", "sft": "hf-trainer", "rm": "hf-trainer", "dpo": "hf-trainer",
+    "ppo": "verl", "grpo": "verl",
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A framework profile with its inheritance resolved: every fact and the id of the profile
+    that stated it."""
+
+    spec: FrameworkSpec
+    facts: dict[str, Fact[Any]]
+    origin: dict[str, str]
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def value(self, name: str, default: Any = None) -> Any:
+        fact = self.facts.get(name)
+        return default if fact is None else fact.value
+
+    def source(self, name: str) -> str | None:
+        fact = self.facts.get(name)
+        return None if fact is None else fact.source
+
+    def inherited(self, name: str) -> str | None:
+        """The id of the base profile a fact comes from, None when the profile states it (or
+        no profile does)."""
+        origin = self.origin.get(name)
+        return origin if origin not in (None, self.spec.id) else None
+
+
+def resolve(catalog: Catalog, name: str) -> Profile:
+    """The profile named ``name`` (id or alias) with its base chain merged, nearest first."""
+    spec = catalog.framework(name)
+    facts: dict[str, Fact[Any]] = {}
+    origin: dict[str, str] = {}
+    current: FrameworkSpec | None = spec
+    while current is not None:
+        for key in FrameworkFacts.model_fields:
+            fact = getattr(current.facts, key)
+            if fact is not None and key not in facts:
+                facts[key] = fact
+                origin[key] = current.id
+        current = catalog.frameworks.get(current.base) if current.base else None
+    return Profile(spec, facts, origin)
+
+
+def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str, Any]:
+    """TrainConfig fields set by a profile's memory semantics (facts it does not state leave
+    the planner's defaults). ``sharded``: the job shards its model states (ZeRO/FSDP), which
+    decides a loss computed in fp32 only under autocast."""
+    out: dict[str, Any] = {}
+    attention = profile.value("attention")
+    if attention is not None:
+        out["flash_attention"] = attention != "eager"
+        out["expand_kv_heads"] = attention == "sdpa-expanded-kv"
+    loss = profile.value("loss")
+    if loss is not None:
+        out["chunked_loss"] = loss == "chunked"
+        out["loss_in_fp32"] = loss in ("fp32", "chunked", "vocab-fused") or (
+            loss == "fp32-under-autocast" and not sharded)
+        out["lm_head_vocab_chunk"] = (profile.value("loss_vocab_chunk")
+                                      if loss == "vocab-fused" else None)
+    if workload in ("dpo", "ppo", "grpo") and profile.value("logprobs") is not None:
+        # the log-prob passes set the loss buffers of preference and RL training
+        out["loss_in_fp32"] = profile.value("logprobs") == "fp32"
+    if profile.value("master_weights") is not None:
+        out["pure_bf16"] = profile.value("master_weights") == "none"
+    if profile.value("frozen_base_dtype") is not None:
+        out["fp32_trained_weights"] = profile.value("frozen_base_dtype") == "fp32"
+    if profile.value("selective_checkpointing") is not None:
+        out["selective_checkpointing"] = profile.value("selective_checkpointing")
+    for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync"):
+        if profile.value(key) is not None:
+            out[key] = bool(profile.value(key))
+    return out
+
+
+def default_engine(profile: Profile, cfg: TrainConfig | None = None) -> str:
+    """The rollout engine of an RL job on ``profile`` when none is named: the profile's
+    rollout_engine_default, else the first engine it offers, else the planner's
+    (request.DEFAULT_ROLLOUT_ENGINE). A job that sets an engine's knobs (placement apart,
+    rollout TP, a memory fraction, idle offload) gets the first engine of its own the profile
+    offers instead of the trainer's generate (TRL with vLLM when vllm_mode is asked for)."""
+    offered = profile.value("rollout_engines") or (DEFAULT_ROLLOUT_ENGINE,)
+    stated = profile.value("rollout_engine_default") or offered[0]
+    knobs = cfg is not None and (cfg.placement != "colocate" or cfg.rollout_tp != 1
+                                 or cfg.gpu_memory_utilization is not None or cfg.offload_idle)
+    if knobs and stated in TRAINER_ENGINES:
+        return next((e for e in offered if e not in TRAINER_ENGINES), stated)
+    return stated
+
+
+def efficiency_of(profile: Profile) -> tuple[str | None, str]:
+    """(efficiency key, a line saying where it comes from): the profile's own measured
+    efficiency, one inherited from its base, or none."""
+    key = profile.value("efficiency")
+    if key is None:
+        return None, f"{profile.id}: no measured efficiency in its profile or its bases"
+    base = profile.inherited("efficiency")
+    if base:
+        return key, f"efficiency inherited from {base}: no measured case of {profile.id}"
+    return key, f"efficiency of {profile.id} ({profile.source('efficiency')})"
+
+
+# Fields a profile's memory semantics set (config_fields); the others are the job's own.
+SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_in_fp32",
+                   "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
+                   "selective_checkpointing", "fused_optimizer", "shard_embeddings",
+                   "fsdp_no_sync", "rollout_engine")
+
+
+def sharding_kind(cfg: TrainConfig) -> str:
+    """The profile's sharding kind a layout needs: fsdp (FSDP1 or FSDP2), zero1-3, ddp for
+    several data-parallel ranks without sharding, none for one."""
+    if cfg.fsdp:
+        return "fsdp"
+    if cfg.zero_stage:
+        return f"zero{cfg.zero_stage}"
+    return "ddp" if cfg.num_gpus > 1 else "none"
+
+
+def unsupported(profile: Profile, cfg: TrainConfig) -> list[str]:
+    """What of ``cfg`` the framework cannot run, by its profile (empty: it runs it). A fact the
+    profile (and its bases) do not state restricts nothing."""
+    out = []
+
+    def lacks(fact: str, wanted: str, label: str) -> None:
+        offered = profile.value(fact)
+        if offered is not None and wanted not in offered:
+            out.append(f"{label} {wanted} (it runs {', '.join(offered) or 'none'})")
+
+    lacks("workloads", cfg.workload, "workload")
+    lacks("methods", cfg.method, "method")
+    kind = sharding_kind(cfg)
+    sharding = profile.value("sharding")
+    if sharding is not None:
+        names = {"fsdp1": "fsdp", "fsdp2": "fsdp", "megatron": "zero1"}
+        offered = {names.get(s, s) for s in sharding} | (
+            {"none"} if "ddp" in sharding else set()) | ({"ddp"} if "megatron" in sharding
+                                                        else set())
+        if kind not in offered:
+            out.append(f"sharding {kind} (it runs {', '.join(sharding)})")
+    for axis in ("tp", "pp", "cp"):
+        if getattr(cfg, axis) > 1:
+            lacks("parallelism", axis, "parallelism")
+    if cfg.offload != "none":
+        lacks("offload", cfg.offload, "offload")
+    if cfg.is_rl:
+        lacks("rl_placements", cfg.placement, "RL placement")
+        # an engine the job did not name is the profile's own default
+        if "rollout_engine" in cfg.model_fields_set:
+            lacks("rollout_engines", cfg.rollout_engine, "rollout engine")
+    if cfg.checkpointing != "none":
+        lacks("checkpointing", cfg.checkpointing, "checkpointing")
+    return out
+
+
+@dataclass(frozen=True)
+class FrameworkChoice:
+    """The framework a job runs on, why, and the efficiency it brings."""
+
+    profile: Profile
+    reason: str
+    stack: str
+    efficiency_note: str
+
+    def summary(self) -> dict[str, Any]:
+        return {"id": self.profile.id, "name": self.profile.spec.name,
+                "version": self.profile.spec.version, "reason": self.reason,
+                "efficiency": self.stack, "efficiency_note": self.efficiency_note}
+
+
+# The efficiency a framework without a measured one (itself or its bases) runs at.
+FALLBACK_EFFICIENCY = "hf"
+
+
+def choose(catalog: Catalog, cfg: TrainConfig, name: str | None = None) -> FrameworkChoice:
+    """The framework of a job: the one named (PlannerError when it cannot run the layout,
+    naming what), else the workload's default (DEFAULT_FRAMEWORK) when it runs the layout,
+    else the first that does among the profiles with a measured efficiency of their own, then
+    the others, by id (PlannerError when none does)."""
+    if name is not None and name != "auto":
+        profile = resolve(catalog, name)
+        missing = unsupported(profile, cfg)
+        if missing:
+            raise PlannerError(f"--framework {profile.id} does not run this job: "
+                               + "; ".join(missing))
+        reason = "named"
+    else:
+        default = resolve(catalog, DEFAULT_FRAMEWORK[cfg.workload])
+        if not unsupported(default, cfg):
+            profile, reason = default, f"the default for {cfg.workload}"
+        else:
+            # profiles with a measured efficiency of their own first, then by id
+            able = sorted((resolve(catalog, fid) for fid in catalog.frameworks),
+                          key=lambda p: (p.value("efficiency") is None
+                                         or p.inherited("efficiency") is not None, p.id))
+            able = [p for p in able if not unsupported(p, cfg)]
+            if not able:
+                raise PlannerError("no framework profile runs this job: "
+                                   + "; ".join(unsupported(default, cfg)))
+            profile = able[0]
+            reason = (f"{default.id} (the default for {cfg.workload}) does not run "
+                      + "; ".join(unsupported(default, cfg)) + f"; {profile.id} does")
+    stack, note = efficiency_of(profile)
+    if stack is None:
+        stack, note = FALLBACK_EFFICIENCY, note + f"; the {FALLBACK_EFFICIENCY} efficiency used"
+    return FrameworkChoice(profile, reason, stack, note)
+
+
+def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
+    """``cfg`` with the profile's memory semantics in every field the job did not set itself
+    (TrainConfig.model_fields_set)."""
+    fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
+    if cfg.is_rl:
+        fields["rollout_engine"] = default_engine(profile, cfg)
+    update = {k: v for k, v in fields.items() if k not in cfg.model_fields_set}
+    return cfg.model_copy(update=update) if update else cfg
+
+
+def for_request(catalog: Catalog, request: Any) -> FrameworkChoice:
+    """The framework of a plan request (PlanRequest): the one named, else the workload's
+    default; its efficiency unless the request sets a stack itself (deprecated)."""
+    named = request.framework
+    if named == "auto":
+        raise PlannerError("--framework auto chooses among frameworks in 'planner plan' only; "
+                           "name a framework id here ('planner catalog frameworks')")
+    profile = resolve(catalog, named or DEFAULT_FRAMEWORK[request.workload])
+    if request.workload not in profile.value("workloads", (request.workload,)):
+        raise PlannerError(f"--framework {profile.id} does not run --workload "
+                           f"{request.workload} (it runs {', '.join(profile.value('workloads'))})")
+    reason = "named" if named else f"the default for {request.workload}"
+    stack, note = efficiency_of(profile)
+    if stack is None:
+        stack, note = FALLBACK_EFFICIENCY, note + f"; the {FALLBACK_EFFICIENCY} efficiency used"
+    if "stack" in request.model_fields_set and request.stack != stack:
+        note = (f"--stack {request.stack} (deprecated) overrides the framework's efficiency "
+                f"({stack}: {note})")
+        stack = request.stack
+    return FrameworkChoice(profile, reason, stack, note)
+
+
+def plan_shardings(profile: Profile) -> tuple[str, ...]:
+    """The sharding choices a plan searches on a framework: DeepSpeed ZeRO 0-3 where it runs
+    them (ZeRO-3 covers FSDP's full sharding), else none and FSDP as far as it runs them; a
+    profile that states no sharding, ZeRO 0-3."""
+    kinds = profile.value("sharding")
+    if kinds is None:
+        return ("none", "zero1", "zero2", "zero3")
+    mapped = {"ddp": "none", "fsdp1": "fsdp", "fsdp2": "fsdp"}
+    offered = {mapped.get(k, k) for k in kinds}
+    zero = tuple(k for k in ("none", "zero1", "zero2", "zero3") if k in offered)
+    if any(k.startswith("zero") for k in zero):
+        return zero
+    return tuple(k for k in ("none", "fsdp") if k in offered)
+
+
+def auto_candidates(catalog: Catalog, workload: str) -> tuple[str, ...]:
+    """Frameworks ``plan --framework auto`` compares: those that run the workload with a
+    measured efficiency of their own (the others would be timed at an inherited or default
+    rate, no evidence for choosing them), the workload's default first."""
+    ids = [DEFAULT_FRAMEWORK[workload]]
+    for fid in sorted(catalog.frameworks):
+        p = resolve(catalog, fid)
+        own = p.value("efficiency") is not None and p.inherited("efficiency") is None
+        if own and workload in p.value("workloads", ()) and fid not in ids:
+            ids.append(fid)
+    return tuple(ids)

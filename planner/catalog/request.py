@@ -1,0 +1,725 @@
+"""What the user asked: one concrete training configuration (TrainConfig), validated.
+
+A TrainConfig is one point of the planner's space: the memory and throughput models take it
+together with a ModelSpec and a GpuSpec. ``validate_config`` checks it against the model and GPU
+and raises PlannerError with a one-line message naming the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from planner.catalog.specs import GpuSpec, ModelSpec, RolloutEngine, tensor_parallel_options
+from planner.errors import PlannerError, did_you_mean
+from planner.inputs import FieldErrors, check_number
+
+Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
+Placement = Literal["colocate", "separate", "split"]
+Method = Literal["full", "lora", "dora", "qlora", "freeze"]
+Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "sgd-momentum", "adafactor"]
+Offload = Literal["none", "optimizer", "optimizer+params"]
+Checkpointing = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp16", "fp32", "fp8"]
+QuantFormat = Literal["nf4", "gptq"]
+
+WORKLOADS: tuple[str, ...] = Workload.__args__  # type: ignore[attr-defined]
+METHODS: tuple[str, ...] = Method.__args__  # type: ignore[attr-defined]
+OPTIMIZERS: tuple[str, ...] = Optimizer.__args__  # type: ignore[attr-defined]
+OFFLOADS: tuple[str, ...] = Offload.__args__  # type: ignore[attr-defined]
+CHECKPOINTINGS: tuple[str, ...] = Checkpointing.__args__  # type: ignore[attr-defined]
+PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
+PLACEMENTS: tuple[str, ...] = Placement.__args__  # type: ignore[attr-defined]
+RL_WORKLOADS = ("ppo", "grpo")
+ROLLOUT_ENGINES: tuple[str, ...] = RolloutEngine.__args__  # type: ignore[attr-defined]
+# Engines that generate with the trainer's own resident weights (no engine of their own, no
+# reserved memory fraction): Hugging Face generate (TRL's GRPOTrainer with use_vllm=False).
+# The others are modelled as vLLM-style engines (workloads.engine).
+TRAINER_ENGINES = ("hf-generate",)
+# The engine of a job whose framework states none (the planner's RL default).
+DEFAULT_ROLLOUT_ENGINE = "vllm"
+PAIRWISE_WORKLOADS = ("rm", "dpo")
+# GRPO samples a group per prompt (verl's and the DeepSeekMath paper's examples use 5-64);
+# PPO one response per prompt.
+DEFAULT_ROLLOUT_N = {"ppo": 1, "grpo": 5}
+DEFAULT_ROLLOUT_BATCH = 256
+
+DEFAULT_LORA_RANK = 16
+# LoRA alpha = 2 x rank: LLaMA-Factory's default when lora_alpha is unset ("default: lora_rank
+# * 2", LoraArguments.lora_alpha, applied in FinetuningArguments.__post_init__), at
+# https://github.com/hiyouga/LLaMA-Factory/blob/f9ced615c39dac9692ad2f9efd1c03628ad023ee/src/llamafactory/hparams/finetuning_args.py
+# Alpha scales the adapter's output only: memory and speed do not depend on it.
+LORA_ALPHA_PER_RANK = 2
+# Ranks the planner tries with --lora-rank auto, highest (fullest fidelity) first.
+LORA_RANKS = (64, 32, 16, 8)
+LoraTarget = Literal["all-linear", "q", "k", "v", "o", "gate", "up", "down"]
+LORA_TARGETS: tuple[str, ...] = LoraTarget.__args__
+DEFAULT_LORA_TARGETS = ("all-linear",)
+
+
+class _Request(BaseModel):
+    """A request model: frozen, finite, bounded (inputs.check_number); bad fields raise
+    inputs.FieldErrors, a PlannerError, from the constructor and from model_validate."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise FieldErrors(type(self).__name__, exc.errors()) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any):  # type: ignore[override]
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise FieldErrors(cls.__name__, exc.errors()) from None
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        return check_number(value)
+
+
+def method_label(method: str, rank: int | None, *,
+                 targets: tuple[str, ...] | None = None) -> str:
+    """The method as plans and reports name it: 'full', or an adapter method with its rank,
+    'lora r16'; given the adapter's ``targets``, the plan text's form 'lora r=16 on q,v'.
+    ``rank`` None (or 0): a method without adapters."""
+    if not rank:
+        return method
+    if targets is not None:
+        return f"{method} r={rank} on {','.join(targets)}"
+    return f"{method} r{rank}"
+
+
+class TrainConfig(_Request):
+    """One concrete configuration. Defaults follow common Hugging Face/PEFT practice."""
+
+    workload: Workload = "sft"
+    method: Method = "full"
+    lora_rank: int | None = Field(default=None, gt=0)
+    lora_targets: tuple[LoraTarget, ...] = DEFAULT_LORA_TARGETS
+    freeze_trainable_layers: int = Field(default=2, gt=0, description="method freeze: last k")
+    quant_format: QuantFormat = "nf4"
+    optimizer: Optimizer = "adamw"
+    precision: Precision = "bf16"
+    pure_bf16: bool = Field(
+        default=False, description="no fp32 master weights; optimizer states in 16 bit"
+    )
+    num_gpus: int = Field(default=1, gt=0)
+    zero_stage: int = Field(default=0, ge=0, le=3)
+    fsdp: bool = False
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    offload: Offload = "none"
+    checkpointing: Checkpointing = "full"
+    framework: str | None = Field(
+        default=None, max_length=100, description="framework profile id or alias "
+        "(catalog/frameworks) the job runs on; None: the workload's default framework, or the "
+        "first that runs the layout (frameworks.choose)"
+    )
+    fsdp_no_sync: bool = Field(
+        default=False, description="FSDP with gradient accumulation skips the reduce-scatter of "
+        "every micro-batch but the last (no_sync), keeping the gradients unsharded until the step"
+    )
+    selective_checkpointing: Literal["core-attention", "op"] = Field(
+        default="core-attention", description="what checkpointing 'selective' recomputes: "
+        "core-attention (Megatron: the attention's softmax and dropout; nothing more under "
+        "flash attention) or op (PyTorch op-level selective checkpointing as torchtitan: every "
+        "other matmul output and the attention output kept, the rest recomputed)"
+    )
+    micro_batch_size: int = Field(default=1, gt=0)
+    grad_accum: int = Field(default=1, gt=0)
+    seq_len: int = Field(
+        default=2048, gt=0, description="tokens per sequence as computed: the padded length of the "
+        "longest sample in a batch, or the pack length with packing"
+    )
+    flash_attention: bool = True
+    expand_kv_heads: bool = Field(
+        default=False, description="k and v copied to every query head before attention "
+        "(torchtune, Hugging Face sdpa before native GQA), not read by a GQA kernel"
+    )
+    chunked_loss: bool = Field(default=False, description="logits/CE computed in chunks")
+    lm_head_vocab_chunk: int | None = Field(
+        default=None, gt=0, description="fused LM head and loss computed over slices of this "
+        "many vocabulary rows at a time: the [tokens, vocab] logits are never materialised "
+        "(prime-rl FusedOutputLinear); None = the whole vocabulary at once"
+    )
+    loss_in_fp32: bool = Field(
+        default=True, description="logits upcast to fp32 for the loss (HF models, autocast)"
+    )
+    shard_embeddings: bool = Field(
+        default=False, description="FSDP: embedding and head wrapped as units of their own"
+    )
+    compiled: bool = Field(
+        default=False, description="torch.compile: norms and act(gate) are recomputed in backward"
+    )
+    paged_optimizer: bool = Field(
+        default=False, description="optimizer states in CUDA managed memory (bitsandbytes paged)"
+    )
+    optimizer_in_backward: bool = Field(
+        default=False, description="each parameter is updated as its gradient arrives"
+    )
+    fused_optimizer: bool = Field(
+        default=False, description="optimizer step without full-size temporaries (torch fused)"
+    )
+    # --- preference and RL workloads (workloads.py) ------------------------------------------
+    # rm/dpo: micro_batch_size and global_batch_size count pairs (2 sequences each).
+    # ppo/grpo: seq_len = prompt_len + response_len; micro_batch_size and global_batch_size count
+    # sequences of one update micro-step / optimizer step; rollout_batch counts prompts per RL
+    # iteration, each sampled rollout_n times.
+    prompt_len: int | None = Field(default=None, gt=0)
+    response_len: int | None = Field(default=None, gt=0)
+    rollout_n: int | None = Field(default=None, gt=0, description="samples per prompt")
+    rollout_batch: int = Field(default=DEFAULT_ROLLOUT_BATCH, gt=0, description="prompts/iteration")
+    rollout_tp: int = Field(default=1, gt=0)
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, lt=1, description="vLLM >= 0.7: fraction of total GPU memory the "
+        "engine takes; None = just what the rollout batch needs"
+    )
+    logprob_micro_batch: int | None = Field(
+        default=None, gt=0, description="sequences per forward-only micro-step (default: "
+        "micro_batch_size)"
+    )
+    rollout_engine: RolloutEngine = Field(
+        default=DEFAULT_ROLLOUT_ENGINE, description="RL: what generates the rollouts: a "
+        "vLLM-style engine (vllm, sglang, deepspeed-hybrid, megatron) or the trainer's own "
+        "model (hf-generate); set from the framework profile unless given"
+    )
+    generate_micro_batch: int | None = Field(
+        default=None, gt=0, description="hf-generate: sequences per generate call on one GPU; "
+        "None = the GPU's whole share of the iteration (TRL generates its local generation "
+        "batch in one call)"
+    )
+    reference: bool = Field(default=True, description="frozen reference model (KL / DPO)")
+    precompute_ref: bool = Field(
+        default=False, description="DPO: reference log-probs computed before training"
+    )
+    placement: Placement = "colocate"
+    rollout_gpus: int | None = Field(
+        default=None, gt=0, description="separate placement: GPUs of the rollout engines"
+    )
+    role_gpus: tuple[tuple[str, int], ...] | None = Field(
+        default=None, description="split placement: GPUs of each model role, e.g. (('actor', "
+        "4), ('critic', 2), ('reference', 1), ('reward', 1)); the engines take the rest"
+    )
+    offload_idle: bool = Field(
+        default=False, description="RL: states of idle roles move to host RAM between phases "
+        "(verl param/optimizer offload)"
+    )
+    mean_seq_len: int | None = Field(
+        default=None, gt=0, description="RL: average real tokens per sequence in the trainer's "
+        "passes when they drop padding (verl use_remove_padding, OpenRLHF packing); None = "
+        "every sequence at prompt + response"
+    )
+    fp32_trained_weights: bool = Field(
+        default=False, description="FSDP: the trained model's flat parameters, frozen base "
+        "included, are fp32 (verl loads the actor in fp32 under mixed precision)"
+    )
+    engine_sleep: bool = Field(
+        default=True, description="RL colocated: the engine frees its KV cache and offloads its "
+        "weights while training runs (vLLM sleep mode, verl free_cache_engine)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rl_seq_len(cls, data: object) -> object:
+        return _fill_rl_seq_len(data)
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree of the trainer (separate RL placement: the non-engine GPUs)."""
+        gpus = self.num_gpus
+        if self.workload in RL_WORKLOADS and self.placement == "separate":
+            gpus -= rollout_gpu_count(self)
+        if self.workload in RL_WORKLOADS and self.placement == "split" and self.role_gpus:
+            gpus = dict(self.role_gpus).get("actor", gpus)  # none: validate_workload says so
+        return gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def is_peft(self) -> bool:
+        return self.method in ("lora", "dora", "qlora")
+
+    @property
+    def rank(self) -> int:
+        return self.lora_rank or DEFAULT_LORA_RANK
+
+    @property
+    def adapter_rank(self) -> int | None:
+        """The rank of the trained adapters; None for a method without adapters."""
+        return self.rank if self.is_peft else None
+
+    @property
+    def lora_alpha(self) -> int:
+        """The LoRA scale numerator every launch writes: LORA_ALPHA_PER_RANK x the rank."""
+        return LORA_ALPHA_PER_RANK * self.rank
+
+    @property
+    def method_label(self) -> str:
+        """'full', 'lora r16': the method, with its rank for an adapter method."""
+        return method_label(self.method, self.adapter_rank)
+
+    @property
+    def paged(self) -> bool:
+        return self.paged_optimizer or self.optimizer == "paged-adamw-8bit"
+
+    @property
+    def shards_weights(self) -> bool:
+        return self.fsdp or self.zero_stage == 3
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.micro_batch_size * self.grad_accum * self.dp
+
+    @property
+    def is_rl(self) -> bool:
+        return self.workload in RL_WORKLOADS
+
+    @property
+    def sequences_per_example(self) -> int:
+        """rm and dpo train on (chosen, rejected) pairs: two sequences per example."""
+        return 2 if self.workload in PAIRWISE_WORKLOADS else 1
+
+    @property
+    def samples_per_prompt(self) -> int:
+        return self.rollout_n or DEFAULT_ROLLOUT_N.get(self.workload, 1)
+
+    @property
+    def logprob_batch(self) -> int:
+        return self.logprob_micro_batch or self.micro_batch_size
+
+    @property
+    def generates_in_trainer(self) -> bool:
+        """RL rollouts generated by the trainer's own model (TRAINER_ENGINES), no engine."""
+        return self.is_rl and self.rollout_engine in TRAINER_ENGINES
+
+    def effective_precision(self, gpu: GpuSpec) -> Precision:
+        """bf16 on GPUs without bf16 (V100, T4) becomes fp16 mixed precision with loss scaling."""
+        if self.precision == "bf16" and not gpu.supports_bf16:
+            return "fp16"
+        if self.precision == "fp8" and gpu.fp8_dense_tflops is None:
+            return "bf16" if gpu.supports_bf16 else "fp16"
+        return self.precision
+
+
+def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
+    """Structural checks that need the model; raises PlannerError on the first violation."""
+    if cfg.lora_rank is not None and not cfg.is_peft:
+        raise PlannerError(
+            f"--lora-rank {cfg.lora_rank} needs --method lora, dora or qlora (got {cfg.method})"
+        )
+    if cfg.fsdp and cfg.zero_stage:
+        raise PlannerError(f"--fsdp and --zero {cfg.zero_stage} exclude each other; pick one")
+    if cfg.offload == "optimizer+params" and not cfg.shards_weights:
+        raise PlannerError("--offload optimizer+params needs --zero 3 or --fsdp")
+    if cfg.offload != "none" and not (cfg.zero_stage or cfg.fsdp):
+        raise PlannerError(f"--offload {cfg.offload} needs --zero 1, 2 or 3, or --fsdp")
+    if cfg.optimizer_in_backward and cfg.grad_accum > 1:
+        raise PlannerError(
+            f"--optimizer-in-backward needs --grad-accum 1 (got {cfg.grad_accum}): gradients "
+            "are consumed as they are produced"
+        )
+    mp = cfg.tp * cfg.pp * cfg.cp
+    if cfg.num_gpus % mp:
+        raise PlannerError(
+            f"--tp {cfg.tp} x --pp {cfg.pp} x cp {cfg.cp} = {mp} does not divide --num-gpus "
+            f"{cfg.num_gpus}; "
+            f"use a GPU count that is a multiple of {mp}"
+        )
+    if not model.splits_heads(cfg.tp):
+        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
+        raise PlannerError(
+            f"--tp {cfg.tp} must divide the attention heads ({model.num_attention_heads}) and "
+            f"kv heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}"
+        )
+    if cfg.pp > model.num_layers:
+        raise PlannerError(
+            f"--pp {cfg.pp} exceeds the {model.num_layers} layers of {model.id}; at most "
+            f"{model.num_layers} (stages of unequal size are allowed: the largest sets the peak)"
+        )
+    if cfg.seq_len % cfg.cp:
+        raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
+    validate_workload(cfg, model)
+
+
+def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
+    """Checks of the preference/RL options (one line each, naming the bad value)."""
+    rl_only = {"--prompt-len": cfg.prompt_len, "--response-len": cfg.response_len,
+               "--mean-seq-len": cfg.mean_seq_len,
+               "--rollout-n": cfg.rollout_n, "--gpu-memory-utilization": cfg.gpu_memory_utilization,
+               "--generate-micro-batch": cfg.generate_micro_batch,
+               "--rollout-engine": (cfg.rollout_engine
+                                    if cfg.rollout_engine != DEFAULT_ROLLOUT_ENGINE else None),
+               "--rollout-gpus": cfg.rollout_gpus,
+               "--role-gpus": format_role_gpus(cfg.role_gpus) if cfg.role_gpus else None}
+    if not cfg.is_rl:
+        for flag, value in rl_only.items():
+            if value is not None:
+                raise PlannerError(f"{flag} {value} applies to --workload ppo or grpo only "
+                                   f"(got {cfg.workload})")
+        if cfg.placement != "colocate" or cfg.rollout_tp != 1:
+            raise PlannerError(f"--placement/--rollout-tp apply to --workload ppo or grpo only "
+                               f"(got {cfg.workload})")
+        rl_flags = {"--logprob-micro-batch": cfg.logprob_micro_batch,
+                    "--offload-idle": cfg.offload_idle or None,
+                    "--no-engine-sleep": (not cfg.engine_sleep) or None,
+                    "--rollout-batch": (cfg.rollout_batch
+                                        if cfg.rollout_batch != DEFAULT_ROLLOUT_BATCH else None)}
+        for flag, value in rl_flags.items():
+            if value is not None:
+                shown = "" if value is True else f" {value}"
+                raise PlannerError(f"{flag}{shown} applies to --workload ppo or grpo only "
+                                   f"(got {cfg.workload})")
+        if cfg.precompute_ref and cfg.workload != "dpo":
+            raise PlannerError(f"--precompute-ref applies to --workload dpo only "
+                               f"(got {cfg.workload})")
+        return
+    if cfg.mean_seq_len is not None and cfg.prompt_len and cfg.response_len and \
+            cfg.mean_seq_len > cfg.prompt_len + cfg.response_len:
+        raise PlannerError(f"--mean-seq-len {cfg.mean_seq_len} exceeds prompt + response "
+                           f"({cfg.prompt_len + cfg.response_len})")
+    if cfg.prompt_len is None or cfg.response_len is None:
+        raise PlannerError(f"--workload {cfg.workload} needs --prompt-len and --response-len "
+                           "(they replace --seq-len)")
+    if cfg.seq_len != cfg.prompt_len + cfg.response_len:
+        raise PlannerError(f"--seq-len {cfg.seq_len} must equal prompt + response "
+                           f"({cfg.prompt_len} + {cfg.response_len}) for {cfg.workload}")
+    validate_engine(cfg)
+    if cfg.tp != 1 or cfg.pp != 1 or cfg.cp != 1:
+        raise PlannerError(f"{cfg.workload}: the trainer is data parallel (verl FSDP, OpenRLHF "
+                           f"DeepSpeed); tensor/pipeline/context parallel training is not "
+                           f"modelled (got tp {cfg.tp}, pp {cfg.pp}, cp {cfg.cp})")
+    if not model.splits_heads(cfg.rollout_tp):
+        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
+        raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the attention and kv heads "
+                           f"of {model.id}; allowed: {allowed}")
+    gen_gpus = rollout_gpu_count(cfg)
+    if gen_gpus % cfg.rollout_tp:
+        raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the {gen_gpus} rollout "
+                           "GPUs")
+    if cfg.role_gpus is not None and cfg.placement != "split":
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)} needs --placement "
+                           "split")
+    if cfg.placement == "split":
+        _validate_split(cfg)
+    elif cfg.placement == "separate":
+        if cfg.num_gpus < 2:
+            raise PlannerError("--placement separate needs at least 2 GPUs (engines and trainer)")
+        if cfg.rollout_gpus is not None and cfg.rollout_gpus >= cfg.num_gpus:
+            raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must leave GPUs for training "
+                               f"(--num-gpus {cfg.num_gpus})")
+    elif cfg.rollout_gpus is not None:
+        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} needs --placement separate or "
+                           "split")
+
+
+def validate_engine(cfg: TrainConfig) -> None:
+    """The rollout engine's options: the trainer's own generate (hf-generate) runs on the
+    training GPUs with the trainer's layout, so the vLLM engine's knobs do not apply to it."""
+    if not cfg.generates_in_trainer:
+        if cfg.generate_micro_batch is not None:
+            raise PlannerError(f"--generate-micro-batch {cfg.generate_micro_batch} applies to "
+                               f"--rollout-engine {', '.join(TRAINER_ENGINES)} (got "
+                               f"{cfg.rollout_engine}: its batch is what its memory holds)")
+        return
+    knobs = {"--placement": cfg.placement if cfg.placement != "colocate" else None,
+             "--rollout-tp": cfg.rollout_tp if cfg.rollout_tp != 1 else None,
+             "--gpu-memory-utilization": cfg.gpu_memory_utilization,
+             "--offload-idle": cfg.offload_idle or None}
+    for flag, value in knobs.items():
+        if value is not None:
+            shown = "" if value is True else f" {value}"
+            raise PlannerError(f"{flag}{shown} does not apply to --rollout-engine "
+                               f"{cfg.rollout_engine}: the trainer generates with its own "
+                               "weights on its own GPUs (colocated, no engine TP or memory "
+                               "fraction, nothing parked on the host)")
+
+
+def _validate_split(cfg: TrainConfig) -> None:
+    """Split placement: every role named once with at least one GPU, the engines the rest."""
+    if cfg.role_gpus is None:
+        raise PlannerError("--placement split needs the GPUs of each role (--role-gpus "
+                           "actor=N,critic=N,...; the CLI and the planner default to equal "
+                           "groups)")
+    names = [n for n, _ in cfg.role_gpus]
+    for name, gpus in cfg.role_gpus:
+        if name not in SPLIT_ROLES:
+            raise PlannerError(f"--role-gpus: {name!r} is not a role"
+                               f"{did_you_mean(name, SPLIT_ROLES)}; roles: "
+                               f"{', '.join(SPLIT_ROLES)}")
+        if gpus < 1:
+            raise PlannerError(f"--role-gpus {name}={gpus}: every role needs at least 1 GPU")
+    if len(set(names)) != len(names) or "actor" not in names:
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)}: name each role once, "
+                           "the actor included")
+    engines = cfg.num_gpus - sum(g for _, g in cfg.role_gpus)
+    if engines < 1:
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)} take all "
+                           f"{cfg.num_gpus} GPUs: the rollout engines need GPUs of their own")
+    if cfg.rollout_gpus is not None and cfg.rollout_gpus != engines:
+        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must be the GPUs --role-gpus "
+                           f"leaves ({engines} of {cfg.num_gpus})")
+    if cfg.offload_idle:
+        raise PlannerError("--offload-idle moves idle roles off shared GPUs; with --placement "
+                           "split every role has GPUs of its own")
+
+
+SPLIT_ROLES = ("actor", "critic", "reference", "reward")
+
+
+def split_role_names(workload: str, *, reference: bool, has_reward: bool) -> tuple[str, ...]:
+    """Roles that get GPUs of their own with split placement (OpenRLHF without
+    --colocate_*): the actor, PPO's critic and reward model, GRPO's reward model when one is
+    given, and the reference (OpenRLHF loads it as a model of its own on its own GPUs, also
+    when the actor trains adapters)."""
+    names = ["actor"]
+    if workload == "ppo":
+        names.append("critic")
+    if reference:
+        names.append("reference")
+    if workload == "ppo" or has_reward:
+        names.append("reward")
+    return tuple(names)
+
+
+def fill_role_gpus(cfg: TrainConfig, *, has_reward: bool) -> TrainConfig:
+    """Split placement without --role-gpus: the roles and the engines take equal groups of
+    the GPUs (OpenRLHF's examples give every role and the vLLM engines the same count)."""
+    if not cfg.is_rl or cfg.placement != "split" or cfg.role_gpus is not None:
+        return cfg
+    names = split_role_names(cfg.workload, reference=cfg.reference, has_reward=has_reward)
+    groups = len(names) + 1
+    if cfg.num_gpus % groups:
+        raise PlannerError(
+            f"--placement split on {cfg.num_gpus} GPUs: the {len(names)} roles "
+            f"({', '.join(names)}) and the engines take equal groups, so --num-gpus must be a "
+            f"multiple of {groups}; or give --role-gpus")
+    g = cfg.num_gpus // groups
+    return cfg.model_copy(update={"role_gpus": tuple((n, g) for n in names)})
+
+
+def format_role_gpus(role_gpus: tuple[tuple[str, int], ...]) -> str:
+    return ",".join(f"{n}={g}" for n, g in role_gpus)
+
+
+def parse_role_gpus(text: str) -> tuple[tuple[str, int], ...]:
+    """--role-gpus actor=4,critic=2,reference=1,reward=1 -> (('actor', 4), ...)."""
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, count = part.partition("=")
+        if not (count.strip().isascii() and count.strip().isdigit()):
+            raise PlannerError(f"--role-gpus {part!r}: write role=GPUs, e.g. "
+                               "actor=4,critic=2,reference=1,reward=1")
+        out.append((name.strip(), int(count)))
+    if not out:
+        raise PlannerError(f"--role-gpus {text!r}: write role=GPUs, e.g. actor=4,critic=2")
+    return tuple(out)
+
+
+def rollout_gpu_count(cfg: TrainConfig) -> int:
+    """GPUs that run rollout engines: all of them colocated; --rollout-gpus (default half)
+    when separate; split, what the roles' groups leave."""
+    if cfg.placement == "colocate":
+        return cfg.num_gpus
+    if cfg.placement == "split" and cfg.role_gpus:
+        return max(1, cfg.num_gpus - sum(g for _, g in cfg.role_gpus))
+    return cfg.rollout_gpus or max(1, cfg.num_gpus // 2)
+
+
+Objective = Literal["cost", "time"]
+Pricing = Literal["buy", "rent", "owned"]
+PriceKind = Literal["new", "used"]
+Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
+DEFAULT_GLOBAL_BATCH = 64
+DEFAULT_MEMORY_MARGIN = 0.05
+# Input limits of a plan request (bad input above them, exit 2): money in whole dollars stays in
+# the solver's int64 range; a million GPUs is beyond any cluster built;
+# the space enumerates the divisors of the global batch (65,536 sequences: ~4 s to plan).
+MAX_BUDGET_USD = 1e12
+MAX_GPUS = 1_000_000
+MAX_GLOBAL_BATCH = 65_536
+
+
+class PlanRequest(_Request):
+    """What the planner is asked: the model, the money, and every choice pinned or left open.
+
+    A field left at None (or "auto") is a decision for the solver.
+    """
+
+    model: str
+    workload: Workload = "sft"
+    objective: Objective = "cost"
+    pricing: Pricing = "buy"
+    price_kind: PriceKind | None = Field(
+        default=None, description="buy: new or used price; None = new where known, else used"
+    )
+    budget_usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    gpus: tuple[str, ...] = Field(default=(), description="GPU types allowed; empty = all")
+    max_gpus: int = Field(default=1024, gt=0, le=MAX_GPUS)
+    num_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+    max_gpus_per_offer: int | None = Field(
+        default=None, gt=0, le=MAX_GPUS,
+        description="rent: GPUs one offer may supply; None = offers.DEFAULT_MAX_GPUS_PER_OFFER")
+    spot: bool = Field(default=False, description="rent: spot (preemptible) offers only")
+    method: Method | Literal["auto"] = "auto"
+    lora_rank: int | Literal["auto"] | None = Field(
+        default=None, description="None: 16; 'auto': the solver picks from LORA_RANKS"
+    )
+    optimizer: Optimizer | Literal["auto"] = "adamw"
+    sharding: Sharding | None = None
+    tp: int | None = Field(default=None, gt=0)
+    pp: int | None = Field(default=None, gt=0)
+    offload: Offload | Literal["auto"] = "auto"
+    checkpointing: Checkpointing | Literal["auto"] = "auto"
+    micro_batch_size: int | None = Field(default=None, gt=0)
+    grad_accum: int | None = Field(default=None, gt=0)
+    global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0, le=MAX_GLOBAL_BATCH)
+    seq_len: int = Field(default=2048, gt=0)
+    memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
+    framework: str | None = Field(
+        default=None, max_length=100, description="framework profile id or alias the plan "
+        "runs on (catalog/frameworks); None: the workload's default framework. The plan holds "
+        "only layouts it runs, with its memory semantics and efficiency"
+    )
+    stack: str = Field(
+        default="hf", description="deprecated: efficiency stack (efficiency.STACKS); left "
+        "unset, the framework's efficiency times every candidate"
+    )
+    tokens: float | None = Field(default=None, gt=0, description="training tokens of the job")
+    epochs: float | None = Field(default=None, gt=0)
+    dataset_tokens: float | None = Field(default=None, gt=0)
+    steps: int | None = Field(default=None, gt=0)
+    max_hours: float | None = Field(default=None, gt=0)
+    min_tokens_per_s: float | None = Field(default=None, gt=0)
+    time_limit_s: float = Field(default=10.0, gt=0)
+    # --- preference and RL workloads (TrainConfig has the meaning of each) ---------------------
+    critic_model: str | None = None
+    reward_model: str | None = None
+    prompt_len: int | None = Field(default=None, gt=0)
+    response_len: int | None = Field(default=None, gt=0)
+    rollout_n: int | None = Field(default=None, gt=0)
+    rollout_batch: int = Field(default=DEFAULT_ROLLOUT_BATCH, gt=0)
+    rollout_tp: int | None = Field(default=None, gt=0, description="None: the solver picks")
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, lt=1, description="None: the engine is sized to its batch"
+    )
+    rollout_engine: RolloutEngine | None = Field(
+        default=None, description="None: the framework profile's default engine"
+    )
+    reference: bool = True
+    precompute_ref: bool = False
+    mean_seq_len: int | None = Field(default=None, gt=0)
+    placement: Placement | None = Field(default=None, description="None: the solver picks")
+    offload_idle: bool | None = Field(default=None, description="None: the solver picks")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rl_seq_len(cls, data: object) -> object:
+        return _fill_rl_seq_len(data)
+
+    @property
+    def is_rl(self) -> bool:
+        return self.workload in RL_WORKLOADS
+
+    @property
+    def sequences_per_step(self) -> int:
+        """Sequences behind one step of the job: an RL iteration's rollout_batch x n samples,
+        a pairwise step's 2 x global batch, else the global batch."""
+        if self.is_rl:
+            n = self.rollout_n or DEFAULT_ROLLOUT_N[self.workload]
+            return self.rollout_batch * n
+        return self.global_batch_size * (2 if self.workload in PAIRWISE_WORKLOADS else 1)
+
+
+def _fill_rl_seq_len(data: object) -> object:
+    """RL: --prompt-len and --response-len replace --seq-len (seq_len = their sum)."""
+    if isinstance(data, dict) and data.get("workload") in RL_WORKLOADS \
+            and data.get("seq_len") is None and data.get("prompt_len") \
+            and data.get("response_len"):
+        return {**data, "seq_len": data["prompt_len"] + data["response_len"]}
+    return data
+
+
+def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
+    """Contradictory or impossible pins are bad input (exit 2), not infeasibility."""
+    if req.workload == "pretrain" and req.method not in ("full", "auto"):
+        raise PlannerError(f"--workload pretrain trains every weight: --method full (got "
+                           f"{req.method})")
+    if req.pricing == "owned" and not (req.gpus and req.num_gpus):
+        raise PlannerError("--pricing owned plans hardware you have: give --gpus TYPE and "
+                           "--num-gpus N")
+    if req.pricing == "owned" and req.budget_usd is not None:
+        raise PlannerError(f"--budget {req.budget_usd:g} does not apply to --pricing owned "
+                           "(nothing is bought or rented; the plan is the fastest)")
+    if req.spot and req.pricing != "rent":
+        raise PlannerError(f"--spot rents preemptible instances: it applies to --pricing rent "
+                           f"(got {req.pricing})")
+    if req.max_gpus_per_offer is not None and req.pricing != "rent":
+        raise PlannerError(f"--max-gpus-per-offer {req.max_gpus_per_offer} caps rental offers: "
+                           f"it applies to --pricing rent (got {req.pricing})")
+    if req.price_kind is not None and req.pricing != "buy":
+        raise PlannerError(f"--price-kind {req.price_kind} prices a purchase: it applies to "
+                           f"--pricing buy (got {req.pricing})")
+    if isinstance(req.lora_rank, int) and req.lora_rank <= 0:
+        raise PlannerError(f"--lora-rank {req.lora_rank} must be a positive integer or auto")
+    if req.lora_rank is not None and req.method in ("full", "freeze"):
+        raise PlannerError(
+            f"--lora-rank {req.lora_rank} needs --method lora, dora, qlora or auto "
+            f"(got {req.method})"
+        )
+    if req.tp is not None and not model.splits_heads(req.tp):
+        raise PlannerError(
+            f"--tp {req.tp} must divide the attention heads ({model.num_attention_heads}) and kv "
+            f"heads ({model.num_kv_heads}) of {model.id}"
+        )
+    if req.pp is not None and model.num_layers % req.pp:
+        raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
+    mp = (req.tp or 1) * (req.pp or 1)
+    if req.num_gpus is not None and req.num_gpus % mp:
+        raise PlannerError(f"--tp {req.tp or 1} x --pp {req.pp or 1} = {mp} does not divide "
+                           f"--num-gpus {req.num_gpus}")
+    if req.num_gpus is not None and req.num_gpus > req.max_gpus:
+        raise PlannerError(f"--num-gpus {req.num_gpus} exceeds --max-gpus {req.max_gpus}")
+    if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:
+        raise PlannerError(f"--micro-batch {req.micro_batch_size} does not divide --global-batch "
+                           f"{req.global_batch_size}")
+    if req.offload == "optimizer+params" and req.sharding not in (None, "zero3", "fsdp"):
+        raise PlannerError("--offload optimizer+params needs --sharding zero3 or fsdp")
+    if req.offload == "optimizer" and req.sharding == "none":
+        raise PlannerError("--offload optimizer needs ZeRO or FSDP sharding")
+    _validate_plan_workload(req, model)
+
+
+def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
+    """The preference/RL options of a plan request, checked like TrainConfig's."""
+    if req.rollout_tp is not None and req.rollout_tp > req.max_gpus:
+        raise PlannerError(f"--rollout-tp {req.rollout_tp} exceeds --max-gpus {req.max_gpus}: "
+                           "an engine runs on that many GPUs")
+    probe = TrainConfig(
+        workload=req.workload, seq_len=req.seq_len, prompt_len=req.prompt_len,
+        response_len=req.response_len, rollout_n=req.rollout_n,
+        rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
+        reference=req.reference, precompute_ref=req.precompute_ref,
+        mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
+        rollout_tp=req.rollout_tp or 1, offload_idle=bool(req.offload_idle),
+        **({"rollout_engine": req.rollout_engine} if req.rollout_engine else {}),
+        num_gpus=max(2, 2 * (req.rollout_tp or 1)),
+        # split: the space sizes the groups (space._with_dp); the probe gives the engines
+        # rollout_tp GPUs and the actor the rest
+        role_gpus=(("actor", max(1, req.rollout_tp or 1)),) if req.placement == "split"
+        else None,
+    )
+    validate_workload(probe, model)
+    if req.is_rl and (req.tp not in (None, 1) or req.pp not in (None, 1)):
+        raise PlannerError(f"{req.workload}: the trainer is data parallel; --tp/--pp apply to "
+                           f"SFT (use --rollout-tp for the engines)")
+    if req.critic_model and req.workload != "ppo":
+        raise PlannerError(f"--critic-model {req.critic_model} applies to --workload ppo only "
+                           f"(got {req.workload})")
+    if req.reward_model and not req.is_rl:
+        raise PlannerError(f"--reward-model {req.reward_model} applies to --workload ppo or "
+                           f"grpo (got {req.workload})")

@@ -1,0 +1,302 @@
+"""Every calibrated efficiency factor of the throughput model, in one place, with its cases.
+
+Physics lives in throughput.py (FLOPs, bytes, bandwidths, overlap). What cannot be derived from
+first principles, namely how close a software stack gets to the hardware, is a named number here.
+Case ids refer to validation/throughput_cases.yaml. A calibrated factor is the median of
+its cases' implied values (validate_throughput.implied_utilisation / implied_decode_efficiency),
+computed by benchmarks/fit.py and read from planner/models/fitted.yaml, which only `python
+benchmarks/fit.py --write` writes; tests/test_fit.py checks that the file equals what the
+script computes now, so change a factor only by changing the physics or the cases, then rerun
+the script.
+
+Compute efficiency is a product of two parts:
+
+* ``matmul_fraction(gpu, precision)``: the vendor fact. The maximum achievable matmul TFLOPS (MAMF)
+  that stas00/ml-engineering measured, over the dense peak (../shared/reference/gpus_README.md,
+  caveat 3). It says how much of the datasheet peak any software can get.
+* ``STACK_UTILISATION[stack][precision class]``: the calibrated part. The share of that achievable
+  matmul rate that a training stack sustains over a whole step, including everything that is not
+  modelled explicitly (norms, activations, rotary, loss, kernel launches, data loading).
+
+The time terms that ARE modelled explicitly (communication, pipeline bubble, CPU offload, QLoRA
+dequantisation, optimizer step) are not inside these factors.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from planner.catalog.request import TrainConfig
+from planner.catalog.specs import GpuSpec
+from planner.models.fitted import fitted
+
+Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth", "prime-rl"]
+DecodeStack = Literal["tensorrt-llm", "vllm", "tgi"]
+STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
+DECODE_STACKS: tuple[str, ...] = DecodeStack.__args__  # type: ignore[attr-defined]
+# Fitted values: computed by benchmarks/fit.py from the cases named here, written to
+# planner/models/fitted.yaml (never by hand).
+_FITTED = fitted()["efficiency"]
+
+# ---------------------------------------------------------------------------------------------
+# Vendor facts: measured maximum achievable matmul TFLOPS / dense peak (gpus_README caveat 3,
+# stas00/ml-engineering @744d01e compute/accelerator/README.md "MAMF").
+# ---------------------------------------------------------------------------------------------
+# GPU id -> (bf16 MAMF / bf16 peak, fp8 MAMF / fp8 peak); None where not measured.
+MAMF_FRACTION: dict[str, tuple[float | None, float | None]] = {
+    "h100-sxm": (794.5 / 989, 1402.6 / 1979),
+    "h200-sxm": (None, 1453.4 / 1979),
+    "a100-80gb-sxm": (271.2 / 312, None),
+    "a100-40gb-sxm": (271.2 / 312, None),  # same GA100 SXM part as the 80 GB row
+    "a100-80gb-pcie": (252.9 / 312, None),
+    "a100-40gb-pcie": (252.9 / 312, None),
+    "b200": (1745 / 2250, 3432.5 / 4500),
+    "gb200": (1822 / 2500, 3615.6 / 5000),
+    "mi300x": (668.4 / 1300, None),
+    "mi325x": (784.9 / 1300, None),
+    "gaudi2": (418.7 / 432, 826.5 / 865),
+    # Gaudi 3 was measured against the 1,677 TFLOPS effective peak; the catalog keeps the
+    # vendor's 1,835, so the fraction is taken against 1,835 (caveat 5).
+    "gaudi3": (1243 / 1835, 1289.5 / 1835),
+}
+# GPUs without a measurement: the median of the NVIDIA bf16 rows (H100 0.80, A100 SXM 0.87,
+# A100 PCIe 0.81, B200 0.78, GB200 0.73) is 0.80; fp8 rows (H100 0.71, H200 0.73, B200 0.76,
+# GB200 0.72) give 0.72. AMD parts are measured far lower (0.51-0.60) and have their own rows.
+DEFAULT_MAMF_BF16 = 0.80
+DEFAULT_MAMF_FP8 = 0.72
+
+
+def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
+    """MAMF / peak of ``gpu`` for matmuls in ``precision`` (fp8, else the 16-bit row; the H200
+    has no bf16 measurement and shares the H100's compute die, so it takes the H100 row)."""
+    bf16, fp8 = MAMF_FRACTION.get(gpu.id, (None, None))
+    if gpu.id == "h200-sxm":
+        bf16 = MAMF_FRACTION["h100-sxm"][0]
+    if precision == "fp8":
+        return fp8 or DEFAULT_MAMF_FP8
+    return bf16 or DEFAULT_MAMF_BF16
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibrated: share of the achievable matmul rate a stack sustains over a training step
+# ---------------------------------------------------------------------------------------------
+# Each fitted value is the median over the stack's usable cases of the utilisation at which the
+# prediction equals the measurement (validate_throughput.implied_utilisation, with the
+# communication, bubble, offload and overhead terms in place), per precision class (fp8 rows
+# apart from 16-bit rows), i.e. fitted on those cases; STACK_CASES lists them. The values are
+# computed by benchmarks/fit.py and read from planner/models/fitted.yaml (never edited by hand). The
+# spread inside a stack is the model's honest error: e.g. torchtune's single-GPU rows imply
+# 0.83-1.37 (above 1: faster than the datasheet peak allows with the recorded settings), its
+# 8x A100 rows 0.59-0.77.
+#   megatron fp8: the NeMo/MLPerf rows (implied 0.43-0.72).
+#   deepspeed: 3 MLPerf LoRA rows (implied 0.33-0.64; end-to-end rates incl. evaluation) and
+#       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.52).
+#   fsdp: 8 torchtune README rows (implied 0.59-1.37).
+#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.37, 0.38).
+#   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
+#   prime-rl: 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
+#       implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
+#       imply half of torchtune's: kept apart rather than pooled.
+# Stated, not fitted (STATED_UTILISATION): megatron bf16. No usable bf16 Megatron case; from the
+# published Megatron-LM A100 MFUs (megatron_readme_mfu_22b/175b/530b/1t_A100: 0.415, 0.514,
+# 0.56, 0.563; not usable, no public checkpoint) as MFU / MAMF(A100 SXM 0.87) / (1 - ~5 %
+# bubble and exposed communication): 0.50-0.68, median 0.65. Arithmetic, not a fit of this model.
+STATED_UTILISATION: dict[str, dict[str, float]] = {"megatron": {"bf16": 0.65}}
+
+
+def utilisation_table(fitted: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """STACK_UTILISATION from fitted entries (planner/models/fitted.yaml) and the stated ones."""
+    return {s: {**STATED_UTILISATION.get(s, {}), **fitted.get(s, {})} for s in STACKS}
+
+
+STACK_UTILISATION: dict[str, dict[str, float]] = utilisation_table(
+    _FITTED["stack_utilisation"])
+STACK_CASES: dict[str, tuple[str, ...]] = {
+    "megatron": (
+        "mlperf40_lora70b_8xH100_nemo-tps", "mlperf40_lora70b_8xH200_nemo-tps",
+        "mlperf40_lora70b_64xH100_nemo-tps", "mlperf40_lora70b_1024xH100_nemo-tps",
+        "mlperf40_lora70b_64xL40S_nemo-tps", "mlperf40_lora70b_384xL40S_nemo-tps",
+        "mlperf50_lora70b_8xB200_nemo-tps", "mlperf50_lora70b_8xGB200_nemo-tps",
+        "mlperf50_lora70b_72xGB200_nemo-tps", "mlperf50_lora70b_512xGB200_nemo-tps",
+        "mlperf50_llama31_405b_512xH100_step", "mlperf50_llama31_405b_8192xH100_step",
+        "mlperf50_llama31_405b_512xH200_nebius_step", "mlperf50_llama31_405b_256xGB200_step",
+        "nemo2407_llama3_8b_pretrain_8xH100", "nemo2407_llama3_70b_pretrain_64xH100",
+        "nemo2407_llama2_7b_sft_8xH100", "nemo2407_llama2_70b_sft_16xH100",
+        "nemo2407_llama2_7b_lora_8xH100", "nemo2407_llama2_70b_lora_8xH100",
+    ),
+    "deepspeed": (
+        "mlperf40_lora70b_64xA100_deepspeed-tps", "mlperf40_lora70b_8xH100_deepspeed-tps",
+        "mlperf40_lora70b_32xH100_deepspeed-tps", "dschat_log_sft_opt1.3b_16xV100",
+    ),
+    "fsdp": (
+        "torchtune_llama31_8b_full_1x4090", "torchtune_llama31_8b_full_1xA6000",
+        "torchtune_llama31_8b_lora_1x4090", "torchtune_llama31_8b_lora_1xA6000",
+        "torchtune_llama31_8b_qlora_1x4090", "torchtune_llama31_70b_full_8xA100",
+        "torchtune_llama31_70b_lora_8xA100", "torchtune_llama31_405b_qlora_8xA100",
+    ),
+    "hf": ("llamafactory_llama2_7b_lora_hf_1xA100", "llamafactory_llama2_7b_qlora_hf_1xA100"),
+    "unsloth": ("llamafactory_llama2_7b_lora_unsloth_fa2_1xA100",),
+    "prime-rl": (
+        "primerl_qwen3_0.6b_sft_full_8k_1xH100", "primerl_qwen3_0.6b_sft_full_16k_1xH100",
+        "primerl_qwen3_4b_sft_full_16k_8xH100", "primerl_qwen3_30b_a3b_sft_full_16k_8xH200",
+        "primerl_qwen3_0.6b_sft_full_8k_1xA6000",
+    ),
+}
+
+
+def stack_utilisation(stack: str, precision: str) -> float:
+    """The calibrated factor of ``stack`` for ``precision`` ("fp8" or 16-bit); a stack without
+    an fp8 value runs fp8 as bf16-class work (no fp8 recipe measured for it)."""
+    table = STACK_UTILISATION[stack]
+    if precision == "fp8" and "fp8" in table:
+        return table["fp8"]
+    return table["bf16"]
+
+
+# Host-side time per optimizer step that does not shrink with the work per GPU (optimizer and
+# gradient-norm launches over many tensors, synchronisation, logging, data loading). It is
+# what separates the MLPerf llama2_70b_lora rows with grad_accum 4 and 1: per micro-batch work
+# halves from mlperf40_lora70b_8xH100_nemo-tps (GA 4, ~3.7 s/step) to
+# mlperf40_lora70b_64xH100_nemo-tps (cp 2, GA 1, ~0.64 s/step) but the step keeps ~0.2 s more;
+# the GB200 pair (8 -> 72 GPUs, cp 8) keeps ~0.06 s (v5.0, CUDA graphs). Applied to every
+# stack (no case identifies it elsewhere). benchmarks/fit.py fits it jointly with every stack
+# factor: on a 0.025 s grid from 0 to 0.25 s, the value whose refitted factors give the lowest
+# median |error| over all usable training cases (2026-11-25: 0.05 / 0.075 / 0.1 s give 9.5 /
+# 7.7 / 8.3 %; a flat, noisy objective).
+STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
+
+# ---------------------------------------------------------------------------------------------
+# Communication and overlap: framework behaviour (assumed, not fitted). The accuracy on the
+# public cases is insensitive to them: TP overlap 0 / 0.5 / 0.9, DP overlap 0.5 / 1.0, CP 0.5,
+# NVLink efficiency 0.6-0.9 all leave the median |error| at 6.8-8.0 % and p90 at 28-30 %.
+# ---------------------------------------------------------------------------------------------
+# NCCL bus bandwidth reached on large messages, as a fraction of the link's one-way bandwidth:
+# 8x A100 SXM NVLink3 230-250 GB/s of 300; 8x H100 PCIe 35-45 GB/s of 64 (nccl-tests reference
+# table, docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests). Inter-node rings reach
+# about the same share of the NIC rate.
+NVLINK_BUS_EFFICIENCY = 0.80
+PCIE_BUS_EFFICIENCY = 0.62
+NETWORK_BUS_EFFICIENCY = 0.80
+# Pinned host<->device copies reach ~80 % of the PCIe one-way rate (e.g. ~25 GB/s on gen4 x16).
+HOST_LINK_EFFICIENCY = 0.80
+# Latency of one small intra-node all-reduce (decode-time TP all-reduces of a few hundred KB):
+# ~10 us on NVLink (nccl-tests small-message rows).
+ALLREDUCE_LATENCY_S = 10e-6
+
+# Fraction of the overlappable compute time behind which a stack hides each kind of
+# communication (0 = fully exposed, 1 = time = max(compute, comm)):
+#   dp: gradient reduction bucketed into backward (PyTorch DDP, DeepSpeed, Megatron
+#       --overlap-grad-reduce), and ZeRO-3/FSDP parameter prefetch;
+#   tp: Megatron/NeMo overlap TP collectives with GEMMs (TransformerEngine userbuffers,
+#       --tp-comm-overlap in the NeMo performance recipes); the others run them in line;
+#   cp: ring attention overlaps the KV exchange with the attention of the previous chunk;
+#   pcie: offload copies run on side streams (DeepSpeed ZeRO-Offload, FSDP CPUOffload);
+#   gather: the all-gather of the updated weights after a ZeRO-1/2 (distributed-optimizer) step:
+#       Megatron overlaps it with the next forward (--overlap-param-gather,
+#       megatron/core/distributed/param_and_grad_buffer.py); DeepSpeed's stage 1/2 step
+#       gathers after the update (stage_1_and_2.py step: all_gather_dp_groups), exposed.
+OVERLAP: dict[str, dict[str, float]] = {
+    "megatron": {"dp": 0.9, "tp": 0.7, "cp": 0.9, "pp": 0.9, "pcie": 0.5, "gather": 0.9},
+    "deepspeed": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "fsdp": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+}
+
+# ---------------------------------------------------------------------------------------------
+# Memory-bound terms
+# ---------------------------------------------------------------------------------------------
+# Share of the peak HBM bandwidth that streaming kernels (dequantisation, optimizer step) reach.
+HBM_EFFICIENCY = 0.80
+# bitsandbytes/torchao NF4 dequantisation per weight and pass: read 0.5 B codes (+ constants),
+# write the 2 B bf16 copy the matmul then reads: ~2.5 B of extra traffic per quantized weight.
+DEQUANT_BYTES_PER_PARAM = 2.5
+# DoRA (PEFT): per adapted weight and forward, W + s*B@A is materialised (read 2 B, write 2 B)
+# and its column norms read it again (2 B): 6 B per adapted weight per pass.
+DORA_BYTES_PER_PARAM = 6.0
+# GPU AdamW step (mixed precision): read fp32 master, fp32 m, fp32 v and the 16-bit gradient,
+# write master, m, v and the 16-bit weight: 4+4+4+2 + 4+4+4+2 = 28 B per trainable parameter
+# shard; pure bf16 states: half of the fp32 traffic (2+2+2+2 + 2+2+2 = 14 B); 8-bit AdamW:
+# 2+1+1 + 2+1+1 (+ 2 B gradient read) = 10 B.
+OPTIMIZER_STEP_BYTES = {"adamw": 28.0, "adamw-pure-bf16": 14.0, "adamw-8bit": 10.0,
+                        "sgd": 6.0, "adafactor": 12.0}
+# CPU optimizer step (ZeRO-Offload CPU-Adam, FSDP CPU offload): host-memory roofline over the
+# same 28-30 B per parameter, at HOST_MEMORY_GBPS_PER_CORE x cores (DDR4/DDR5 servers: 8-12
+# channels x ~25 GB/s over 32-64 cores per socket ~ 3-6 GB/s per core).
+CPU_ADAM_BYTES_PER_PARAM = 30.0
+HOST_MEMORY_GBPS_PER_CORE = 3.0
+
+# ---------------------------------------------------------------------------------------------
+# Decoding (generation)
+# ---------------------------------------------------------------------------------------------
+# Share of the roofline a serving stack reaches: of the peak HBM bandwidth in memory-bound
+# steps, and of the achievable matmul rate (MAMF) in prefill and compute-bound steps. Median of
+# the implied factor over the stack's usable decode cases (DECODE_CASES), computed by
+# benchmarks/fit.py (planner/models/fitted.yaml).
+# tensorrt-llm: 9 rows (implied 0.19-0.79; the single-GPU rows 0.67-0.79, the tensor-parallel
+# 70B rows 0.19-0.57: TP decoding is slower than the roofline plus the all-reduce terms
+# explain). vllm: one row (0.60).
+# TGI has no usable case: assumed equal to vLLM (both continuous-batching PyTorch servers with
+# paged attention), stated wherever it is used.
+
+
+def decode_table(fitted: dict[str, float]) -> dict[str, float]:
+    """DECODE_EFFICIENCY from the fitted serving stacks; TGI takes vLLM's (assumed)."""
+    return {**fitted, "tgi": fitted["vllm"]}
+
+
+DECODE_EFFICIENCY: dict[str, float] = decode_table(_FITTED["decode_efficiency"])
+DECODE_CASES: dict[str, tuple[str, ...]] = {
+    "tensorrt-llm": (
+        "trtllm061_llama7b_1xH100_fp8_128in_2048out", "trtllm061_llama7b_1xA100_fp16_128in_2048out",
+        "trtllm05_llama7b_1xL40S_fp8_128in_2048out", "trtllm061_llama70b_4xA100_fp16_128in_2048out",
+        "trtllm061_llama70b_4xH100_fp8_128in_2048out",
+        "trtllm10_llama31_8b_1xH100_fp8_1000in_1000out",
+        "trtllm10_llama31_8b_1xH200_fp8_1000in_1000out",
+        "trtllm10_llama31_8b_1xH100_fp8_128in_2048out",
+        "trtllm10_llama33_70b_2xH100_fp8_1000in_1000out",
+    ),
+    "vllm": ("nmvllm_llama2_7b_1xA10G_256in_128out",),
+}
+# Share of the decode roofline a vLLM rollout engine reaches inside an RL iteration
+# (rltime's generation and generation-tail phases), which is far below offline serving: the
+# implied values of the usable NeMo-RL GRPO step times (validate_throughput.
+# implied_rl_decode_efficiency, every other phase as modelled) are 0.15-0.27, median below;
+# they cannot be told apart from slow phases elsewhere in the iteration (the source gives no
+# per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
+# modelled physics. Fitted on RL_ROLLOUT_CASES by benchmarks/fit.py (with the fitted trainer
+# factors in place; planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
+# DeepSpeed-Chat's hybrid engine is no vLLM engine (validate_throughput.RL_ENGINE_STACK).
+RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
+RL_ROLLOUT_CASES: tuple[str, ...] = (
+    "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
+    "nemorl_v05_grpo_qwen3_32b_32xH100", "nemorl_v05_grpo_qwen3_32b_16xGB200",
+    "nemorl_v06_grpo_qwen3_30b_a3b_32xH100",
+)
+# Hugging Face generate inside an RL iteration (the trainer's own model, hf-generate): each new
+# token is one forward pass over the whole batch, bound by reading the weights (and the KV
+# cache) from HBM (DESIGN.md s.4; Pope et al. 2022, "Efficiently Scaling Transformer
+# Inference", s.2: small-batch decoding is memory-bandwidth bound), with no paged or
+# continuous batching: a batch runs until its longest response ends. No measured case of HF
+# generate in an RL iteration: assumed equal to the vLLM engine's in-iteration share
+# (RL_ROLLOUT_DECODE_EFFICIENCY), which flatters generate (no CUDA graphs: kernel launches
+# add to every step of a small model).
+HF_GENERATE_DECODE_EFFICIENCY: float = RL_ROLLOUT_DECODE_EFFICIENCY
+# Largest batch a serving engine schedules at once when memory allows more: vLLM's
+# max_num_seqs default is 256 (engine arguments); the same cap is used for the others.
+# Cases that state their batch use it.
+MAX_DECODE_BATCH = 256
+
+
+def default_stack(cfg: TrainConfig) -> str:
+    """The software stack a layout usually runs on, when the user names none: Megatron for
+    tensor/pipeline parallelism, PyTorch FSDP for --fsdp, DeepSpeed for ZeRO or offload, else
+    Hugging Face Trainer/PEFT."""
+    if cfg.tp > 1 or cfg.pp > 1:
+        return "megatron"
+    if cfg.fsdp:
+        return "fsdp"
+    if cfg.zero_stage or cfg.offload != "none":
+        return "deepspeed"
+    return "hf"

@@ -1,0 +1,710 @@
+"""Per-GPU peak memory and host RAM of one concrete training configuration (pure functions).
+
+The peak is the larger of two phases:
+
+* forward/backward: resident model states + the gathered ZeRO-3/FSDP working set + saved
+  activations + the loss (logits) buffers, plus accumulated gradients when grad_accum > 1;
+* optimizer step: resident model states + all gradients + optimizer temporaries.
+
+Each term is one function returning bytes on the most loaded GPU, with its formula and source.
+Byte counts per parameter follow Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models" (SC'20): mixed-precision Adam keeps 2 B weights + 2 B gradients +
+4 B fp32 master + 8 B fp32 moments = 16 B per trainable parameter. Activations follow
+Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022),
+recomputed for SwiGLU MLPs, GQA and flash attention. Calibrated constants are in calibration.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from planner.catalog.params import Linear, count_params, layer_linears, layer_params, lora_params
+from planner.catalog.request import TrainConfig
+from planner.catalog.specs import ModelSpec
+from planner.models import calibration as cal
+
+GIB = cal.GIB
+TRANSIENT_TERMS = ("activations", "logits_and_loss", "optimizer_step")
+
+# bitsandbytes NF4: 4-bit codes (0.5 B) + double-quantised block constants, 0.127 bit/param
+# (Dettmers et al., "QLoRA", 2023, section 3) = 0.5159 B/param.
+NF4_BYTES_PER_PARAM = 0.5 + 0.127 / 8
+# GPTQ int4 (group size 128): 0.5 B codes + one fp16 scale and a packed 4-bit zero per group
+# of 128 weights = 0.5 + (2 + 0.5)/128 B/param (Frantar et al., "GPTQ", 2023; AutoGPTQ packing).
+GPTQ_BYTES_PER_PARAM = 0.5 + 2.5 / 128
+
+
+def dtype_bytes(precision: str) -> int:
+    """Bytes of one weight/activation element in the compute precision (fp8 keeps bf16 copies)."""
+    return 4 if precision == "fp32" else 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters on one GPU
+# ---------------------------------------------------------------------------------------------
+def params_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Parameters held by the most loaded model-parallel rank before ZeRO/FSDP sharding.
+
+    Layers are split over pp stages (the largest holds stage_layers of them) and every matrix
+    over tp (Megatron-style TP shards attention, MLP, embedding and head). With pp > 1 the first
+    stage holds the embedding and the last the head; the larger of the two bounds the most
+    loaded stage.
+    """
+    c = count_params(model)
+    per_stage_layers = c.layers * stage_layers(model, cfg) / model.num_layers
+    ends = c.embedding + c.lm_head if cfg.pp == 1 else max(c.embedding, c.lm_head)
+    return (per_stage_layers + ends + c.final_norm) / cfg.tp
+
+
+def stage_layers(model: ModelSpec, cfg: TrainConfig) -> int:
+    """Layers of the largest pipeline stage: ceil(layers / pp). When pp does not divide the
+    layers (Llama-3.1-405B's 126 over 8 stages) some stages hold one layer more (Megatron
+    --decoder-first/last-pipeline-num-layers, torch.distributed.pipelining splits), and the
+    largest sets the peak."""
+    return -(-model.num_layers // cfg.pp)
+
+
+def adapted_linears(model: ModelSpec, cfg: TrainConfig) -> list[tuple[int, int, int]]:
+    """(d_in, d_out, count) of every LoRA-adapted matrix in one layer (layer 0 shape)."""
+    return list(_adapted(model, tuple(cfg.lora_targets)))
+
+
+@lru_cache(maxsize=1024)
+def _adapted_linears(model: ModelSpec, targets: tuple[str, ...]) -> tuple[Linear, ...]:
+    every = "all-linear" in targets
+    return tuple(lin for lin in layer_linears(model, model.num_layers - 1)
+                 if lin.group != "router" and (every or lin.name in targets))
+
+
+@lru_cache(maxsize=1024)
+def _adapted(model: ModelSpec, targets: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+    return tuple((lin.d_in, lin.d_out, lin.count) for lin in _adapted_linears(model, targets))
+
+
+@lru_cache(maxsize=1024)
+def _adapted_names(model: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(lin.name for lin in _adapted_linears(model, targets))
+
+
+def trainable_params(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Trainable parameters of the whole model.
+
+    full: all; freeze: the last k layers (LLaMA-Factory 'freeze' tuning); LoRA/QLoRA:
+    r*(d_in+d_out) per adapted matrix (Hu et al., "LoRA", 2021); DoRA adds a magnitude vector of
+    d_out per adapted matrix (Liu et al., "DoRA", 2024).
+    """
+    return _trainable_params(model, cfg.method, cfg.rank, tuple(cfg.lora_targets),
+                             cfg.freeze_trainable_layers)
+
+
+@lru_cache(maxsize=1024)
+def _trainable_params(model: ModelSpec, method: str, rank: int, targets: tuple[str, ...],
+                      freeze_layers: int) -> float:
+    """trainable_params from the fields it reads (memoised: the planner's tables call it for
+    every layout of every strategy)."""
+    if method == "full":
+        return float(count_params(model).total)
+    if method == "freeze":
+        k = min(freeze_layers, model.num_layers)
+        last = range(model.num_layers - k, model.num_layers)
+        return float(sum(layer_params(model, i) for i in last))
+    n = float(lora_params(model, rank, targets))
+    if method == "dora":
+        n += model.num_layers * sum(d_out * cnt for _, d_out, cnt in _adapted(model, targets))
+    return n
+
+
+def trainable_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Trainable parameters on the most loaded model-parallel rank (before ZeRO sharding)."""
+    total = count_params(model).total
+    return trainable_params(model, cfg) * params_on_gpu(model, cfg) / total
+
+
+def shard_group(cfg: TrainConfig) -> int:
+    """Ranks over which ZeRO/FSDP shard model states: the data-parallel ranks times the context
+    parallel ones, which hold the same weights (Megatron-Core's distributed optimizer uses the
+    data-parallel group with context parallel, get_data_parallel_group(with_context_parallel=
+    True); torchtitan shards FSDP over its dp_shard_cp mesh; DeepSpeed-Ulysses partitions ZeRO
+    over the sequence-data-parallel group)."""
+    return cfg.dp * cfg.cp
+
+
+def state_shards(cfg: TrainConfig) -> int:
+    """Ranks that share optimizer states (ZeRO >= 1 or FSDP)."""
+    return shard_group(cfg) if (cfg.zero_stage >= 1 or cfg.fsdp) else 1
+
+
+def _grad_shards(cfg: TrainConfig) -> int:
+    return shard_group(cfg) if (cfg.zero_stage >= 2 or cfg.fsdp) else 1
+
+
+def _weight_shards(cfg: TrainConfig) -> int:
+    return shard_group(cfg) if cfg.shards_weights else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Model states
+# ---------------------------------------------------------------------------------------------
+def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """Stored model weights on one GPU (base weights; adapters are separate).
+
+    16-bit: 2 B/param (4 B in fp32). QLoRA: transformer-layer matrices in NF4 or GPTQ int4;
+    embeddings, head, norms and biases at qlora_unquantized_bytes. ZeRO-3/FSDP divide by dp.
+    FSDP without pure bf16 keeps the sharded flat parameters in fp32 for full training (PyTorch FSDP
+    MixedPrecision: param_dtype casts only the gathered copy), i.e. 4 B/param / dp; so does
+    any method with fp32_trained_weights (verl loads its actor in fp32, LoRA base included).
+    Parameter offload moves them to host RAM.
+    """
+    if cfg.offload == "optimizer+params":
+        return 0.0
+    n = params_on_gpu(model, cfg)
+    if cfg.method == "qlora":
+        c = count_params(model)
+        linear = c.layer_linear / (cfg.pp * cfg.tp)
+        per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else NF4_BYTES_PER_PARAM
+        stored = linear * per + (n - linear) * qlora_unquantized_bytes(cfg)
+    elif cfg.fsdp and not cfg.pure_bf16 and (cfg.method == "full" or cfg.fp32_trained_weights):
+        stored = n * 4
+    else:
+        stored = n * dtype_bytes(precision)
+    return stored / _weight_shards(cfg)
+
+
+def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
+    """Bytes per parameter of the parts QLoRA leaves unquantized (embeddings, head, norms).
+
+    PEFT's prepare_model_for_kbit_training (the Hugging Face QLoRA recipe) casts every
+    non-quantized 16-bit parameter of a bitsandbytes model to fp32 "for stability": 4 B. It
+    skips GPTQ models, and pure-bf16 stacks (torchtune) keep bf16: 2 B.
+    """
+    return 2 if cfg.pure_bf16 or cfg.quant_format == "gptq" else 4
+
+
+def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """LoRA/DoRA adapter weights: fp32 (PEFT upcasts adapters under mixed precision), 2 B if
+    pure bf16; sharded with ZeRO-3/FSDP."""
+    if not cfg.is_peft:
+        return 0.0
+    per = 2 if cfg.pure_bf16 else 4
+    return trainable_on_gpu(model, cfg) * per / _weight_shards(cfg)
+
+
+def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """Gradients of the trainable parameters: same dtype as the trained weights (16-bit for full
+    training, fp32 for PEFT adapters and FSDP fp32 flat params); ZeRO-2/3 and FSDP keep only the
+    dp shard (ZeRO paper, stage P_os+g). With CPU offload the reduced gradient shards live on the
+    host (ZeRO-Offload, FSDP CPUOffload); only buckets stay on the GPU (comm/gathered terms).
+    With the optimizer step in backward (torchtune optimizer_in_bwd) each gradient is consumed
+    as soon as it is produced: no gradient buffer. FSDP under gradient accumulation with its
+    reduce-scatter skipped on all but the last micro-batch (cfg.fsdp_no_sync: the Hugging Face
+    Trainer's accelerator.no_sync) holds every gradient unsharded until the step."""
+    if cfg.offload != "none" or cfg.optimizer_in_backward:
+        return 0.0
+    n = trainable_on_gpu(model, cfg)
+    if cfg.is_peft:
+        per = 2 if cfg.pure_bf16 else 4
+    elif cfg.fsdp and not cfg.pure_bf16:
+        per = 4
+    else:
+        per = dtype_bytes(precision)
+    unsharded = cfg.fsdp and cfg.fsdp_no_sync and cfg.grad_accum > 1
+    return n * per / (1 if unsharded else _grad_shards(cfg))
+
+
+def master_weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """fp32 master copy of 16-bit trained weights: 4 B/param, sharded by ZeRO>=1 (ZeRO paper).
+
+    None for PEFT (adapters are already fp32), pure bf16, fp32 training, FSDP (its fp32 flat
+    parameters are the master, counted in weight_bytes), or optimizer offload (on the host).
+    """
+    if cfg.is_peft or cfg.pure_bf16 or precision == "fp32" or cfg.fsdp:
+        return 0.0
+    if cfg.offload != "none":
+        return 0.0
+    return trainable_on_gpu(model, cfg) * 4 / state_shards(cfg)
+
+
+def optimizer_state_bytes_per_param(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Optimizer state bytes per trainable parameter.
+
+    AdamW: momentum + variance in fp32 = 8 B (2 B each if pure bf16). 8-bit AdamW and paged
+    8-bit AdamW: 1 B each = 2 B (Dettmers et al., "8-bit Optimizers via Block-wise
+    Quantization", 2022). SGD: none; with momentum 4 B. Adafactor (no momentum, factored second
+    moment): a row and a column vector per matrix, ~ 4*(d_in+d_out)/(d_in*d_out) ~ 8/h B/param
+    (Shazeer & Stern, "Adafactor", 2018).
+    """
+    half = cfg.pure_bf16
+    return {
+        "adamw": 4.0 if half else 8.0,
+        "adamw-8bit": 2.0,
+        "paged-adamw-8bit": 2.0,
+        "sgd": 0.0,
+        "sgd-momentum": 2.0 if half else 4.0,
+        "adafactor": 8.0 / model.hidden_size,
+    }[cfg.optimizer]
+
+
+def optimizer_state_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Optimizer states on the GPU: per-param bytes x trainable / ZeRO shards.
+
+    0 if offloaded, and 0 for paged optimizers: bitsandbytes allocates paged states in CUDA
+    managed memory, which torch's allocator counters do not see and the driver evicts to host
+    RAM under memory pressure (Dettmers et al., QLoRA 2023, "paged optimizers"); they are
+    counted in host RAM instead.
+    """
+    if cfg.offload != "none" or cfg.paged:
+        return 0.0
+    per = optimizer_state_bytes_per_param(model, cfg)
+    return trainable_on_gpu(model, cfg) * per / state_shards(cfg)
+
+
+def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Temporaries of the optimizer step, per trainable parameter shard.
+
+    DeepSpeed ZeRO-1/2 flattens the 16-bit gradient partition (2 B) and converts it to an fp32
+    gradient for the fp32 master partition (4 B) while the 16-bit gradients are still alive
+    (stage_1_and_2.py, step()). ZeRO-3 does the same one sub-group at a time
+    (stage3.py, _prepare_fp32_grad_for_sub_group, then the sub-group's step, then its fp32
+    gradient is freed): the temporaries of at most ZERO3_SUB_GROUP_ELEMENTS elements
+    (``steps_by_sub_group``). PyTorch's multi-tensor (foreach) AdamW allocates a full-size
+    temporary for sqrt(v) in the state dtype (4 B; 2 B pure bf16); the fused AdamW kernel works
+    in place. 8-bit optimizers update block-wise in place; SGD needs no temporary. Offloaded
+    optimizers step on the host; an optimizer step in backward updates one parameter at a time.
+    """
+    per = _step_bytes_per_element(cfg)
+    if not per:
+        return 0.0
+    n = trainable_on_gpu(model, cfg) / state_shards(cfg)
+    if steps_by_sub_group(cfg):
+        n = min(n, cal.ZERO3_SUB_GROUP_ELEMENTS)
+    return n * per
+
+
+def _step_bytes_per_element(cfg: TrainConfig) -> float:
+    """Bytes of optimizer-step temporaries per element of the trainable shard (see
+    optimizer_step_bytes)."""
+    if cfg.offload != "none" or cfg.optimizer_in_backward:
+        return 0.0
+    if cfg.optimizer in ("sgd", "adamw-8bit", "paged-adamw-8bit"):
+        return 0.0
+    if cfg.zero_stage >= 1 and not cfg.is_peft:  # DeepSpeed ZeRO (FSDP has no zero_stage)
+        return 2 + 4
+    if cfg.fused_optimizer:
+        return 0.0
+    return 2 if cfg.pure_bf16 else 4
+
+
+def steps_by_sub_group(cfg: TrainConfig) -> bool:
+    """DeepSpeed ZeRO-3 steps the optimizer one sub-group at a time, so its step temporaries
+    stop growing with the shard at ZERO3_SUB_GROUP_ELEMENTS (space.MemoryTables keeps this term
+    apart: min(e/dp, k) is not a + b/dp)."""
+    return cfg.zero_stage == 3
+
+
+def comm_buffer_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
+    """Gradient communication buffers.
+
+    DDP (dp > 1, no ZeRO/FSDP): PyTorch DDP buckets hold a second 16-bit copy of all gradients
+    unless gradient_as_bucket_view (HF Trainer leaves it off). DeepSpeed ZeRO-1/2: two reduce
+    buckets of ZERO_BUCKET_ELEMENTS 16-bit elements (overlap_comm), capped at the gradients.
+    """
+    n = trainable_on_gpu(model, cfg)
+    b = dtype_bytes(precision)
+    if shard_group(cfg) > 1 and cfg.zero_stage == 0 and not cfg.fsdp:
+        return n * b
+    if cfg.zero_stage in (1, 2):
+        return min(2 * cal.ZERO_BUCKET_ELEMENTS, n) * b
+    return 0.0
+
+
+def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str, *,
+                   backward: bool = True) -> float:
+    """ZeRO-3/FSDP working set of gathered (unsharded) parameters and one unit's gradient.
+
+    Layers are gathered as stored (4-bit for QLoRA), the layer in use plus one prefetched
+    (GATHERED_UNITS). PyTorch FSDP with transformer-layer auto-wrap leaves embedding and head in
+    the root unit, which stays gathered from forward to backward: + (embedding + head). Where
+    they are units of their own (DeepSpeed ZeRO-3 gathers per module; torchtune's
+    custom_sharded_layers), the peak at the loss holds the head plus one prefetched layer.
+    A trainable layer's unsharded 16-bit gradient lives until its reduce-scatter (not in a
+    forward-only pass, ``backward=False``).
+    """
+    if not cfg.shards_weights or shard_group(cfg) == 1:
+        return 0.0
+    c = count_params(model)
+    b16 = qlora_unquantized_bytes(cfg) if cfg.method == "qlora" else dtype_bytes(precision)
+    per = NF4_BYTES_PER_PARAM if cfg.method == "qlora" else dtype_bytes(precision)
+    layer = c.largest_layer / cfg.tp * per
+    head = (c.lm_head or c.embedding) / cfg.tp * b16
+    if cfg.fsdp and not cfg.shard_embeddings:
+        params = (c.embedding + c.lm_head) / cfg.tp * b16 + cal.GATHERED_UNITS * layer
+    else:
+        params = max(cal.GATHERED_UNITS * layer, head + layer)
+    trains_layers = backward and cfg.method in ("full", "freeze")
+    grads = c.largest_layer / cfg.tp * dtype_bytes(precision) if trains_layers else 0.0
+    return params + grads
+
+
+# ---------------------------------------------------------------------------------------------
+# Activations and loss
+# ---------------------------------------------------------------------------------------------
+def usable_capacity(capacity: float, margin: float) -> float:
+    """GPU memory a plan may use: the capacity (any unit) less the planning margin."""
+    return capacity * (1.0 - margin)
+
+
+def usable_mib(memory_gib: float, margin: float) -> int:
+    """usable_capacity of a GPU of ``memory_gib`` in whole MiB (the solver's unit)."""
+    return int(usable_capacity(memory_gib * 1024, margin))
+
+
+def usable_host_ram_gib(installed_gib: float) -> float:
+    """Host RAM a job may plan to use: the installed RAM less calibration.HOST_RAM_MARGIN."""
+    return installed_gib * (1 - cal.HOST_RAM_MARGIN)
+
+
+def tokens_per_gpu(cfg: TrainConfig) -> int:
+    """Tokens of one micro-batch on one GPU (context parallel splits the sequence)."""
+    return cfg.micro_batch_size * cfg.seq_len // cfg.cp
+
+
+NORM_READERS = {"attention": ("q", "k", "v", "q_a", "kv_a"), "mlp": ("gate", "up")}
+
+
+def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """16-bit activations one layer saves for backward, per token, without recomputation.
+
+    A tensor is saved only if some backward needs it: an input is kept for the gradient of a
+    weight that trains (or of its LoRA A), an activation's input for its own derivative. With
+    h hidden, g = kv/heads, f the MLP width and b = 2 bytes, a Llama-style layer keeps
+      attention: q, k, v (read by flash attention) and its output   (2h + 2hg) b
+      each RMSNorm: its input upcast to fp32 (4h bytes); the normalised input before the
+        weight (h b) if the norm weight trains; its output (h b) if a matrix reading it trains
+        (LayerNorm keeps its 16-bit input instead of the fp32 copy and nothing normalised)
+      SwiGLU: gate out, act(gate), up out (3f b) + the product (f b) if down trains
+        (GELU/ReLU MLP: its input f b + its output f b if down trains)
+    Full fine-tuning keeps all: (10h + 2hg + 4f) b + 8h for a Llama layer, 131 kB per token
+    for Llama-3.2-3B; LoRA on every matrix drops the two normalised inputs, LoRA on q, v also
+    the second norm's output and the product. MoE layers keep the MLP tensors of the k routed
+    experts (+ shared) per token. Under torch.compile the min-cut partitioner keeps the 16-bit
+    layer input and the attention output projection's result instead of fp32 norm copies
+    (the norms are recomputed: 4h b with both norm outputs) and recomputes act(gate).
+    Without flash attention (eager attention) the fp32 softmax output and its 16-bit copy add
+    6*a*s bytes per token (Korthikanti's 5as/h term, without dropout and with the fp32 softmax)
+    and k, v are saved after their expansion to every query head (2h each instead of 2hg), as
+    they are where the framework copies them before the attention kernel (cfg.expand_kv_heads:
+    torchtune, Hugging Face sdpa before native GQA). DoRA adds the base output of each adapted
+    matrix (d_out) and LoRA the A-projection output (r) per adapted matrix. Divided by tp
+    (sequence parallel).
+    All of it is measured: tools/saved_activations.py sums the tensors autograd saves in a
+    Hugging Face Llama layer and in torchtune's (eager and AOT-partitioned, full and LoRA;
+    torch 2.14 on CPU), recorded in tests/data/saved_activations.json.
+    """
+    h, b = model.hidden_size, 2
+    g = model.num_kv_heads / model.num_attention_heads
+    q_dim = model.num_attention_heads * model.head_dim
+    trained = _trained_matrices(model, cfg)
+    reads = {part: trained is None or any(n in trained for n in names)
+             for part, names in NORM_READERS.items()}
+    down = trained is None or "down" in trained
+    attn = q_dim * (2 + 2 * g) * b
+    outputs = h * b * (reads["attention"] + reads["mlp"])
+    if cfg.compiled:
+        norms = 2 * h * b + outputs  # the layer input, o's output; normalised parts recomputed
+    elif model.norm == "rmsnorm":
+        norms = 2 * h * 4 + (2 * h * b if trained is None else 0) + outputs
+    else:
+        norms = 2 * h * b + outputs
+    # gated: gate out, up out (+ act(gate) unless compiled); plain: the activation's input
+    kept = (2 if cfg.compiled else 3) if model.activation in ("swiglu", "geglu") else 1
+    per_f = kept + down  # + the down projection's input when it trains
+    mlp = per_f * _mlp_width(model) * b
+    if model.moe is not None:
+        mlp += model.moe.num_experts * 4  # fp32 router logits
+    total = attn + norms + mlp
+    if not cfg.flash_attention:
+        total += eager_softmax_bytes_per_token(model, cfg) * cfg.tp
+    if cfg.expand_kv_heads or not cfg.flash_attention:
+        total += 2 * q_dim * (1 - g) * b
+    if cfg.is_peft:
+        adapted = adapted_linears(model, cfg)
+        total += sum(cnt * cfg.rank * b for _, _, cnt in adapted)
+        if cfg.method == "dora":
+            total += sum(cnt * d_out * b for _, d_out, cnt in adapted)
+    return total / cfg.tp
+
+
+def _trained_matrices(model: ModelSpec, cfg: TrainConfig) -> frozenset[str] | None:
+    """Names of the layer matrices whose adapters train (PEFT); None: every weight trains."""
+    return _adapted_names(model, tuple(cfg.lora_targets)) if cfg.is_peft else None
+
+
+def _layer_input_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """One layer's 16-bit input for one micro-batch, the tensor full checkpointing keeps."""
+    return 2 * model.hidden_size * tokens_per_gpu(cfg) / cfg.tp
+
+
+def _mlp_width(model: ModelSpec) -> int:
+    """f-wide MLP units a token passes through: ffn_hidden_size, or for MoE the k routed experts'
+    and the shared experts' widths."""
+    moe = model.moe
+    if moe is None:
+        return model.ffn_hidden_size
+    shared_f = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
+    return moe.experts_per_token * moe.expert_ffn_hidden_size + moe.num_shared_experts * shared_f
+
+
+def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Activation bytes alive at the peak of one layer's backward, per token: its saved tensors
+    (recomputed first under checkpointing) plus the f-wide gradients of the MLP backward, alive
+    together: of the product, act(gate) and up output for a gated MLP (3 x 2f bytes), of the
+    activation's output and input for a plain one (2 x 2f), less the down projection's input
+    (2f), freed once its weight gradient is taken when down trains. Measured exactly by
+    tools/saved_activations.py (full, LoRA and LoRA-on-q,v layers; tests/test_memory.py):
+    1.25 x the saved tensors for a fully trained Llama-3.2-3B layer, 1.51 x with LoRA on q, v."""
+    f_bytes = 2 * _mlp_width(model)
+    grads = 3 if model.activation in ("swiglu", "geglu") else 2
+    trained = _trained_matrices(model, cfg)
+    down = trained is None or "down" in trained
+    extra = (grads - down) * f_bytes / cfg.tp
+    return layer_activation_bytes_per_token(model, cfg) + extra
+
+
+def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Saved activations of the most loaded pipeline stage for the micro-batches in flight.
+
+    none: every layer's saved tensors. selective, core-attention (Megatron): the same without
+    eager attention's s^2 softmax term (flash attention never keeps it, so there it equals none).
+    full: only each layer's 16-bit input (2h bytes/token, Korthikanti et al. section 4.1) plus
+    the working set of recomputing and back-propagating one layer
+    (backward_working_set_bytes_per_token). selective, op: each layer's input and what the
+    policy keeps (op_sac_bytes_per_token) plus the same working set. Pipeline 1F1B keeps
+    min(pp, grad_accum) micro-batches in flight on the first stage (Narayanan et al. 2021).
+    """
+    tokens = tokens_per_gpu(cfg)
+    layers = stage_layers(model, cfg)
+    in_flight = min(cfg.pp, cfg.grad_accum) if cfg.pp > 1 else 1
+    op_sac = cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op"
+    if cfg.checkpointing == "full" or op_sac:
+        per_layer = _layer_input_bytes(model, cfg)
+        if op_sac:
+            per_layer += op_sac_bytes_per_token(model, cfg) * tokens
+        kept = layers * per_layer * in_flight
+        return kept + backward_working_set_bytes_per_token(model, cfg) * tokens
+    saved = layer_activation_bytes_per_token(model, cfg)
+    if cfg.checkpointing == "selective" and not cfg.flash_attention:
+        saved -= eager_softmax_bytes_per_token(model, cfg)
+    return layers * saved * tokens * in_flight
+
+
+def eager_softmax_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Eager attention's fp32 softmax output and its 16-bit copy, per token and GPU: 6*a*s
+    bytes (Korthikanti's 5as/h term without dropout, with the fp32 softmax), split over tp and
+    the sequence over cp."""
+    return 6 * model.num_attention_heads * cfg.seq_len / cfg.cp / cfg.tp
+
+
+def op_sac_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
+    """What op-level selective checkpointing keeps of one layer, per token, besides its input.
+
+    torchtitan's policy (models/llama3/parallelize.py, _apply_ac_to_transformer_block) saves
+    the output of every aten.mm except every second one, counted in execution order, and the
+    attention kernel's outputs; everything else is recomputed. The matmuls of a layer run in
+    the order of params.layer_linears (q, k, v, o, gate, up, down), a PEFT-adapted matrix as
+    three (base, A, B: widths d_out, r, d_out); routed experts run as grouped GEMMs outside
+    the save list. Kept: the odd-numbered matmul outputs (16-bit) + the attention output
+    (heads x v width, 16-bit) and its fp32 log-sum-exp (4 bytes per head). Measured exactly by
+    tools/saved_activations.py --op-sac (tests/data/saved_activations_op_sac.json)."""
+    adapted = _trained_matrices(model, cfg) if cfg.is_peft else frozenset()
+    widths: list[int] = []
+    for lin in layer_linears(model, model.num_layers - 1):
+        if lin.group == "expert":
+            continue
+        widths.append(lin.d_out)
+        if adapted and lin.name in adapted and lin.group != "router":
+            widths += [cfg.rank, lin.d_out]
+    heads = model.num_attention_heads
+    v_width = model.mla.v_head_dim if model.mla else model.head_dim
+    kept = 2 * sum(widths[0::2]) + 2 * heads * v_width + 4 * heads
+    return kept / cfg.tp
+
+
+def logit_columns(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Vocabulary columns of the logits alive at once on one GPU: vocab / tp, or one slice of
+    ``lm_head_vocab_chunk`` rows for a head fused with its loss over vocabulary slices."""
+    columns = model.vocab_size / cfg.tp
+    return min(columns, cfg.lm_head_vocab_chunk) if cfg.lm_head_vocab_chunk else columns
+
+
+def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Output logits and cross-entropy buffers on the last stage: tokens x logit_columns x bytes
+    per element (LOGIT_BYTES_UNCHUNKED for an fp32 loss, LOGIT_BYTES_16BIT_LOSS without the
+    upcast, LOGIT_BYTES_CHUNKED for a chunked/fused loss) plus the final-norm output (2h bytes
+    per token). Dominant for large vocabularies (Qwen 152k).
+
+    A head fused with its loss over vocabulary slices (prime-rl's _ChunkedLogProbEntropyFn,
+    src/prime_rl/trainer/models/layers/lm_head.py) holds, per slice, the fp32 slice logits,
+    their exponentials and the gradient of the slice (three fp32 [tokens, slice] tensors):
+    LOGIT_BYTES_UNCHUNKED over the slice's columns; besides, the fp32 copy of the final hidden
+    states it multiplies (4h bytes per token) and, in backward, the head weight's gradient
+    allocated whole in the weight's 16-bit dtype (torch.zeros_like(weight): vocab x h x 2 B,
+    also when the head is frozen)."""
+    tokens = tokens_per_gpu(cfg)
+    if cfg.lm_head_vocab_chunk:
+        fused = tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
+    else:
+        fused = 0.0
+    if cfg.lm_head_vocab_chunk:
+        per = cal.LOGIT_BYTES_UNCHUNKED
+    elif cfg.chunked_loss:
+        per = cal.LOGIT_BYTES_CHUNKED
+    elif cfg.loss_in_fp32:
+        per = cal.LOGIT_BYTES_UNCHUNKED
+    else:
+        per = cal.LOGIT_BYTES_16BIT_LOSS
+    return tokens * logit_columns(model, cfg) * per + tokens * model.hidden_size * 2 + fused
+
+
+# ---------------------------------------------------------------------------------------------
+# Totals
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU peak (bytes) with its named terms, the phase that sets it, and host RAM."""
+
+    terms: dict[str, float]
+    phase: str
+    allocated: float
+    reserved: float
+    device: float
+    host_ram: float
+    capacity: float
+    precision: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    phases: dict[str, float] = field(default_factory=dict)  # device-level bytes per phase
+    groups: dict[str, str] = field(default_factory=dict)  # phase -> GPUs that run it
+    engine_utilization: float | None = None  # RL: engine bytes / capacity (vLLM's u)
+    blocked: bool = False  # RL: the engine's fixed pool cannot hold one sequence
+
+    def gib(self, name: str) -> float:
+        return getattr(self, name) / GIB
+
+    def fits(self, margin: float = 0.0) -> bool:
+        """Device-level use (reserved + CUDA context + NCCL) within capacity less a margin."""
+        return not self.blocked and self.device <= usable_capacity(self.capacity, margin)
+
+
+def engine_utilization_to_set(cfg: TrainConfig, est: MemoryEstimate | None) -> float | None:
+    """The vLLM gpu_memory_utilization an RL launch sets: the config's where given, else the
+    engine's share of memory rounded up to a whole percent (never below what it needs)."""
+    u = est.engine_utilization if est is not None else None
+    if cfg.gpu_memory_utilization is not None or not cfg.is_rl or u is None:
+        return cfg.gpu_memory_utilization
+    return math.ceil(u * 100) / 100
+
+
+def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> float:
+    """Host RAM of one node: offloaded states of its GPUs (+ pinned staging overhead) plus the
+    resident memory of one process per GPU.
+
+    optimizer offload (DeepSpeed ZeRO-Offload / FSDP CPU offload): fp32 master (4) + moments
+    (state bytes) + fp32 gradients (4) per trainable parameter shard, on the host.
+    optimizer+params: also the 16-bit (QLoRA: 4-bit) weight shard.
+    """
+    ranks = min(gpus_per_node, cfg.num_gpus)
+    offloaded = 0.0
+    if cfg.offload != "none":
+        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
+        master = 0 if cfg.is_peft or cfg.pure_bf16 else 4
+        offloaded += n * (master + optimizer_state_bytes_per_param(model, cfg) + 4)
+    if cfg.offload == "optimizer+params":
+        offloaded += _stored_weight_bytes(model, cfg) / _weight_shards(cfg)
+    if cfg.paged and cfg.offload == "none":
+        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
+        offloaded += n * optimizer_state_bytes_per_param(model, cfg)  # worst case: all paged out
+    offloaded *= 1 + cal.HOST_OFFLOAD_OVERHEAD
+    return ranks * (offloaded + cal.HOST_RAM_PER_PROCESS_GIB * GIB)
+
+
+def _stored_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    onload = cfg.model_copy(update={"offload": "none", "fsdp": False, "zero_stage": 0})
+    return weight_bytes(model, onload, "bf16")
+
+
+FWD_PHASE = "forward/backward"
+BWD_END_PHASE = "end of backward"
+STEP_PHASE = "optimizer step"
+
+
+def backward_end_activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Activations alive while the first layer's backward runs, when every other gradient
+    already exists: the working set of one layer's backward (its saved tensors, recomputed
+    under full checkpointing, and the MLP's gradients) plus, under full checkpointing, that
+    layer's kept input. One micro-batch of the first pipeline stage."""
+    kept = _layer_input_bytes(model, cfg) if cfg.checkpointing == "full" else 0.0
+    return backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg) + kept
+
+
+def activation_phase_terms(model: ModelSpec, cfg: TrainConfig) -> dict[str, dict[str, float]]:
+    """The activation and loss-buffer terms of each phase of phase_terms (no dp dependence)."""
+    return {
+        FWD_PHASE: {"activations": activation_bytes(model, cfg),
+                    "logits_and_loss": logits_bytes(model, cfg)},
+        BWD_END_PHASE: {"activations": backward_end_activation_bytes(model, cfg)},
+        STEP_PHASE: {},
+    }
+
+
+def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str, dict[str, float]]:
+    """The allocated bytes of each term at the three moments that can set the peak: the start
+    of backward (every activation and the loss buffers; gradients only where they persist), the
+    end of backward (every gradient, one layer's working set) and the optimizer step. Activations
+    shrink and gradients grow layer by layer in between, so the backward peaks at one of its two
+    ends; the end binds where gradients do not persist and the step needs no large temporaries
+    (fused or pure-bf16 optimizers: torchtune-llama3.2-3b-full-packed-ac)."""
+    states = {
+        "weights": weight_bytes(model, cfg, precision),
+        "adapters": adapter_bytes(model, cfg),
+        "master_weights": master_weight_bytes(model, cfg, precision),
+        "optimizer_states": optimizer_state_bytes(model, cfg),
+        "comm_buffers": comm_buffer_bytes(model, cfg, precision),
+    }
+    grads = gradient_bytes(model, cfg, precision)
+    gathered = gathered_bytes(model, cfg, precision)
+    # Gradients exist during forward when they accumulate over micro-batches, or when ZeRO-2/3
+    # and FSDP keep their persistent gradient partition buffers.
+    keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2 or cfg.fsdp
+    acts = activation_phase_terms(model, cfg)
+    fwd = {**states, "gradients": grads if keeps_grads else 0.0, "gathered_params": gathered,
+           **acts[FWD_PHASE]}
+    end = {**states, "gradients": grads, "gathered_params": gathered, **acts[BWD_END_PHASE]}
+    step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg),
+            **acts[STEP_PHASE]}
+    return {FWD_PHASE: fwd, BWD_END_PHASE: end, STEP_PHASE: step}
+
+
+def reserved_weight(term: str) -> float:
+    """How much one allocated byte of ``term`` adds to reserved memory: transient tensors also
+    leave allocator cache behind (FRAGMENTATION_FRACTION)."""
+    return 1.0 + (cal.FRAGMENTATION_FRACTION if term in TRANSIENT_TERMS else 0.0)
+
+
+def reserved_bytes(terms: dict[str, float]) -> float:
+    """reserved = allocated + FRAGMENTATION_FRACTION x transient + FRAGMENTATION_FLOOR_GIB."""
+    return sum(reserved_weight(k) * v for k, v in terms.items()) + cal.FRAGMENTATION_FLOOR_GIB * GIB
+
+
+def device_overhead_bytes(num_gpus: int) -> float:
+    """Memory outside torch's counters: CUDA context and workspaces, NCCL buffers if > 1 GPU."""
+    return (cal.CUDA_CONTEXT_GIB + (cal.NCCL_BUFFERS_GIB if num_gpus > 1 else 0.0)) * GIB
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_bytes: float = 2.0) -> float:
+    """KV cache per token, whole model: 2 (K and V) x layers x kv_heads x head_dim x bytes
+    (DESIGN.md s.4); MLA caches the compressed latent and the rope key:
+    layers x (kv_lora_rank + rope dim) x bytes (DeepSeek-V2 report)."""
+    if model.mla is not None:
+        return model.num_layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_bytes
+    return 2 * model.num_layers * model.num_kv_heads * model.head_dim * kv_bytes

@@ -1,0 +1,350 @@
+"""Time of one PPO/GRPO iteration, phase by phase (pure functions).
+
+An iteration generates rollout_batch x rollout_n responses, scores them (reference, reward and
+critic forward passes, and the actor's old log-probs), updates the actor (and the critic) over
+all sequences, and moves the new weights into the engine:
+
+* generation: each engine (rollout_tp GPUs) decodes its share in waves of ``concurrency``
+  sequences; one wave is throughput.estimate_decode (prefill + bandwidth-bound decoding, vLLM
+  efficiency). Every response is taken at response_len (the long tail sets the wave's end);
+* forward passes: 2 N FLOPs per token plus attention, on the trainer GPUs at the stack's
+  achievable matmul rate;
+* updates: throughput.estimate_throughput of the role's SFT-shaped config, one optimizer step
+  per global batch of sequences;
+* weight sync: colocated, the trainer's 16-bit shards are all-gathered into the engine's
+  layout on the same GPUs; separate, the 16-bit weights are broadcast to the engines;
+* offload traffic: with offload_idle every role's states cross PCIe twice per iteration; a
+  sleeping engine moves its weights out and back.
+
+Colocated phases run one after another; separate placement pipelines generation of the next
+batch with training on this one (OpenRLHF async / verl one-step-off-policy), so an iteration
+takes the slower side plus the weight sync. Split placement (every role on GPUs of its own)
+pipelines the same way, and its roles work side by side: the forward passes take as long as
+the busiest group's, then the actor and critic updates as long as the slower one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from planner.catalog.request import TrainConfig
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.models import efficiency as eff
+from planner.models.memory import GIB
+from planner.models.throughput import (
+    Links,
+    estimate_decode,
+    estimate_throughput,
+    exposed,
+    forward_flops_per_token,
+    matmul_fraction_rate,
+    params_per_gpu,
+    resolve_links,
+    ring_factor,
+    stored_bytes_per_param,
+)
+from planner.models.workloads import (
+    Engine,
+    Role,
+    engine,
+    engine_weight_bytes,
+    phase_group,
+    resident_terms,
+    roles,
+    trainer_gpus,
+)
+
+
+def split_training_seconds(phases: dict[str, float], cfg: TrainConfig) -> float:
+    """Training side of a split-placement iteration: the forward passes of every group side
+    by side, then the updates (actor and critic on their own GPUs, side by side)."""
+    busy: dict[str, float] = {}
+    for k, v in phases.items():
+        if k.endswith(" forward"):
+            group = phase_group(cfg, k)
+            busy[group] = busy.get(group, 0.0) + v
+    updates = [v for k, v in phases.items() if k.endswith(" update")]
+    return max(busy.values(), default=0.0) + max(updates, default=0.0)
+
+
+@dataclass(frozen=True)
+class RLStepEstimate:
+    """Seconds of each phase of one iteration, and the rates they give."""
+
+    step_time_s: float
+    phases: dict[str, float]
+    tokens_per_step: float  # prompt + response tokens of all sampled sequences
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    limited_by: str  # the longest phase
+    concurrency: int  # sequences one engine decodes at once
+    waves: int
+    placement: str
+    stack: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def shares(self) -> dict[str, float]:
+        busy = sum(self.phases.values()) or 1.0
+        return {k: v / busy for k, v in self.phases.items()}
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "step_time_s": self.step_time_s,
+            "limited_by": self.limited_by,
+            "stack": self.stack,
+            "phases_s": dict(self.phases),
+            "phase_shares": self.shares,
+            "rollout_concurrency": self.concurrency,
+            "rollout_waves": self.waves,
+            "placement": self.placement,
+        }
+
+
+def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: float,
+                    gpus: int, stack: str, *, links: Links | None = None,
+                    batch: int | None = None) -> float:
+    """A forward-only pass over ``tokens`` split over ``gpus``: (2 N + attention) FLOPs per
+    token at the 16-bit matmul rate x the stack's utilisation. With ZeRO-3/FSDP every
+    micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
+    weights, throughput.dp_bytes_per_step without the backward half and the gradients), hidden
+    behind compute up to the stack's data-parallel overlap."""
+    compute = tokens / gpus * forward_flops_per_token(model, cfg.seq_len) / \
+        matmul_fraction_rate(gpu, cfg, stack)
+    if links is None or gpus == 1 or not cfg.shards_weights:
+        return compute
+    sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
+    steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
+    gathered = steps * ring_factor(gpus, "all-gather") * gathered_weight_bytes(model, sharded)
+    spans = gpus > links.gpus_per_node
+    raw = gathered / (links.collective_gbps(gpus, spans) * 1e9)
+    return compute + exposed(raw, eff.OVERLAP[stack]["dp"], compute)
+
+
+def gathered_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Stored weight bytes of the shard that each ZeRO-3/FSDP forward micro-step all-gathers
+    (before the ring factor; forward_seconds); 0 without weight sharding. The planner's step
+    time bound reads it per strategy (space.RowArrays)."""
+    if not cfg.shards_weights:
+        return 0.0
+    return params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
+
+
+def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: PlatformSpec | None,
+                   stack: str) -> float:
+    """Optimizer steps over ``sequences``: one step per global batch of the role's config. An
+    iteration with fewer sequences than a global batch makes one step over just those (the
+    accumulation is shortened): timing a whole global batch would count sequences that were
+    never sampled."""
+    cfg = role.cfg
+    steps, accum = update_steps(sequences, cfg.micro_batch_size, max(1, cfg.dp), cfg.grad_accum)
+    if accum < cfg.grad_accum:
+        cfg = cfg.model_copy(update={"grad_accum": int(accum)})
+    return _step_seconds(role.model, gpu, cfg, platform, stack) * steps
+
+
+def update_steps(sequences, micro_batch, dp, grad_accum):
+    """(optimizer steps, accumulation of each) of an update over ``sequences`` (update_seconds):
+    one step per global batch (micro_batch x grad_accum x dp), a shortened accumulation when
+    the sequences do not fill them (rounded to nearest, at least 1). Integers or numpy arrays
+    (the planner's step-time bound: space.RowArrays)."""
+    steps = -(-sequences // (micro_batch * grad_accum * dp))
+    return steps, np.minimum(grad_accum, np.maximum(1, np.round(sequences / steps /
+                                                                (micro_batch * dp))))
+
+
+# The planner times thousands of layouts that share their parts (the same engine batch on the
+# same GPU, the same update on the same GPUs): the pure sub-estimates are memoised.
+@lru_cache(maxsize=8192)
+def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
+                  platform: PlatformSpec | None, stack: str) -> float:
+    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack).step_time_s
+
+
+@lru_cache(maxsize=8192)
+def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, steps: int, tp: int,
+                 platform: PlatformSpec | None, efficiency: float | None = None,
+                 precision: str = "bf16") -> float:
+    """Decoding ``steps`` more tokens of one sequence from ``context`` tokens on: each step
+    bandwidth bound on the engine's weights (/tp) and that sequence's KV cache
+    (throughput.estimate_decode at batch 1, no prefill)."""
+    dec = estimate_decode(model, gpu, prompt_len=context, response_len=steps, tp=tp, batch=1,
+                          platform=platform, efficiency=efficiency, precision=precision)
+    return dec.decode_s
+
+
+@lru_cache(maxsize=8192)
+def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len: int, tp: int,
+                  batch: int, platform: PlatformSpec | None,
+                  efficiency: float | None = None, precision: str = "bf16") -> float:
+    dec = estimate_decode(model, gpu, prompt_len=prompt_len, response_len=response_len, tp=tp,
+                          batch=batch, platform=platform, efficiency=efficiency,
+                          precision=precision)
+    return dec.prefill_s + dec.decode_s
+
+
+def rollout_decode_efficiency(cfg: TrainConfig) -> float:
+    """The generator's share of the decode roofline inside an RL iteration: the trainer's own
+    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY) or a vLLM-style engine
+    (efficiency.RL_ROLLOUT_DECODE_EFFICIENCY)."""
+    if cfg.generates_in_trainer:
+        return eff.HF_GENERATE_DECODE_EFFICIENCY
+    return eff.RL_ROLLOUT_DECODE_EFFICIENCY
+
+
+class EngineSide(NamedTuple):
+    """The phases of an iteration that only the engine layout sets (engine_side)."""
+
+    engine: Engine
+    waves: int
+    generation_s: float
+    weight_sync_s: float
+    sleep_bytes: float  # a sleeping colocated engine's weights, out and back
+    sleep_s: float  # those bytes over the host link
+
+
+def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
+                platform: PlatformSpec | None, decode_efficiency: float | None = None,
+                rollout_precision: str = "bf16") -> EngineSide:
+    """Generation (each engine decodes its share in waves of its concurrency, one wave prefill
+    + decoding: throughput.estimate_decode), the weight sync into the engines, and a sleeping
+    engine's PCIe traffic. Reads of ``cfg`` only the engine layout (workloads.engine:
+    placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
+    so the planner times it once per such layout and GPU (space.Timing.engine_side). The
+    trainer's own generate (hf-generate) decodes its batches at
+    efficiency.HF_GENERATE_DECODE_EFFICIENCY and has no engine to sync or put to sleep."""
+    if decode_efficiency is None:
+        decode_efficiency = rollout_decode_efficiency(cfg)
+    eng = engine(model, cfg, gpu.memory_gib * GIB)
+    conc = max(1, eng.concurrency)
+    waves = math.ceil(eng.sequences_per_engine / conc)
+    wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
+                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision)
+    links = resolve_links(gpu, platform=platform)
+    weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
+    spans = cfg.num_gpus > links.gpus_per_node
+    if cfg.generates_in_trainer:
+        return EngineSide(eng, waves, waves * wave, 0.0, 0.0, 0.0)
+    if cfg.placement == "colocate":
+        sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
+    else:
+        sync = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
+    sleep = 2 * eng.weights if cfg.placement == "colocate" and cfg.engine_sleep else 0.0
+    return EngineSide(eng, waves, waves * wave, sync, sleep,
+                      sleep / (links.host_link_gbps * 1e9))
+
+
+def placed_step_seconds(phases: dict[str, float], cfg: TrainConfig, notes: list[str]) -> float:
+    """One iteration from its phases by placement: colocated roles run one after another;
+    otherwise generation of the next batch overlaps training (split: the roles' passes side by
+    side, split_training_seconds), and the weight sync follows both. Appends what it assumed
+    to ``notes``."""
+    if cfg.placement == "colocate":
+        return sum(phases.values())
+    gen_keys = ("generation", "generation tail", "weight sync")
+    if cfg.placement == "split":
+        train = split_training_seconds(phases, cfg) + phases.get("offload traffic", 0.0)
+        notes.append("split placement: each role on GPUs of its own; forward passes and "
+                     "updates of different roles run side by side")
+    else:
+        train = sum(v for k, v in phases.items() if k not in gen_keys)
+    generation = phases["generation"] + phases.get("generation tail", 0.0)
+    notes.append(f"{cfg.placement} placement: generation of the next batch overlaps "
+                 "training (one step off-policy)")
+    return max(generation, train) + phases["weight sync"]
+
+
+def estimate_rl_step(
+    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
+    stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
+    max_response_len: int | None = None, decode_efficiency: float | None = None,
+    rollout_precision: str = "bf16", side: EngineSide | None = None,
+) -> RLStepEstimate:
+    """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``.
+
+    ``max_response_len``: when cfg.response_len is the mean response and the responses run up
+    to a longer cap (free-length generation, e.g. NeMo-RL's max_total_sequence_length), the
+    wave ends only with its longest response: after the mean length the last sequences decode
+    alone, each step reading the whole weights (generation tail, tail_seconds).
+    ``decode_efficiency``: the engine's share of the decode roofline; default
+    efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
+    NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
+    ``rollout_precision``: "fp8" when the engine serves fp8 weights and KV cache (NeMo-RL's
+    FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit.
+    ``side``: engine_side of this cfg, GPU, platform, decode efficiency and precision, when the
+    caller already has it (the planner memoises it per engine layout: space.Timing)."""
+    if decode_efficiency is None:
+        decode_efficiency = rollout_decode_efficiency(cfg)
+    rs = roles(model, cfg, critic=critic, reward=reward)
+    n_train = trainer_gpus(cfg)
+    seqs = cfg.rollout_batch * cfg.samples_per_prompt
+    tokens = seqs * cfg.seq_len
+    if side is None:
+        side = engine_side(model, gpu, cfg, platform=platform,
+                           decode_efficiency=decode_efficiency,
+                           rollout_precision=rollout_precision)
+    eng, waves = side.engine, side.waves
+    notes = []
+    conc = max(1, eng.concurrency)
+    phases = {"generation": side.generation_s}
+    links = resolve_links(gpu, platform=platform)
+    if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
+        phases["generation tail"] = waves * tail_seconds(
+            model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
+            cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
+    for r in rs:
+        # Padding-free passes (mean_seq_len) see the role config's tokens per sequence; with
+        # split placement each role's pass runs on its own group's GPUs.
+        gpus = r.cfg.num_gpus if cfg.placement == "split" else n_train
+        phases[f"{r.name} forward"] = forward_seconds(
+            r.model, gpu, r.cfg, seqs * r.cfg.seq_len, gpus, stack, links=links,
+            batch=cfg.logprob_batch)
+    for r in rs:
+        if r.trained:
+            phases[f"{r.name} update"] = update_seconds(r, gpu, seqs, platform=platform,
+                                                        stack=stack)
+    phases["weight sync"] = side.weight_sync_s
+    moved = 0.0
+    if cfg.offload_idle:
+        moved += 2 * sum(sum(resident_terms(r, "bf16").values()) for r in rs)
+    moved += side.sleep_bytes
+    if moved:
+        phases["offload traffic"] = moved / (links.host_link_gbps * 1e9)
+    step = placed_step_seconds(phases, cfg, notes)
+    if eng.concurrency < eng.sequences_per_engine:
+        notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
+                     f"wave(s) of {conc}")
+    return RLStepEstimate(
+        step_time_s=step,
+        phases=phases,
+        tokens_per_step=tokens,
+        tokens_per_s=tokens / step,
+        tokens_per_s_per_gpu=tokens / step / cfg.num_gpus,
+        limited_by=max(phases, key=phases.get),
+        concurrency=conc,
+        waves=waves,
+        placement=cfg.placement,
+        stack=stack,
+        notes=tuple(notes),
+    )
+
+
+def workload_throughput(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
+                        platform: PlatformSpec | None, stack: str,
+                        critic: ModelSpec | None = None, reward: ModelSpec | None = None,
+                        gpus_per_node: int | None = None, side: EngineSide | None = None):
+    """Per-iteration estimate for PPO/GRPO (rltime), per-step estimate otherwise: the one
+    dispatch check, tune, the planner's step times and its plans use. ``side``: RL only, the
+    engine's phases already timed (estimate_rl_step)."""
+    if cfg.is_rl:
+        return estimate_rl_step(model, gpu, cfg, platform=platform, stack=stack, critic=critic,
+                                reward=reward, side=side)
+    return estimate_throughput(model, gpu, cfg, platform=platform, stack=stack,
+                               gpus_per_node=gpus_per_node)

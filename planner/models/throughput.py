@@ -1,0 +1,850 @@
+"""Step time, tokens/s and MFU of one training configuration; decoding throughput (pure).
+
+A training step on one GPU takes
+
+    compute (FLOPs / (peak x vendor matmul fraction x stack utilisation))
+  + pipeline bubble            compute x (p-1)/(v*m)               (Narayanan et al. 2021)
+  + exposed communication      sum over tp/cp/dp/pp of max(0, raw - overlap x compute)
+  + offload                    PCIe copies (partly overlapped) + CPU optimizer (exposed)
+  + memory-bound terms         QLoRA dequantisation, DoRA weight norms, GPU optimizer step
+
+Each term is one function below with its formula and source. FLOPs per token follow Kaplan et al.
+2020 (6N: 2N forward, 4N backward) and Narayanan et al. 2021, "Efficient Large-Scale Language
+Model Training on GPU Clusters" (attention and logits terms); flash attention (Dao et al. 2022)
+skips the masked half of causal attention and recomputes the scores in backward (2.5x the forward).
+Calibrated efficiency factors live in efficiency.py, the only place with fitted numbers.
+
+MFU definition used here: model FLOPs per token = forward + the backward the method needs
+(6N for full training, 4N + 6 x adapter for LoRA/QLoRA/DoRA, with N the active matmul
+parameters including the LM head) + 12 x layers x seq x attention width (PaLM appendix B /
+Narayanan et al. 2021: attention counted without the causal halving); recomputation is not
+counted. MFU = model FLOPs x tokens/s per GPU / dense peak of the precision the matmuls run in
+(fp8 peak for fp8, bf16 peak otherwise; FP16 tensor peak for V100/T4; TF32 = bf16/2 for fp32).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from planner.catalog.params import count_params, layer_linears, lora_params
+from planner.catalog.request import TrainConfig
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
+from planner.errors import PlannerError
+from planner.models import efficiency as eff
+from planner.models.memory import (
+    GIB,
+    NF4_BYTES_PER_PARAM,
+    kv_bytes_per_token,
+    params_on_gpu,
+    state_shards,
+    trainable_on_gpu,
+)
+
+MFU_DEFINITION = (
+    "model FLOPs (6N full / 4N + 6 x adapter for LoRA-family, N = active matmul params incl. "
+    "LM head, + 12 x layers x seq x attention width, no recompute) x tokens/s per GPU / dense "
+    "peak of the matmul precision"
+)
+# Inter-node bandwidth per GPU when no platform says otherwise: 200 Gb/s per GPU (one HDR
+# InfiniBand port per GPU, A100-era DGX). Stated in the notes of every estimate that uses it.
+DEFAULT_INTER_NODE_GBPS_PER_GPU = 25.0
+# Host CPU cores per GPU when no platform is given (a DGX/HGX host has 112 cores for 8 GPUs).
+DEFAULT_CPU_CORES_PER_GPU = 14
+_PCIE_GBPS_PER_LANE = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}  # one direction, GB/s
+_GPU_PCIE_GEN = {
+    "pcie3": 3, "pcie4": 4, "pcie5": 5, "nvlink2": 3, "nvlink3": 4, "nvlink3-bridge": 4,
+    "nvlink4": 5, "nvlink4-bridge": 5, "nvlink5": 5, "infinity-fabric": 5, "hccs": 4,
+    "roce-100gbe": 4, "roce-200gbe": 5,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Peaks
+# ---------------------------------------------------------------------------------------------
+def matmul_precision(gpu: GpuSpec, cfg_precision: str) -> str:
+    """fp8 where the GPU has fp8 tensor cores, fp32 as asked, otherwise 16-bit."""
+    if cfg_precision == "fp8" and gpu.fp8_dense_tflops:
+        return "fp8"
+    return "fp32" if cfg_precision == "fp32" else "bf16"
+
+
+def peak_tflops(gpu: GpuSpec, precision: str) -> float:
+    """Dense peak TFLOPS: fp8 column for fp8; TF32 = half the bf16 peak for fp32 (A100/H100
+    datasheets); bf16 (FP16 tensor on V100/T4, gpus_README) otherwise."""
+    if precision == "fp8" and gpu.fp8_dense_tflops:
+        return gpu.fp8_dense_tflops
+    if precision == "fp32":
+        return gpu.bf16_dense_tflops / 2
+    return gpu.bf16_dense_tflops
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs per token (whole model)
+# ---------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1024)
+def layer_matmul_params(model: ModelSpec, layer: int) -> float:
+    """Weight parameters a token multiplies in one layer: every linear, routed experts counted
+    top_k of num_experts times (MoE compute counts active experts, DESIGN.md s.4)."""
+    total = 0.0
+    for lin in layer_linears(model, layer):
+        n = lin.d_in * lin.d_out
+        if lin.group == "expert" and model.moe is not None:
+            total += n * model.moe.experts_per_token
+        else:
+            total += n * lin.count
+    return total
+
+
+def head_matmul_params(model: ModelSpec) -> float:
+    """LM head (vocab x e, tied or not: the logits are a matmul either way) plus OPT-350m's
+    project_in/out (2 e h) when the embedding width differs."""
+    h, e = model.hidden_size, model.word_embed_proj_dim or model.hidden_size
+    return model.vocab_size * e + (2 * e * h if e != h else 0)
+
+
+@lru_cache(maxsize=256)
+def matmul_params(model: ModelSpec) -> float:
+    """N of the 6N rule: active matmul parameters of all layers plus the head."""
+    return sum(layer_matmul_params(model, i) for i in range(model.num_layers)) + head_matmul_params(
+        model
+    )
+
+
+def attention_widths(model: ModelSpec) -> tuple[int, int]:
+    """(q.k width, value width) summed over heads: heads x head_dim each; MLA uses
+    heads x (nope + rope) for scores and heads x v_head_dim for values."""
+    if model.mla is not None:
+        a = model.mla
+        heads = model.num_attention_heads
+        return heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), heads * a.v_head_dim
+    width = model.num_attention_heads * model.head_dim
+    return width, width
+
+
+def attention_fwd_flops_per_layer(model: ModelSpec, seq_len: int, *, causal_skip: bool) -> float:
+    """Forward attention FLOPs per token and layer: 2 x keys x (qk width) for the scores plus
+    2 x keys x (v width) for the weighted sum, keys = seq/2 when a causal kernel skips the
+    masked half (flash attention), seq otherwise (Narayanan et al. 2021 count seq)."""
+    qk, v = attention_widths(model)
+    keys = seq_len / 2 if causal_skip else seq_len
+    return 2 * keys * (qk + v)
+
+
+def backward_layers(model: ModelSpec, cfg: TrainConfig) -> int:
+    """Layers that run a backward pass: all of them, except with 'freeze' tuning (only the last
+    k trainable layers; nothing below them needs a gradient)."""
+    if cfg.method == "freeze":
+        return min(cfg.freeze_trainable_layers, model.num_layers)
+    return model.num_layers
+
+
+@lru_cache(maxsize=1024)
+def _layers_from_top(model: ModelSpec, count: int) -> float:
+    return sum(layer_matmul_params(model, i) for i in range(model.num_layers - count,
+                                                           model.num_layers))
+
+
+def op_sac_recomputed_fraction(model: ModelSpec) -> float:
+    """Share of a layer's matmul FLOPs that op-level selective checkpointing recomputes: the
+    matmuls whose outputs it does not keep (every second one in execution order; routed experts,
+    grouped GEMMs outside the save list, all of theirs; memory.op_sac_bytes_per_token)."""
+    done = again = 0.0
+    position = 0
+    for lin in layer_linears(model, model.num_layers - 1):
+        if lin.group == "expert":
+            flops = lin.d_in * lin.d_out * (model.moe.experts_per_token if model.moe else 1)
+            again += flops
+        else:
+            flops = lin.d_in * lin.d_out * lin.count
+            position += 1
+            again += flops if position % 2 == 0 else 0.0
+        done += flops
+    return again / done
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """Executed FLOPs per training token for the whole model, by kind."""
+
+    linear_fwd: float
+    linear_bwd: float
+    attention_fwd: float
+    attention_bwd: float
+    recompute_linear: float
+    recompute_attention: float
+    adapter: float
+    model: float  # MFU numerator per token (see MFU_DEFINITION)
+
+    @property
+    def linear(self) -> float:
+        """Work that runs in the matmul precision (fp8 under an fp8 recipe)."""
+        return self.linear_fwd + self.linear_bwd + self.recompute_linear
+
+    @property
+    def sixteen_bit(self) -> float:
+        """Work that stays in 16 bit: attention (fp8 recipes keep bf16 attention) and adapters."""
+        return self.attention_fwd + self.attention_bwd + self.recompute_attention + self.adapter
+
+    @property
+    def total(self) -> float:
+        return self.linear + self.sixteen_bit
+
+
+def linear_backward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Backward matmul FLOPs per token: input gradient (2 x weights) for every layer on the
+    backward path and the head, weight gradient (2 x weights) for trained weights only. Full
+    training: 4N. LoRA/QLoRA/DoRA skip frozen weight gradients: 2N (Hu et al. 2021).
+    Freeze: input and weight gradients of the last k layers and the head's input gradient."""
+    head = head_matmul_params(model)
+    if cfg.method == "full":
+        return 4 * (matmul_params(model))
+    if cfg.method == "freeze":
+        top = _layers_from_top(model, backward_layers(model, cfg))
+        return 2 * (head + top) + 2 * top
+    return 2 * matmul_params(model)
+
+
+def adapter_flops(model: ModelSpec, cfg: TrainConfig) -> float:
+    """LoRA A and B matmuls: forward 2 x adapter params, backward input + weight gradients
+    4 x adapter params per token (Hu et al. 2021). DoRA's magnitude scaling is elementwise."""
+    if not cfg.is_peft:
+        return 0.0
+    return 6.0 * lora_params(model, cfg.rank, cfg.lora_targets)
+
+
+def training_flops(model: ModelSpec, cfg: TrainConfig) -> FlopsPerToken:
+    """FLOPs per token of one training step on ``cfg.seq_len`` tokens per sequence.
+
+    Attention: flash attention skips the masked half (causal) and its backward recomputes the
+    scores: 2.5x forward (5 matmuls vs 2; Dao et al. 2022); eager attention computes the full
+    square with a 2x backward. Full recomputation repeats the forward of the layers that save
+    activations (Korthikanti et al. 2022); selective recomputation repeats the attention core,
+    which flash attention already recomputes (no extra work then); op-level selective
+    checkpointing repeats the matmuls it does not keep (op_sac_recomputed_fraction).
+    """
+    flash = cfg.flash_attention
+    s, L = cfg.seq_len, model.num_layers
+    nb = backward_layers(model, cfg)
+    attn_layer = attention_fwd_flops_per_layer(model, s, causal_skip=flash)
+    attn_fwd = L * attn_layer
+    attn_bwd = nb * attn_layer * (2.5 if flash else 2.0)
+    linear_fwd = 2 * matmul_params(model)
+    rec_lin = rec_att = 0.0
+    if cfg.checkpointing == "full":
+        rec_lin = 2 * _layers_from_top(model, nb)
+        rec_att = nb * attn_layer
+    elif cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op":
+        rec_lin = 2 * _layers_from_top(model, nb) * op_sac_recomputed_fraction(model)
+    elif cfg.checkpointing == "selective" and not flash:
+        rec_att = nb * attn_layer
+    adapter = adapter_flops(model, cfg)
+    lin_bwd = linear_backward_flops(model, cfg)
+    full_attn = attention_fwd_flops_per_layer(model, s, causal_skip=False)
+    model_flops = linear_fwd + lin_bwd + adapter + (L + 2 * nb) * full_attn
+    return FlopsPerToken(
+        linear_fwd=linear_fwd, linear_bwd=lin_bwd, attention_fwd=attn_fwd,
+        attention_bwd=attn_bwd, recompute_linear=rec_lin, recompute_attention=rec_att,
+        adapter=adapter, model=model_flops,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Links
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Links:
+    """Achievable one-way bandwidths one GPU sees, GB/s, and the node size they hold for."""
+
+    gpus_per_node: int
+    intra_node_gbps: float  # collective bus bandwidth inside a node (groups > 2 GPUs)
+    pair_gbps: float  # inside a node for a group of 2 (NVLink bridges join pairs only)
+    inter_node_gbps: float  # per-GPU share of the node's network
+    host_link_gbps: float  # GPU <-> host RAM (PCIe)
+    host_memory_gbps: float  # host RAM bandwidth available to one GPU's CPU optimizer
+    network_assumed: bool = False  # no platform or override gave the inter-node network
+
+    def collective_gbps(self, group: int, spans_nodes: bool) -> float:
+        if spans_nodes:
+            return min(self.inter_node_gbps, self.intra_node_gbps)
+        return self.pair_gbps if group <= 2 else self.intra_node_gbps
+
+
+def host_link_gbps(gpu: GpuSpec, platform: PlatformSpec | None) -> float:
+    """PCIe one way: the lower generation of GPU and host, x lanes per GPU (platform; 16),
+    x HOST_LINK_EFFICIENCY (pinned copies)."""
+    gen = _GPU_PCIE_GEN.get(gpu.interconnect, 4)
+    lanes = 16
+    if platform is not None:
+        gen, lanes = min(gen, platform.pcie_gen), platform.pcie_lanes_per_gpu
+    return _PCIE_GBPS_PER_LANE[gen] * lanes * eff.HOST_LINK_EFFICIENCY
+
+
+@lru_cache(maxsize=1024)  # pure; the planner's step times ask for the same few GPUs' links
+def resolve_links(
+    gpu: GpuSpec, *, platform: PlatformSpec | None = None, gpus_per_node: int | None = None,
+    inter_node_gbps: float | None = None,
+) -> Links:
+    """Bandwidths from the catalog. ``p2p_bandwidth_gbps`` is bidirectional per GPU, so one
+    way is half of it. NVLink/NVSwitch, Infinity Fabric, HCCS and Gaudi RoCE reach
+    NVLINK_BUS_EFFICIENCY of it; PCIe cards reach PCIE_BUS_EFFICIENCY of the PCIe link (lower
+    generation of card and host, the platform's lanes per GPU); an NVLink bridge joins pairs
+    only, larger groups go over PCIe. Inter-node: the
+    platform's network per node (``inter_node_gbps`` overrides it) shared by its GPUs."""
+    per_node = gpus_per_node or gpus_per_host(gpu, platform)
+    host = host_link_gbps(gpu, platform)
+    pcie = host / eff.HOST_LINK_EFFICIENCY * eff.PCIE_BUS_EFFICIENCY
+    one_way = gpu.p2p_bandwidth_gbps / 2
+    if gpu.interconnect.startswith("pcie"):
+        intra = pair = pcie
+    elif gpu.interconnect.endswith("bridge"):
+        pair, intra = one_way * eff.NVLINK_BUS_EFFICIENCY, pcie
+    else:
+        intra = pair = one_way * eff.NVLINK_BUS_EFFICIENCY
+    if inter_node_gbps is not None:
+        network = inter_node_gbps
+    elif platform is not None:
+        network = platform.inter_node_bandwidth_gbps
+    else:
+        network = DEFAULT_INTER_NODE_GBPS_PER_GPU * per_node
+    inter = network / per_node * eff.NETWORK_BUS_EFFICIENCY
+    cores = platform.cpu_cores if platform else DEFAULT_CPU_CORES_PER_GPU * per_node
+    host_mem = cores * eff.HOST_MEMORY_GBPS_PER_CORE / per_node
+    assumed = platform is None and inter_node_gbps is None
+    return Links(per_node, intra, pair, inter, host, host_mem, assumed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Communication (bytes one GPU sends per step, and seconds)
+# ---------------------------------------------------------------------------------------------
+def ring_factor(n: int, kind: str) -> float:
+    """Bytes each rank sends per byte of message: all-reduce 2(n-1)/n, all-gather and
+    reduce-scatter (n-1)/n (ring algorithms; Patarasuk & Yuan 2009, NCCL)."""
+    if n <= 1:
+        return 0.0
+    return (2 if kind == "all-reduce" else 1) * (n - 1) / n
+
+
+def tp_collectives_per_layer(cfg: TrainConfig, *, has_backward: bool) -> int:
+    """Megatron TP: 2 all-reduces (or reduce-scatter + all-gather with sequence parallel) in the
+    forward of a layer, 2 in its backward, 2 more when the forward is recomputed
+    (Shoeybi et al. 2019; Korthikanti et al. 2022)."""
+    n = 2
+    if has_backward:
+        n += 2 + (2 if cfg.checkpointing == "full" else 0)
+    return n
+
+
+def tp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Per GPU and step: GA x (layers on the stage) x collectives x 2(t-1)/t x (mb x s/cp x h x
+    2 B); activations travel in 16 bit."""
+    if cfg.tp == 1:
+        return 0.0
+    nb = backward_layers(model, cfg)
+    per_layer = (nb * tp_collectives_per_layer(cfg, has_backward=True)
+                 + (model.num_layers - nb) * tp_collectives_per_layer(cfg, has_backward=False))
+    message = cfg.micro_batch_size * cfg.seq_len / cfg.cp * model.hidden_size * 2
+    return cfg.grad_accum * per_layer / cfg.pp * ring_factor(cfg.tp, "all-reduce") * message
+
+
+def cp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Ring attention (context parallel): each layer passes this rank's K and V chunk cp-1 times
+    in forward, and K, V plus their gradients in backward (3x in all; Liu et al. 2023, Megatron
+    context parallelism). KV width per GPU = kv_heads x head_dim / tp, 16 bit."""
+    if cfg.cp == 1:
+        return 0.0
+    kv_width = max(model.num_kv_heads / cfg.tp, 1) * model.head_dim * 2  # K and V
+    chunk = cfg.micro_batch_size * cfg.seq_len / cfg.cp * kv_width * 2
+    return cfg.grad_accum * model.num_layers / cfg.pp * 3 * (cfg.cp - 1) * chunk
+
+
+def pp_bytes_per_step(model: ModelSpec, cfg: TrainConfig, virtual_stages: int) -> float:
+    """Pipeline point-to-point: per micro-batch and stage boundary the activations forward and
+    their gradients backward (mb x s/cp x h x 2 B / tp with sequence parallelism), with v
+    boundaries per stage when interleaved (Narayanan et al. 2021)."""
+    if cfg.pp == 1:
+        return 0.0
+    act = cfg.micro_batch_size * cfg.seq_len / cfg.cp * model.hidden_size * 2 / cfg.tp
+    return cfg.grad_accum * virtual_stages * 2 * act
+
+
+def _grad_bytes(cfg: TrainConfig) -> int:
+    """Gradient element size on the wire: fp32 for PEFT adapters under mixed precision (PEFT
+    keeps adapters in fp32), 16 bit otherwise."""
+    return 4 if cfg.is_peft and not cfg.pure_bf16 else 2
+
+
+def stored_bytes_per_param(cfg: TrainConfig) -> float:
+    """Bytes per weight that ZeRO-3/FSDP all-gather: NF4 for QLoRA, 16 bit otherwise (FSDP
+    gathers in param_dtype)."""
+    return NF4_BYTES_PER_PARAM if cfg.method == "qlora" else 2.0
+
+
+def params_per_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
+    """All parameters of the most loaded tp x pp shard (before ZeRO/FSDP sharding): the memory
+    model's count, so that traffic and memory agree."""
+    return params_on_gpu(model, cfg)
+
+
+def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Data-parallel traffic per GPU and step (G = trainable gradient bytes of the shard,
+    P = its 16-bit weight bytes, d = dp, m = grad_accum):
+
+    DDP: one all-reduce of G per step (accumulation under no_sync): 2(d-1)/d x G.
+    ZeRO-1 / Megatron distributed optimizer: reduce-scatter G once per step: (d-1)/d x G
+    (Rajbhandari et al. 2020); the all-gather of the updated weights after the step is
+    gather_bytes_per_step.
+    ZeRO-2: gradients reduced every micro-batch (DeepSpeed reduces in backward of each
+    micro-step): m x (d-1)/d x G.
+    ZeRO-3 / FSDP: every micro-batch all-gathers all weights of the shard in forward and again
+    in backward and reduce-scatters G: m x (d-1)/d x (2 P_all + G), i.e. 1.5x an all-reduce of
+    the same bytes for full training (ZeRO paper section 7). Frozen weights are gathered too.
+    """
+    d = cfg.dp
+    if d == 1:
+        return 0.0
+    trainable = trainable_on_gpu(model, cfg)
+    g = trainable * _grad_bytes(cfg)
+    m = cfg.grad_accum
+    if cfg.shards_weights:
+        p_all = params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
+        return m * ring_factor(d, "all-gather") * (2 * p_all + g)
+    if cfg.zero_stage == 2:
+        return ring_factor(d, "reduce-scatter") * m * g
+    if cfg.zero_stage == 1:
+        return ring_factor(d, "reduce-scatter") * g
+    return ring_factor(d, "all-reduce") * g
+
+
+def gather_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """ZeRO-1/2 and the distributed optimizer: each rank updates its shard of the weights and
+    all-gathers the updated 16-bit trainable weights once per step, (d-1)/d x P_trainable,
+    after the step (overlapped only where the stack overlaps it: efficiency.OVERLAP gather)."""
+    if cfg.dp == 1 or cfg.shards_weights or cfg.zero_stage not in (1, 2):
+        return 0.0
+    return ring_factor(cfg.dp, "all-gather") * trainable_on_gpu(model, cfg) * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Offload and memory-bound terms (seconds per step)
+# ---------------------------------------------------------------------------------------------
+_shards = state_shards  # ranks sharing the optimizer states (ZeRO >= 1 / FSDP): memory.py
+
+
+def offload_pcie_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Host link traffic per GPU and step. Optimizer offload (ZeRO-Offload, Ren et al. 2021;
+    FSDP CPUOffload): gradients of the trainable shard to the host (fp32 for adapters, 16 bit
+    otherwise) and the updated 16-bit weights back. Parameter offload adds the weight shard
+    host-to-device for every forward and backward of every micro-batch."""
+    if cfg.offload == "none":
+        return 0.0
+    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    traffic = shard * (_grad_bytes(cfg) + 2)
+    if cfg.offload == "optimizer+params":
+        weights = params_per_gpu(model, cfg) / (cfg.dp if cfg.shards_weights else 1)
+        traffic += cfg.grad_accum * 2 * weights * stored_bytes_per_param(cfg)
+    return traffic
+
+
+def cpu_optimizer_seconds(model: ModelSpec, cfg: TrainConfig, links: Links) -> float:
+    """CPU optimizer step of the offloaded shard: CPU_ADAM_BYTES_PER_PARAM of host-memory
+    traffic per parameter at the host bandwidth available to one GPU (a roofline; DeepSpeed's
+    CPU-Adam is 5-7x faster than PyTorch's CPU Adam, DeepSpeed ZeRO-Offload tutorial)."""
+    if cfg.offload == "none":
+        return 0.0
+    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    return shard * eff.CPU_ADAM_BYTES_PER_PARAM / (links.host_memory_gbps * 1e9)
+
+
+def dequant_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
+    """QLoRA: every forward, backward (and recomputed forward) dequantises each 4-bit layer
+    matrix the GPU computes with (all of its tp x pp shard; ZeRO-3/FSDP gather first):
+    DEQUANT_BYTES_PER_PARAM of HBM traffic per weight per pass, per micro-batch."""
+    if cfg.method != "qlora":
+        return 0.0
+    passes = 2 + (1 if cfg.checkpointing == "full" else 0)
+    weights = count_params(model).layer_linear / (cfg.tp * cfg.pp)
+    traffic = cfg.grad_accum * passes * weights * eff.DEQUANT_BYTES_PER_PARAM
+    return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
+
+
+def dora_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
+    """DoRA: each forward (and recomputed forward) materialises W + s B A and its column norms
+    for every adapted matrix (Liu et al. 2024; PEFT): DORA_BYTES_PER_PARAM of HBM traffic per
+    adapted weight, plus the B A product (2 r d_in d_out FLOPs, small, ignored)."""
+    if cfg.method != "dora":
+        return 0.0
+    adapted = sum(
+        lin.d_in * lin.d_out * lin.count
+        for i in range(model.num_layers) for lin in layer_linears(model, i)
+        if lin.group != "router" and ("all-linear" in cfg.lora_targets
+                                      or lin.name in cfg.lora_targets)
+    ) / (cfg.tp * cfg.pp)
+    passes = 1 + (1 if cfg.checkpointing == "full" else 0)
+    traffic = cfg.grad_accum * passes * adapted * eff.DORA_BYTES_PER_PARAM
+    return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
+
+
+def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
+    """GPU optimizer step: a streaming kernel over the trainable shard, OPTIMIZER_STEP_BYTES per
+    parameter at HBM_EFFICIENCY of the peak bandwidth. None when offloaded (on the CPU)."""
+    if cfg.offload != "none":
+        return 0.0
+    key = cfg.optimizer.replace("paged-", "")
+    if key.startswith("sgd"):
+        key = "sgd"
+    elif key == "adamw" and cfg.pure_bf16:
+        key = "adamw-pure-bf16"
+    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    traffic = shard * eff.OPTIMIZER_STEP_BYTES[key]
+    return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
+
+
+def pipeline_bubble_fraction(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
+    """Idle share of a 1F1B pipeline relative to its busy time: (p-1)/(v m) (Narayanan et al.
+    2021, interleaved schedule; v = 1 gives the GPipe/1F1B (p-1)/m)."""
+    if pp <= 1:
+        return 0.0
+    return (pp - 1) / (virtual_stages * micro_batches)
+
+
+def exposed(raw: float, overlap: float, compute: float) -> float:
+    """Communication left after hiding behind ``overlap`` x compute: max(0, raw - ov x compute)."""
+    return max(0.0, raw - overlap * compute)
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimate
+# ---------------------------------------------------------------------------------------------
+LIMITS = ("compute", "communication", "memory bandwidth", "offload")
+
+
+@dataclass(frozen=True)
+class ThroughputEstimate:
+    """One configuration's step time and rates. ``terms`` are seconds per optimizer step as they
+    add up to ``step_time_s`` (communication after overlap); ``raw`` holds the unhidden
+    communication times and the per-category totals that decide ``limited_by``."""
+
+    step_time_s: float
+    tokens_per_step: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    achieved_tflops_per_gpu: float  # executed FLOPs incl. recomputation (hardware FLOPs)
+    model_tflops_per_gpu: float  # MFU numerator (see MFU_DEFINITION)
+    mfu: float
+    limited_by: str
+    terms: dict[str, float]
+    raw: dict[str, float]
+    stack: str
+    precision: str
+    efficiency: float  # matmul fraction x stack utilisation used for compute
+    num_gpus: int
+    nodes: int
+    mfu_definition: str = MFU_DEFINITION
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def summary(self) -> dict[str, float | str]:
+        """The figures ``planner check --json`` reports under "throughput"."""
+        return {
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "step_time_s": self.step_time_s,
+            "mfu": self.mfu,
+            "achieved_tflops_per_gpu": self.achieved_tflops_per_gpu,
+            "limited_by": self.limited_by,
+            "stack": self.stack,
+            "precision": self.precision,
+        }
+
+
+def _spans(cfg: TrainConfig, links: Links) -> dict[str, bool]:
+    """Which groups cross node boundaries, with Megatron's rank order tp (innermost), cp, dp,
+    pp (outermost)."""
+    g = links.gpus_per_node
+    return {
+        "tp": cfg.tp > g,
+        "cp": cfg.tp * cfg.cp > g,
+        "dp": cfg.tp * cfg.cp * cfg.dp > g,
+        "pp": cfg.num_gpus > g,
+    }
+
+
+def _nvlink_class(gpu: GpuSpec, group: int) -> bool:
+    """True when a group of ``group`` GPUs talks over a scale-up fabric, not PCIe."""
+    if gpu.interconnect.startswith("pcie"):
+        return False
+    return not (gpu.interconnect.endswith("bridge") and group > 2)
+
+
+def compute_seconds(
+    flops: FlopsPerToken, gpu: GpuSpec, cfg: TrainConfig, util: float, tokens_per_gpu: float
+) -> tuple[float, float]:
+    """(seconds, efficiency): matmul-precision work at peak(precision) x MAMF fraction x stack
+    utilisation ``util``, 16-bit work (attention, adapters) at the 16-bit peak likewise."""
+    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
+    e_lin = eff.matmul_fraction(gpu, prec) * util
+    sixteen = "fp32" if prec == "fp32" else "bf16"
+    e_16 = eff.matmul_fraction(gpu, sixteen) * util
+    t = tokens_per_gpu * (
+        flops.linear / (peak_tflops(gpu, prec) * 1e12 * e_lin)
+        + flops.sixteen_bit / (peak_tflops(gpu, sixteen) * 1e12 * e_16)
+    )
+    return t, e_lin
+
+
+def matmul_fraction_rate(gpu: GpuSpec, cfg: TrainConfig, stack: str) -> float:
+    """Achievable FLOP/s of 16-bit (or the config's matmul precision) work on ``gpu`` under
+    ``stack``: peak x MAMF fraction x stack utilisation."""
+    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
+    return peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * \
+        eff.stack_utilisation(stack, prec)
+
+
+def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal_skip: bool = True
+                            ) -> float:
+    """One forward pass per token: 2 N (matmuls of every layer and the head) + attention over
+    ``seq_len`` (Kaplan et al. 2020; Narayanan et al. 2021). Used for inference passes: RL
+    log-probs, DPO's reference, prefill."""
+    return 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
+        model, seq_len, causal_skip=causal_skip)
+
+
+def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
+    """DPO: the frozen reference's forward pass over the same tokens, unless its log-probs are
+    precomputed (Rafailov et al. 2023, TRL)."""
+    if cfg.workload != "dpo" or not cfg.reference or cfg.precompute_ref:
+        return 0.0
+    return forward_flops_per_token(model, cfg.seq_len, causal_skip=cfg.flash_attention)
+
+
+def estimate_throughput(
+    model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
+    stack: str = "hf", gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
+    virtual_stages: int = 1, utilisation: float | None = None,
+    step_overhead_s: float | None = None,
+) -> ThroughputEstimate:
+    """Step time and tokens/s of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``.
+
+    ``platform`` (or ``gpus_per_node`` / ``inter_node_gbps``, GB/s per node) sets the node size
+    and links; ``stack`` picks the calibrated efficiency (efficiency.STACKS); ``virtual_stages``
+    is the interleaved-pipeline depth v; ``utilisation`` replaces the stack's calibrated factor
+    and ``step_overhead_s`` the per-step overhead (both used to calibrate them). A step is
+    ``global_batch_size`` sequences of ``seq_len`` tokens.
+    """
+    if stack not in eff.STACKS:
+        raise PlannerError(f"unknown stack {stack!r}; known: {', '.join(eff.STACKS)}")
+    links = resolve_links(gpu, platform=platform, gpus_per_node=gpus_per_node,
+                          inter_node_gbps=inter_node_gbps)
+    notes: list[str] = []
+    if links.network_assumed and cfg.num_gpus > links.gpus_per_node:
+        notes.append(f"no platform: inter-node network assumed "
+                     f"{DEFAULT_INTER_NODE_GBPS_PER_GPU:g} GB/s per GPU (200 Gb/s)")
+    if links.network_assumed and cfg.offload != "none":
+        notes.append(f"no platform: CPU optimizer assumed {DEFAULT_CPU_CORES_PER_GPU} host cores "
+                     "per GPU")
+    flops = training_flops(model, cfg)
+    ref = reference_forward_flops(model, cfg)
+    if ref:
+        flops = dataclasses.replace(flops, linear_fwd=flops.linear_fwd + ref)
+    # rm/dpo: every example is a (chosen, rejected) pair of sequences.
+    tokens_step = cfg.global_batch_size * cfg.sequences_per_example * cfg.seq_len
+    per_gpu_tokens = tokens_step / cfg.num_gpus
+    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
+    util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation
+    compute, e_lin = compute_seconds(flops, gpu, cfg, util, per_gpu_tokens)
+    bubble = compute * pipeline_bubble_fraction(cfg.pp, cfg.grad_accum, virtual_stages)
+    spans = _spans(cfg, links)
+    ov = dict(eff.OVERLAP[stack])
+    if not _nvlink_class(gpu, cfg.tp):
+        ov["tp"] = 0.0  # comm-GEMM overlap (TE userbuffers) needs NVLink-class peer links
+    comm_bytes = {
+        "tp": tp_bytes_per_step(model, cfg),
+        "cp": cp_bytes_per_step(model, cfg),
+        "dp": dp_bytes_per_step(model, cfg),
+        "pp": pp_bytes_per_step(model, cfg, virtual_stages),
+    }
+    group = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": 2}
+    raw = {
+        f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
+        for k, b in comm_bytes.items()
+    }
+    raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
+    terms = {"compute": compute, "pipeline_bubble": bubble}
+    raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
+        links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
+    for k in comm_bytes:
+        terms[f"{k}_comm"] = exposed(raw[f"{k}_comm"], ov[k], compute)
+    # the reductions hid behind the backward; what is left of it hides the gather
+    left = max(0.0, ov["dp"] * compute - raw["dp_comm"])
+    terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
+                                if ov["dp"] else 0.0)
+    terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
+    terms["cpu_optimizer"] = cpu_optimizer_seconds(model, cfg, links)
+    terms["dequantize"] = dequant_seconds(model, gpu, cfg)
+    terms["dora_norms"] = dora_seconds(model, gpu, cfg)
+    terms["optimizer_step"] = optimizer_step_seconds(model, gpu, cfg)
+    terms["step_overhead"] = eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s
+    step = sum(terms.values())
+    category = {
+        "compute": compute + bubble,
+        "communication": sum(raw[f"{k}_comm"] for k in comm_bytes) + raw["gather_comm"],
+        "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"],
+        "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
+    }
+    raw.update({f"total_{k.replace(' ', '_')}": v for k, v in category.items()})
+    if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
+        notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
+    tps = tokens_step / step
+    per_gpu = tps / cfg.num_gpus
+    return ThroughputEstimate(
+        step_time_s=step,
+        tokens_per_step=tokens_step,
+        tokens_per_s=tps,
+        tokens_per_s_per_gpu=per_gpu,
+        achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
+        model_tflops_per_gpu=flops.model * per_gpu / 1e12,
+        mfu=flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12),
+        limited_by=max(LIMITS, key=lambda k: category[k]),
+        terms=terms,
+        raw=raw,
+        stack=stack,
+        precision=prec,
+        efficiency=e_lin,
+        num_gpus=cfg.num_gpus,
+        nodes=hosts_for(cfg.num_gpus, links.gpus_per_node),
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding (generation) and prefill
+# ---------------------------------------------------------------------------------------------
+def weight_bytes_per_param(precision: str, weight_bits: int | None = None) -> float:
+    """Stored inference weights: 4-bit checkpoints 0.5 B (+ group scales, GPTQ/AWQ 128-groups
+    ~0.52 B), fp8 1 B, 16-bit 2 B."""
+    if weight_bits == 4:
+        return 0.5 + 2.5 / 128
+    if weight_bits == 8 or precision == "fp8":
+        return 1.0
+    return 2.0
+
+
+@dataclass(frozen=True)
+class DecodeEstimate:
+    """Generation of ``batch`` sequences of ``response_len`` tokens after ``prompt_len``."""
+
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    batch: int
+    prefill_s: float
+    decode_s: float
+    step_time_first_s: float
+    step_time_last_s: float
+    limited_by: str  # "memory bandwidth" | "compute" | "communication"
+    kv_cache_gib: float
+    weights_gib_per_gpu: float
+    stack: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def max_decode_batch(
+    model: ModelSpec, gpu: GpuSpec, *, tp: int, context: int, weight_bytes: float,
+    kv_bytes: float, memory_fraction: float,
+) -> int:
+    """Sequences whose full-length KV cache fits next to the weights in memory_fraction of the
+    GPU (vLLM gpu_memory_utilization, TensorRT-LLM free-memory fraction), capped at
+    MAX_DECODE_BATCH."""
+    budget = gpu.memory_gib * GIB * memory_fraction - weight_bytes
+    per_seq = kv_bytes_per_token(model, kv_bytes) / tp * context
+    return max(1, min(eff.MAX_DECODE_BATCH, int(budget // per_seq)))
+
+
+def _decode_step(
+    model: ModelSpec, gpu: GpuSpec, *, tp: int, batch: int, context: float, weights: float,
+    kv_bytes: float, bw_eff: float, peak_flops: float, links: Links,
+) -> tuple[float, str]:
+    """One decoding step: max(bytes / (bandwidth x eff), FLOPs / achievable FLOP/s) + the TP
+    all-reduces.
+    Bytes = weights on the GPU + batch x context x KV per token / tp; FLOPs = batch x (2 N_active
+    + attention over the context) / tp. With tp > 1, 2 all-reduces per layer of batch x h x 2 B
+    at ALLREDUCE_LATENCY_S each plus their bytes."""
+    kv = batch * context * kv_bytes_per_token(model, kv_bytes) / tp
+    mem_t = (weights + kv) / (gpu.memory_bandwidth_gbps * 1e9 * bw_eff)
+    attn = model.num_layers * attention_fwd_flops_per_layer(model, int(context) * 2,
+                                                            causal_skip=True)
+    flops = batch * (2 * matmul_params(model) + attn) / tp
+    comp_t = flops / peak_flops
+    comm_t = 0.0
+    if tp > 1:
+        msg = batch * model.hidden_size * 2
+        per = eff.ALLREDUCE_LATENCY_S + ring_factor(tp, "all-reduce") * msg / (
+            links.collective_gbps(tp, False) * 1e9)
+        comm_t = 2 * model.num_layers * per
+    bound = "memory bandwidth" if mem_t >= comp_t else "compute"
+    if comm_t > max(mem_t, comp_t):
+        bound = "communication"
+    return max(mem_t, comp_t) + comm_t, bound
+
+
+def estimate_decode(
+    model: ModelSpec, gpu: GpuSpec, *, prompt_len: int, response_len: int, tp: int = 1,
+    batch: int | None = None, precision: str = "bf16", weight_bits: int | None = None,
+    kv_bits: int | None = None, stack: str = "vllm", memory_fraction: float = 0.9,
+    platform: PlatformSpec | None = None, segments: int = 16, efficiency: float | None = None,
+) -> DecodeEstimate:
+    """Offline generation throughput of ``batch`` sequences (None: as many as fit).
+
+    Time = prefill (compute bound: batch x prompt x forward FLOPs at the 16-bit or fp8 peak)
+    + the sum of decoding steps, each bound by HBM bandwidth (weights/tp + KV cache reads)
+    or, at large batch, by compute (DESIGN.md s.4). The sum over steps is a midpoint rule over
+    ``segments`` equal spans of the response. fp8 serving stores weights (and, unless kv_bits
+    says otherwise, the KV cache) in 8 bit. ``efficiency`` replaces the stack's calibrated
+    roofline share (efficiency.DECODE_EFFICIENCY; used to calibrate it).
+    """
+    if stack not in eff.DECODE_STACKS:
+        raise PlannerError(f"unknown decode stack {stack!r}; known: {', '.join(eff.DECODE_STACKS)}")
+    links = resolve_links(gpu, platform=platform)
+    prec = "fp8" if precision == "fp8" and gpu.fp8_dense_tflops else "bf16"
+    wbytes = count_params(model).total * weight_bytes_per_param(prec, weight_bits) / tp
+    kvb = (kv_bits / 8) if kv_bits else (1.0 if prec == "fp8" else 2.0)
+    context = prompt_len + response_len
+    notes = []
+    if batch is None:
+        batch = max_decode_batch(model, gpu, tp=tp, context=context, weight_bytes=wbytes,
+                                 kv_bytes=kvb, memory_fraction=memory_fraction)
+        notes.append(f"batch {batch}: as many sequences of {context} tokens as the KV cache holds "
+                     f"in {memory_fraction:.0%} of memory")
+    bw_eff = eff.DECODE_EFFICIENCY[stack] if efficiency is None else efficiency
+    c_eff = eff.matmul_fraction(gpu, prec) * bw_eff
+    peak = peak_tflops(gpu, prec)
+    fwd = forward_flops_per_token(model, prompt_len)
+    prefill = batch * prompt_len * fwd / tp / (peak * 1e12 * c_eff)
+    span = response_len / segments
+    decode = 0.0
+    bounds: list[str] = []
+    steps = []
+    for k in range(segments):
+        ctx = prompt_len + (k + 0.5) * span
+        t, b = _decode_step(model, gpu, tp=tp, batch=batch, context=ctx, weights=wbytes,
+                            kv_bytes=kvb, bw_eff=bw_eff, peak_flops=peak * 1e12 * c_eff,
+                            links=links)
+        decode += t * span
+        bounds.append(b)
+        steps.append(t)
+    total = prefill + decode
+    out = batch * response_len / total
+    return DecodeEstimate(
+        output_tokens_per_s=out,
+        output_tokens_per_s_per_gpu=out / tp,
+        batch=batch,
+        prefill_s=prefill,
+        decode_s=decode,
+        step_time_first_s=steps[0],
+        step_time_last_s=steps[-1],
+        limited_by=max(set(bounds), key=bounds.count),
+        kv_cache_gib=batch * context * kv_bytes_per_token(model, kvb) / tp / GIB,
+        weights_gib_per_gpu=wbytes / GIB,
+        stack=stack,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,166 @@
+"""Launch configs from a plan: DeepSpeed JSON, Accelerate YAML, torchrun, verl, OpenRLHF and
+LLaMA-Factory (pure conversion: a plan or a saved ``planner plan --json`` in, text out).
+
+``export_plan(plan, fmt)`` returns an ExportResult: the text, a file name to suggest, the
+*warnings* (a plan setting the format can only approximate: it runs, but differs from the plan
+in a stated way) and *notes* (what the launch still needs from the user: data paths, the
+script that reads the flags). A setting the format cannot express at all is a one-line
+PlannerError naming it and the format to use instead. Nothing the plan decides is dropped
+silently: each TrainConfig field is either written, warned about, refused, or has no effect in
+that format (the optimizer of a DeepSpeed JSON lives in the training script: a note says so).
+
+One module per format family, each stating the semantics it follows (the flags each framework
+documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf`` and
+``llamafactory``; ``_common`` holds the Job, the result and the helpers they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from planner.catalog.load import Catalog
+from planner.errors import PlannerError, did_you_mean
+from planner.inputs import check_type, short
+from planner.outputs.export._common import (
+    GRADIENT_CLIPPING,
+    HF_MODULES,
+    RL_HINT,
+    ExportResult,
+    Job,
+    _every_format,
+    _Out,
+    job_of,
+)
+from planner.outputs.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
+from planner.outputs.export.hf import (
+    ACCELERATE_VERSIONS,
+    TORCHRUN_VERSIONS,
+    TRL_SCRIPTS,
+    export_accelerate,
+    export_torchrun,
+)
+from planner.outputs.export.llamafactory import (
+    LLAMAFACTORY_DATA,
+    LLAMAFACTORY_DS,
+    LLAMAFACTORY_STAGES,
+    LLAMAFACTORY_VERSIONS,
+    TEMPLATES,
+    export_llamafactory,
+)
+from planner.outputs.export.openrlhf import (
+    OPENRLHF_CURRENT,
+    OPENRLHF_MODULES,
+    OPENRLHF_VERSIONS,
+    export_openrlhf,
+)
+from planner.outputs.export.verl import VERL_VERSIONS, export_verl
+
+__all__ = [
+    "EXPORTERS", "FORMATS", "GRADIENT_CLIPPING", "HF_MODULES", "LLAMAFACTORY_DATA",
+    "LLAMAFACTORY_DS", "LLAMAFACTORY_STAGES", "OPENRLHF_MODULES", "RL_HINT", "TEMPLATES",
+    "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
+    "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
+    "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
+]
+
+
+FORMATS: tuple[str, ...] = (
+    "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+)
+
+# The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
+# workloads it writes: torchrun runs TRL's supervised/preference scripts on the Hugging Face
+# Trainer (Unsloth's trainers are TRL's) or Megatron-LM's pretrain_gpt.py; the DeepSpeed JSON is
+# read by DeepSpeed's engine and by the Trainer on it; the Accelerate YAML launches the Trainer
+# with FSDP through Accelerate. A framework or workload not listed (torchtune's `tune run`,
+# torchtitan's TOML, NeMo recipes, TRL's GRPO with its vLLM server, ...) has no writer here.
+SUPERVISED = ("pretrain", "sft", "rm", "dpo")
+WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "torchrun": (("hf-trainer", "trl", "unsloth", "megatron-lm"), SUPERVISED),
+    "deepspeed": (("deepspeed", "hf-deepspeed"), SUPERVISED),
+    "accelerate": (("accelerate-fsdp",), SUPERVISED),
+    "verl": (("verl",), ("ppo", "grpo")),
+    "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
+    "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+}
+
+
+def launch_format_of(profile: Any, workload: str) -> str | None:
+    """The format whose writer launches this framework (frameworks.Profile) for ``workload``:
+    its profile's launch_format where WRITES_FOR covers both, else None (no writer)."""
+    fmt = profile.value("launch_format")
+    if fmt not in WRITES_FOR:
+        return None
+    frameworks, workloads = WRITES_FOR[fmt]
+    return fmt if profile.id in frameworks and workload in workloads else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
+                catalog: Any = None) -> ExportResult:
+    """Convert a Plan, PlanResult or `planner plan --json` document (or its "plan" member)
+    into launch config text of format ``fmt`` (one of FORMATS).
+
+    ``model_path`` is what the launch loads; by default the model's Hugging Face repo from
+    ``catalog`` (the shipped one if None), else the catalog id."""
+    key = check_format(fmt)
+    if catalog is not None:
+        check_type(catalog, Catalog, name="catalog")
+    if model_path is not None:
+        check_type(model_path, str, name="model_path")
+    job = job_of(plan, model_path=model_path, catalog=catalog)
+    out = _Out(key, TARGETS[key])
+    _every_format(job, out)
+    return EXPORTERS[key](job, out)
+
+
+def check_format(fmt: str) -> str:
+    """The format key, lower-cased: a format name (its current layout) or ``name@version`` for
+    a format with more than one layout (LAYOUTS); anything else is a one-line error naming the
+    known ones."""
+    key = fmt.strip().lower() if isinstance(fmt, str) else ""
+    name, at, version = key.partition("@")
+    if name not in FORMATS:
+        raise PlannerError(f"unknown export format {short(fmt)}{did_you_mean(name, FORMATS)}; "
+                           f"known: {', '.join(FORMATS)}")
+    if not at:
+        return name
+    layouts = LAYOUTS.get(name, {})
+    if version not in layouts:
+        known = ", ".join(f"{name}@{v}" for v in layouts) if layouts else \
+            f"{name} (one layout: {TARGETS[name]})"
+        raise PlannerError(f"unknown {name} version {short(version)}; known: {known}")
+    return layouts[version]
+
+
+# ---------------------------------------------------------------------------------------------
+# Format dispatch
+# ---------------------------------------------------------------------------------------------
+EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
+    "deepspeed": export_deepspeed,
+    "accelerate": export_accelerate,
+    "torchrun": export_torchrun,
+    "verl": export_verl,
+    "openrlhf": export_openrlhf,
+    "llamafactory": export_llamafactory,
+}
+# Formats with more than one layout: the version a user names after @ and the key it exports
+# with (the bare name is the current release's layout).
+LAYOUTS: dict[str, dict[str, str]] = {
+    "openrlhf": {v: "openrlhf" if v == OPENRLHF_CURRENT else f"openrlhf@{v}"
+                 for v in OPENRLHF_VERSIONS},
+}
+for _v in OPENRLHF_VERSIONS:
+    if _v != OPENRLHF_CURRENT:
+        EXPORTERS[f"openrlhf@{_v}"] = partial(export_openrlhf, version=_v)
+# The framework versions each format's text is written for (stated in its header and notes).
+TARGETS: dict[str, str] = {
+    "deepspeed": DEEPSPEED_VERSIONS, "accelerate": ACCELERATE_VERSIONS,
+    "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
+    "llamafactory": LLAMAFACTORY_VERSIONS,
+    **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
+}

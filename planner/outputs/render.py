@@ -1,0 +1,653 @@
+"""Turn results into JSON documents and readable tables. No decisions are made here."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from planner.catalog.offers import CATALOG_PROVIDER, billing_text
+from planner.catalog.request import TRAINER_ENGINES, TrainConfig, method_label, rollout_gpu_count
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.models.bands import band, memory_group, throughput_group
+from planner.models.memory import GIB, MemoryEstimate, engine_utilization_to_set
+from planner.outputs.schema import SCHEMA_VERSION
+from planner.solver.result import SLACK_TIGHT
+
+
+def to_json(doc: Any) -> str:
+    """The document as JSON; a non-finite number is a bug (ValueError), never NaN/Infinity."""
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False)
+
+
+def _r(x: float, nd: int = 3) -> float:
+    return round(x, nd)
+
+
+def memory_doc(est: MemoryEstimate) -> dict[str, Any]:
+    """The memory block of check/plan JSON. breakdown_gib sums to per_gpu_gib (device level)."""
+    breakdown = {k: _r(v / GIB) for k, v in est.terms.items()}
+    breakdown["allocator_cache"] = _r((est.reserved - est.allocated) / GIB)
+    breakdown["cuda_context_and_nccl"] = _r((est.device - est.reserved) / GIB)
+    return {
+        "per_gpu_gib": _r(est.device / GIB),
+        "allocated_gib": _r(est.allocated / GIB),
+        "reserved_gib": _r(est.reserved / GIB),
+        "capacity_gib": _r(est.capacity / GIB),
+        "breakdown_gib": breakdown,
+        "peak_phase": est.phase,
+        "host_ram_gib": _r(est.host_ram / GIB),
+        "precision": est.precision,
+        "notes": list(est.notes),
+        "phases_gib": {k: _r(v / GIB) for k, v in est.phases.items()},
+        "phase_groups": dict(est.groups),
+        "gpu_memory_utilization": (None if est.engine_utilization is None
+                                   else _r(est.engine_utilization)),
+    }
+
+
+def check_doc(
+    *, model: ModelSpec, asked_as: str, gpu: GpuSpec, cfg: TrainConfig, est: MemoryEstimate,
+    fits: bool, margin: float,
+) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "fits": fits,
+        "model": model.id,
+        "model_asked_as": asked_as,
+        "gpu": gpu.id,
+        "num_gpus": cfg.num_gpus,
+        "memory_margin": margin,
+        "config": cfg.model_dump(mode="json"),
+        "memory": memory_doc(est),
+    }
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    for row in rows:
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    return "\n".join(out)
+
+
+def _layout(cfg: TrainConfig) -> str:
+    shard = "fsdp" if cfg.fsdp else f"zero{cfg.zero_stage}" if cfg.zero_stage else "ddp"
+    if cfg.num_gpus == 1 and not cfg.zero_stage and not cfg.fsdp:
+        shard = "single GPU"
+    return (f"dp={cfg.dp} tp={cfg.tp} pp={cfg.pp}" + (f" cp={cfg.cp}" if cfg.cp > 1 else "")
+            + f", {shard}, offload {cfg.offload}")
+
+
+def method_text(cfg: TrainConfig) -> str:
+    """The method line's method: 'full', or 'lora r=16 on q,v' (request.method_label)."""
+    return method_label(cfg.method, cfg.adapter_rank, targets=tuple(cfg.lora_targets))
+
+
+def framework_lines(framework: dict[str, Any] | None) -> list[str]:
+    """The framework line of a text report: which, why, and where its efficiency comes from."""
+    if not framework:
+        return []
+    return [f"framework  {framework['id']} ({framework['reason']}); "
+            f"{framework['efficiency_note']}"]
+
+
+def _band_range(band: dict[str, Any] | None, fmt: str) -> str:
+    """', band lo-hi (p)' after a predicted number, or nothing."""
+    if not band:
+        return ""
+    return f"; band {fmt.format(band['lo'])}-{fmt.format(band['hi'])} at p {band['p']:.2f}"
+
+
+def band_lines(unit: str, band: dict[str, Any] | None, fmt: str) -> list[str]:
+    """The band line of a prediction (planner.models.bands)."""
+    if not band:
+        return []
+    return [f"band       measured {fmt.format(band['lo'])}-{fmt.format(band['hi'])} {unit} for "
+            f"jobs like this (p {band['p']:.2f}: {band['cases']} leave-one-source-out cases "
+            f"of {band['group']})"]
+
+
+def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
+    """The ranked fixes of a configuration that does not fit (fixes.ranked_fixes)."""
+    if fixes is None:
+        return []
+    if not fixes:
+        return ["", "no single change or pair of changes makes it fit on this hardware: "
+                    "more GPUs or a larger GPU ('planner plan')"]
+    rows = [[" + ".join(f["changes"]), f"{f['per_gpu_gib']:.1f}",
+             f"{f['tokens_per_s']:,.0f}",
+             "-" if f["speed_vs_original"] is None else f"{f['speed_vs_original'] - 1:+.0%}",
+             f"{f['hours']:,.1f}", "fits" if f["fits"] else "oom"] for f in fixes]
+    return ["", "changes that make it fit, each checked (fastest job first, then the fuller "
+                "method):",
+            _table(rows, ["change", "GiB/GPU", "tokens/s", "speed", "hours", "verdict"])]
+
+
+def check_text(doc: dict[str, Any]) -> str:
+    cfg, mem = doc["config"], doc["memory"]
+    tc = TrainConfig.model_validate(cfg)
+    head = [
+        f"model      {doc['model']}" + (f" (asked as {doc['model_asked_as']})"
+                                        if doc["model_asked_as"] != doc["model"] else ""),
+        f"hardware   {doc['num_gpus']} x {doc['gpu']} ({mem['capacity_gib']:.1f} GiB each)",
+        f"layout     {_layout(tc)}",
+        f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
+        + (" (pure, no fp32 master)" if tc.pure_bf16 else " mixed precision"),
+        f"batch      {batch_line(tc)}",
+        *framework_lines(doc.get("framework")),
+        "",
+        f"per-GPU memory at the peak ({mem['peak_phase']}):",
+    ]
+    rows = [[k.replace("_", " "), f"{v:8.2f}"] for k, v in mem["breakdown_gib"].items() if v > 0]
+    rows.append(["total (device level)", f"{mem['per_gpu_gib']:8.2f}"])
+    rows.append(["capacity", f"{mem['capacity_gib']:8.2f}"])
+    table = _table(rows, ["term", "GiB"])
+    verdict = "FITS" if doc["fits"] else "DOES NOT FIT"
+    tail = [
+        "",
+        f"torch allocated {mem['allocated_gib']:.2f} GiB, reserved {mem['reserved_gib']:.2f} GiB; "
+        f"host RAM per node {mem['host_ram_gib']:.1f} GiB",
+        f"verdict: {verdict} (device-level peak {mem['per_gpu_gib']:.2f} GiB vs "
+        f"{mem['capacity_gib']:.2f} GiB less a {doc['memory_margin']:.0%} margin)",
+    ]
+    tail += band_lines("GiB per GPU", mem.get("band"), "{:.1f}")
+    tail += [f"note: {n}" for n in mem["notes"]]
+    tail += _fix_lines(doc.get("fixes"))
+    tail += _phase_lines(doc)
+    if "throughput" in doc:
+        tail += [""] + _speed_lines(doc)
+    return "\n".join(head) + "\n" + table + "\n" + "\n".join(tail)
+
+
+def _phase_lines(doc: dict[str, Any]) -> list[str]:
+    """Multi-phase workloads: device-level GiB of every phase, and the engine's share."""
+    mem = doc["memory"]
+    if len(mem.get("phases_gib", {})) <= 2 and doc["config"]["workload"] in ("sft", "pretrain"):
+        return []
+    groups = mem.get("phase_groups", {})
+    out = ["", "per-GPU memory by phase (device level, GiB):"]
+    rows = [[k, f"{v:8.2f}", groups.get(k, "")] for k, v in mem["phases_gib"].items()]
+    out.append(_table(rows, ["phase", "GiB", "runs on"]))
+    u = mem.get("gpu_memory_utilization")
+    if u is not None:
+        set_u = doc["config"].get("gpu_memory_utilization")
+        out.append(f"rollout engine: {u:.2f} of GPU memory"
+                   + (" (as set)" if set_u is not None else
+                      f" -> set gpu_memory_utilization >= {math.ceil(u * 100) / 100:.2f}"))
+    return out
+
+
+def _speed_lines(doc: dict[str, Any]) -> list[str]:
+    t, cost = doc["throughput"], doc["cost"]
+    if "phases_s" in t:
+        terms = ", ".join(f"{k} {v:.3g} s ({t['phase_shares'][k]:.0%})"
+                          for k, v in t["phases_s"].items() if v > 0)
+        head = [f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} "
+                f"per GPU), {t['step_time_s']:.3g} s per RL iteration, limited by "
+                f"{t['limited_by']} ({t['placement']}, stack {t['stack']})",
+                f"iteration phases: {terms}"]
+    else:
+        terms = ", ".join(f"{k} {v:.3g}" for k, v in t["terms_s"].items() if v > 0)
+        head = [
+            f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} per "
+            f"GPU), step {t['step_time_s']:.3g} s, MFU {t['mfu']:.1%}, limited by "
+            f"{t['limited_by']} (stack {t['stack']}, {t['precision']})",
+            f"step time terms (s): {terms}",
+        ]
+    lines = [
+        *head,
+        *band_lines("tokens/s", t.get("band"), "{:,.0f}"),
+        f"job        {cost['job']}: {doc['time_hours']:,.2f} hours",
+    ]
+    if cost["usd"] is None:
+        lines.append(f"cost       not offered: {cost['reason']}")
+    else:
+        lines.append(f"cost       ${cost['usd']:,.0f} ({cost['basis']}: {cost['covers']})")
+        lines += [f"             {name}: ${usd:,.0f}" for name, usd in cost["items"].items()]
+    lines += [f"note: {n}" for n in t["notes"] + cost["notes"]]
+    return lines
+
+
+def gpus_table(gpus: list[GpuSpec]) -> str:
+    rows = [[g.id, f"{g.memory_gib:g}", f"{g.bf16_dense_tflops:g}", g.interconnect,
+             _money(g.price_usd_new), _money(g.price_usd_used),
+             f"{g.price_usd_per_hour:.2f}" if g.price_usd_per_hour else "-",
+             g.price_as_of or "-"] for g in gpus]
+    header = ["id", "GiB", "bf16 TFLOPS", "link", "new $", "used $", "$/h", "prices as of"]
+    return _table(rows, header)
+
+
+def models_table(models: list[ModelSpec], counts: dict[str, float]) -> str:
+    rows = [[m.id, f"{counts[m.id] / 1e9:.2f}B", str(m.num_layers), str(m.hidden_size),
+             f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.vocab_size),
+             f"moe {m.moe.num_experts}x top{m.moe.experts_per_token}" if m.moe else "dense",
+             m.hf_repo or "-"] for m in models]
+    return _table(rows, ["id", "params", "layers", "hidden", "heads/kv", "vocab", "mlp", "hf repo"])
+
+
+def platforms_table(platforms: list[PlatformSpec]) -> str:
+    rows = [[p.id, str(p.max_gpus), ",".join(p.form_factors), _money(p.price_usd),
+             f"{p.host_ram_gib:g}", f"{p.inter_node_bandwidth_gbps:g}", p.price_as_of or "-"]
+            for p in platforms]
+    return _table(rows, ["id", "GPUs", "takes", "host $", "RAM GiB", "net GB/s", "as of"])
+
+
+def frameworks_table(profiles: list[Any]) -> str:
+    """Framework profiles (frameworks.Profile) with what each runs; inherited facts included."""
+    def listed(p: Any, key: str) -> str:
+        value = p.value(key)
+        return "-" if value is None else (",".join(value) or "-")
+
+    rows = [[p.id, p.spec.base or "-", listed(p, "workloads"), listed(p, "methods"),
+             listed(p, "sharding"), listed(p, "parallelism"), p.value("launch_format") or "-",
+             p.value("efficiency") or "-"] for p in profiles]
+    return _table(rows, ["id", "base", "workloads", "methods", "sharding", "parallel",
+                         "exports as", "efficiency"])
+
+
+def _money(x: float | None) -> str:
+    return f"{x:,.0f}" if x else "-"
+
+
+def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
+    rows = []
+    for r in results:
+        pred = "-" if r.predicted_gib is None else f"{r.predicted_gib:.2f}"
+        if r.predicted_range_gib is not None:
+            pred = "{:.1f}..{:.1f}".format(*r.predicted_range_gib)
+        meas = "-" if r.measured_gib is None else f"{r.measured_gib:.2f}"
+        err = "-" if r.rel_err is None else f"{r.rel_err:+.1%}"
+        fit = "-" if r.predicted_fits is None else ("fits" if r.predicted_fits else "oom")
+        rows.append([r.id[:48], r.kind, f"{r.workload}/{r.method}", meas, pred, err, fit,
+                     "yes" if r.usable else "", (r.reason or "")[:60]])
+    out = [_table(rows, ["case", "kind", "workload/method", "measured", "predicted", "error",
+                         "verdict", "usable", "not modelled because"]), ""]
+    out.append("predicted: the counter the case measured (allocated, reserved or device level); "
+               "for an unknown counter the allocated..device range, error 0 inside it")
+    out.append("summary (|relative error| of the per-GPU peak; verdicts: fits/OOM right; "
+               "strict p90: unknown counters compared with reserved)")
+    srows = []
+    named = [("usable cases", summary["usable"]), ("SFT-family usable (acceptance)",
+             summary["sft_acceptance"]), ("SFT-family verdicts", summary["sft_verdicts"]),
+             ("all cases", summary["all_cases"])]
+    named += [(k, v) for k, v in summary["by_workload_method"].items()]
+    for name, s in named:
+        srows.append([name, str(s["peak_cases"]), _pct(s.get("median_abs_err")),
+                      _pct(s.get("p90_abs_err")), _pct(s.get("strict_p90_abs_err")),
+                      _pct(s.get("bias"), signed=True),
+                      _pct(s.get("within_20")), str(s["fits_cases"]), _pct(s.get("fits_accuracy")),
+                      str(s["not_modelled"])])
+    out.append(_table(srows, ["group", "peaks", "median", "p90", "strict p90", "bias", "<=20%",
+                              "verdicts", "right", "not modelled"]))
+    if summary["not_modelled_reasons"]:
+        out.append("")
+        out.append("not modelled:")
+        out += [f"  {n} x {reason}" for reason, n in summary["not_modelled_reasons"].items()]
+    return "\n".join(out)
+
+
+def throughput_validate_text(results: list[Any], summary: dict[str, Any]) -> str:
+    rows = []
+    for r in results:
+        pred = "-" if r.predicted is None else f"{r.predicted:,.4g}"
+        err = "-" if r.rel_err is None else f"{r.rel_err:+.1%}"
+        rows.append([r.id[:48], r.metric, f"{r.workload}/{r.stack}", f"{r.measured:,.4g}", pred,
+                     err, "yes" if r.usable else "", (r.reason or "")[:50]])
+    out = [_table(rows, ["case", "metric", "workload/stack", "measured", "predicted", "error",
+                         "usable", "not modelled because"]), ""]
+    named = [("usable training (acceptance)", summary["training"]),
+             ("usable decode", summary["decode"]), ("all predicted", summary["all_predicted"])]
+    for key in ("training_by_workload", "training_by_stack", "decode_by_stack"):
+        named += [(f"{key.split('_by_')[0]} {k}", v) for k, v in summary[key].items()]
+    srows = [[name, str(s.get("predicted", 0)), _pct(s.get("median_abs_err")),
+              _pct(s.get("p90_abs_err")), _pct(s.get("bias"), signed=True),
+              _pct(s.get("within_20"))] for name, s in named]
+    out.append("summary (|relative error| of each case's own metric)")
+    out.append(_table(srows, ["group", "cases", "median", "p90", "bias", "<=20%"]))
+    if summary["not_modelled_reasons"]:
+        out += ["", "not modelled:"]
+        out += [f"  {n} x {reason}" for reason, n in summary["not_modelled_reasons"].items()]
+    return "\n".join(out)
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def _rent_line(p: dict[str, Any]) -> str:
+    """The plan's rental: the offer's instances, rate, billing and price date."""
+    o = p["cost"].get("offer")
+    if o is None:
+        return f"rent       {p['num_gpus']} x {p['gpu']} ({p['num_hosts']} node(s))"
+    billing = billing_text(o["billing_increment_hours"]) + (
+        f", minimum {o['minimum_hours'] * 60:g} min" if o["minimum_hours"] else "")
+    if o["provider"] == CATALOG_PROVIDER:
+        return (f"rent       {p['num_gpus']} x {p['gpu']} at the catalog's rate of "
+                f"${o['usd_per_hour']:,.2f}/GPU-hour ({billing}; {p['num_hosts']} node(s); "
+                f"price as of {o['price_as_of']})")
+    idle = o["instances"] * o["gpus_per_instance"] - p["num_gpus"]
+    return (f"rent       {p['num_gpus']} x {p['gpu']}: {o['instances']} x {o['provider']} "
+            f"{o['instance_type']}{' (spot)' if o['spot'] else ''} "
+            f"({o['gpus_per_instance']} GPUs each"
+            + (f", {idle} idle" if idle else "") + f"; ${o['usd_per_hour']:,.2f}/h; {billing}; "
+            f"price as of {o['price_as_of']})")
+
+
+def offers_table(rows: list[dict[str, Any]]) -> str:
+    """Rental offers (offers.offer_rows) as a table."""
+    return _table([[
+        str(r["gpu"]), str(r["id"]), str(r["gpus_per_instance"]), f"{r['usd_per_hour']:.2f}",
+        f"{r['usd_per_gpu_hour']:.3f}", "spot" if r["spot"] else "", str(r["region"] or ""),
+        f"{r['host_ram_gib']:g} GiB" if r["host_ram_gib"] else "", str(r["billing"]),
+        str(r["price_as_of"]),
+    ] for r in rows], ["gpu", "offer (--offer)", "gpus", "$/h", "$/GPU-h", "spot", "region",
+                       "host RAM", "billing", "as of"])
+
+
+def plan_doc(result: Any) -> dict[str, Any]:
+    """The `planner plan --json` document (keys as issue 4 specifies; schema.PlanDocument)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": result.status,
+        "plan": None if result.plan is None else plan_body(result.plan),
+        "binding": [{"name": b.name, "used": b.used, "limit": b.limit, "unit": b.unit,
+                     "slack": b.slack, "binding": b.binding, "tight": b.tight,
+                     "relaxed": b.relaxed}
+                    for b in result.binding],
+        "conflicts": [{"name": c.name, "detail": c.detail, "fix": c.fix}
+                      for c in result.conflicts],
+        "alternatives": [_alternative(a) for a in result.alternatives],
+        "notes": list(result.notes),
+    }
+
+
+def plan_body(p: Any) -> dict[str, Any]:
+    """One plan as plan documents and Pareto points hold it (what `planner export` reads)."""
+    c = p.config
+    return {
+        "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
+        "num_hosts": p.num_hosts, "method": c.method,
+        "lora_rank": c.adapter_rank, "optimizer": c.optimizer,
+        "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,
+        "offload": c.offload, "checkpointing": c.checkpointing,
+        "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
+        "global_batch_size": c.global_batch_size, "seq_len": c.seq_len,
+        "workload": c.workload,
+        "rl": _rl_doc(c, p.memory),
+        "config": c.model_dump(mode="json"),
+        "memory": {**memory_doc(p.memory), "band": band(
+            "memory", memory_group(c.workload, c.method), p.memory.device / GIB)},
+        "throughput": {**p.throughput.summary(), "band": band(
+            "throughput", throughput_group(c.workload, p.throughput.stack),
+            p.throughput.tokens_per_s)},
+        "time_hours": p.time_hours,
+        "cost": p.cost.summary(),
+    }
+
+
+def _rl_doc(c: TrainConfig, est: MemoryEstimate) -> dict[str, Any] | None:
+    """The RL settings of a plan: placement, engines and the vLLM memory fraction to set."""
+    if not c.is_rl:
+        return None
+    return {"placement": c.placement, "rollout_tp": c.rollout_tp,
+            "rollout_gpus": rollout_gpu_count(c),
+            "role_gpus": dict(c.role_gpus) if c.role_gpus else None,
+            "gpu_memory_utilization": engine_utilization_to_set(c, est),
+            "offload_idle": c.offload_idle,
+            "rollout_engine": c.rollout_engine, "generate_micro_batch": c.generate_micro_batch,
+            "rollout_batch": c.rollout_batch, "rollout_n": c.samples_per_prompt,
+            "prompt_len": c.prompt_len, "response_len": c.response_len,
+            "reference": c.reference}
+
+
+def batch_line(tc: TrainConfig) -> str:
+    """How one step is made of sequences, per workload."""
+    unit = "pairs (2 sequences each)" if tc.sequences_per_example == 2 else "sequences"
+    line = (f"micro-batch {tc.micro_batch_size} x accumulation {tc.grad_accum} x dp {tc.dp} = "
+            f"{tc.global_batch_size} {unit} of {tc.seq_len} tokens, checkpointing "
+            f"{tc.checkpointing}")
+    if tc.is_rl:
+        line = (f"{tc.rollout_batch} prompts x {tc.samples_per_prompt} samples of "
+                f"{tc.prompt_len}+{tc.response_len} tokens per iteration, generated by "
+                f"{engine_words(tc)}; update " + line)
+    return line
+
+
+def engine_words(tc: TrainConfig) -> str:
+    """What generates an RL job's rollouts, in words."""
+    if not tc.generates_in_trainer:
+        return f"a {tc.rollout_engine} engine"
+    at_once = (f"{tc.generate_micro_batch} sequences per call" if tc.generate_micro_batch
+               else "the GPU's whole share in one call")
+    return f"the trainer's own model ({tc.rollout_engine}, {at_once})"
+
+
+def _alternative(p: Any) -> dict[str, Any]:
+    c = p.config
+    return {"gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus, "method": c.method,
+            "lora_rank": c.adapter_rank, "zero_stage": c.zero_stage,
+            "offload": c.offload, "checkpointing": c.checkpointing, "tp": c.tp, "pp": c.pp,
+            "micro_batch_size": c.micro_batch_size, "per_gpu_gib": round(p.memory.device / GIB, 3),
+            "tokens_per_s": p.throughput.tokens_per_s, "time_hours": p.time_hours,
+            "cost_usd": p.cost_usd}
+
+
+def _rl_line(rl: dict[str, Any] | None) -> str:
+    if not rl:
+        return ""
+    where = ("engines share every GPU" if rl["placement"] == "colocate"
+             else f"engines on {rl['rollout_gpus']} GPUs of their own")
+    if rl.get("role_gpus"):
+        where += ", " + ", ".join(f"{n} on {g}" for n, g in rl["role_gpus"].items())
+    if rl.get("rollout_engine") in TRAINER_ENGINES:
+        return f": {rl['placement']} (the trainer generates with {rl['rollout_engine']})"
+    return (f": {rl['placement']} ({where}), rollout TP {rl['rollout_tp']}, "
+            f"gpu_memory_utilization {rl['gpu_memory_utilization']:.2f}"
+            + (", idle roles offloaded to host" if rl["offload_idle"] else ""))
+
+
+def plan_text(doc: dict[str, Any]) -> str:
+    if doc["plan"] is None:
+        lines = [f"status: {doc['status']}: " + (
+            "no plan found within the time limit" if doc["status"] == "unknown"
+            else "no plan satisfies the request")]
+        lines += [f"  conflict: {c['detail']}\n    smallest fix: {c['fix']}"
+                  for c in doc["conflicts"]]
+        lines += [f"  note: {n}" for n in doc["notes"]]
+        return "\n".join(lines)
+    p = doc["plan"]
+    tc = TrainConfig.model_validate(p["config"])
+    mem, t, cost = p["memory"], p["throughput"], p["cost"]
+    if "mfu" in t:
+        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, limited by "
+                 f"{t['limited_by']} (stack {t['stack']}"
+                 f"{_band_range(t.get('band'), '{:,.0f}')})")
+    else:
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in t["phase_shares"].items() if v >= 0.005)
+        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
+                 f"iteration ({shares}); limited by {t['limited_by']}")
+    lines = [
+        f"status     {doc['status']}" + ("" if doc["status"] == "optimal"
+                                         else " (not proven optimal)"),
+        f"model      {p['model']}",
+        (f"own        {p['num_gpus']} x {p['gpu']}"
+         + (f" in {p['num_hosts']} x {p['platform']}" if p["platform"] else "")
+         if cost.get("basis") == "owned" else
+         f"buy        {p['num_gpus']} x {p['gpu']} in {p['num_hosts']} x {p['platform']}"
+         if p["platform"] else _rent_line(p)),
+        f"layout     {_layout(tc)}",
+        f"workload   {tc.workload}" + _rl_line(p.get("rl")),
+        *([f"framework  {tc.framework} (efficiency {t['stack']})"] if tc.framework else []),
+        f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
+        f"batch      {batch_line(tc)}",
+        f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "
+        f"(peak in {mem['peak_phase']}{_band_range(mem.get('band'), '{:.1f}')}); host RAM "
+        f"{mem['host_ram_gib']:.0f} GiB per host",
+        "           " + ", ".join(f"{k.replace('_', ' ')} {v:.1f}"
+                                  for k, v in mem["breakdown_gib"].items() if v >= 0.05),
+        speed,
+        f"job        {cost['job']}: {p['time_hours']:,.1f} hours",
+        f"cost       ${cost['usd']:,.0f}: {cost['covers']}",
+    ]
+    if doc["binding"]:
+        lines.append("")
+        lines.append(f"constraints at the plan ({BINDING_LEGEND[0]};\n {BINDING_LEGEND[1]}):")
+        rows = [[b["name"], _num(b["used"]), _num(b["limit"]), b["unit"],
+                 f"{b['slack']:.0%}", rule_mark(b), b["relaxed"] or ""]
+                for b in doc["binding"]]
+        lines.append(_table(rows, ["rule", "used", "limit", "unit", "slack", "", "if relaxed"]))
+    if doc["alternatives"]:
+        lines += ["", "alternatives (best plan per other method, and on other GPU types):"]
+        rows = [[a["method"], f"{a['num_gpus']} x {a['gpu']}", f"zero{a['zero_stage']}"
+                 f"/{a['offload']}", f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}",
+                 f"{a['time_hours']:,.1f}", f"${a['cost_usd']:,.0f}"]
+                for a in doc["alternatives"]]
+        lines.append(_table(rows, ["method", "GPUs", "sharding/offload", "GiB/GPU",
+                                   "tokens/s", "hours", "cost"]))
+    lines += [f"note: {n}" for n in doc["notes"] + cost.get("notes", [])]
+    return "\n".join(lines)
+
+
+BINDING_LEGEND = ("BINDING: relaxing it one step gives a better plan, found by re-solving",
+                  f"tight: under {SLACK_TIGHT:.0%} slack, but relaxing it does not help")
+
+
+def rule_mark(b: dict[str, Any]) -> str:
+    """A constraint row's mark: BINDING (relaxing it helps), tight (little slack), or none."""
+    return "BINDING" if b["binding"] else "tight" if b.get("tight") else ""
+
+
+def pareto_doc(points: list[Any], *, more: bool = False) -> dict[str, Any]:
+    """The `planner pareto --json` document (schema.ParetoDocument): each point's table line
+    and its whole plan, so that a point can be exported; ``more``: the front goes on past the
+    points shown."""
+    return {"schema_version": SCHEMA_VERSION, "points": [_alternative(p) | {
+        "job": p.cost.job.definition, "basis": p.cost.basis,
+        "status": "optimal" if p.proven_optimal else "feasible",
+        "plan": plan_body(p)} for p in points], "more": more}
+
+
+def pareto_text(doc: dict[str, Any]) -> str:
+    if not doc["points"]:
+        return "no plan satisfies the request (run planner plan for the conflicts)"
+    rows = [[f"{a['num_gpus']} x {a['gpu']}" + ("" if a["status"] == "optimal" else " *"),
+             a["platform"] or "rented",
+             a["method"], f"zero{a['zero_stage']}/{a['offload']}", f"tp{a['tp']} pp{a['pp']}",
+             f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}", f"{a['time_hours']:,.2f}",
+             f"${a['cost_usd']:,.0f}"] for a in doc["points"]]
+    head = f"cost-vs-time Pareto-optimal plans ({doc['points'][0]['job']}, " \
+           f"{doc['points'][0]['basis']}):"
+    table = _table(rows, ["GPUs", "host", "method", "sharding/offload", "layout", "GiB/GPU",
+                          "tokens/s", "hours", "cost"])
+    if any(a["status"] != "optimal" for a in doc["points"]):
+        table += ("\n* feasible, not proven optimal: the solver time limit (--time-limit) "
+                  "stopped the tie-break among plans of this cost and time")
+    if doc.get("more"):
+        table += (f"\nthe front goes on: {len(doc['points'])} points shown (--max-points); "
+                  "faster and costlier plans follow")
+    return head + "\n" + table
+
+
+def throughput_doc(tput: Any) -> dict[str, Any]:
+    """The throughput block as `planner check --json` has it (summary, step terms, notes)."""
+    doc = dict(tput.summary())
+    if hasattr(tput, "terms"):
+        doc["terms_s"] = dict(tput.terms)
+    doc["notes"] = list(tput.notes)
+    return doc
+
+
+def tune_doc(result: Any) -> dict[str, Any]:
+    """The `planner tune --json` document: the chosen settings with their memory and
+    throughput (as check reports them), the runners-up, and the least-memory setting."""
+    best, low = result.best, result.smallest
+
+    def brief(c: Any) -> dict[str, Any]:
+        return {"settings": c.settings, "per_gpu_gib": _r(c.per_gpu_gib),
+                "tokens_per_s": c.tokens_per_s, "peak_phase": c.memory.phase}
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": result.status, "objective": result.objective, "model": result.model,
+        "model_asked_as": result.asked_as, "gpu": result.gpu, "num_gpus": result.num_gpus,
+        "platform": result.platform, "memory_margin": result.margin,
+        "memory_target": result.memory_target, "memory_limit_gib": _r(result.limit_gib),
+        "capacity_gib": result.capacity_gib, "tie_tolerance": result.tie_tolerance,
+        "settings": best.settings if best else None,
+        "config": best.config.model_dump(mode="json") if best else None,
+        "memory": memory_doc(best.memory) if best else None,
+        "throughput": throughput_doc(best.throughput) if best else None,
+        "runners_up": [brief(c) for c in result.runners_up],
+        "smallest": brief(low) if low else None,
+        "searched": {"candidates_evaluated": result.evaluated,
+                     "space": {k: list(v) for k, v in result.space.items()}},
+        "notes": list(result.notes),
+    }
+
+
+def settings_line(s: dict[str, Any]) -> str:
+    """One line of tune settings: micro x accumulation = global batch, checkpointing, RL."""
+    line = (f"micro-batch {s['micro_batch_size']} x accumulation {s['grad_accum']} (global "
+            f"{s['global_batch_size']}), checkpointing {s['checkpointing']}")
+    if "rollout_batch" in s:
+        line += (f"; {s['rollout_batch']} prompts x {s['rollout_n']} samples, logprob "
+                 f"micro-batch {s['logprob_micro_batch']}")
+    return line
+
+
+def tune_text(doc: dict[str, Any]) -> str:
+    target = ("capacity less a {:.0%} margin".format(doc["memory_margin"])
+              if doc["memory_target"] is None
+              or doc["memory_target"] > 1 - doc["memory_margin"]
+              else f"target {doc['memory_target']:.1%} of capacity")
+    tol = f"{doc['tie_tolerance']:.0%}"
+    goal = (f"most tokens/s (ties within {tol}: larger micro-batches, less memory, smaller "
+            "totals)" if doc["objective"] == "throughput" else
+            f"fullest memory under the limit (ties within {tol} of capacity: faster, larger "
+            "micro-batches, smaller totals)")
+    head = [f"tune       {doc['model']} on {doc['num_gpus']} x {doc['gpu']}, {goal}",
+            f"limit      {doc['memory_limit_gib']:.2f} of {doc['capacity_gib']:g} GiB per GPU "
+            f"({target})"]
+    low = doc["smallest"]
+    if doc["settings"] is None:
+        return "\n".join([*head, "status     infeasible: no searched batch setting fits",
+                          f"closest    {settings_line(low['settings'])}: "
+                          f"{low['per_gpu_gib']:.2f} GiB per GPU (peak in {low['peak_phase']})",
+                          f"searched   {doc['searched']['candidates_evaluated']} settings"])
+    tc = TrainConfig.model_validate(doc["config"])
+    mem, t = doc["memory"], doc["throughput"]
+    u = doc["settings"].get("gpu_memory_utilization")
+    lines = [*head,
+             f"settings   {settings_line(doc['settings'])}"
+             + (f"; gpu_memory_utilization {u:.2f}" if u is not None else ""),
+             f"batch      {batch_line(tc)}",
+             f"memory     {mem['per_gpu_gib']:.2f} GiB per GPU, peak in {mem['peak_phase']}: "
+             + ", ".join(f"{k.replace('_', ' ')} {v:.2f}"
+                         for k, v in mem["breakdown_gib"].items() if v >= 0.005)]
+    if tc.is_rl:
+        groups = mem.get("phase_groups", {})
+        lines.append("phases     " + ", ".join(
+            f"{k} {v:.2f}" + (f" ({groups[k]})" if groups.get(k, "all GPUs") != "all GPUs" else "")
+            for k, v in mem["phases_gib"].items()) + " GiB")
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
+                     f"RL iteration, limited by {t['limited_by']} (stack {t['stack']})")
+    else:
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, step {t['step_time_s']:.3g} s,"
+                     f" MFU {t['mfu']:.1%}, limited by {t['limited_by']} (stack {t['stack']})")
+    if doc["runners_up"]:
+        rows = [[str(i), settings_line(r["settings"]), f"{r['per_gpu_gib']:.2f}",
+                 f"{r['tokens_per_s']:,.0f}", f"{r['tokens_per_s'] / t['tokens_per_s'] - 1:+.1%}"]
+                for i, r in enumerate(doc["runners_up"], start=2)]
+        lines += ["", "runners-up (settings with equal predicted memory and speed shown once):",
+                  _table(rows, ["#", "settings", "GiB/GPU", "tokens/s", "vs chosen"])]
+    lines.append(f"searched   {doc['searched']['candidates_evaluated']} settings evaluated")
+    lines += [f"note: {n}" for n in doc["notes"] + mem["notes"] + t["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,326 @@
+"""The only place that builds the CP-SAT model: decisions, named rules, objectives.
+
+Every business rule is added by one ``_add_<rule>`` function and registered with a name, an
+enforcement literal (so that explanations can switch it off or use it as an assumption), a unit
+and a hint on how to relax it. Coefficients come from ``space`` (read off the analytic models);
+nothing here re-derives physics.
+
+Formulation, chosen by measurement (benchmarks/README.md): the decision is one offer (GPU type
+in a host platform) and one candidate row (strategy, tp, pp, dp, micro-batch; space.Row), each a
+one-hot vector. Every per-row number (GPUs, tp, GPU and host memory) is then a linear sum over
+the row literals, and every product with a per-offer constant (cost, hosts, capacities) a
+linear constraint enforced by the offer literal. Three earlier forms that kept tp, pp, dp and
+micro-batch as integer variables with element tables, products and ceil divisions were 10-100x
+slower than exhaustive enumeration; this one, on the rows that are Pareto-minimal in their
+needs, proves the cost optimum of the full catalog in tens of milliseconds.
+
+Units (DESIGN.md section 6): memory in MiB (requirements rounded up, capacities down), money in
+whole dollars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from planner.catalog.offers import DEFAULT_MAX_GPUS_PER_OFFER
+from planner.solver.space import PlanSpace, Row, host_sizes, pins
+
+SEED = 0
+
+
+def cp_solver(time_limit: float) -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    s.parameters.num_workers = 1
+    s.parameters.random_seed = SEED
+    s.parameters.max_time_in_seconds = time_limit
+    # Measured (benchmarks/solver.py, 2026-11-21): presolve costs more than it saves on these
+    # one-hot row models: the cost stage of 405b/7b/70b/8b took 0.33/0.18/0.25/0.15 s with it,
+    # 0.11/0.09/0.15/0.09 s without, same optima (and tests/test_solve*.py == enumeration).
+    s.parameters.cp_model_presolve = False
+    # Probing at the start of the search took 20 of the 36 ms of the 70B cost stage; with it off
+    # and the cheapest pair as a hint (encoding.hint_cheapest) the stage takes 4 ms.
+    s.parameters.cp_model_probing_level = 0
+    return s
+
+
+NO_TIME = 10**11  # step time of a pair that is not a candidate (add_step_time leaves it out)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    unit: str
+    relax: str  # how to relax it, in the user's words
+
+
+@dataclass
+class Encoding:
+    """The CP-SAT model of one request over a list of candidate rows."""
+
+    space: PlanSpace
+    rows: Sequence[Row]
+    offers: Sequence[int]  # indices into space.offers that this model may choose
+    model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
+    var: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    offer: list[cp_model.IntVar] = field(default_factory=list)  # one-hot over ``offers``
+    row: list[cp_model.IntVar] = field(default_factory=list)  # one-hot over ``rows``
+    rules: dict[str, Rule] = field(default_factory=dict)
+    literal: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    max_hosts: int = 1  # the hosts variable's upper bound
+    fit_checks: list | None = None  # _fit_checks, once per model
+
+    def rule(self, name: str, unit: str, relax: str) -> cp_model.IntVar:
+        """Register a rule and return its enforcement literal."""
+        lit = self.model.new_bool_var(f"rule:{name}")
+        self.rules[name] = Rule(name, unit, relax)
+        self.literal[name] = lit
+        return lit
+
+    def row_sum(self, values: Sequence[int]) -> cp_model.LinearExpr:
+        return cp_model.LinearExpr.weighted_sum(self.row, [int(v) for v in values])
+
+    def offer_sum(self, values: Sequence[int]) -> cp_model.LinearExpr:
+        return cp_model.LinearExpr.weighted_sum(self.offer, [int(v) for v in values])
+
+
+def _one_hot(m: cp_model.CpModel, n: int, name: str) -> list[cp_model.IntVar]:
+    xs = [m.new_bool_var(f"{name}[{i}]") for i in range(n)]
+    m.add_exactly_one(xs)
+    return xs
+
+
+def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = None, *,
+          every_subset: bool = True) -> Encoding:
+    """Decision variables over ``rows`` x ``offers`` and every rule; objectives are set by
+    ``solve``. ``every_subset`` False: the implied per-offer bounds only for every fit rule
+    on (_add_offer_bounds), for models solved with all rules kept."""
+    offers = list(range(len(space.offers))) if offers is None else list(offers)
+    enc = Encoding(space, rows, offers)
+    m = enc.model
+    enc.offer = _one_hot(m, len(offers), "offer")
+    enc.row = _one_hot(m, len(rows), "row")
+    v = enc.var
+    for name in ("num_gpus", "tp", "pp", "dp", "micro_batch", "grad_accum", "strategy"):
+        values = [getattr(r, name) for r in rows]
+        v[name] = m.new_int_var(min(values), max(values), name)
+        m.add(v[name] == enc.row_sum(values))
+    v["offer_idx"] = m.new_int_var(min(offers), max(offers), "offer_idx")
+    m.add(v["offer_idx"] == enc.offer_sum(offers))
+    # No plan needs more hosts than some offer needs for the most GPUs of a row.
+    most = max((r.num_gpus for r in rows), default=1)
+    enc.max_hosts = max((space.offers[i].hosts(most) for i in offers), default=1)
+    v["hosts"] = m.new_int_var(1, enc.max_hosts, "hosts")
+    _add_max_gpus(enc)
+    _add_supply(enc)
+    _add_gpu_memory(enc)
+    _add_hosts(enc)
+    _add_host_ram(enc)
+    _add_cost(enc)
+    _add_offer_bounds(enc, every_subset)
+    _add_pins(enc)
+    return enc
+
+
+def _chosen(enc: Encoding):
+    """(offer spec, its literal) for the offers of this model."""
+    return [(enc.space.offers[i], x) for i, x in zip(enc.offers, enc.offer, strict=True)]
+
+
+def _add_max_gpus(enc: Encoding) -> None:
+    req = enc.space.request
+    lit = enc.rule("max_gpus", "GPUs", f"raise --max-gpus above {req.max_gpus}")
+    enc.model.add(enc.var["num_gpus"] <= req.max_gpus).only_enforce_if(lit)
+
+
+def _add_supply(enc: Encoding) -> None:
+    """Rent: an offer supplies at most its max_gpus GPUs (--max-gpus-per-offer, whole
+    instances)."""
+    capped = [(o, x) for o, x in _chosen(enc) if o.max_gpus is not None]
+    if not capped:
+        return
+    most = enc.space.request.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
+    lit = enc.rule("max_gpus_per_offer", "GPUs", f"raise --max-gpus-per-offer above {most}")
+    for o, x in capped:
+        enc.model.add(enc.var["num_gpus"] <= o.max_gpus).only_enforce_if([lit, x])
+
+
+def _add_gpu_memory(enc: Encoding) -> None:
+    """Per-GPU memory of the worse phase <= capacity x (1 - margin) of the chosen GPU (MiB)."""
+    m = enc.model
+    lit = enc.rule("gpu_memory", "MiB per GPU",
+                   "a GPU with more memory, more GPUs (sharding), LoRA/QLoRA, checkpointing, "
+                   "a smaller micro-batch or a shorter sequence")
+    needs = [r.gpu_need_mib for r in enc.rows]
+    need = m.new_int_var(min(needs), max(needs), "gpu_need_mib")
+    m.add(need == enc.row_sum(needs))
+    caps = [enc.space.offers[i].capacity_mib for i in enc.offers]
+    capacity = m.new_int_var(min(caps), max(caps), "capacity_mib")
+    m.add(capacity == enc.offer_sum(caps))
+    m.add(need <= capacity).only_enforce_if(lit)
+    enc.var.update(gpu_need_mib=need, capacity_mib=capacity)
+
+
+def _add_hosts(enc: Encoding) -> None:
+    """Hosts hold the GPUs (hosts x GPUs per host >= GPUs); tp stays inside one host."""
+    m, v = enc.model, enc.var
+    lit = enc.rule("gpus_per_host", "GPUs", "a platform with more GPU slots, or less tp")
+    for o, x in _chosen(enc):
+        m.add(v["hosts"] * o.gpus_per_host >= v["num_gpus"]).only_enforce_if(x)
+        m.add(v["tp"] <= o.gpus_per_host).only_enforce_if([lit, x])
+
+
+def _add_host_ram(enc: Encoding) -> None:
+    """Host RAM of one host (its ranks' offloaded states and processes) <= the platform's or
+    instance's RAM, for the offers whose RAM is known (a per-GPU catalog rate: not known)."""
+    sp, m = enc.space, enc.model
+    if all(o.host_ram_mib is None for o, _ in _chosen(enc)):
+        return
+    lit = enc.rule("host_ram", "MiB per host",
+                   "a host with more RAM, no CPU offload, or more GPUs to shard the states")
+    for j, size in enumerate(host_sizes(sp)):
+        need = enc.row_sum([r.host_need_mib[j] for r in enc.rows])
+        for o, x in _chosen(enc):
+            if o.gpus_per_host == size and o.host_ram_mib is not None:
+                m.add(need <= o.host_ram_mib).only_enforce_if([lit, x])
+
+
+def _add_cost(enc: Encoding) -> None:
+    """Purchase: GPUs x price + hosts x host price (whole dollars) <= budget. Rental: the
+    hourly rate of the GPUs (milli-dollars per hour) orders plans of equal job time by cost; the
+    rental budget is on the job's cost, which needs step times (solve.timed_search)."""
+    m, v, req = enc.model, enc.var, enc.space.request
+    gpus = [r.num_gpus for r in enc.rows]
+    ends = [_cost(enc, o, n) for o, _ in _chosen(enc) for n in (min(gpus), max(gpus))]
+    cost = m.new_int_var(min(ends), max(ends), "cost_usd")  # monotone in the GPU count
+    for o, x in _chosen(enc):
+        price, host_price = _prices(enc, o)
+        m.add(cost == price * v["num_gpus"] + host_price * v["hosts"]).only_enforce_if(x)
+    v["cost_usd"] = cost
+    if req.budget_usd is not None and req.pricing == "buy":
+        lit = enc.rule("budget", "USD", f"raise --budget above ${req.budget_usd:,.0f}")
+        m.add(cost <= int(req.budget_usd)).only_enforce_if(lit)
+
+
+def _prices(enc: Encoding, o) -> tuple[int, int]:
+    """(per GPU, per host) in the cost variable's unit: whole dollars (buy) or milli-dollars
+    per hour (rent: per instance, or per GPU at a per-GPU rate)."""
+    if enc.space.request.pricing == "rent":
+        return o.hourly_milli_usd()
+    return round(o.gpu_price_usd), round(o.host_price_usd)
+
+
+def _cost(enc: Encoding, o, num_gpus):
+    """The cost variable's value for ``num_gpus`` GPUs of offer ``o`` (as _add_cost constrains
+    it; elementwise on numpy arrays)."""
+    price, host_price = _prices(enc, o)
+    return price * num_gpus + host_price * o.hosts(num_gpus)
+
+
+def _add_offer_bounds(enc: Encoding, every_subset: bool = True) -> None:
+    """Implied constraints (redundant, no rule of their own): with the GPU-memory, tp-in-host
+    and host-RAM rules on, an offer can only take rows that fit it, so its GPU count and cost
+    are at least those of the smallest such row; an offer no row fits is excluded. One such
+    bound per non-empty subset of those rules, enforced by their literals, so that the re-solves
+    of the explanations (a rule switched off) keep a bound too. They give the search each
+    offer's cost bound at once. Measured (benchmarks/scale.py catalog, 70B cost stage over 41
+    offers x 249 rows): 0.085 s -> 0.034 s, same optimum. A model solved with every rule on
+    needs only the bound with all of them (``every_subset`` False: 7B on $3,000, 1-1.5 ms
+    less per solve)."""
+    m, v = enc.model, enc.var
+    gpus = np.array([r.num_gpus for r in enc.rows])
+    names = [k for k in FIT_RULES if k in enc.literal]
+    subsets = [c for k in range(1, len(names) + 1) for c in combinations(names, k)
+               if every_subset or k == len(names)]
+    for o, x, checks in _fit_checks(enc):
+        for subset in subsets:
+            fits = np.logical_and.reduce([checks[k] for k in subset])
+            on = [x, *(enc.literal[k] for k in subset)]
+            if not fits.any():
+                m.add_bool_or([lit.Not() for lit in on])
+                continue
+            n = int(gpus[fits].min())
+            m.add(v["num_gpus"] >= n).only_enforce_if(on)
+            m.add(v["cost_usd"] >= _cost(enc, o, n)).only_enforce_if(on)
+
+
+# rules of one (offer, row) pair
+FIT_RULES = ("gpu_memory", "gpus_per_host", "host_ram", "max_gpus_per_offer")
+
+
+def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, np.ndarray]]]:
+    """Per offer of the model: (offer, its literal, {rule: numpy mask of the rows that satisfy
+    it}) for the FIT_RULES the model has (computed once per model)."""
+    if enc.fit_checks is None:
+        gpus = np.array([r.num_gpus for r in enc.rows])
+        need = np.array([r.gpu_need_mib for r in enc.rows])
+        tp = np.array([r.tp for r in enc.rows])
+        host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
+        sizes = host_sizes(enc.space)
+        enc.fit_checks = []
+        for o, x in _chosen(enc):
+            checks = {"gpu_memory": need <= o.capacity_mib,
+                      "gpus_per_host": tp <= o.gpus_per_host}
+            if "host_ram" in enc.literal:
+                checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib \
+                    if o.host_ram_mib is not None else np.ones(len(enc.rows), dtype=bool)
+            if "max_gpus_per_offer" in enc.literal:
+                checks["max_gpus_per_offer"] = o.supplies(gpus)
+            enc.fit_checks.append((o, x, checks))
+    return enc.fit_checks
+
+
+def hint_cheapest(enc: Encoding, dropped: frozenset[str] = frozenset()) -> None:
+    """Hint a cost-minimizing solve with the cheapest (offer, row) pair under the FIT_RULES not
+    ``dropped`` (numpy, below a millisecond). CP-SAT's hint search takes it as its first
+    solution, so the search is left with proving the bound. The budget and pins are not
+    checked: a hint that breaks one only starts the search elsewhere; the optimum found does
+    not depend on the hint. Replaces earlier hints of the model. Measured with probing off
+    (encoding.cp_solver): the 70B cost stage 36 ms -> 4 ms, same optimum."""
+    m = enc.model
+    m.clear_hints()
+    gpus = np.array([r.num_gpus for r in enc.rows])
+    best = None
+    for k, (o, _x, checks) in enumerate(_fit_checks(enc)):
+        fits = np.logical_and.reduce([checks[n] for n in checks if n not in dropped]
+                                     + [np.ones(len(gpus), dtype=bool)])
+        idx = np.flatnonzero(fits)
+        if not len(idx):
+            continue
+        cost = _cost(enc, o, gpus[idx])
+        j = int(np.argmin(cost))
+        if best is None or cost[j] < best[0]:
+            best = (int(cost[j]), k, int(idx[j]))
+    if best is None:
+        return
+    _, k, j = best
+    for i, x in enumerate(enc.offer):
+        m.add_hint(x, i == k)
+    for i, x in enumerate(enc.row):
+        m.add_hint(x, i == j)
+    m.add_hint(enc.var["hosts"], enc.space.offers[enc.offers[k]].hosts(enc.rows[j].num_gpus))
+
+
+def add_step_time(enc: Encoding, times: dict[tuple[int, int], int]) -> None:
+    """step_time_us of the chosen (offer, row): times[(offer position, row position)], linear in
+    the row literals under each offer's literal."""
+    m = enc.model
+    real = [v for v in times.values() if v < NO_TIME] or [0]
+    # the real bounds (an objective weight times a looser domain could overflow int64): pairs
+    # at NO_TIME (breaking a rule, or not among the pairs searched) fall outside it
+    t = m.new_int_var(min(real), max(real), "step_time_us")
+    for k, x in enumerate(enc.offer):
+        m.add(t == enc.row_sum([times[(k, r)] for r in range(len(enc.rows))])).only_enforce_if(x)
+    enc.var["step_time_us"] = t
+
+
+def _add_pins(enc: Encoding) -> None:
+    """Values the user fixed: each pin is a rule, so a conflict can name it."""
+    m, v = enc.model, enc.var
+    for name, value in pins(enc.space.request).items():
+        lit = enc.rule(f"pin:{name}", "", f"leave --{name.replace('_', '-')} open")
+        m.add(v[name] == value).only_enforce_if(lit)

@@ -1,0 +1,77 @@
+"""Typed results of the planner. Infeasible and time-limited are statuses, never exceptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from planner.catalog.request import TrainConfig
+from planner.models.cost import CostEstimate
+from planner.models.memory import MemoryEstimate
+from planner.models.throughput import ThroughputEstimate
+
+Status = Literal["optimal", "feasible", "infeasible", "unknown"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One concrete answer: what to get and how to run it, re-checked by the analytic models."""
+
+    model: str
+    gpu: str
+    platform: str | None
+    num_gpus: int
+    num_hosts: int
+    config: TrainConfig
+    memory: MemoryEstimate
+    throughput: ThroughputEstimate
+    cost: CostEstimate  # the job's cost; for purchases the hardware (+ power if asked)
+    # False when a solver time limit stopped the tie-break chain: the objective value is the
+    # optimum, the layout among the plans reaching it may not be the preferred one
+    proven_optimal: bool = True
+
+    @property
+    def cost_usd(self) -> float:
+        return self.cost.usd or 0.0
+
+    @property
+    def time_hours(self) -> float:
+        return self.cost.hours
+
+    @property
+    def method_label(self) -> str:
+        return self.config.method_label
+
+
+SLACK_TIGHT = 0.05  # a rule under 5 % slack that does not bind is reported as tight
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A rule at the plan: how much of its limit the plan uses."""
+
+    name: str
+    used: float
+    limit: float
+    unit: str
+    slack: float
+    binding: bool  # relaxing it one step gives a strictly better plan (re-solved)
+    relaxed: str | None = None  # what the plan would become with this rule relaxed one step
+    tight: bool = False  # under SLACK_TIGHT slack, and relaxing it does not help
+
+
+@dataclass(frozen=True)
+class Conflict:
+    name: str
+    detail: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    status: Status
+    plan: Plan | None
+    binding: tuple[Binding, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    alternatives: tuple[Plan, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)

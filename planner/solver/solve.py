@@ -1,0 +1,304 @@
+"""plan(): build the space, solve lexicographically (stages.py), extract, re-check with the
+analytic models; pareto(): the cost-vs-time front.
+
+The tie-break chain makes the answer unique and deterministic (one worker, fixed seed):
+cost -> step time (throughput model) -> fewer GPUs -> fuller-fidelity strategy (full > LoRA >
+DoRA > QLoRA, no offload, no recomputation: the order of ``space.Strategy`` enumeration) ->
+catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from planner.catalog.frameworks import DEFAULT_FRAMEWORK, auto_candidates
+from planner.catalog.load import Catalog, load_catalog
+from planner.catalog.request import PlanRequest
+from planner.errors import PlannerError
+from planner.models import efficiency as eff
+from planner.solver.explain import binding_rules, conflicts, timed_conflicts
+from planner.solver.result import Plan, PlanResult
+from planner.solver.search import (
+    job_hours_at,
+    job_steps,
+    needs_timing,
+    plan_usd,
+)
+from planner.solver.space import (
+    PlanSpace,
+    build_space,
+)
+from planner.solver.stages import (
+    Solved,
+    SolveTimeout,
+    check_plan,
+    config_of,
+    make_plan,
+    solve_lexicographic,
+    solve_timed,
+)
+
+PARETO_STEP = 0.01  # each Pareto point is at least 1 % faster than the previous one
+
+
+@dataclass(frozen=True)
+class _Solved:
+    """A request's optimum before its explanations: the space, the solver's answer (None:
+    infeasible) and the re-checked plan."""
+
+    space: PlanSpace
+    solved: Solved | None
+    plan: Plan | None
+
+
+def _solve(request: PlanRequest, catalog: Catalog) -> _Solved | PlanResult:
+    """The optimum, re-checked; a PlanResult when the time limit stops the search first."""
+    space = build_space(request, catalog)
+    try:
+        solved = solve_lexicographic(space, request.time_limit_s)
+    except SolveTimeout:
+        return PlanResult(status="unknown", plan=None, notes=(
+            f"time limit {request.time_limit_s:g} s reached before any plan was found: no plan "
+            "and no proof that none exists; raise --time-limit",))
+    return _Solved(space, solved, None if solved is None else _checked(space, solved))
+
+
+def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResult
+               ) -> PlanResult:
+    """The answer with what the output shows: the rules that bind, the alternatives and the
+    notes of a plan; the conflicts and smallest fixes of an infeasible request."""
+    if isinstance(found, PlanResult):
+        return found
+    space, solved, result = found.space, found.solved, found.plan
+    if solved is None or result is None:
+        conflicting = (timed_conflicts(space, catalog) if needs_timing(request)
+                       else conflicts(space, catalog))
+        notes = ("not offered: " + "; ".join(space.unoffered),) if space.unoffered else ()
+        return PlanResult(status="infeasible", plan=None, conflicts=tuple(conflicting),
+                          notes=notes)
+    notes = []
+    if solved.status != "optimal":
+        notes.append("time limit reached: best plan found, not proven optimal")
+    if result.config.offload != "none" and request.offload == "auto":
+        notes.append(_offload_note(request, catalog, result))
+    if result.config.pp > 1 and result.num_hosts > 1:
+        notes.append(_pipeline_note(request, catalog, result))
+    return PlanResult(status=solved.status, plan=result,
+                      binding=tuple(binding_rules(space, result)),
+                      alternatives=tuple(alternatives(space, result)), notes=tuple(notes))
+
+
+def _plan_any_framework(request: PlanRequest, catalog: Catalog) -> PlanResult:
+    """The best plan over the candidate frameworks of the workload, by the request's objective
+    (cost, then time; or time, then cost), with a note naming the choice and the runners-up.
+    Only the chosen framework's plan is explained (binding rules, alternatives, notes), and
+    with no plan anywhere only the default framework's conflicts: the output shows no other."""
+    results: dict[str, _Solved | PlanResult] = {}
+    for fid in auto_candidates(catalog, request.workload):
+        try:
+            results[fid] = _solve(request.model_copy(update={"framework": fid}), catalog)
+        except PlannerError:
+            continue  # the framework runs none of the requested layouts
+    found = [(fid, r) for fid, r in results.items()
+             if isinstance(r, _Solved) and r.plan is not None]
+    if not found:
+        default = DEFAULT_FRAMEWORK[request.workload]
+        asked = request.model_copy(update={"framework": default})
+        result = _explained(asked, catalog, results.get(default) or _solve(asked, catalog))
+        return replace(result, notes=(*result.notes, "framework auto: no candidate framework "
+                                      f"({', '.join(results)}) has a plan; the "
+                                      f"default's ({default}) conflicts shown"))
+
+    def key(item: tuple[str, _Solved]) -> tuple[float, float]:
+        p = item[1].plan
+        return (p.time_hours, p.cost_usd) if request.objective == "time" else (p.cost_usd,
+                                                                              p.time_hours)
+
+    found.sort(key=key)
+    best_id, best = found[0]
+    others = ", ".join(f"{fid} ${r.plan.cost_usd:,.0f} / {r.plan.time_hours:,.1f} h"
+                       for fid, r in found[1:4])
+    best_of = "fastest" if request.objective == "time" else "cheapest"
+    why = (f"framework auto: {best_id}, the {best_of} of {len(found)} candidate framework(s) "
+           "with a plan" + (f" (next: {others})" if others else ""))
+    result = _explained(request.model_copy(update={"framework": best_id}), catalog, best)
+    return replace(result, notes=(*result.notes, why))
+
+
+def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
+    """The optimal plan for ``request``, re-checked, with the rules that bind; infeasible
+    requests get their conflicting requirements and the smallest fixes. ``--framework auto``
+    plans on every candidate framework (frameworks.auto_candidates) and keeps the best."""
+    if request.objective == "time" and request.budget_usd is None and request.num_gpus is None:
+        raise PlannerError("--objective time needs --budget (or --num-gpus): without a limit "
+                           "the fastest plan uses every GPU allowed")
+    catalog = catalog or load_catalog()
+    if request.framework == "auto":
+        return _plan_any_framework(request, catalog)
+    return _explained(request, catalog, _solve(request, catalog))
+
+
+def _offload_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
+    """Why a plan offloads: what the offload costs in its step (PCIe copies hidden behind
+    compute at the stack's assumed overlap, efficiency.OVERLAP pcie; no validation case
+    measures it), and the best plan that keeps the states on the GPU."""
+    t = best.throughput
+    terms = getattr(t, "terms", None) or getattr(t, "phases", {})  # RL: the iteration's phases
+    share = sum(v for k, v in terms.items() if "offload" in k or k == "cpu_optimizer") / \
+        t.step_time_s
+    overlap = eff.OVERLAP[t.stack]["pcie"]
+    on_gpu = plan(request.model_copy(update={"offload": "none"}), catalog).plan
+    if on_gpu is None:
+        other = "no plan keeps the states on the GPU within the request"
+    else:
+        c = on_gpu.config
+        other = (f"keeping them on the GPU the best plan is {on_gpu.num_gpus} x {on_gpu.gpu} "
+                 f"({c.method}, checkpointing {c.checkpointing}, micro-batch "
+                 f"{c.micro_batch_size}), ${on_gpu.cost_usd:,.0f}, {on_gpu.time_hours:,.1f} h "
+                 f"against {best.time_hours:,.1f} h")
+    return (f"offload {best.config.offload}: the freed GPU memory holds "
+            f"{best.config.micro_batch_size} sequence(s) per micro-step with checkpointing "
+            f"{best.config.checkpointing}; its host copies and CPU optimizer add "
+            f"{share:.1%} to the step, with the PCIe copies assumed {overlap:.0%} hidden behind "
+            f"compute (efficiency.OVERLAP; no validation case measures an offloaded run); "
+            f"{other}")
+
+
+PIPELINE_TRIES = 8  # smaller GPU counts tried for a pinned count that no flat layout splits
+
+
+def _pipeline_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
+    """Why a plan pipelines across hosts. Only tp must stay inside a host (encoding's
+    gpus_per_host rule); pp and dp may span hosts, and the objective chooses between them with
+    the inter-host transfers priced by the throughput model (a tie goes to the smaller pp).
+    The note names the best plan without pipelining: the same request with --pp 1, or, when a
+    pinned GPU count cannot be split without stages, the largest smaller count that can."""
+    c = best.config
+    flat = _best_plan(request.model_copy(update={"pp": 1}), catalog)
+    fewer = ""
+    if flat is None and request.num_gpus is not None:
+        for k in range(request.num_gpus - 1, max(0, request.num_gpus - 1 - PIPELINE_TRIES), -1):
+            flat = _best_plan(request.model_copy(update={"pp": 1, "num_gpus": k}), catalog)
+            if flat is not None:
+                fewer = (f"; {request.num_gpus} GPUs have no plan without pipelining "
+                         f"within the request, {k} is the most that have one")
+                break
+    head = (f"pipeline: pp={c.pp} spans {best.num_hosts} hosts, its stages passing "
+            "activations between hosts (tp stays inside a host; pp and dp may cross hosts, "
+            "the objective picks, a tie goes to the smaller pp)")
+    if flat is None:
+        return head + "; no plan without pipelining fits the request"
+    owned = request.pricing == "owned"
+    cost = "" if owned else f"${flat.cost_usd:,.0f}, "
+    return (f"{head}; it is {_better_by(request, best, flat)} than the best plan without "
+            f"pipelining: {flat.num_gpus} x {flat.gpu} (dp={flat.config.dp} tp="
+            f"{flat.config.tp}), {cost}{flat.time_hours:,.1f} h against "
+            f"{best.time_hours:,.1f} h{fewer}")
+
+
+def _better_by(request: PlanRequest, best: Plan, other: Plan) -> str:
+    """How ``best`` beats ``other`` under the request's objective (owned hardware costs
+    nothing: time decides), in words."""
+    if request.objective == "time" or request.pricing == "owned":
+        return "faster" if best.time_hours < other.time_hours else "no slower"
+    if best.cost_usd < other.cost_usd:
+        return "cheaper"
+    return "as cheap as and faster" if best.time_hours < other.time_hours else "no worse"
+
+
+def _best_plan(request: PlanRequest, catalog: Catalog) -> Plan | None:
+    """The optimum of a request, re-checked, without its explanations (None: no plan)."""
+    try:
+        space = build_space(request, catalog)
+        solved = _or_none(lambda: solve_lexicographic(space, request.time_limit_s))
+    except PlannerError:
+        return None
+    return None if solved is None else _checked(space, solved)
+
+
+def alternatives(space: PlanSpace, best: Plan) -> list[Plan]:
+    """The best plan for each other method and on the two next-cheapest other GPU types, so
+    the user sees the trade-offs (each solved on the same space, re-checked)."""
+    out: list[Plan] = []
+    limit = space.request.time_limit_s
+    methods = sorted({s.method for s in space.strategies} - {best.config.method})
+    for method in methods:
+        found = _or_none(lambda m=method: solve_lexicographic(space, limit, methods={m}))
+        if found is not None:
+            out.append(_checked(space, found))
+    others = [i for i, o in enumerate(space.offers) if o.gpu.id != best.gpu]
+    for _ in range(2):
+        found = _or_none(lambda o=others: solve_lexicographic(space, limit, offers=set(o)))
+        if found is None:
+            break
+        plan_ = _checked(space, found)
+        out.append(plan_)
+        others = [i for i in others if space.offers[i].gpu.id != plan_.gpu]
+    return out
+
+
+def _or_none(solve: Callable[[], Solved | None]) -> Solved | None:
+    """An optional solve (alternatives, further Pareto points): a time-out just ends it."""
+    try:
+        return solve()
+    except SolveTimeout:
+        return None
+
+
+class PlanCheckError(RuntimeError):
+    """A solver plan that the analytic models reject: a bug in the encoding, never bad input
+    (the CLI reports it on one line with exit code 3)."""
+
+
+def solver_agrees(space: PlanSpace, solved: Solved, plan: Plan) -> list[str]:
+    """The solver's numbers against the plan the analytic models evaluate: its step time (when
+    the model had one) and its cost (purchase in whole dollars, each price rounded; a rental's
+    hourly rate). Returns the differences (none expected)."""
+    v, offer = solved.values, space.offers[solved.offer]
+    problems = []
+    step_us = plan.throughput.step_time_s * 1e6
+    if "step_time_us" in v and abs(v["step_time_us"] - step_us) > 0.5 + 1e-6 * step_us:
+        problems.append(f"step time {step_us:,.0f} us, the solver's {v['step_time_us']:,} us")
+    if space.request.pricing == "rent":
+        hours = job_hours_at(v["step_time_us"], job_steps(space)) if "step_time_us" in v \
+            else plan.time_hours
+        want, unit = plan_usd(space, solved.offer, plan.num_gpus, hours), "rental"
+    else:
+        want, unit = offer.purchase_usd(plan.num_gpus), "purchase"
+    if abs(plan.cost_usd - want) > 0.5 * (plan.num_gpus + plan.num_hosts) + 1e-6 * want:
+        problems.append(f"{unit} ${plan.cost_usd:,.2f}, the solver's ${want:,.2f}")
+    return problems
+
+
+def _checked(space: PlanSpace, solved: Solved) -> Plan:
+    result = make_plan(space, solved.offer, config_of(space, solved), solved.values["hosts"])
+    problems = check_plan(space, result) + solver_agrees(space, solved, result)
+    if problems:
+        raise PlanCheckError("solver plan failed the analytic re-check: " + "; ".join(problems))
+    return result
+
+
+def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: int = 12
+           ) -> list[Plan]:
+    """Cost-vs-time Pareto-optimal plans by an epsilon-constraint sweep: the cheapest plan, then
+    repeatedly the cheapest plan at least PARETO_STEP faster than the last one (each re-checked),
+    until none is within the request's limits or ``max_points`` are found. Every point is
+    non-dominated: no plan is both cheaper and faster by the step. A point whose tie-break
+    chain the time limit stopped has ``proven_optimal`` False (its cost is still the optimum:
+    the timed search is exact)."""
+    space = build_space(request, catalog or load_catalog())
+    allowed = list(range(len(space.offers)))
+    points: list[Plan] = []
+    deadline = request.max_hours
+    while len(points) < max_points and space.rows:
+        solved = _or_none(lambda d=deadline: solve_timed(
+            space, request.time_limit_s, allowed, space.rows, objective="cost", max_hours=d))
+        if solved is None:
+            break
+        found = _checked(space, solved)
+        if solved.status != "optimal":
+            found = replace(found, proven_optimal=False)
+        points.append(found)
+        deadline = found.time_hours * (1 - PARETO_STEP)
+    return points

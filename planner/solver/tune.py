@@ -1,0 +1,573 @@
+"""Fixed hardware, fixed job: the batch settings that maximise throughput, or fill GPU memory up
+to a target (``planner tune``).
+
+The search enumerates a bounded candidate set (SearchSpace) filtered by divisibility rules and
+evaluates every candidate with the pure models exactly as ``planner check`` does
+(workloads.estimate_memory, rltime.workload_throughput). Settings searched: micro-batch, gradient
+accumulation (global batch = micro x accumulation x dp), checkpointing when left open, and for
+PPO/GRPO the prompts per iteration (rollout_batch), samples per prompt (rollout_n, GRPO only: PPO
+samples one response per prompt unless pinned) and the forward-only (log-prob) micro-batch.
+
+Rules every candidate keeps:
+
+* global batch = micro x accumulation x dp, so it is a multiple of micro x dp;
+* PPO/GRPO: the rollout sequences of an iteration (prompts x samples) are a multiple of the GPU
+  count (an even split over the engines), of micro x dp (every update micro-step full), of the
+  global batch (every optimizer step full; left open, the global batch is all of them: one
+  optimizer step per iteration) and of logprob micro x dp (every forward micro-step full);
+* pins (micro-batch, accumulation, global batch, prompts, samples, logprob micro-batch,
+  checkpointing) are kept; pins that break a rule are bad input (PlannerError).
+
+Ranking, a total order (same input, same answer):
+
+* ``throughput``: candidates within ``tie_tolerance`` (default 1 %) of the best tokens/s tie
+  (the model is not finer than that, and without it every open total would grow to the edge of
+  the candidate set for a fraction of a percent); ties go to fewer, larger micro-batches (update,
+  then log-prob: the speed model has no per-micro-step efficiency term, real kernels run faster
+  on larger batches), then to lower memory, then to less recomputation and smaller totals
+  (sequences per iteration; for one sequence count, samples per prompt nearest the workload's
+  default, GRPO 5, as the split does not change the prediction; then the global batch);
+* ``memory``: candidates within ``tie_tolerance`` of capacity of the fullest one under the target
+  tie; ties go to higher throughput (banded the same way), then as above (fuller memory before
+  the totals).
+
+Pruning: with everything but the micro-batches fixed ("an outer setting"), memory grows with the
+update micro-batch (for a fixed gradient-accumulation regime: accumulation 1 drops the
+accumulated-gradient buffer and is searched on its own) and with the log-prob micro-batch, and
+throughput never falls as micro-batches grow (fewer micro-steps for the same global batch). So
+the largest fitting micro-batch, then the largest fitting log-prob micro-batch, of each outer
+setting dominates the smaller ones under both rankings; they are found by bisection.
+``candidate_configs`` lists the whole unpruned set (the test oracle).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from planner.catalog.load import Catalog
+from planner.catalog.request import (
+    CHECKPOINTINGS,
+    DEFAULT_ROLLOUT_N,
+    TrainConfig,
+    rollout_gpu_count,
+)
+from planner.catalog.resolve import (
+    catalog_or_default,
+    default_platform,
+    job_framework,
+    resolve_job,
+    role_models,
+)
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
+from planner.errors import PlannerError
+from planner.inputs import check_choice, check_margin, check_range, check_type
+from planner.models.calibration import MIB
+from planner.models.memory import GIB, MemoryEstimate, engine_utilization_to_set
+from planner.models.rltime import workload_throughput
+from planner.models.workloads import estimate_memory, trainer_gpus
+from planner.solver.requirements import Requirement, all_hold, parse
+
+Objective = Literal["throughput", "memory"]
+OBJECTIVES: tuple[str, ...] = ("throughput", "memory")
+DEFAULT_TIE_TOLERANCE = 0.01
+RUNNERS_UP = 5
+# Less recomputation first: the order of the "smaller settings" tie-break.
+CHECKPOINT_ORDER = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The values tried for every setting the user leaves open (pins replace them).
+
+    Micro-batches include 1.5 x powers of two (launch scripts use 6, 12, 24); samples per prompt
+    cover the GRPO group sizes in use (DeepSeekMath 64, verl examples 5-16); prompts per
+    iteration run from 8 to 1024."""
+
+    micro_batches: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+    accumulations: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    rollout_batches: tuple[int, ...] = (8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024)
+    rollout_ns: tuple[int, ...] = (2, 4, 5, 8, 12, 16, 24, 32, 48, 64)
+    logprob_micro_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    checkpointings: tuple[str, ...] = CHECKPOINT_ORDER
+
+
+@dataclass(frozen=True)
+class Pins:
+    """Settings the user fixed (None: searched)."""
+
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    global_batch: int | None = None
+    rollout_batch: int | None = None
+    rollout_n: int | None = None
+    logprob_micro_batch: int | None = None
+    checkpointing: str | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluated setting: its config, memory, and (if it fits) throughput."""
+
+    config: TrainConfig
+    memory: MemoryEstimate
+    fits: bool
+    throughput: Any = None  # ThroughputEstimate or rltime.RLStepEstimate; None when not fitting
+
+    @property
+    def per_gpu_gib(self) -> float:
+        return self.memory.device / GIB
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return None if self.throughput is None else self.throughput.tokens_per_s
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return settings_of(self.config, self.memory)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """``found`` with the best setting and runners-up, or ``infeasible`` with the setting that
+    came closest (least memory)."""
+
+    status: Literal["found", "infeasible"]
+    objective: str
+    model: str
+    asked_as: str
+    gpu: str
+    num_gpus: int
+    platform: str | None
+    margin: float
+    memory_target: float | None
+    limit_gib: float
+    capacity_gib: float
+    tie_tolerance: float
+    best: Candidate | None
+    runners_up: tuple[Candidate, ...]
+    smallest: Candidate | None
+    evaluated: int
+    space: dict[str, tuple[Any, ...]]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str, Any]:
+    """The batch settings of ``cfg`` by TrainConfig field name (RL: the rollout engine, and a
+    vLLM-style engine's memory fraction to set, rounded up to a percent, when it was left
+    open)."""
+    out: dict[str, Any] = {
+        "micro_batch_size": cfg.micro_batch_size, "grad_accum": cfg.grad_accum,
+        "global_batch_size": cfg.global_batch_size, "checkpointing": cfg.checkpointing,
+    }
+    if cfg.is_rl:
+        out |= {"rollout_batch": cfg.rollout_batch, "rollout_n": cfg.samples_per_prompt,
+                "logprob_micro_batch": cfg.logprob_batch, "rollout_engine": cfg.rollout_engine}
+        if not cfg.generates_in_trainer:  # the trainer's own generate reserves no fraction
+            out["gpu_memory_utilization"] = engine_utilization_to_set(cfg, est)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The problem: fixed model, GPU and layout
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Problem:
+    model: ModelSpec
+    asked_as: str
+    gpu: GpuSpec
+    platform: PlatformSpec | None
+    per_node: int | None
+    critic: ModelSpec | None
+    reward: ModelSpec | None
+    base: TrainConfig
+    stack: str
+    margin: float
+    limit: float  # device-level bytes a candidate may use
+
+    def evaluate(self, cfg: TrainConfig) -> Candidate:
+        est = estimate_memory(self.model, self.gpu, cfg, gpus_per_node=self.per_node,
+                              critic=self.critic, reward=self.reward)
+        fits = est.fits(self.margin) and est.device <= self.limit
+        tput = None
+        if fits:
+            tput = workload_throughput(self.model, self.gpu, cfg, platform=self.platform,
+                                       stack=self.stack, critic=self.critic, reward=self.reward)
+        return Candidate(cfg, est, fits, tput)
+
+
+def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None,
+             margin: float, memory_target: float | None, stack: str | None,
+             platform: str | None, critic_model: str | None,
+             reward_model: str | None) -> _Problem:
+    """Resolve names and validate the fixed part of the job, as api.check does."""
+    check_margin(margin)
+    if memory_target is not None:
+        check_range(memory_target, name="--memory-target", lo=0, hi=1, lo_open=True,
+                    hint=" (a fraction of capacity, e.g. 0.875)")
+    cat = catalog_or_default(catalog)
+    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
+    cfg, _framework, stack = job_framework(cat, cfg, stack)
+    plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
+    per_node = gpus_per_host(gpu_spec, plat) if plat else None
+    critic, reward = role_models(cat, cfg, critic_model, reward_model)
+    fraction = min(1.0 - margin, memory_target if memory_target is not None else 1.0)
+    return _Problem(resolved.spec, model, gpu_spec, plat, per_node, critic, reward, cfg,
+                    stack, margin, fraction * gpu_spec.memory_gib * GIB)
+
+
+# ---------------------------------------------------------------------------------------------
+# Candidate settings under the divisibility rules
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Outer:
+    """Everything but the micro-batches: the inner (micro, accumulation) pairs ascend by micro."""
+
+    fixed: dict[str, Any]
+    inner: tuple[tuple[int, int], ...]
+    logprobs: tuple[int | None, ...]
+
+
+def _positive(pins: Pins) -> None:
+    flags = {"--micro-batch": pins.micro_batch, "--grad-accum": pins.grad_accum,
+             "--global-batch": pins.global_batch, "--rollout-batch": pins.rollout_batch,
+             "--rollout-n": pins.rollout_n, "--logprob-micro-batch": pins.logprob_micro_batch}
+    for flag, value in flags.items():
+        if value is not None and value <= 0:
+            raise PlannerError(f"{flag} {value} must be a positive integer")
+    if pins.checkpointing not in (None, "auto", *CHECKPOINTINGS):
+        raise PlannerError(f"--checkpointing {pins.checkpointing!r} is not one of auto, "
+                           f"{', '.join(CHECKPOINTINGS)}")
+
+
+def _check_pins(base: TrainConfig, pins: Pins) -> None:
+    """Pins that break a rule by themselves are bad input, named with the rule."""
+    _positive(pins)
+    dp = base.dp
+    if not base.is_rl:
+        for flag, value in (("--rollout-batch", pins.rollout_batch), ("--rollout-n",
+                            pins.rollout_n), ("--logprob-micro-batch", pins.logprob_micro_batch)):
+            if value is not None:
+                raise PlannerError(f"{flag} {value} applies to --workload ppo or grpo only "
+                                   f"(got {base.workload})")
+    g, m, a = pins.global_batch, pins.micro_batch, pins.grad_accum
+    if g is not None and g % dp:
+        raise PlannerError(f"--global-batch {g} must be a multiple of dp {dp}")
+    if g is not None and m is not None and g % (m * dp):
+        raise PlannerError(f"--global-batch {g} must be a multiple of micro-batch x dp = "
+                           f"{m} x {dp}")
+    if g is not None and m is not None and a is not None and m * a * dp != g:
+        raise PlannerError(f"--micro-batch {m} x --grad-accum {a} x dp {dp} = {m * a * dp} "
+                           f"is not --global-batch {g}")
+    if base.optimizer_in_backward and a not in (None, 1):
+        raise PlannerError(f"--optimizer-in-backward needs --grad-accum 1 (got {a})")
+    if base.is_rl and pins.rollout_batch is not None and pins.rollout_n is not None:
+        seqs = pins.rollout_batch * pins.rollout_n
+        rules = [_gpu_unit(base), (g, "--global-batch")]
+        rules += [(m * dp if m else None, f"micro-batch x dp = {m} x {dp}"),
+                  (pins.logprob_micro_batch * dp if pins.logprob_micro_batch else None,
+                   f"logprob micro-batch x dp = {pins.logprob_micro_batch} x {dp}")]
+        for unit, name in rules:
+            if unit and seqs % unit:
+                raise PlannerError(
+                    f"rollout sequences {pins.rollout_batch} x {pins.rollout_n} = {seqs} must be "
+                    f"a multiple of {name} ({unit})")
+
+
+def _gpu_unit(base: TrainConfig) -> tuple[int, str]:
+    """Rollout sequences split evenly over every GPU that handles them: all GPUs when the
+    roles and engines share them; with engines (and, split, each role) on GPUs of their own,
+    every group's GPU count (their least common multiple)."""
+    if not base.is_rl or base.placement == "colocate":
+        return base.num_gpus, "--num-gpus"
+    groups = {"engines": rollout_gpu_count(base)}
+    groups.update(dict(base.role_gpus or ()) if base.placement == "split"
+                  else {"trainer": trainer_gpus(base)})
+    unit = math.lcm(*groups.values())
+    shown = ", ".join(f"{k} {v}" for k, v in groups.items())
+    return unit, f"the GPU groups' counts ({shown})"
+
+
+def _choices(pinned: Any, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (pinned,) if pinned is not None else values
+
+
+def _inner(total: int | None, accum_pin: int | None, micros: tuple[int, ...], dp: int,
+           accums: tuple[int, ...]) -> Iterator[tuple[int, int] | tuple[int, int, int]]:
+    """(micro, accumulation) pairs: for a fixed global batch ``total`` the accumulation follows
+    from the micro-batch; otherwise every accumulation candidate."""
+    if total is not None:
+        if accum_pin is not None:
+            micros = (total // (accum_pin * dp),) if total % (accum_pin * dp) == 0 else ()
+        for m in sorted(set(micros)):
+            if total % (m * dp) == 0:
+                yield m, total // (m * dp)
+        return
+    for m in micros:
+        for a in accums:
+            yield m, a
+
+
+def outer_settings(base: TrainConfig, pins: Pins, space: SearchSpace) -> list[_Outer]:
+    """Every outer setting with its inner (micro, accumulation) pairs and log-prob
+    micro-batches, under the divisibility rules."""
+    dp = base.dp
+    ckpts = _choices(None if pins.checkpointing in (None, "auto") else pins.checkpointing,
+                     space.checkpointings)
+    micros = _choices(pins.micro_batch, space.micro_batches)
+    accums = (1,) if base.optimizer_in_backward else _choices(pins.grad_accum, space.accumulations)
+    out: list[_Outer] = []
+    unit = _gpu_unit(base)[0] if base.is_rl else 1
+    for ckpt in ckpts:
+        if not base.is_rl:
+            if pins.global_batch is not None:
+                pairs = tuple(_inner(pins.global_batch, pins.grad_accum, micros, dp, accums))
+                out.append(_Outer({"checkpointing": ckpt}, pairs, (None,)))
+                continue
+            for a in accums:
+                pairs = tuple(sorted((m, a) for m in set(micros)))
+                out.append(_Outer({"checkpointing": ckpt, "grad_accum": a}, pairs, (None,)))
+            continue
+        ns = _choices(pins.rollout_n, space.rollout_ns if base.workload == "grpo"
+                      else (base.samples_per_prompt,))
+        for rb in _choices(pins.rollout_batch, space.rollout_batches):
+            for n in ns:
+                seqs = rb * n
+                total = pins.global_batch or seqs
+                if seqs % unit or seqs % total:
+                    continue
+                pairs = tuple((m, a) for m, a in _inner(total, pins.grad_accum, micros, dp,
+                                                        accums)
+                              if seqs % (m * dp) == 0
+                              and (not base.optimizer_in_backward or a == 1))
+                lps = tuple(sorted(lp for lp in set(_choices(pins.logprob_micro_batch,
+                                                             space.logprob_micro_batches))
+                                   if seqs % (lp * dp) == 0))
+                if pairs and lps:
+                    out.append(_Outer({"checkpointing": ckpt, "rollout_batch": rb,
+                                       "rollout_n": n}, pairs, lps))
+    return [o for o in out if o.inner]
+
+
+def _config(base: TrainConfig, outer: _Outer, micro: int, accum: int,
+            logprob: int | None) -> TrainConfig:
+    update = {**outer.fixed, "micro_batch_size": micro, "grad_accum": accum}
+    if base.is_rl:
+        update["logprob_micro_batch"] = logprob
+    return base.model_copy(update=update)
+
+
+def candidate_configs(base: TrainConfig, pins: Pins, space: SearchSpace,
+                      rules: tuple[Requirement, ...] = ()) -> list[TrainConfig]:
+    """The whole candidate set, unpruned (what the search must be as good as)."""
+    configs = (_config(base, o, m, a, lp) for o in outer_settings(base, pins, space)
+               for m, a in o.inner for lp in o.logprobs)
+    return [c for c in configs if all_hold(rules, c)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranking
+# ---------------------------------------------------------------------------------------------
+def _tail(c: Candidate) -> tuple[Any, ...]:
+    cfg = c.config
+    return (-cfg.micro_batch_size, -(cfg.logprob_batch if cfg.is_rl else 0))
+
+
+def _totals(c: Candidate) -> tuple[Any, ...]:
+    cfg = c.config
+    seqs = cfg.rollout_batch * cfg.samples_per_prompt if cfg.is_rl else 0
+    n = cfg.samples_per_prompt
+    default_n = DEFAULT_ROLLOUT_N.get(cfg.workload, 1)
+    return (CHECKPOINT_ORDER.index(cfg.checkpointing), seqs, abs(n - default_n), n,
+            cfg.global_batch_size, cfg.micro_batch_size, cfg.logprob_batch)
+
+
+def _band(best: float, value: float, unit: float) -> float:
+    """0 for values within ``unit`` of the best, 1 for the next ``unit``, ...; the negated
+    value itself when unit is 0 (exact ranking)."""
+    return math.floor((best - value) / unit) if unit > 0 else -value
+
+
+def ranking(candidates: list[Candidate], objective: str,
+            tie_tolerance: float) -> Callable[[Candidate], tuple[Any, ...]]:
+    """The sort key of fitting ``candidates`` under ``objective`` (module docstring)."""
+    fastest = max(c.tokens_per_s for c in candidates)
+
+    def speed(c: Candidate) -> float:
+        return _band(fastest, c.tokens_per_s, tie_tolerance * fastest)
+
+    if objective == "memory":
+        fullest = max(c.memory.device for c in candidates)
+        unit = tie_tolerance * candidates[0].memory.capacity
+        return lambda c: (_band(fullest, c.memory.device, unit), speed(c), *_tail(c),
+                          -round(c.memory.device), *_totals(c))
+    return lambda c: (speed(c), *_tail(c), round(c.memory.device), *_totals(c))
+
+
+# ---------------------------------------------------------------------------------------------
+# Search
+# ---------------------------------------------------------------------------------------------
+def _largest(items: tuple[Any, ...], ok: Callable[[Any], bool]) -> int:
+    """Index of the last item with ok(item) when ok holds on a prefix (-1 if none): the first
+    item is probed first, then bisection."""
+    if not items or not ok(items[0]):
+        return -1
+    lo, hi, best = 1, len(items) - 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if ok(items[mid]):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+class _Search:
+    def __init__(self, problem: _Problem):
+        self.problem = problem
+        self.cache: dict[TrainConfig, Candidate] = {}
+
+    def evaluate(self, cfg: TrainConfig) -> Candidate:
+        if cfg not in self.cache:
+            self.cache[cfg] = self.problem.evaluate(cfg)
+        return self.cache[cfg]
+
+    def outer_bests(self, outer: _Outer, rules: tuple[Requirement, ...] = ()
+                    ) -> list[Candidate]:
+        """The dominant candidates of one outer setting: per accumulation regime (1, or more),
+        the largest fitting micro-batch with the largest fitting log-prob micro-batch, among the
+        settings that keep the user's rules (a subset keeps the dominance: memory still grows
+        with the micro-batches)."""
+        base = self.problem.base
+        out = []
+        low_lp = outer.logprobs[0]
+        for regime in (False, True):
+            pairs = tuple(p for p in outer.inner if (p[1] > 1) == regime and any(
+                all_hold(rules, _config(base, outer, p[0], p[1], lp)) for lp in outer.logprobs))
+            i = _largest(pairs, lambda p: self.evaluate(
+                _config(base, outer, p[0], p[1], low_lp)).fits)
+            if i < 0:
+                continue
+            m, a = pairs[i]
+            lps = tuple(lp for lp in outer.logprobs
+                        if all_hold(rules, _config(base, outer, m, a, lp)))
+            j = _largest(lps, lambda lp, m=m, a=a: self.evaluate(
+                _config(base, outer, m, a, lp)).fits)
+            if j < 0:
+                continue
+            out.append(self.evaluate(_config(base, outer, m, a, lps[j])))
+        return out
+
+
+def tune(
+    *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
+    objective: str = "throughput", memory_target: float | None = None, margin: float = 0.02,
+    stack: str | None = None, platform: str | None = None, critic_model: str | None = None,
+    reward_model: str | None = None, pins: Pins | None = None,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE, space: SearchSpace | None = None,
+    requires: tuple[str, ...] = (),
+) -> TuneResult:
+    """Best batch settings of ``config`` (its layout, method and workload fixed; its batch fields
+    replaced) on ``config.num_gpus`` x ``gpu``.
+
+    ``objective`` "throughput" maximises tokens/s; "memory" the per-GPU memory (device level)
+    up to ``memory_target`` x capacity. ``memory_target`` caps memory under either objective
+    (default: capacity less ``margin``). ``pins`` fixes settings; the rest are searched over
+    ``space``. ``requires`` are rules over the batch settings every candidate keeps
+    (requirements.parse: e.g. "rollout_batch % num_gpus == 0"). Bad input raises PlannerError;
+    nothing fitting is status "infeasible"."""
+    check_type(config, TrainConfig, name="config")
+    check_choice(objective, OBJECTIVES, name="--objective")
+    check_range(tie_tolerance, name="--tie-tolerance", lo=0, hi=0.5, hi_open=True)
+    pins = check_type(pins or Pins(), Pins, name="pins")
+    rules = tuple(parse(r) for r in requires)
+    space = space or SearchSpace()
+    problem = _problem(model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,
+                       memory_target=memory_target, stack=stack, platform=platform,
+                       critic_model=critic_model, reward_model=reward_model)
+    base = problem.base
+    _check_pins(base, pins)
+    outers = outer_settings(base, pins, space)
+    if not outers:
+        raise PlannerError(_no_candidates(base, pins))
+    search = _Search(problem)
+    bests = [c for o in outers for c in search.outer_bests(o, rules)]
+    evaluated = list(search.cache.values())
+    smallest = min(evaluated, key=lambda c: (c.memory.device, *_totals(c)))
+    cap = problem.gpu.memory_gib
+    common = dict(
+        objective=objective, model=problem.model.id, asked_as=model, gpu=problem.gpu.id,
+        num_gpus=base.num_gpus, platform=problem.platform.id if problem.platform else None,
+        margin=margin, memory_target=memory_target, limit_gib=problem.limit / GIB,
+        capacity_gib=cap, tie_tolerance=tie_tolerance, evaluated=len(evaluated),
+        space=_space_doc(base, pins, space), smallest=smallest,
+    )
+    kept = tuple(f"--require {r.text}: kept" for r in rules)
+    if not bests:
+        why = ("no candidate keeps every --require rule and fits: "
+               + "; ".join(r.text for r in rules),) if rules else ()
+        return TuneResult(status="infeasible", best=None, runners_up=(), notes=why, **common)
+    bests.sort(key=ranking(bests, objective, tie_tolerance))
+    return TuneResult(status="found", best=bests[0], runners_up=_distinct(bests)[1:1 + RUNNERS_UP],
+                      notes=(*_notes(bests[0], pins), *kept), **common)
+
+
+def _distinct(ranked: list[Candidate]) -> tuple[Candidate, ...]:
+    """``ranked`` without candidates whose predicted memory (MiB) and speed (4 digits) equal an
+    earlier one's: e.g. the same sequences split into other prompts x samples, or selective
+    recomputation where flash attention leaves nothing to recompute."""
+    seen, out = set(), []
+    for c in ranked:
+        sig = (round(c.memory.device / MIB), f"{c.tokens_per_s:.4g}")
+        if sig not in seen:
+            seen.add(sig)
+            out.append(c)
+    return tuple(out)
+
+
+def _space_doc(base: TrainConfig, pins: Pins, space: SearchSpace) -> dict[str, tuple[Any, ...]]:
+    """What was searched per setting (a pin shows as its one value)."""
+    doc: dict[str, tuple[Any, ...]] = {
+        "micro_batch_size": _choices(pins.micro_batch, space.micro_batches),
+        "checkpointing": _choices(None if pins.checkpointing in (None, "auto")
+                                  else pins.checkpointing, space.checkpointings),
+    }
+    if pins.global_batch is not None:
+        doc["global_batch_size"] = (pins.global_batch,)
+    elif not base.is_rl:
+        doc["grad_accum"] = (1,) if base.optimizer_in_backward else \
+            _choices(pins.grad_accum, space.accumulations)
+    if base.is_rl:
+        doc["rollout_batch"] = _choices(pins.rollout_batch, space.rollout_batches)
+        doc["rollout_n"] = _choices(pins.rollout_n, space.rollout_ns if base.workload == "grpo"
+                                    else (base.samples_per_prompt,))
+        doc["logprob_micro_batch"] = _choices(pins.logprob_micro_batch,
+                                              space.logprob_micro_batches)
+    return doc
+
+
+def _notes(best: Candidate, pins: Pins) -> tuple[str, ...]:
+    cfg = best.config
+    notes = []
+    if cfg.is_rl and pins.global_batch is None:
+        notes.append("global batch left open: all rollout sequences of an iteration make one "
+                     "optimizer step (pin --global-batch for several mini-batches)")
+    if cfg.is_rl and cfg.gpu_memory_utilization is None and best.memory.engine_utilization:
+        notes.append("the rollout engine is sized to the batch: set vLLM gpu_memory_utilization "
+                     f">= {best.settings['gpu_memory_utilization']:.2f}")
+    return tuple(notes)
+
+
+def _no_candidates(base: TrainConfig, pins: Pins) -> str:
+    """Why the divisibility rules leave nothing to evaluate (one line)."""
+    if base.is_rl:
+        return (f"no batch settings meet the divisibility rules on {base.num_gpus} GPU(s) "
+                f"(dp {base.dp}): rollout sequences (prompts x samples) must be a multiple of "
+                f"{_gpu_unit(base)[1]}, of micro-batch x dp, of the global batch and of logprob "
+                "micro-batch x dp; relax --rollout-batch/--rollout-n/--global-batch/"
+                "--micro-batch/--grad-accum")
+    return (f"no batch settings meet the divisibility rules (dp {base.dp}): the global batch "
+            "must be micro-batch x accumulation x dp; relax --global-batch, --micro-batch or "
+            "--grad-accum")

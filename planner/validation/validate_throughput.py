@@ -1,0 +1,545 @@
+"""Predict the throughput validation cases (``throughput_cases.yaml``) and summarise the error.
+
+Each case is predicted in its own ``metric``: tokens/s per GPU, TFLOP/s per GPU, MFU, time to
+train, step time or cost. Training cases become a TrainConfig through validate.case_config (the
+memory cases' translation, with its framework defaults); decode cases go through the decode
+model; PPO/GRPO cases through rltime.estimate_rl_step (rl_inputs maps them, with
+validate.rl_case); rm/dpo time cases have no verified total workload and return None. Error
+is (predicted - value) / value (../shared/validation/README.md, "How to count error");
+summaries give median and p90 |error| per workload and per stack, decode and RL apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from planner.catalog.frameworks import efficiency_of
+from planner.catalog.load import Catalog, load_catalog
+from planner.catalog.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
+from planner.catalog.specs import GpuSpec, PlatformSpec
+from planner.errors import PlannerError
+from planner.models import efficiency as eff
+from planner.models.cost import define_job, rent_cost
+from planner.models.rltime import estimate_rl_step
+from planner.models.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
+from planner.models.workloads import estimate_memory
+from planner.validation.validate import case_config, case_profile, load_cases, percentile, rl_case
+
+ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
+PEFT_WORKLOADS = ("lora", "qlora", "dora")
+
+# Serving stack of each inference framework slug (decode cases; efficiency.DECODE_STACKS).
+# Training frameworks take their efficiency from their profile (catalog/frameworks).
+DECODE_STACK: dict[str, str] = {"tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi"}
+# The stack of a training framework whose profile (and bases) state no measured efficiency.
+DEFAULT_STACK = "hf"
+
+# Host platform by GPU form factor, for node size and links (catalog/platforms). GB200 NVL72:
+# the NVLink domain is the 72-GPU rack, so its node size is 72 (gb200-nvl72-tray notes).
+PLATFORM_BY_FORM_FACTOR = {
+    "sxm": "hgx-8gpu-sxm", "superchip": "gb200-nvl72-tray", "oam": "oam-8gpu-server",
+    "pcie-datacenter": "pcie-server-8gpu", "workstation": "workstation-4gpu-trpro-wrx90",
+    "consumer": "workstation-4gpu-trpro-wrx90",
+}
+NVLINK_DOMAIN_GPUS = {"superchip": 72}
+
+
+@dataclass(frozen=True)
+class ThroughputResult:
+    id: str
+    metric: str
+    workload: str
+    framework: str
+    stack: str
+    precision: str
+    family: str  # training | decode | rl
+    usable: bool
+    measured: float
+    predicted: float | None
+    limited_by: str | None
+    reason: str | None
+
+    @property
+    def rel_err(self) -> float | None:
+        if self.predicted is None or not self.measured:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+
+def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
+    """The case's efficiency stack: a serving stack for decode cases, else the efficiency its
+    framework's profile states or inherits (DEFAULT_STACK where none does, and for a framework
+    without a profile, which training cases report as not modelled). LLaMA-Factory rows run on
+    the Unsloth backend where the row says so."""
+    fw = str(case.get("framework"))
+    if case.get("workload") == "decode" or fw in DECODE_STACK:
+        return DECODE_STACK.get(fw, "vllm")
+    if fw == "llama-factory" and "unsloth" in str(case.get("location", "")).lower():
+        return "unsloth"
+    try:
+        profile = case_profile(case, catalog or load_catalog())
+    except PlannerError:
+        return DEFAULT_STACK
+    return efficiency_of(profile)[0] or DEFAULT_STACK
+
+
+def family_of(workload: str) -> str:
+    if workload == "decode":
+        return "decode"
+    return "rl" if workload in ROLE_WORKLOADS else "training"
+
+
+def _grad_accum(case: dict[str, Any], dp: int) -> int:
+    extra = case.get("extra") or {}
+    if extra.get("grad_accum"):
+        return int(extra["grad_accum"])
+    mb, gbs = case.get("micro_batch_size") or 1, case.get("global_batch_size")
+    if gbs and gbs % (mb * dp) == 0:
+        return gbs // (mb * dp)
+    if gbs:
+        raise PlannerError(f"global batch {gbs} is not a multiple of micro-batch {mb} x dp {dp}")
+    return 1
+
+
+def _memory_style_case(case: dict[str, Any]) -> dict[str, Any]:
+    """The throughput case in the memory schema that validate.case_config reads."""
+    out = dict(case)
+    extra = dict(case.get("extra") or {})
+    workload = case.get("workload")
+    if workload in PEFT_WORKLOADS:
+        out["workload"], out["method"] = "sft", workload
+    out.setdefault("method", None)
+    out["method"] = out.get("method") or "full"
+    out["lora_rank"] = case.get("lora_rank") or extra.get("lora_rank")
+    opt = str(extra.get("optimizer", ""))
+    if "paged-adamw-8bit" in opt:
+        out["optimizer"] = "paged-adamw-8bit"
+    if "in backward" in opt:
+        extra["optimizer_in_bwd"] = True
+    if extra.get("fsdp_cpu_offload"):
+        out["offload"] = "optimizer+params"
+    n = case["num_gpus"]
+    dp = n // ((case.get("tp") or 1) * (case.get("pp") or 1) * (case.get("cp") or 1))
+    extra["grad_accum"] = _grad_accum(case, dp)
+    out["extra"] = extra
+    return out
+
+
+def _platform(
+    gpu: GpuSpec, catalog: Catalog
+) -> tuple[PlatformSpec | None, int | None, float | None]:
+    """(platform, node size, network per node): an NVLink domain larger than the platform
+    (GB200 NVL72) is one node whose network is the sum of its hosts' (per-GPU share kept)."""
+    pid = PLATFORM_BY_FORM_FACTOR.get(gpu.form_factor)
+    platform = catalog.platforms.get(pid) if pid else None
+    domain = NVLINK_DOMAIN_GPUS.get(gpu.form_factor)
+    if platform is None or domain is None:
+        return platform, None, None
+    return platform, domain, platform.inter_node_bandwidth_gbps * domain / platform.max_gpus
+
+
+def training_estimate(
+    case: dict[str, Any], catalog: Catalog, **overrides: float
+) -> tuple[ThroughputEstimate, TrainConfig, GpuSpec]:
+    """The throughput estimate of one training case (PlannerError when not expressible);
+    ``overrides`` (utilisation, step_overhead_s) go to estimate_throughput."""
+    for need in ("gpu", "model", "seq_len"):
+        if not case.get(need):
+            raise PlannerError(f"case has no {need}")
+    mem_case = _memory_style_case(case)
+    pp = mem_case.get("pp") or 1
+    # Megatron splits layers unevenly when pp does not divide them (first/last stages take
+    # fewer, e.g. 126 layers over 8 stages in the MLPerf Llama 3.1 405B configs); TrainConfig
+    # validation asks for equal stages, so the layout is checked at pp = 1 and pp set after.
+    cfg, resolved = case_config({**mem_case, "pp": 1}, catalog)
+    cfg = cfg.model_copy(update={"pp": pp})
+    gpu = catalog.gpu(case["gpu"])
+    platform, per_node, network = _platform(gpu, catalog)
+    vp = int((case.get("extra") or {}).get("vp") or 1)
+    est = estimate_throughput(resolved.spec, gpu, cfg, platform=platform,
+                              stack=stack_of(case, catalog), gpus_per_node=per_node,
+                              inter_node_gbps=network, virtual_stages=vp, **overrides)
+    return est, cfg, gpu
+
+
+def _training_metric(case: dict[str, Any], est: ThroughputEstimate, gpu: GpuSpec) -> float:
+    metric = case["metric"]
+    if metric == "tokens_per_sec_per_gpu":
+        return est.tokens_per_s_per_gpu
+    if metric == "tflops_per_gpu":
+        return est.achieved_tflops_per_gpu
+    if metric == "mfu":
+        return est.mfu
+    if metric == "step_time_s":
+        return est.step_time_s
+    total = (case.get("extra") or {}).get("total_tokens")
+    if not total:
+        raise PlannerError(f"{metric} needs the total workload (extra.total_tokens)")
+    job = define_job(tokens=float(total))
+    if metric == "time_to_train_minutes":
+        return job.tokens / est.tokens_per_s / 60
+    if metric == "cost_usd":
+        cost = rent_cost(gpu, case["num_gpus"], hours=job.tokens / est.tokens_per_s / 3600,
+                         job=job)
+        if cost.usd is None:
+            raise PlannerError(cost.reason or "no price")
+        return cost.usd
+    raise PlannerError(f"unknown metric {metric!r}")
+
+
+def _decode_value(
+    case: dict[str, Any], catalog: Catalog, efficiency: float | None = None
+) -> tuple[float, str]:
+    rl = case.get("rl") or {}
+    if not (rl.get("prompt_len") and rl.get("response_len")):
+        raise PlannerError("decode case without input/output lengths")
+    if case["metric"] != "tokens_per_sec_per_gpu":
+        raise PlannerError(f"decode metric {case['metric']!r} is not modelled")
+    resolved = catalog.model(case["model"])
+    gpu = catalog.gpu(case["gpu"])
+    text = f"{case.get('id')} {case.get('location', '')}".lower()
+    bits = 4 if ("gptq" in text or "awq" in text or resolved.weight_bits == 4) else None
+    if "fp4" in text:
+        raise PlannerError("fp4 weights are not modelled")
+    tp = rl.get("rollout_tp") or case.get("tp") or 1
+    est = estimate_decode(
+        resolved.spec, gpu, prompt_len=int(rl["prompt_len"]),
+        response_len=int(rl["response_len"]), tp=int(tp), batch=case.get("micro_batch_size"),
+        precision=case.get("precision") or "bf16", weight_bits=bits, stack=stack_of(case, catalog),
+        efficiency=efficiency,
+    )
+    return est.output_tokens_per_s / case["num_gpus"], est.limited_by
+
+
+def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> ThroughputResult:
+    """Predict ``case`` in its own metric; predicted None with a reason when not modelled."""
+    workload = str(case.get("workload"))
+    family = family_of(workload)
+    base = {
+        "id": str(case.get("id")), "metric": str(case.get("metric")), "workload": workload,
+        "framework": str(case.get("framework")), "stack": stack_of(case, catalog),
+        "precision": str(case.get("precision")), "family": family,
+        "usable": bool(case.get("usable_for_accuracy")), "measured": float(case["value"]),
+    }
+    if family == "rl":
+        try:
+            value, limit = _rl_value(case, catalog)
+        except PlannerError as exc:
+            return ThroughputResult(**base, predicted=None, limited_by=None, reason=str(exc))
+        return ThroughputResult(**base, predicted=value, limited_by=limit, reason=None)
+    try:
+        if not case.get("model"):
+            raise PlannerError("no public checkpoint: architecture unknown")
+        if family == "decode":
+            value, limit = _decode_value(case, catalog)
+        else:
+            if case.get("tp") is None or case.get("pp") is None:
+                raise PlannerError("parallel layout (tp/pp) not stated")
+            est, _cfg, gpu = training_estimate(case, catalog)
+            value, limit = _training_metric(case, est, gpu), est.limited_by
+    except PlannerError as exc:
+        return ThroughputResult(**base, predicted=None, limited_by=None, reason=str(exc))
+    return ThroughputResult(**base, predicted=value, limited_by=limit, reason=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# PPO / GRPO iterations and preference training
+# ---------------------------------------------------------------------------------------------
+# NeMo-RL's performance table gives the mean prompt + response length per sequence
+# (extra.avg_gen_seq_len) but not the split. OpenMathInstruct-2 problems with NeMo-RL's math
+# prompt template are short; 200 prompt tokens is assumed (not read from a source) and the rest
+# of the mean is response. Only the prefill/decode split of generation depends on it.
+NEMO_RL_PROMPT_TOKENS = 200
+# Frameworks whose RL iterations pipeline generation with training on separate GPUs when the
+# case says the run is off-policy (NeMo-RL async GRPO: generation workers apart from training).
+OFF_POLICY_SEPARATE = ("nemo-rl",)
+
+
+def _logged_means(case: dict[str, Any]) -> bool:
+    """The case logs its mean prompt and response lengths (extra.avg_prompt_len and
+    extra.avg_response_len) besides the configured limits."""
+    extra = case.get("extra") or {}
+    return bool(extra.get("avg_prompt_len") and extra.get("avg_response_len"))
+
+
+def _max_response_len(case: dict[str, Any], cfg: TrainConfig) -> int | None:
+    """The longest response of an iteration when cfg.response_len is the mean: the case's
+    extra.max_seq_len less the prompt, or its configured rl.response_len beside logged means."""
+    extra = case.get("extra") or {}
+    if extra.get("max_seq_len"):
+        return int(extra["max_seq_len"]) - cfg.prompt_len
+    if _logged_means(case):
+        return int((case.get("rl") or {})["response_len"])
+    return None
+
+
+def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
+    """(validate.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
+    for need in ("gpu", "model"):
+        if not case.get(need):
+            raise PlannerError(f"case has no {need}" if need == "gpu"
+                               else "no public checkpoint: architecture unknown")
+    extra = case.get("extra") or {}
+    rl = dict(case.get("rl") or {})
+    mem = dict(case)
+    if not rl.get("prompt_len") and extra.get("avg_gen_seq_len"):
+        total = int(extra["avg_gen_seq_len"])
+        rl["prompt_len"] = NEMO_RL_PROMPT_TOKENS
+        rl["response_len"] = total - NEMO_RL_PROMPT_TOKENS
+    if not rl.get("prompt_len"):
+        raise PlannerError("rollout lengths unknown")
+    if _logged_means(case):
+        # the logged mean lengths; the configured response length is the limit the longest
+        # responses run up to (the generation tail, _max_response_len)
+        rl["prompt_len"] = round(float(extra["avg_prompt_len"]))
+        rl["response_len"] = round(float(extra["avg_response_len"]))
+    rl["rollout_tp"] = rl.get("rollout_tp") or extra.get("generation_tp")
+    mem["rl"] = rl
+    mem.setdefault("method", None)
+    if extra.get("rollouts_per_step"):
+        # only the product prompts x samples enters the model
+        rl["rollout_n"] = 1
+        extra = {**extra, "train_batch_size": int(extra["rollouts_per_step"])}
+    mem["extra"] = extra
+    rc = rl_case(mem, catalog, for_time=True)
+    if case.get("framework") == "deepspeed-chat" and not case.get("micro_batch_size"):
+        rc = dschat_benchmark_batch(mem, rc, catalog)
+    cfg = rc.cfg
+    tp, pp = case.get("tp") or 1, case.get("pp") or 1
+    update: dict[str, Any] = {}
+    if "off-policy" in str(extra.get("policy", "")) and case.get("framework") in \
+            OFF_POLICY_SEPARATE:
+        update["placement"] = "separate"
+    if case.get("global_batch_size") and extra.get("rollouts_per_step"):
+        # NeMo-RL: global_batch_size is the train batch (optimizer steps = rollouts / GBS);
+        # DeepSpeed-Chat's 1024 is only the cap on prompts per iteration (validate.rl_case)
+        gpus = cfg.num_gpus - (cfg.num_gpus // 2 if update.get("placement") == "separate"
+                               else 0)
+        dp = max(1, gpus // (tp * pp))
+        update["grad_accum"] = max(1, int(case["global_batch_size"]) // (cfg.micro_batch_size
+                                                                           * dp))
+    # validated at tp = pp = 1 (the RL trainer is data parallel); the Megatron layout of the
+    # update is set after, as training_estimate does for uneven pipelines
+    cfg = cfg.model_copy(update={**update, "tp": tp, "pp": pp})
+    return rc, cfg, catalog.gpu(case["gpu"])
+
+
+# DeepSpeed-Chat's Table 1 times (step3_rlhf_finetuning/BenckmarkSetting.md): "whenever the
+# global training token batch size does not exceed our limit of 524,288 [1024 sequences of
+# 256 + 256 tokens], we always use the largest training batch size" that does not run out of
+# memory. A published run's per-device batch is therefore the largest that fits, at most
+# 1024 / GPUs sequences.
+DSCHAT_GLOBAL_BATCH_CAP = 1024
+
+
+def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> Any:
+    """The RLCase of a DeepSpeed-Chat time case at the benchmark's per-device batch: the largest
+    the memory model fits on the case's GPU (bisection; memory grows with the batch), capped at
+    DSCHAT_GLOBAL_BATCH_CAP / GPUs. Where no batch fits in the model, the shipped script's batch
+    (validate.DSCHAT_SCRIPTS) stays, and the assumption says so."""
+    from planner.fixes import largest_true  # validation only: off the CLI's start-up path
+
+    gpu = catalog.gpu(case["gpu"])
+    if case.get("gpu_memory_gib"):
+        gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
+
+    def at(batch: int) -> Any:
+        return rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)
+
+    def fits(batch: int) -> bool:
+        r = at(batch)
+        return estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
+                               reward=r.reward).fits()
+
+    batch = largest_true(fits, 1, max(1, DSCHAT_GLOBAL_BATCH_CAP // case["num_gpus"]))
+    if batch is None:
+        return replace(rc, assumptions=rc.assumptions + (
+            f"no per-device batch fits the memory model: the script's "
+            f"{rc.cfg.micro_batch_size}",))
+    best = at(batch)
+    return replace(best, assumptions=best.assumptions + (
+        f"per-device batch {batch}: the largest that fits (benchmark setting), at most "
+        f"{DSCHAT_GLOBAL_BATCH_CAP} per iteration",))
+
+
+# Generation engine of each RL framework where it is not a vLLM engine (whose in-iteration
+# efficiency is efficiency.RL_ROLLOUT_DECODE_EFFICIENCY), as the serving stack whose
+# efficiency.DECODE_EFFICIENCY it takes (read when used): DeepSpeed-Chat's hybrid engine
+# decodes with DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token
+# answers; no case isolates it, so it takes the serving roofline share of vLLM (assumed; its
+# 12 cases would imply 0.22-0.66, median 0.49, with two cases unreachable). Whether FP8 rows
+# also generate in FP8 is the profile's fp8_generation fact.
+RL_ENGINE_STACK: dict[str, str] = {"deepspeed-chat": "vllm"}
+
+
+def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
+                decode_efficiency: float | None = None) -> Any:
+    """rltime.estimate_rl_step of a PPO/GRPO case (``decode_efficiency`` overrides the
+    engine's share of the decode roofline; used to calibrate it)."""
+    rc, cfg, gpu = rl_inputs(case, catalog)
+    platform, _per_node, _network = _platform(gpu, catalog)
+    cap = _max_response_len(case, cfg)
+    engine = RL_ENGINE_STACK.get(str(case.get("framework")))
+    if decode_efficiency is None and engine:
+        decode_efficiency = eff.DECODE_EFFICIENCY[engine]
+    # NeMo-RL's FP8 tables state "Precision: Generation FP8, Training FP8"
+    fp8_gen = case.get("precision") == "fp8" and bool(
+        case_profile(case, catalog).value("fp8_generation"))
+    return estimate_rl_step(rc.resolved.spec, gpu, cfg, platform=platform,
+                            stack=stack_of(case, catalog), critic=rc.critic, reward=rc.reward,
+                            max_response_len=cap,
+                            decode_efficiency=decode_efficiency,
+                            rollout_precision="fp8" if fp8_gen else "bf16")
+
+
+def _rl_metric(case: dict[str, Any], est: Any) -> float:
+    metric = case["metric"]
+    if metric == "step_time_s":
+        return est.step_time_s
+    if metric == "tokens_per_sec_per_gpu":
+        return est.tokens_per_s_per_gpu
+    total = (case.get("extra") or {}).get("total_tokens")
+    if metric == "time_to_train_minutes" and total:
+        return float(total) / est.tokens_per_s / 60
+    raise PlannerError(f"RL metric {metric!r} needs extra.total_tokens" if not total
+                       else f"RL metric {metric!r} is not modelled")
+
+
+def implied_rl_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> float:
+    """The engine's decode roofline share at which an RL case's prediction equals its value
+    (bisection in log space; 4.0 when even that is too slow). The calibrated
+    efficiency.RL_ROLLOUT_DECODE_EFFICIENCY is the median over RL_ROLLOUT_CASES."""
+    target = float(case["value"])
+    lo, hi = 0.02, 4.0
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        value = _rl_metric(case, rl_estimate(case, catalog, decode_efficiency=mid))
+        lo, hi = (mid, hi) if value > target else (lo, mid)
+    return (lo * hi) ** 0.5
+
+
+def _preference_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
+    """A reward-model or DPO training case in its metric: the training step of the pairs
+    (validate.rl_case maps the batch to pairs; DPO adds the reference's forward passes)."""
+    if case["metric"] not in ("tokens_per_sec_per_gpu", "step_time_s"):
+        raise PlannerError(f"{case['workload']} metric {case['metric']!r} needs a total "
+                           "workload the case does not state")
+    for need in ("gpu", "model"):
+        if not case.get(need):
+            raise PlannerError(f"case has no {need}")
+    rc = rl_case(_memory_style_case(case), catalog)
+    gpu = catalog.gpu(case["gpu"])
+    platform, per_node, network = _platform(gpu, catalog)
+    est = estimate_throughput(rc.resolved.spec, gpu, rc.cfg, platform=platform,
+                              stack=stack_of(case, catalog), gpus_per_node=per_node,
+                              inter_node_gbps=network)
+    return _training_metric(case, est, gpu), est.limited_by
+
+
+def _rl_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
+    """A PPO/GRPO case in its metric (rltime.estimate_rl_step); rm/dpo time cases are not
+    usable (no verified total workload)."""
+    workload = str(case.get("workload"))
+    if workload in ("rm", "dpo"):
+        return _preference_value(case, catalog)
+    est = rl_estimate(case, catalog)
+    return _rl_metric(case, est), est.limited_by
+
+
+def implied_utilisation(
+    case: dict[str, Any], catalog: Catalog, *, step_overhead_s: float | None = None
+) -> float:
+    """The stack utilisation at which the prediction of a training case equals its value
+    (bisection in log space; predictions grow monotonically with utilisation). The calibrated
+    factor of a stack is the median of this over its usable cases (efficiency.STACK_CASES)."""
+    kw = {} if step_overhead_s is None else {"step_overhead_s": step_overhead_s}
+    target = float(case["value"])
+    slower = case["metric"] in ("step_time_s", "time_to_train_minutes", "cost_usd")
+    lo, hi = 0.02, 4.0
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        est, _cfg, gpu = training_estimate(case, catalog, utilisation=mid, **kw)
+        value = _training_metric(case, est, gpu)
+        too_fast = value < target if slower else value > target
+        lo, hi = (lo, mid) if too_fast else (mid, hi)
+    return (lo * hi) ** 0.5
+
+
+def implied_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> float:
+    """The roofline share at which the decode prediction equals the case's value (bisection in
+    log space); the calibrated factor of a serving stack is the median over its cases."""
+    target = float(case["value"])
+    lo, hi = 0.02, 4.0
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        value, _limit = _decode_value(case, catalog, efficiency=mid)
+        lo, hi = (lo, mid) if value > target else (mid, hi)
+    return (lo * hi) ** 0.5
+
+
+def error_stats(results: list[ThroughputResult]) -> dict[str, Any]:
+    """Cases, median and p90 |relative error|, bias (mean signed error), share within 20 %."""
+    errs = [r.rel_err for r in results if r.rel_err is not None]
+    out: dict[str, Any] = {"cases": len(results), "predicted": len(errs),
+                           "not_modelled": sum(1 for r in results if r.reason)}
+    if errs:
+        a = [abs(e) for e in errs]
+        out.update(median_abs_err=statistics.median(a), p90_abs_err=percentile(a, 0.9),
+                   bias=statistics.fmean(errs),
+                   within_20=sum(e <= 0.20 for e in a) / len(a))
+    return out
+
+
+def _grouped(results: list[ThroughputResult], key: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[ThroughputResult]] = defaultdict(list)
+    for r in results:
+        groups[str(getattr(r, key))].append(r)
+    return {k: error_stats(v) for k, v in sorted(groups.items())}
+
+
+def summarise_throughput(results: list[ThroughputResult]) -> dict[str, Any]:
+    """Usable training cases (the acceptance set) overall, per workload, stack, framework and
+    precision; decode and RL separately; every reason a case is not modelled."""
+    usable = [r for r in results if r.usable]
+    training = [r for r in usable if r.family == "training"]
+    decode = [r for r in usable if r.family == "decode"]
+    reasons: dict[str, int] = defaultdict(int)
+    for r in results:
+        if r.reason:
+            reasons[r.reason] += 1
+    return {
+        "cases": len(results),
+        "training": error_stats(training),
+        "training_by_workload": _grouped(training, "workload"),
+        "training_by_stack": _grouped(training, "stack"),
+        "training_by_framework": _grouped(training, "framework"),
+        "training_by_precision": _grouped(training, "precision"),
+        "decode": error_stats(decode),
+        "decode_by_stack": _grouped(decode, "stack"),
+        "rl": error_stats([r for r in usable if r.family == "rl"]),
+        "rl_by_workload": _grouped([r for r in usable if r.family == "rl"], "workload"),
+        "rl_by_framework": _grouped([r for r in usable if r.family == "rl"], "framework"),
+        "rl_all_predicted": error_stats([r for r in results
+                                         if r.family == "rl" and r.predicted is not None]),
+        "all_predicted": error_stats([r for r in results if r.predicted is not None]),
+        "not_modelled_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def validate_throughput_file(
+    path: Path, catalog: Catalog
+) -> tuple[list[ThroughputResult], dict[str, Any]]:
+    results = [predict_throughput_case(c, catalog) for c in load_cases(path)]
+    return results, summarise_throughput(results)
+
+
+def is_throughput_file(path: Path) -> bool:
+    """True when the file's cases carry a ``metric`` (the throughput schema)."""
+    cases = load_cases(path)
+    return bool(cases) and all("metric" in c for c in cases)
+
+

@@ -1,0 +1,156 @@
+"""The fields of a validation case that the predictions read, with their types and bounds.
+
+A case file (schema of ../shared/validation) may carry any other field; those listed here must
+be present (null only where the schema allows it), have the stated type (numbers stay numbers:
+``gpu_memory_gib: "80"`` is an error, not 80) and lie within the bounds of the request models,
+so that no prediction meets a value it cannot use.
+``check_cases`` reports every bad case at once, capped (inputs.capped), naming case and field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planner.catalog.specs import MAX_MEMORY_GIB
+from planner.errors import PlannerError
+from planner.inputs import MAX_COUNT, MAX_FLOAT, MAX_STRING, capped, short
+
+Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Amount = Annotated[float, Field(ge=0, le=MAX_FLOAT)]
+Text = Annotated[str, Field(max_length=MAX_STRING)]
+
+
+class _Fields(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False, frozen=True)
+
+
+class _Rl(_Fields):
+    prompt_len: Count | None
+    response_len: Count | None
+    rollout_n: Count | None
+    rollout_tp: Count | None
+    gpu_memory_utilization: Annotated[float, Field(ge=0, le=1)] | None
+
+
+class _Outcome(_Fields):
+    kind: Text
+    peak_gib: Annotated[float, Field(ge=0, le=MAX_MEMORY_GIB)] | None
+    measured_as: Text | None
+
+
+class _Extra(_Fields):
+    grad_accum: Count | None = None
+    target_modules: Text | None = None
+    rollouts_per_step: Count | None = None
+    per_device_batch_examples: Count | None = None
+    pairs_per_micro_batch: Count | None = None
+    ppo_max_token_len_per_gpu: Count | None = None
+    max_seq_len: Count | None = None
+    avg_gen_seq_len: Amount | None = None
+    ulysses_sp: Count | None = None
+    train_batch_size_prompts: Count | None = None
+    train_batch_size: Count | None = None
+    batch_size_prompts: Count | None = None
+    generation_tp: Count | None = None
+    lora_rank: Count | None = None
+    total_tokens: Count | None = None
+    vp: Count | None = None
+    paged_optimizer: bool | None = None
+    optimizer_in_bwd: bool | None = None
+    compile: bool | None = None
+    chunked_ce: bool | None = None
+    fsdp_cpu_offload: bool | None = None
+    reward_model: Text | None = None
+    critic_reward_model: Text | None = None
+    weight_quant: Text | None = None
+    optimizer: Text | None = None
+    roles: Text | None = None
+    policy: Text | None = None
+    fused_lm_head_chunk_size: Count | None = None
+    master_weights_dtype: Text | None = None
+    frozen_base_weights_dtype: Text | None = None
+    trainer_only: bool | None = None
+    critic_model: Text | None = None
+    avg_prompt_len: Amount | None = None
+    avg_response_len: Amount | None = None
+
+
+class _Case(_Fields):
+    """Fields of every case. A field without a default must be present (the predictions read
+    it as case[key]); ``| None`` ones may be null."""
+
+    model: Text | None
+    id: Text | None = None
+    framework: Text | None = None
+    workload: Text | None = None
+    gpu: Text | None = None
+    precision: Text | None = None
+    sharding: Text | None = None
+    grad_checkpointing: Text | None = None
+    micro_batch_size: Count | None = None
+    seq_len: Count | None = None
+    tp: Count | None = None
+    pp: Count | None = None
+    cp: Count | None = None
+    rl: _Rl | None = None
+    extra: _Extra | None = None
+    usable_for_accuracy: bool | None = None
+    params_b: Amount | None = None
+    gpu_memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)] | None = None
+    source: Text | None = None
+    location: Text | None = None
+
+    @model_validator(mode="after")
+    def _layout(self) -> _Case:
+        """The GPUs hold whole tp x pp x cp groups (the data-parallel size is their quotient)."""
+        n, tp, pp, cp = self.num_gpus, self.tp, self.pp, self.cp  # type: ignore[attr-defined]
+        if n is None and self.model is not None and tp is not None and pp is not None:
+            raise ValueError("num_gpus is null while tp and pp state a layout")
+        if n is not None and None not in (tp, pp) and n % (tp * pp * (cp or 1)):
+            raise ValueError(f"num_gpus {n} is not a multiple of tp x pp x cp "
+                             f"({tp} x {pp} x {cp or 1})")
+        return self
+
+
+class MemoryCase(_Case):
+    """A memory case (memory_cases.yaml): a peak, a fit or an OOM."""
+
+    num_gpus: Count
+    method: Text | None = None
+    optimizer: Text | None = None
+    offload: Text | None = None
+    lora_rank: Count | None = None
+    outcome: _Outcome | None = None
+
+
+class ThroughputCase(_Case):
+    """A throughput case (throughput_cases.yaml): a measured value in its metric."""
+
+    metric: Text
+    value: Amount
+    gpu: Text | None
+    num_gpus: Count | None
+    global_batch_size: Count | None
+
+
+def check_cases(cases: list[Any], *, what: str) -> list[dict[str, Any]]:
+    """``cases`` unchanged when every one is a mapping whose read fields are well typed;
+    PlannerError listing the bad ones (case id or index, field, problem) otherwise."""
+    problems: list[str] = []
+    for index, case in enumerate(cases):
+        if not isinstance(case, dict):
+            problems.append(f"case {index}: expected a mapping of fields, got "
+                            f"{type(case).__name__}")
+            continue
+        try:
+            (ThroughputCase if "metric" in case else MemoryCase).model_validate(case)
+        except ValidationError as exc:
+            name = case.get("id") if isinstance(case.get("id"), str) else f"case {index}"
+            problems += [f"{short(name, 50)}: {'.'.join(str(p) for p in err['loc'])} "
+                         f"{short(err.get('input'), 30)}: {err['msg'].lower()}"
+                         for err in exc.errors()]
+    if problems:
+        raise PlannerError(f"{what}: {len(problems)} bad field(s): {capped(problems)}")
+    return cases
