@@ -1,14 +1,15 @@
 """planner: a constraint-solver hardware planner for training large language models.
 
-Library API: ``check``, ``plan``, ``pareto``, ``tune``, ``load_catalog``, with ``TrainConfig``
-(one configuration) and ``PlanRequest`` (what to plan); typed results ``PlanResult``, ``Plan``,
-``TuneResult``; ``json_schema(kind)`` for the ``--json`` documents. ``plan`` and ``pareto`` load
-OR-Tools on first use.
+Library API: ``check``, ``evaluate``, ``plan``, ``pareto``, ``tune``, ``load_catalog``, with
+``TrainConfig`` (one configuration) and ``PlanRequest`` (what to plan); typed results
+``Evaluation`` (what ``check`` renders), ``PlanResult``, ``Plan``, ``TuneResult``;
+``json_schema(kind)`` for the ``--json`` documents. ``plan`` and ``pareto`` load OR-Tools on
+first use.
 """
 
 from typing import Any
 
-from planner.api import check
+from planner.api import Evaluation, check, evaluate
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import PlanRequest, TrainConfig
 from planner.errors import CatalogError, PlannerError, UnknownNameError
@@ -19,11 +20,12 @@ from planner.solver.tune import Pins, TuneResult, tune
 
 __all__ = [
     # calls
-    "check", "load_catalog", "pareto", "plan", "tune", "json_schema",
+    "check", "evaluate", "load_catalog", "pareto", "plan", "tune", "json_schema",
     # requests
     "PlanRequest", "TrainConfig", "Pins",
     # typed results
-    "Catalog", "Plan", "PlanResult", "Binding", "Conflict", "TuneResult", "SCHEMA_VERSION",
+    "Catalog", "Evaluation", "Plan", "PlanResult", "Binding", "Conflict", "TuneResult",
+    "SCHEMA_VERSION",
     # errors (every bad input raises a PlannerError)
     "PlannerError", "CatalogError", "UnknownNameError", "InputError", "FieldErrors",
 ]

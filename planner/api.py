@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from planner.catalog.frameworks import FrameworkChoice
 from planner.catalog.load import Catalog
 from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
@@ -21,12 +22,12 @@ from planner.catalog.resolve import (
     resolve_job,
     role_models,
 )
-from planner.catalog.specs import GpuSpec, ModelSpec, gpus_per_host
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
 from planner.errors import PlannerError
 from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
 from planner.models.bands import band, memory_group, throughput_group
 from planner.models.cost import CostEstimate, Job, define_job, job_cost, job_notes
-from planner.models.memory import GIB, usable_host_ram_gib
+from planner.models.memory import GIB, MemoryEstimate, usable_host_ram_gib
 from planner.models.rltime import workload_throughput
 from planner.models.workloads import estimate_memory
 from planner.outputs import render
@@ -34,16 +35,42 @@ from planner.outputs import render
 MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
 
 
-def check(
+@dataclass(frozen=True)
+class Evaluation:
+    """One configuration evaluated by the models, as ``check`` reports it (typed: the check
+    document is rendered from it, and the ranked fixes compare these values, never rounded
+    text). ``memory``, ``throughput`` and ``cost`` are the models' own estimates."""
+
+    model: ModelSpec
+    asked_as: str
+    gpu: GpuSpec
+    config: TrainConfig  # with the framework's semantics applied
+    framework: FrameworkChoice
+    stack: str
+    platform: PlatformSpec | None
+    memory: MemoryEstimate
+    throughput: Any  # ThroughputEstimate or RLStepEstimate (rltime.workload_throughput)
+    cost: CostEstimate
+    job: Job
+    margin: float
+    critic: ModelSpec | None = None
+    reward: ModelSpec | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits(self.margin)
+
+
+def evaluate(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
     margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
     price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
     power_usd_per_kwh: float | None = None, critic_model: str | None = None,
     reward_model: str | None = None, offer: str | None = None,
-) -> dict[str, Any]:
-    """Memory, throughput, time and cost of one configuration: the `planner check --json`
-    document. A rental is priced on ``offer`` (offers.offer_id: provider/instance_type) when
-    given, else on the cheapest offer that holds the job. Bad arguments raise PlannerError."""
+) -> Evaluation:
+    """Memory, throughput, time and cost of one configuration, typed. A rental is priced on
+    ``offer`` (offers.offer_id: provider/instance_type) when given, else on the cheapest offer
+    that holds the job. Bad arguments raise PlannerError."""
     check_type(config, TrainConfig, name="config")
     check_margin(margin)
     check_choice(pricing, ("buy", "rent", "owned"), name="pricing")
@@ -75,30 +102,55 @@ def check(
         cost = job_cost(gpu_spec, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
                         pricing=pricing, platform=plat if pricing == "buy" else None,
                         price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
+    return Evaluation(model=resolved.spec, asked_as=model, gpu=gpu_spec, config=cfg,
+                      framework=framework, stack=stack, platform=plat, memory=est,
+                      throughput=tput, cost=cost, job=job or define_job(), margin=margin,
+                      critic=critic, reward=reward)
+
+
+def check(
+    *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
+    margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
+    price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
+    power_usd_per_kwh: float | None = None, critic_model: str | None = None,
+    reward_model: str | None = None, offer: str | None = None,
+) -> dict[str, Any]:
+    """The `planner check --json` document of one configuration: ``evaluate`` with the same
+    arguments, rendered (check_document). Bad arguments raise PlannerError."""
+    return check_document(evaluate(
+        model=model, gpu=gpu, config=config, catalog=catalog, margin=margin, stack=stack,
+        pricing=pricing, price_kind=price_kind, platform=platform, job=job,
+        power_usd_per_kwh=power_usd_per_kwh, critic_model=critic_model,
+        reward_model=reward_model, offer=offer))
+
+
+def check_document(ev: Evaluation) -> dict[str, Any]:
+    """An Evaluation as the `planner check --json` document (figures rounded for display)."""
+    cfg, est, tput, cost = ev.config, ev.memory, ev.throughput, ev.cost
     doc = render.check_doc(
-        model=resolved.spec, asked_as=model, gpu=gpu_spec, cfg=cfg, est=est,
-        fits=est.fits(margin), margin=margin,
+        model=ev.model, asked_as=ev.asked_as, gpu=ev.gpu, cfg=cfg, est=est, fits=ev.fits,
+        margin=ev.margin,
     )
-    doc["framework"] = framework.summary()
+    doc["framework"] = ev.framework.summary()
     doc["memory"]["band"] = band("memory", memory_group(cfg.workload, cfg.method),
                                  doc["memory"]["per_gpu_gib"])
-    doc["platform"] = plat.id if plat else None
+    doc["platform"] = ev.platform.id if ev.platform else None
     doc["throughput"] = tput.summary()
-    doc["throughput"]["band"] = band("throughput", throughput_group(cfg.workload, stack),
+    doc["throughput"]["band"] = band("throughput", throughput_group(cfg.workload, ev.stack),
                                      tput.tokens_per_s)
     if hasattr(tput, "terms"):
         doc["throughput"]["terms_s"] = dict(tput.terms)
-    doc["roles"] = {"critic": critic.id if critic else None,
-                    "reward": reward.id if reward else None}
+    doc["roles"] = {"critic": ev.critic.id if ev.critic else None,
+                    "reward": ev.reward.id if ev.reward else None}
     doc["throughput"]["notes"] = list(tput.notes)
     doc["time_hours"] = cost.hours
     doc["cost"] = cost.summary()
     doc["cost"]["notes"] = [*cost.notes, *job_notes(
-        job or define_job(), tokens_per_step=tput.tokens_per_step, hours=cost.hours)]
-    if cfg.seq_len > resolved.spec.max_position_embeddings:
+        ev.job, tokens_per_step=tput.tokens_per_step, hours=cost.hours)]
+    if cfg.seq_len > ev.model.max_position_embeddings:
         doc["memory"]["notes"].append(
-            f"--seq-len {cfg.seq_len} exceeds {resolved.spec.id}'s context of "
-            f"{resolved.spec.max_position_embeddings} tokens: it needs a context extension "
+            f"--seq-len {cfg.seq_len} exceeds {ev.model.id}'s context of "
+            f"{ev.model.max_position_embeddings} tokens: it needs a context extension "
             "(RoPE scaling) the model was not trained with")
     return doc
 

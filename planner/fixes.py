@@ -20,11 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.api import check
+from planner.api import evaluate as evaluate_config
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
 from planner.models.cost import Job
+from planner.models.memory import GIB
 
 JobFor = Job | Callable[[TrainConfig], Job] | None
 
@@ -75,21 +76,21 @@ def evaluate(model: str, gpu: str, config: TrainConfig, *, name: str = "as given
              **check_kwargs: Any) -> FixResult:
     """``check`` one configuration; an invalid combination gives a result with ``error``."""
     try:
-        doc = check(model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,
-                    stack=stack, job=_job(job, config), **check_kwargs)
+        ev = evaluate_config(model=model, gpu=gpu, config=config, catalog=catalog,
+                             margin=margin, stack=stack, job=_job(job, config), **check_kwargs)
     except PlannerError as exc:
         nan = float("nan")
         return FixResult(name=name, config=config, fits=False, per_gpu_gib=nan,
                          capacity_gib=nan, peak_phase="", step_time_s=nan, tokens_per_s=nan,
                          hours=nan, host_ram_gib=nan, changes=tuple(changes), error=str(exc))
-    mem, tput = doc["memory"], doc["throughput"]
+    est, tput = ev.memory, ev.throughput
     return FixResult(
-        name=name, config=config, fits=doc["fits"], per_gpu_gib=mem["per_gpu_gib"],
-        capacity_gib=mem["capacity_gib"], peak_phase=mem["peak_phase"],
-        step_time_s=tput["step_time_s"], tokens_per_s=tput["tokens_per_s"],
-        hours=doc["time_hours"], host_ram_gib=mem["host_ram_gib"],
-        limited_by=tput["limited_by"], changes=tuple(changes),
-        breakdown_gib={k: v for k, v in mem["breakdown_gib"].items() if v > 0},
+        name=name, config=config, fits=ev.fits, per_gpu_gib=est.device / GIB,
+        capacity_gib=est.capacity / GIB, peak_phase=est.phase,
+        step_time_s=tput.step_time_s, tokens_per_s=tput.tokens_per_s,
+        hours=ev.cost.hours, host_ram_gib=est.host_ram / GIB,
+        limited_by=tput.limited_by, changes=tuple(changes),
+        breakdown_gib={k: v / GIB for k, v in est.device_terms().items() if v > 0},
     )
 
 
@@ -240,8 +241,10 @@ def ranked_fixes(model: str, gpu: str, config: TrainConfig, *, catalog: Catalog 
 
 
 def fixes_doc(results: Sequence[FixResult], tokens_per_s: float) -> list[dict[str, Any]]:
-    """The ranked fixes as the `check --json` document lists them."""
-    return [{"changes": list(r.changes), "fits": r.fits, "per_gpu_gib": r.per_gpu_gib,
+    """The ranked fixes as the `check --json` document lists them (memory rounded as the check
+    document rounds it)."""
+    return [{"changes": list(r.changes), "fits": r.fits,
+             "per_gpu_gib": round(r.per_gpu_gib, 3),
              "tokens_per_s": r.tokens_per_s, "hours": r.hours,
              "speed_vs_original": r.tokens_per_s / tokens_per_s if tokens_per_s else None}
             for r in results if r.valid]

@@ -38,11 +38,25 @@ def ev(cat, cfg, **kw):
 def test_evaluate_reports_what_check_reports(cat):
     doc = check(model="tiny-llama", gpu="test-gpu", config=BIG, catalog=cat)
     r = ev(cat, BIG)
-    assert (r.fits, r.per_gpu_gib, r.peak_phase) == (doc["fits"], doc["memory"]["per_gpu_gib"],
-                                                     doc["memory"]["peak_phase"])
+    # the typed values (api.evaluate), of which the check document shows the rounded figures
+    assert (r.fits, r.peak_phase) == (doc["fits"], doc["memory"]["peak_phase"])
+    assert round(r.per_gpu_gib, 3) == doc["memory"]["per_gpu_gib"]
     assert r.step_time_s == doc["throughput"]["step_time_s"]
     assert r.valid and not r.fits
     assert r.top_terms(1)[0][0] == "logits_and_loss"
+
+
+def test_check_renders_the_typed_evaluation(cat):
+    """api.evaluate is the one evaluation (issue 16: typed results, not rounded JSON read
+    back); check's document is its rendering, and the fixes read its typed values."""
+    from planner import Evaluation, evaluate
+    from planner.api import check_document
+
+    got = evaluate(model="tiny-llama", gpu="test-gpu", config=BIG, catalog=cat)
+    assert isinstance(got, Evaluation) and got.fits is False
+    assert check_document(got) == check(model="tiny-llama", gpu="test-gpu", config=BIG,
+                                        catalog=cat)
+    assert sum(got.memory.device_terms().values()) == pytest.approx(got.memory.device)
 
 
 def test_an_invalid_combination_is_a_result_with_its_error(cat):

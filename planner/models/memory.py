@@ -591,6 +591,13 @@ class MemoryEstimate:
     def gib(self, name: str) -> float:
         return getattr(self, name) / GIB
 
+    def device_terms(self) -> dict[str, float]:
+        """The device-level peak by part (bytes; they sum to ``device``): the model's terms,
+        the allocator's cache (reserved - allocated) and the CUDA context and NCCL (device -
+        reserved)."""
+        return {**self.terms, "allocator_cache": self.reserved - self.allocated,
+                "cuda_context_and_nccl": self.device - self.reserved}
+
     def fits(self, margin: float = 0.0) -> bool:
         """Device-level use (reserved + CUDA context + NCCL) within capacity less a margin."""
         return not self.blocked and self.device <= usable_capacity(self.capacity, margin)

@@ -26,9 +26,7 @@ def _r(x: float, nd: int = 3) -> float:
 
 def memory_doc(est: MemoryEstimate) -> dict[str, Any]:
     """The memory block of check/plan JSON. breakdown_gib sums to per_gpu_gib (device level)."""
-    breakdown = {k: _r(v / GIB) for k, v in est.terms.items()}
-    breakdown["allocator_cache"] = _r((est.reserved - est.allocated) / GIB)
-    breakdown["cuda_context_and_nccl"] = _r((est.device - est.reserved) / GIB)
+    breakdown = {k: _r(v / GIB) for k, v in est.device_terms().items()}
     return {
         "per_gpu_gib": _r(est.device / GIB),
         "allocated_gib": _r(est.allocated / GIB),
