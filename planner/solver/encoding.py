@@ -27,7 +27,17 @@ from itertools import combinations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from planner.catalog.offers import DEFAULT_MAX_GPUS_PER_OFFER
+from planner.solver.rules import (
+    BUDGET,
+    GPU_MEMORY,
+    GPUS_PER_HOST,
+    HOST_RAM,
+    MAX_GPUS,
+    MAX_GPUS_PER_OFFER,
+    Rule,
+    chosen,
+    rule,
+)
 from planner.solver.space import PlanSpace, Row, host_sizes, pins
 
 SEED = 0
@@ -51,13 +61,6 @@ def cp_solver(time_limit: float) -> cp_model.CpSolver:
 NO_TIME = 10**11  # step time of a pair that is not a candidate (add_step_time leaves it out)
 
 
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    unit: str
-    relax: str  # how to relax it, in the user's words
-
-
 @dataclass
 class Encoding:
     """The CP-SAT model of one request over a list of candidate rows."""
@@ -69,15 +72,15 @@ class Encoding:
     var: dict[str, cp_model.IntVar] = field(default_factory=dict)
     offer: list[cp_model.IntVar] = field(default_factory=list)  # one-hot over ``offers``
     row: list[cp_model.IntVar] = field(default_factory=list)  # one-hot over ``rows``
-    rules: dict[str, Rule] = field(default_factory=dict)
+    rules: dict[str, Rule] = field(default_factory=dict)  # the rules of this model, by name
     literal: dict[str, cp_model.IntVar] = field(default_factory=dict)
     max_hosts: int = 1  # the hosts variable's upper bound
     fit_checks: list | None = None  # _fit_checks, once per model
 
-    def rule(self, name: str, unit: str, relax: str) -> cp_model.IntVar:
-        """Register a rule and return its enforcement literal."""
+    def rule(self, name: str) -> cp_model.IntVar:
+        """Register the rule ``name`` (rules.rule) and return its enforcement literal."""
         lit = self.model.new_bool_var(f"rule:{name}")
-        self.rules[name] = Rule(name, unit, relax)
+        self.rules[name] = rule(name)
         self.literal[name] = lit
         return lit
 
@@ -115,95 +118,27 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
     most = max((r.num_gpus for r in rows), default=1)
     enc.max_hosts = max((space.offers[i].hosts(most) for i in offers), default=1)
     v["hosts"] = m.new_int_var(1, enc.max_hosts, "hosts")
-    _add_max_gpus(enc)
-    _add_supply(enc)
-    _add_gpu_memory(enc)
-    _add_hosts(enc)
-    _add_host_ram(enc)
-    _add_cost(enc)
+    for r in (MAX_GPUS, MAX_GPUS_PER_OFFER, GPU_MEMORY, GPUS_PER_HOST, HOST_RAM):
+        r.encode(enc)
+    _add_cost(enc)  # the cost variable, which the budget rule limits
+    BUDGET.encode(enc)
     _add_offer_bounds(enc, every_subset)
     _add_pins(enc)
     return enc
 
 
-def _chosen(enc: Encoding):
-    """(offer spec, its literal) for the offers of this model."""
-    return [(enc.space.offers[i], x) for i, x in zip(enc.offers, enc.offer, strict=True)]
-
-
-def _add_max_gpus(enc: Encoding) -> None:
-    req = enc.space.request
-    lit = enc.rule("max_gpus", "GPUs", f"raise --max-gpus above {req.max_gpus}")
-    enc.model.add(enc.var["num_gpus"] <= req.max_gpus).only_enforce_if(lit)
-
-
-def _add_supply(enc: Encoding) -> None:
-    """Rent: an offer supplies at most its max_gpus GPUs (--max-gpus-per-offer, whole
-    instances)."""
-    capped = [(o, x) for o, x in _chosen(enc) if o.max_gpus is not None]
-    if not capped:
-        return
-    most = enc.space.request.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
-    lit = enc.rule("max_gpus_per_offer", "GPUs", f"raise --max-gpus-per-offer above {most}")
-    for o, x in capped:
-        enc.model.add(enc.var["num_gpus"] <= o.max_gpus).only_enforce_if([lit, x])
-
-
-def _add_gpu_memory(enc: Encoding) -> None:
-    """Per-GPU memory of the worse phase <= capacity x (1 - margin) of the chosen GPU (MiB)."""
-    m = enc.model
-    lit = enc.rule("gpu_memory", "MiB per GPU",
-                   "a GPU with more memory, more GPUs (sharding), LoRA/QLoRA, checkpointing, "
-                   "a smaller micro-batch or a shorter sequence")
-    needs = [r.gpu_need_mib for r in enc.rows]
-    need = m.new_int_var(min(needs), max(needs), "gpu_need_mib")
-    m.add(need == enc.row_sum(needs))
-    caps = [enc.space.offers[i].capacity_mib for i in enc.offers]
-    capacity = m.new_int_var(min(caps), max(caps), "capacity_mib")
-    m.add(capacity == enc.offer_sum(caps))
-    m.add(need <= capacity).only_enforce_if(lit)
-    enc.var.update(gpu_need_mib=need, capacity_mib=capacity)
-
-
-def _add_hosts(enc: Encoding) -> None:
-    """Hosts hold the GPUs (hosts x GPUs per host >= GPUs); tp stays inside one host."""
-    m, v = enc.model, enc.var
-    lit = enc.rule("gpus_per_host", "GPUs", "a platform with more GPU slots, or less tp")
-    for o, x in _chosen(enc):
-        m.add(v["hosts"] * o.gpus_per_host >= v["num_gpus"]).only_enforce_if(x)
-        m.add(v["tp"] <= o.gpus_per_host).only_enforce_if([lit, x])
-
-
-def _add_host_ram(enc: Encoding) -> None:
-    """Host RAM of one host (its ranks' offloaded states and processes) <= the platform's or
-    instance's RAM, for the offers whose RAM is known (a per-GPU catalog rate: not known)."""
-    sp, m = enc.space, enc.model
-    if all(o.host_ram_mib is None for o, _ in _chosen(enc)):
-        return
-    lit = enc.rule("host_ram", "MiB per host",
-                   "a host with more RAM, no CPU offload, or more GPUs to shard the states")
-    for j, size in enumerate(host_sizes(sp)):
-        need = enc.row_sum([r.host_need_mib[j] for r in enc.rows])
-        for o, x in _chosen(enc):
-            if o.gpus_per_host == size and o.host_ram_mib is not None:
-                m.add(need <= o.host_ram_mib).only_enforce_if([lit, x])
-
-
 def _add_cost(enc: Encoding) -> None:
-    """Purchase: GPUs x price + hosts x host price (whole dollars) <= budget. Rental: the
-    hourly rate of the GPUs (milli-dollars per hour) orders plans of equal job time by cost; the
-    rental budget is on the job's cost, which needs step times (solve.timed_search)."""
-    m, v, req = enc.model, enc.var, enc.space.request
+    """The cost variable: purchase, GPUs x price + hosts x host price (whole dollars; the budget
+    rule limits it); rental, the hourly rate (milli-dollars per hour), which orders plans of
+    equal job time by cost (the rental budget is on the job's cost: search.timed_search)."""
+    m, v = enc.model, enc.var
     gpus = [r.num_gpus for r in enc.rows]
-    ends = [_cost(enc, o, n) for o, _ in _chosen(enc) for n in (min(gpus), max(gpus))]
+    ends = [_cost(enc, o, n) for o, _ in chosen(enc) for n in (min(gpus), max(gpus))]
     cost = m.new_int_var(min(ends), max(ends), "cost_usd")  # monotone in the GPU count
-    for o, x in _chosen(enc):
+    for o, x in chosen(enc):
         price, host_price = _prices(enc, o)
         m.add(cost == price * v["num_gpus"] + host_price * v["hosts"]).only_enforce_if(x)
     v["cost_usd"] = cost
-    if req.budget_usd is not None and req.pricing == "buy":
-        lit = enc.rule("budget", "USD", f"raise --budget above ${req.budget_usd:,.0f}")
-        m.add(cost <= int(req.budget_usd)).only_enforce_if(lit)
 
 
 def _prices(enc: Encoding, o) -> tuple[int, int]:
@@ -262,7 +197,7 @@ def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, 
         host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
         sizes = host_sizes(enc.space)
         enc.fit_checks = []
-        for o, x in _chosen(enc):
+        for o, x in chosen(enc):
             checks = {"gpu_memory": need <= o.capacity_mib,
                       "gpus_per_host": tp <= o.gpus_per_host}
             if "host_ram" in enc.literal:
@@ -322,5 +257,5 @@ def _add_pins(enc: Encoding) -> None:
     """Values the user fixed: each pin is a rule, so a conflict can name it."""
     m, v = enc.model, enc.var
     for name, value in pins(enc.space.request).items():
-        lit = enc.rule(f"pin:{name}", "", f"leave --{name.replace('_', '-')} open")
+        lit = enc.rule(f"pin:{name}")
         m.add(v[name] == value).only_enforce_if(lit)

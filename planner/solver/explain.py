@@ -12,16 +12,14 @@
 
 from __future__ import annotations
 
-import dataclasses as dc
-
 from ortools.sat.python import cp_model
 
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import PlanRequest
 from planner.errors import PlannerError
-from planner.models.memory import GIB, usable_capacity, usable_mib
 from planner.solver.encoding import Encoding, build, cp_solver, hint_cheapest
 from planner.solver.result import SLACK_TIGHT, Binding, Conflict, Plan
+from planner.solver.rules import RULES, rule, usage_at
 from planner.solver.search import job_hours_at, job_steps, needs_timing, plan_usd, timed_search
 from planner.solver.space import PlanSpace, build_space
 from planner.solver.stages import (
@@ -70,28 +68,6 @@ def _solve_without(enc: Encoding, dropped: set[str], objective) -> tuple[bool, i
     return True, (int(round(s.objective_value)) if objective is not None else None), values
 
 
-def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
-    """(used, limit, unit) of each rule at the plan, from the analytic models."""
-    req = space.request
-    offer = space.offer_of(plan)
-    out = {
-        "gpu_memory": (plan.memory.device / GIB,
-                       usable_capacity(plan.memory.capacity, req.memory_margin) / GIB,
-                       "GiB per GPU"),
-        "gpus_per_host": (float(plan.config.tp), float(offer.gpus_per_host), "GPUs (tp)"),
-        "max_gpus": (float(plan.num_gpus), float(req.max_gpus), "GPUs"),
-    }
-    if offer.max_gpus is not None:
-        out["max_gpus_per_offer"] = (float(plan.num_gpus), float(offer.max_gpus), "GPUs")
-    if req.budget_usd is not None:
-        out["budget"] = (plan.cost_usd, req.budget_usd, "USD")
-    if offer.host_ram_mib is not None:
-        out["host_ram"] = (plan.memory.host_ram / GIB, offer.host_ram_mib / 1024, "GiB per host")
-    if req.max_hours is not None:
-        out["max_hours"] = (plan.time_hours, req.max_hours, "hours")
-    return out
-
-
 def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
     """Every rule at the plan with its slack. A rule binds exactly when relaxing it one step
     gives a strictly better optimum under the request's objective, found by re-solving both:
@@ -101,10 +77,10 @@ def binding_rules(space: PlanSpace, plan: Plan) -> list[Binding]:
     enc = None if needs_timing(space.request) else cost_stage(space)
     if enc is None:
         return [_rule(name, usage, _one_step(space, name) or _resource_step(space, plan, name))
-                for name, usage in _usage(space, plan).items()]
+                for name, usage in usage_at(space, plan).items()]
     _, base_cost, _ = _solve_without(enc, set(), enc.var["cost_usd"])
     out = []
-    for name, usage in _usage(space, plan).items():
+    for name, usage in usage_at(space, plan).items():
         relaxed = None
         if name in enc.literal:
             ok, cost, values = _solve_without(enc, {name}, enc.var["cost_usd"])
@@ -130,30 +106,11 @@ RELAX_STEP = 0.10  # "one step": a limit loosened by 10 %
 
 
 def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, str] | None:
-    """The space with one resource rule loosened one step: the plan's GPU type with the next
-    larger memory among the offered types, hosts with twice the RAM, or twice --max-gpus."""
-    req = space.request
-    if name == "gpu_memory":
-        mine = next(o.gpu.memory_gib for o in space.offers if o.gpu.id == plan.gpu)
-        larger = sorted({o.gpu.memory_gib for o in space.offers if o.gpu.memory_gib > mine})
-        if not larger:
-            return None
-        cap = usable_mib(larger[0], req.memory_margin)
-        offers = tuple(dc.replace(o, capacity_mib=cap) if o.gpu.id == plan.gpu else o
-                       for o in space.offers)
-        return space.with_offers(offers), f"{plan.gpu} with {larger[0]:g} GiB"
-    if name == "host_ram":
-        offers = tuple(dc.replace(o, host_ram_mib=2 * o.host_ram_mib)
-                       if o.host_ram_mib is not None else o for o in space.offers)
-        return space.with_offers(offers), "hosts with twice the RAM"
-    if name == "max_gpus_per_offer":
-        offers = tuple(dc.replace(o, max_gpus=2 * o.max_gpus) if o.max_gpus else o
-                       for o in space.offers)
-        return space.with_offers(offers), "offers supplying twice the GPUs"
-    if name == "max_gpus" and req.num_gpus is None:
-        loose = req.model_copy(update={"max_gpus": 2 * req.max_gpus})
-        return dc.replace(space, request=loose), f"max-gpus {2 * req.max_gpus}"
-    return None
+    """The space with one resource rule loosened one step (the rule's own ``loosen``: the
+    plan's GPU type with the next larger memory, hosts with twice the RAM, offers supplying
+    twice the GPUs, twice --max-gpus)."""
+    loosen = RULES[name].loosen if name in RULES else None
+    return None if loosen is None else loosen(space, plan)
 
 
 def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
@@ -219,7 +176,7 @@ def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = N
         name, v["cost_usd"] if name.startswith("pin:") else None)
     ok, best, values = _solve_without(enc, dropped, target)
     if not ok:
-        return enc.rules[name].relax
+        return enc.rules[name].relax(space.request)
     if name == "budget":
         return f"budget >= ${best:,}"
     if name == "max_gpus":
@@ -234,7 +191,7 @@ def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = N
         kept = [f for f in (_batch_keeping_pin(space, field, cat),
                             _nearest_pin(space, field, cat)) if f]
         return " or ".join([*kept, leave])
-    return enc.rules[name].relax
+    return enc.rules[name].relax(space.request)
 
 
 def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog) -> str | None:
@@ -403,18 +360,8 @@ def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict
 
 
 def _describe(space: PlanSpace, name: str) -> str:
-    req = space.request
-    return {
-        "budget": f"budget ${req.budget_usd:,.0f}" if req.budget_usd else "budget",
-        "max_gpus": f"max-gpus {req.max_gpus}",
-        "pin:num_gpus": f"num-gpus {req.num_gpus}",
-        "pin:grad_accum": f"grad-accum {req.grad_accum}",
-        "gpu_memory": "GPU memory",
-        "host_ram": "host RAM",
-        "gpus_per_host": "GPUs per host",
-        "max_hours": f"max-hours {req.max_hours}",
-        "min_tokens_per_s": f"min-tokens-per-s {req.min_tokens_per_s}",
-    }.get(name, name)
+    """The rule in the user's words (rules.Rule.describe)."""
+    return rule(name).describe(space.request)
 
 
 def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict]:
