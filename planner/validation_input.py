@@ -75,6 +75,17 @@ class _Extra(_Fields):
     critic_model: Text | None = None
     avg_prompt_len: Amount | None = None
     avg_response_len: Amount | None = None
+    # DeepSpeed-Chat's --generation_batches: batches of the per-device batch an RL iteration
+    # generates on every GPU (validate.rl_case)
+    generation_batches: Count | None = None
+    # the run used the largest per-device batch that fits, at most global_batch_size prompts
+    # per iteration; script_micro_batch where none fits (validate_throughput)
+    largest_fitting_batch: bool | None = None
+    script_micro_batch: Count | None = None
+    # verl's global (deprecated) ppo_micro_batch_size before its per-rank normalisation, and
+    # the reference model's param_offload: recorded settings, not read by the predictions
+    ppo_micro_batch_size_global: Count | None = None
+    ref_param_offload: bool | None = None
 
 
 class _Case(_Fields):
