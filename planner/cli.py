@@ -676,14 +676,17 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
         t_results, t_summary = validate_throughput_file(path, catalog)
         if not as_json:
             return render.throughput_validate_text(t_results, t_summary)
-        cases = [{"id": r.id, "metric": r.metric, "usable": r.usable, "measured": r.measured,
+        cases = [{"id": r.id, "metric": r.metric, "framework": r.framework,
+                  "framework_version": r.framework_version, "usable": r.usable,
+                  "measured": r.measured,
                   "predicted": None if r.predicted is None else {"value": r.predicted},
                   "rel_err": r.rel_err, "reason": r.reason} for r in t_results]
         return {"cases": cases, "summary": t_summary}
     results, summary = validate_file(path, catalog)
     if not as_json:
         return render.validate_text(results, summary)
-    cases = [{"id": r.id, "kind": r.kind, "usable": r.usable,
+    cases = [{"id": r.id, "kind": r.kind, "framework": r.framework,
+              "framework_version": r.framework_version, "usable": r.usable,
               "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
               "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
                                                   "range_gib": r.predicted_range_gib,

@@ -15,11 +15,16 @@ from __future__ import annotations
 import statistics
 
 import pytest
-import yaml
 
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.models.efficiency import RL_ROLLOUT_CASES, RL_ROLLOUT_DECODE_EFFICIENCY
-from planner.validation.validate import RL_CASE_WORKLOADS, predict_case, rl_case, rl_summary
+from planner.validation.validate import (
+    RL_CASE_WORKLOADS,
+    load_cases,
+    predict_case,
+    rl_case,
+    rl_summary,
+)
 from planner.validation.validate import error_stats as memory_error_stats
 from planner.validation.validate_throughput import (
     error_stats,
@@ -31,7 +36,8 @@ DATA = shipped_validation_dir()
 
 
 def _cases(name):
-    return yaml.safe_load((DATA / name).read_text())["cases"]
+    """The cases with the project's additions (validation/case_additions.yaml)."""
+    return load_cases(DATA / name)
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +99,11 @@ def test_rl_time_accuracy(timing, workload, cases, median, p90):
 
 
 def test_dschat_runs_use_the_largest_batch_that_fits(catalog, time_cases):
-    """The benchmark batch is the memory model's edge: it fits and one more does not (or it is
-    the 1024-per-iteration cap); where nothing fits, the script's batch stays and is said."""
+    """The benchmark batch (extra.largest_fitting_batch) is the memory model's edge: it fits
+    and one more does not (or it is the case's global_batch_size per iteration); where nothing
+    fits, the script's batch (extra.script_micro_batch) stays and is said."""
     from planner.models.workloads import estimate_memory
-    from planner.validation.validate_throughput import DSCHAT_GLOBAL_BATCH_CAP, rl_inputs
+    from planner.validation.validate_throughput import rl_inputs
 
     def fits(case, batch):
         rc = rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)
@@ -109,7 +116,8 @@ def test_dschat_runs_use_the_largest_batch_that_fits(catalog, time_cases):
         case = time_cases[name]
         rc, cfg, _gpu = rl_inputs(case, catalog)
         b = cfg.micro_batch_size
-        cap = DSCHAT_GLOBAL_BATCH_CAP // case["num_gpus"]
+        assert case["extra"]["largest_fitting_batch"], name
+        cap = case["global_batch_size"] // case["num_gpus"]
         assert fits(case, b) and (b == cap or not fits(case, b + 1)), (name, b)
         assert cfg.rollout_batch == b * case["num_gpus"]
         assert any("largest that fits" in a for a in rc.assumptions)

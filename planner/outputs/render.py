@@ -249,6 +249,15 @@ def _money(x: float | None) -> str:
     return f"{x:,.0f}" if x else "-"
 
 
+def _frameworks_table(groups: dict[str, dict[str, Any]]) -> str:
+    rows = [[fw, str(g["peak_cases"]), _pct(g.get("median_abs_err")), _pct(g.get("p90_abs_err")),
+             str(g["fits_cases"]), _pct(g.get("fits_accuracy")), str(g["not_modelled"]),
+             "; ".join(g["versions"])[:60] or "-", str(g["unstated"])]
+            for fw, g in groups.items()]
+    return _table(rows, ["framework", "peaks", "median", "p90", "verdicts", "right",
+                         "not modelled", "versions", "unstated"])
+
+
 def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
     rows = []
     for r in results:
@@ -279,6 +288,8 @@ def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
                       str(s["not_modelled"])])
     out.append(_table(srows, ["group", "peaks", "median", "p90", "strict p90", "bias", "<=20%",
                               "verdicts", "right", "not modelled"]))
+    out += ["", "by framework (versions: the releases the cases state they ran)",
+            _frameworks_table(summary["by_framework"])]
     if summary["not_modelled_reasons"]:
         out.append("")
         out.append("not modelled:")

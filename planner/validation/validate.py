@@ -17,15 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from planner.catalog.frameworks import Profile, config_fields, resolve
-from planner.catalog.load import Catalog
+from planner.catalog.frameworks import Profile, config_fields, default_engine, resolve
+from planner.catalog.load import Catalog, shipped_validation_dir
 from planner.catalog.request import TrainConfig, validate_config
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, UnknownNameError
 from planner.inputs import load_file
 from planner.models.memory import GIB, MemoryEstimate
 from planner.models.workloads import ROLLOUT_PHASE, estimate_memory, workload_phases
-from planner.validation.validation_input import check_cases
+from planner.validation.validation_input import (
+    CaseAdditions,
+    check_cases,
+    parse_additions,
+    with_additions,
+)
 
 SFT_WORKLOADS = ("sft", "pretrain")
 EMULATING_GPU = "h100-sxm"
@@ -56,6 +61,7 @@ class CaseResult:
     predicted_fits: bool | None
     reason: str | None
     assumptions: tuple[str, ...] = ()  # RL/preference mapping choices (validate.rl_case)
+    framework_version: str | None = None  # the release or commit the measurement ran
 
     @property
     def rel_err(self) -> float | None:
@@ -78,14 +84,28 @@ class CaseResult:
         return (self.predicted_gib - self.measured_gib) / self.measured_gib
 
 
+ADDITIONS_FILE = "case_additions.yaml"
+
+
+def case_additions() -> CaseAdditions:
+    """The project's additions to published cases (validation/case_additions.yaml): settings
+    and framework versions their sources state that the shared case files do not carry."""
+    path = shipped_validation_dir() / ADDITIONS_FILE
+    data = load_file(path, what="validation additions", kind="yaml")
+    return parse_additions(data, what=f"validation additions {str(path)!r}")
+
+
 def load_cases(path: Path) -> list[dict[str, Any]]:
-    """The cases of a validation file, read through the input boundary and checked against
-    validation_input.CASE_FIELDS."""
+    """The cases of a validation file, read through the input boundary, with the project's
+    additions for their ids (validation_input.with_additions), checked against
+    validation_input's case schema."""
     data = load_file(path, what="validation file", kind="yaml")
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
         raise PlannerError(f"validation file {str(path)!r} has no 'cases' list")
-    return check_cases(cases, what=f"validation file {str(path)!r}")
+    what = f"validation file {str(path)!r}"
+    cases = check_cases(cases, what=what)
+    return check_cases(with_additions(cases, case_additions()), what=what)
 
 
 def _targets(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -244,34 +264,17 @@ RL_CASE_WORKLOADS = ("rm", "dpo", "ppo", "grpo")
 # (its config.json: 32 layers, hidden 4096, 8 kv heads, vocab 32000).
 ROLE_ARCHITECTURE = {"weqweasdas/RM-Mistral-7B": "mistralai/Mistral-7B-Instruct-v0.2"}
 
-# DeepSpeed-Chat step-3 scripts (DeepSpeedExamples applications/DeepSpeed-Chat/training/
-# step3_rlhf_finetuning/training_scripts/opt/{single_gpu,single_node,multi_node}/run_*.sh):
-# per-device generation (= training) batch in prompts and --inference_tp_size, by actor size
-# (billions) and whether the job is on one GPU. Every script sets --actor_lora_dim 128 without
-# --only_optimize_lora (all actor weights train, adapters on top), --actor_gradient_checkpointing,
-# --enable_hybrid_engine, ZeRO stage 0 on one GPU and 3 on several, ppo_epochs 1 and
-# generation_batches 1 (one optimizer step per iteration).
-# Time cases (Table 1) replace the batch by the benchmark's own rule, the largest that fits
-# (validate_throughput.dschat_benchmark_batch); the scripts' batch remains where none fits.
-DSCHAT_SCRIPTS: dict[tuple[float, bool], tuple[int, int]] = {
-    (1.3, True): (16, 1),    # single_gpu/run_1.3b.sh: main.py default batch 16
-    (6.7, True): (8, 1),     # single_gpu/run_6.7b_lora.sh
-    (13.0, True): (8, 1),    # no 13B single-GPU script: the 6.7B one's batch
-    (1.3, False): (16, 1),   # single_node/run_1.3b.sh
-    (6.7, False): (4, 1),    # single_node/run_6.7b.sh
-    (13.0, False): (16, 2),  # single_node/run_13b.sh: --inference_tp_size 2
-    (30.0, False): (4, 1),   # single_node/run_30b_lora.sh
-    (66.0, False): (4, 8),   # multi_node/run_66b.sh: --inference_tp_size 8
-}
+# The rollout engine that generates with the actor's own weights (DeepSpeed-Chat's hybrid
+# engine, the deepspeed-chat profile's rollout_engines).
+ACTOR_WEIGHT_ENGINE = "deepspeed-hybrid"
 
 
-def dschat_script(params_b: float, num_gpus: int) -> tuple[int, int]:
-    """(per-device prompts per iteration, inference TP) of the DeepSpeed-Chat script closest in
-    actor size for a one-GPU or multi-GPU job."""
-    single = num_gpus == 1
-    sizes = [k for k in DSCHAT_SCRIPTS if k[1] == single]
-    best = min(sizes, key=lambda k: abs(k[0] - params_b))
-    return DSCHAT_SCRIPTS[best]
+def _generated_prompts(case: dict[str, Any], per_device: int) -> int:
+    """Prompts an iteration generates under extra.generation_batches: that many batches of
+    ``per_device`` prompts on every GPU, at most the case's global_batch_size."""
+    prompts = per_device * case["num_gpus"] * int(case["extra"]["generation_batches"])
+    cap = case.get("global_batch_size")
+    return min(int(cap), prompts) if cap else prompts
 
 
 @dataclass(frozen=True)
@@ -321,15 +324,19 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
       rank's micro-batch split over sp GPUs is mapped to micro_batch / sp sequences per GPU
       (the same tokens per GPU; the all-to-all buffers are not modelled). Dynamic batching
       (ppo_max_token_len_per_gpu) becomes that many tokens per micro-step.
-    * DeepSpeed-Chat: DSCHAT_SCRIPTS; critic and reward OPT-350m; the hybrid engine generates
-      with the actor's own weights.
+    * extra.generation_batches (DeepSpeed-Chat's --generation_batches): an iteration generates
+      that many batches of the per-device batch on every GPU, at most global_batch_size
+      prompts; extra.critic_reward_model names the critic and reward model together.
+    * A rollout engine that generates with the actor's own weights (the profile's
+      deepspeed-hybrid engine) moves no engine weights between phases.
+    The settings of a published run (batch, inference TP, sharding, method) are the case's
+    own fields (or the project's additions to it, validation/case_additions.yaml).
     """
     workload = str(case.get("workload"))
     if not case.get("model"):
         raise PlannerError("no public checkpoint: architecture unknown")
     resolved = catalog.model(case["model"])
     extra = case.get("extra") or {}
-    fw_name = str(case.get("framework"))
     profile = case_profile(case, catalog)
     assumed: list[str] = []
     if extra.get("roles"):
@@ -339,8 +346,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         raise PlannerError(f"per-role GPU groups ({extra['roles']}) with generation on the "
                            "actor's GPUs (HF generate, no vLLM engines): split placement "
                            "needs engine GPUs of its own")
-    sharding = case.get("sharding") or ("zero3" if fw_name == "deepspeed-chat"
-                                        and case["num_gpus"] > 1 else "none")
+    sharding = case.get("sharding") or "none"
     if sharding == "megatron" and not for_time:
         raise PlannerError("RL trainer with Megatron TP/PP: the RL trainer model is data "
                            "parallel only")
@@ -363,7 +369,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         "compiled": bool(extra.get("compile", False)),
     }
     offload = case.get("offload") or "none"
-    _set_method(case, profile, common, assumed, for_time=for_time)
+    _set_method(case, profile, common)
     critic = reward = None
     if workload in ("rm", "dpo"):
         cfg = TrainConfig(**common, micro_batch_size=_pairs(case), offload=offload,
@@ -389,29 +395,13 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
                   engine_outside_counter=bool(profile.value("engine_outside_torch")))
 
 
-def _set_method(case: dict[str, Any], profile: Profile, common: dict[str, Any],
-                assumed: list[str], *, for_time: bool) -> None:
-    """The case's method (and LoRA rank and targets) into ``common`` (rl_case); DeepSpeed-Chat
-    runs that state none are read from the benchmark's scripts, as ``assumed`` says."""
-    method, fw_name = case.get("method"), str(case.get("framework"))
-    if method is None and fw_name == "deepspeed-chat" and for_time:
-        # Table 1 runs (the shipped scripts): --actor_lora_dim 128 without
-        # --only_optimize_lora, so every actor weight trains (adapters on top, ~1 % extra).
-        method = "full"
-        assumed.append("actor trains all weights (scripts: LoRA dim 128 without "
-                       "--only_optimize_lora)")
-    if method is None and fw_name == "deepspeed-chat":
-        # Table 3 "max model size on a single GPU": OPT-13B's full states (16 B x 13.2B) cannot
-        # be on an 80 GB card, so the run trained the rank-128 adapters alone
-        # (--only_optimize_lora).
-        method = "lora"
-        common["lora_rank"] = 128
-        assumed.append("actor LoRA r128 only (--only_optimize_lora): full states cannot fit")
-    method = method or "full"
+def _set_method(case: dict[str, Any], profile: Profile, common: dict[str, Any]) -> None:
+    """The case's method (and LoRA rank and targets) into ``common`` (rl_case)."""
+    method = case.get("method") or "full"
     common["method"] = method
     if method in ("lora", "dora", "qlora"):
         lora = _lora_defaults(case, profile)
-        common.setdefault("lora_rank", lora["lora_rank"])
+        common["lora_rank"] = lora["lora_rank"]
         common["lora_targets"] = lora["lora_targets"]
 
 
@@ -421,7 +411,7 @@ def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile:
     """The TrainConfig and (critic, reward) models of a PPO/GRPO case (rl_case); what it
     assumes is appended to ``assumed``."""
     extra = case.get("extra") or {}
-    workload, fw_name = str(case.get("workload")), str(case.get("framework"))
+    workload = str(case.get("workload"))
     critic = reward = None
     rl = case.get("rl") or {}
     if not (rl.get("prompt_len") and rl.get("response_len")):
@@ -449,19 +439,15 @@ def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile:
     if mb is None and extra.get("ppo_max_token_len_per_gpu"):
         mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)
         assumed.append(f"dynamic batching: {mb} sequences per micro-step")
-    if fw_name == "deepspeed-chat":
-        per_dev, inf_tp = dschat_script(float(case.get("params_b") or 0), case["num_gpus"])
-        mb = mb or per_dev
-        rl_opts["rollout_tp"] = rl.get("rollout_tp") or inf_tp
-        # one generation batch per iteration: per-device batch x GPUs prompts, at most the
-        # benchmark's 1024 (BenckmarkSetting.md)
-        rl_opts["rollout_batch"] = min(1024, mb * case["num_gpus"])
-        if for_time:
-            # the hybrid engine generates with the actor's own (gathered) weights and drops
-            # them after generation: no engine weights cross PCIe (no vLLM sleep traffic)
-            rl_opts["engine_sleep"] = False
-        critic = reward = _role_model(extra.get("critic_reward_model")
-                                      or "facebook/opt-350m", catalog)
+    mb = mb or extra.get("script_micro_batch")
+    if mb and extra.get("generation_batches"):
+        rl_opts["rollout_batch"] = _generated_prompts(case, int(mb))
+    if for_time and default_engine(profile) == ACTOR_WEIGHT_ENGINE:
+        # the engine generates with the actor's own (gathered) weights and drops them after
+        # generation: no engine weights cross PCIe (no vLLM sleep traffic)
+        rl_opts["engine_sleep"] = False
+    if extra.get("critic_reward_model"):
+        critic = reward = _role_model(extra["critic_reward_model"], catalog)
     if mb is None:
         mb = 1
         assumed.append("micro-batch 1 (not stated)")
@@ -504,6 +490,7 @@ def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
         "measured_gib": outcome.get("peak_gib"),
         "measured_as": outcome.get("measured_as"),
         "capacity_gib": case.get("gpu_memory_gib"),
+        "framework_version": case.get("framework_version"),
     }
     if kind == "throughput":
         return CaseResult(**base, predicted_gib=None, predicted_range_gib=None,
@@ -648,6 +635,18 @@ def rl_summary(results: list[CaseResult]) -> dict[str, Any]:
     }
 
 
+def by_framework(results: list[CaseResult]) -> dict[str, dict[str, Any]]:
+    """Per framework the cases are of: the error statistics and the framework versions the
+    measurements ran (those the cases state, sorted; ``unstated``: cases that state none)."""
+    groups: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in results:
+        groups[r.framework].append(r)
+    return {fw: {**error_stats(rs),
+                 "versions": sorted({r.framework_version for r in rs if r.framework_version}),
+                 "unstated": sum(1 for r in rs if not r.framework_version)}
+            for fw, rs in sorted(groups.items())}
+
+
 def summarise(results: list[CaseResult]) -> dict[str, Any]:
     """Overall, per workload/method, the SFT-family acceptance set, and unmodelled reasons."""
     usable = [r for r in results if r.usable]
@@ -669,6 +668,7 @@ def summarise(results: list[CaseResult]) -> dict[str, Any]:
         "all_cases": error_stats(results),
         "by_workload_method": {k: error_stats(v) for k, v in sorted(groups.items())},
         "rl": rl_summary(results),
+        "by_framework": by_framework(results),
         "not_modelled_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
     }
 

@@ -62,6 +62,7 @@ class ThroughputResult:
     predicted: float | None
     limited_by: str | None
     reason: str | None
+    framework_version: str | None = None  # the release or commit the measurement ran
 
     @property
     def rel_err(self) -> float | None:
@@ -224,6 +225,7 @@ def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> Throughpu
         "framework": str(case.get("framework")), "stack": stack_of(case, catalog),
         "precision": str(case.get("precision")), "family": family,
         "usable": bool(case.get("usable_for_accuracy")), "measured": float(case["value"]),
+        "framework_version": case.get("framework_version"),
     }
     if family == "rl":
         try:
@@ -306,8 +308,8 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         extra = {**extra, "train_batch_size": int(extra["rollouts_per_step"])}
     mem["extra"] = extra
     rc = rl_case(mem, catalog, for_time=True)
-    if case.get("framework") == "deepspeed-chat" and not case.get("micro_batch_size"):
-        rc = dschat_benchmark_batch(mem, rc, catalog)
+    if extra.get("largest_fitting_batch") and not case.get("micro_batch_size"):
+        rc = largest_fitting_batch(mem, rc, catalog)
     cfg = rc.cfg
     tp, pp = case.get("tp") or 1, case.get("pp") or 1
     update: dict[str, Any] = {}
@@ -328,24 +330,18 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
     return rc, cfg, catalog.gpu(case["gpu"])
 
 
-# DeepSpeed-Chat's Table 1 times (step3_rlhf_finetuning/BenckmarkSetting.md): "whenever the
-# global training token batch size does not exceed our limit of 524,288 [1024 sequences of
-# 256 + 256 tokens], we always use the largest training batch size" that does not run out of
-# memory. A published run's per-device batch is therefore the largest that fits, at most
-# 1024 / GPUs sequences.
-DSCHAT_GLOBAL_BATCH_CAP = 1024
-
-
-def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> Any:
-    """The RLCase of a DeepSpeed-Chat time case at the benchmark's per-device batch: the largest
-    the memory model fits on the case's GPU (bisection; memory grows with the batch), capped at
-    DSCHAT_GLOBAL_BATCH_CAP / GPUs. Where no batch fits in the model, the shipped script's batch
-    (validate.DSCHAT_SCRIPTS) stays, and the assumption says so."""
+def largest_fitting_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> Any:
+    """The RLCase of a time case that states extra.largest_fitting_batch (the run used the
+    largest per-device batch that does not run out of memory, at most global_batch_size
+    prompts per iteration): the largest the memory model fits on the case's GPU (bisection;
+    memory grows with the batch). Where none fits, the case's extra.script_micro_batch stays
+    (rl_case), and the assumption says so."""
     from planner.fixes import largest_true  # validation only: off the CLI's start-up path
 
     gpu = catalog.gpu(case["gpu"])
     if case.get("gpu_memory_gib"):
         gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
+    cap = int(case.get("global_batch_size") or 1) // case["num_gpus"]
 
     def at(batch: int) -> Any:
         return rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)
@@ -355,15 +351,15 @@ def dschat_benchmark_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> A
         return estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
                                reward=r.reward).fits()
 
-    batch = largest_true(fits, 1, max(1, DSCHAT_GLOBAL_BATCH_CAP // case["num_gpus"]))
+    batch = largest_true(fits, 1, max(1, cap))
     if batch is None:
         return replace(rc, assumptions=rc.assumptions + (
             f"no per-device batch fits the memory model: the script's "
             f"{rc.cfg.micro_batch_size}",))
     best = at(batch)
     return replace(best, assumptions=best.assumptions + (
-        f"per-device batch {batch}: the largest that fits (benchmark setting), at most "
-        f"{DSCHAT_GLOBAL_BATCH_CAP} per iteration",))
+        f"per-device batch {batch}: the largest that fits (the case's batch rule), at most "
+        f"{case.get('global_batch_size')} per iteration",))
 
 
 # Generation engine of each RL framework where it is not a vLLM engine (whose in-iteration

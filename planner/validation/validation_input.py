@@ -9,7 +9,7 @@ so that no prediction meets a value it cannot use.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -75,6 +75,17 @@ class _Extra(_Fields):
     critic_model: Text | None = None
     avg_prompt_len: Amount | None = None
     avg_response_len: Amount | None = None
+    # DeepSpeed-Chat's --generation_batches: batches of the per-device batch an RL iteration
+    # generates on every GPU (validate.rl_case)
+    generation_batches: Count | None = None
+    # the run used the largest per-device batch that fits, at most global_batch_size prompts
+    # per iteration; script_micro_batch where none fits (validate_throughput)
+    largest_fitting_batch: bool | None = None
+    script_micro_batch: Count | None = None
+    # verl's global (deprecated) ppo_micro_batch_size before its per-rank normalisation, and
+    # the reference model's param_offload: recorded settings, not read by the predictions
+    ppo_micro_batch_size_global: Count | None = None
+    ref_param_offload: bool | None = None
 
 
 class _Case(_Fields):
@@ -101,6 +112,8 @@ class _Case(_Fields):
     gpu_memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)] | None = None
     source: Text | None = None
     location: Text | None = None
+    # The framework release or commit the measurement ran (null: the source does not say).
+    framework_version: Text | None = None
 
     @model_validator(mode="after")
     def _layout(self) -> _Case:
@@ -133,6 +146,54 @@ class ThroughputCase(_Case):
     gpu: Text | None
     num_gpus: Count | None
     global_batch_size: Count | None
+
+
+class _Addition(BaseModel):
+    """Fields the project adds to one published case (validation/case_additions.yaml): what
+    the case's source states but the shared case file does not carry. ``framework`` guards
+    the match (a case of another framework with the same id is left alone); ``evidence``
+    says where each added value was read."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    framework: Text
+    evidence: Text
+    set: dict[str, Any]
+
+
+class CaseAdditions(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    schema_version: Literal[1]
+    cases: dict[str, _Addition]
+
+
+def parse_additions(data: Any, *, what: str) -> CaseAdditions:
+    """The additions document, or PlannerError naming every bad entry."""
+    try:
+        return CaseAdditions.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg'].lower()}"
+                    for err in exc.errors()]
+        raise PlannerError(f"{what}: {len(problems)} bad field(s): {capped(problems)}") from None
+
+
+def _fill(own: Any, added: Any) -> Any:
+    """``added`` under ``own``: the case's own non-null values win, mappings merge by key."""
+    if isinstance(own, dict) and isinstance(added, dict):
+        return {**added, **{k: _fill(v, added.get(k)) for k, v in own.items()}}
+    return added if own is None else own
+
+
+def with_additions(cases: list[dict[str, Any]], additions: CaseAdditions) -> list[dict[str, Any]]:
+    """Each case with the project's additions for its id filled in where the case itself is
+    silent (a field the case states keeps its value), the evidence under ``additions``."""
+    out = []
+    for case in cases:
+        add = additions.cases.get(str(case.get("id")))
+        if add is None or case.get("framework") != add.framework:
+            out.append(case)
+            continue
+        out.append({**_fill(case, add.set), "additions": add.evidence})
+    return out
 
 
 def check_cases(cases: list[Any], *, what: str) -> list[dict[str, Any]]:
