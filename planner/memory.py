@@ -541,7 +541,8 @@ def logit_columns(model: ModelSpec, cfg: TrainConfig) -> float:
 def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """Output logits and cross-entropy buffers on the last stage: tokens x logit_columns x bytes
     per element (LOGIT_BYTES_UNCHUNKED for an fp32 loss, LOGIT_BYTES_16BIT_LOSS without the
-    upcast, LOGIT_BYTES_CHUNKED for a chunked/fused loss) plus the final-norm output (2h bytes
+    upcast, LOGIT_BYTES_CHUNKED for a chunked/fused loss; LOGIT_BYTES_HELD_COPY more where the
+    fp32 logits stay referenced through the loss backward) plus the final-norm output (2h bytes
     per token). Dominant for large vocabularies (Qwen 152k).
 
     A head fused with its loss over vocabulary slices (prime-rl's _ChunkedLogProbEntropyFn,
@@ -561,7 +562,8 @@ def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     elif cfg.chunked_loss:
         per = cal.LOGIT_BYTES_CHUNKED
     elif cfg.loss_in_fp32:
-        per = cal.LOGIT_BYTES_UNCHUNKED
+        per = cal.LOGIT_BYTES_UNCHUNKED + (cal.LOGIT_BYTES_HELD_COPY if cfg.loss_holds_logits
+                                           else 0.0)
     else:
         per = cal.LOGIT_BYTES_16BIT_LOSS
     return tokens * logit_columns(model, cfg) * per + tokens * model.hidden_size * 2 + fused
