@@ -147,3 +147,16 @@ def test_memory_semantics_reach_the_train_config():
     assert not fsdp["pure_bf16"] and not fsdp["fp32_trained_weights"]
     openrlhf = config_fields(resolve(CAT, "openrlhf"), workload="grpo", sharded=True)
     assert openrlhf["loss_in_fp32"]
+
+
+def test_prime_rl_sft_loss_holds_fp32_logits_while_rl_fuses_the_head():
+    # prime-rl@d8f290ef: the SFT trainer rejects the fused head and keeps out["logits"] (fp32)
+    # referenced through backward; the RL trainer computes log-probs over vocabulary slices
+    profile = resolve(CAT, "prime-rl")
+    sft = config_fields(profile, workload="sft", sharded=True)
+    assert sft["loss_holds_logits"] and sft["loss_in_fp32"]
+    assert sft["lm_head_vocab_chunk"] is None and not sft["chunked_loss"]
+    rl = config_fields(profile, workload="grpo", sharded=True)
+    assert not rl["loss_holds_logits"] and rl["lm_head_vocab_chunk"] == 2048
+    hf = config_fields(resolve(CAT, "hf-trainer"), workload="sft", sharded=True)
+    assert not hf["loss_holds_logits"]

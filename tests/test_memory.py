@@ -45,6 +45,20 @@ def test_activation_and_logit_terms(tiny):
     # 16-bit loss: 8 * 1000 * 6 + 1024 = 49,024; chunked: 8 * 1000 * 3 + 1024 = 25,024
     assert mem.logits_bytes(tiny, cfg(loss_in_fp32=False)) == 49_024
     assert mem.logits_bytes(tiny, cfg(chunked_loss=True)) == 25_024
+    # fp32 logits held through the loss backward (prime-rl SFT): one more fp32 copy,
+    # 8 * 1000 * (12 + 4) + 1024 = 129,024; a vocab-fused head never holds them whole
+    assert mem.logits_bytes(tiny, cfg(loss_holds_logits=True)) == 129_024
+
+
+def test_moe_layer_saves_routed_copies(cat, monkeypatch):
+    # Qwen3-30B-A3B: k = 8 routed experts, h = 2048: 16-bit routed input + fp32 expert output
+    # per copy, 8 * 2048 * (2 + 4) = 98,304 B per token, on top of the experts' f-wide terms
+    moe = cat.model("qwen3-30b-a3b").spec
+    assert mem.routed_copies_bytes_per_token(moe) == 98_304
+    c = cfg(seq_len=16)
+    with_copies = mem.layer_activation_bytes_per_token(moe, c)
+    monkeypatch.setattr(mem, "routed_copies_bytes_per_token", lambda model: 0.0)
+    assert with_copies - mem.layer_activation_bytes_per_token(moe, c) == 98_304
 
 
 def test_full_recompute_keeps_layer_inputs(tiny):

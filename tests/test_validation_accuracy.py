@@ -5,19 +5,31 @@ Bar (issue 2): on the usable SFT-family peak cases, median |relative error| <= 8
 fits/OOM verdicts (measured peaks count as "fits") >= 90 % right. Readings whose counter is
 unknown are judged against the predicted allocated..device range (validate.CaseResult.rel_err).
 
-Measured now (33 usable peaks, with the 2026-11-25 cases): median 5.9 %, p90 21.1 % (strictly
-against reserved: 24.8 %), verdicts 93.5 %: the p90 bar is NOT met. It was met (2.6 % / 19.7 %)
-only while validate.py turned chunked cross-entropy off for cases whose source named torchtune
-commit 30c75d4 or its README optimisation table: a rule keyed on a case's URL, removed. The
-torchtune profile's default (chunked loss) now applies to those rows unless the case says
-extra.chunked_ce; expressing "torchtune before v0.3" needs a framework version on the case.
-The p90 bar had become reachable when qwen-7b-full-2gpu-256 was corrected to the ZeRO-3 run
-the memory model said it was (its
-reading lies inside the ZeRO-3 range). The cases above 15 %: two torchtune 2024 rows at lengths
-the unpacked Alpaca data does not reach (torchtune2024-llama2-7b-lora-2x4090,
-torchtune2024-llama2-70b-lora-8xa100), torchtune's Llama-3.1-8B QLoRA row on one 4090 (+18 %),
-and prime-rl's SFT rows (-17 % to -21 %: full fp32 logits, whose loss-time copies the 12 B/logit
-constant undercounts for that trainer).
+Issue 17's bars on the same set: median <= 5 %, p90 <= 15 %, verdicts >= 95 %.
+
+Measured now (33 usable peaks): median 2.6 %, p90 17.4 % (leave-one-source-out the same),
+verdicts 91.3 % (42 of 46): the median bar is met, the p90 and verdict bars are NOT. Before
+issue 17's memory work: 5.9 % / 21.1 % / 93.5 %. What moved them: prime-rl's SFT trainer keeps
+the whole fp32 logits referenced through the loss backward (profile fact sft_loss: fp32-held,
+calibration.LOGIT_BYTES_HELD_COPY): its five SFT rows went from -21..-8 % to -4..+13 %. The
+64k-token row (primerl-qwen3-4b-sft-full-64k-8xb200, +13 %) is now predicted not to fit its
+B200: the model adds the one-layer recomputation working set to the loss buffers at the start
+of backward, though the loss backward runs (and frees its buffers) before any layer is
+recomputed; splitting those moments moves every full-checkpointing case and the fitted logit
+constants with it (not done here).
+
+The cases above 15 %: two torchtune 2024 README rows whose stated setting (batch 4, 2048 or
+4096 tokens) the configs at that commit (30c75d4: batch_size 2, Alpaca max_seq_len 512,
+padded to the longest sample) contradict (torchtune2024-llama2-7b-lora-2x4090 +159 %,
+torchtune2024-llama2-70b-lora-8xa100 +84 %: ambiguous measurements), torchtune2024-llama2-7b-
+qlora-1x4090 (-24 %), torchtune-llama3.1-8b-qlora-1x4090 (+18 %), and torchtune-llama3.2-3b-full-
+packed (-15.5 %: the README's optimisation table adds chunked cross-entropy only two rows later,
+yet the case does not say extra.chunked_ce: false, so the torchtune profile's chunked loss
+applies; with the standard loss it is within 1 %). Wrong verdicts: the 2x4090 row above,
+qwen-7b-full-2gpu-2048-oom (an OOM inferred from a README sentence; the model's peak is the
+optimizer step, which does not grow with length), unsloth's 78k-token row on 24 GB (offloaded
+checkpoints and a token-chunk fused loss: schema gaps of the unsloth profile) and the prime-rl
+64k row above.
 """
 
 from __future__ import annotations
@@ -38,14 +50,24 @@ def summary():
 def test_sft_family_peak_error(summary):
     s = summary["sft_acceptance"]
     assert s["peak_cases"] >= 33, s
-    assert s["median_abs_err"] <= 0.08, s
-    assert s["p90_abs_err"] <= 0.22, s  # regression guard at the measured 21.1 %
+    assert s["median_abs_err"] <= 0.05, s  # issue 17's bar (measured 2.6 %)
+    assert s["p90_abs_err"] <= 0.18, s  # regression guard at the measured 17.4 %
 
 
-@pytest.mark.xfail(strict=True, reason="issue bar p90 <= 20 % unmet (21.1 %) since the "
-                   "URL-keyed torchtune rule was removed; see the module docstring")
 def test_sft_family_p90_bar(summary):
-    assert summary["sft_acceptance"]["p90_abs_err"] <= 0.20
+    assert summary["sft_acceptance"]["p90_abs_err"] <= 0.20  # issue 2's bar
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 bar p90 <= 15 % unmet (17.4 %); see the "
+                   "module docstring")
+def test_sft_family_p90_issue17_bar(summary):
+    assert summary["sft_acceptance"]["p90_abs_err"] <= 0.15
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 bar: verdicts >= 95 % unmet (91.3 %); see "
+                   "the module docstring")
+def test_sft_family_verdicts_issue17_bar(summary):
+    assert summary["sft_verdicts"]["fits_accuracy"] >= 0.95
 
 
 def test_sft_family_verdicts(summary):

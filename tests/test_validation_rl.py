@@ -140,12 +140,16 @@ def test_rl_memory_peaks(memory):
     s = rl_summary(results)
     # Usable RL and preference peaks (17 prime-rl trainer-only GRPO readings, DeepSpeed-Chat's
     # PPO and reward-model logs): bar (issue 17) median <= 10 %, p90 <= 25 %, in-sample: met at
-    # 5.9 % / 21.6 %. The dense Qwen3 trainer readings are within 7.4 %; the MoE ones (Qwen3
-    # 30B-A3B, 235B-A22B, INTELLECT-3) -10 % to -32 %, DeepSpeed-Chat's PPO -18 % (its EMA
-    # copy of the actor is not modelled).
+    # 5.9 % / 18.5 % (21.6 % before the MoE routed copies). The dense Qwen3 trainer readings
+    # are within 7.4 %; the MoE ones (Qwen3 30B-A3B, 235B-A22B, INTELLECT-3) -8 % to -22 %
+    # (-10 % to -32 % without memory.routed_copies_bytes_per_token), DeepSpeed-Chat's PPO -18 %
+    # (its EMA copy of the actor is not modelled). All 30 RL/preference peaks: 7.4 % / 22.5 %.
     usable = memory_error_stats([r for r in results if r.usable and r.kind == "peak"])
     assert usable["peak_cases"] == 19, usable
     assert usable["median_abs_err"] <= 0.10 and usable["p90_abs_err"] <= 0.25, usable
+    assert usable["p90_abs_err"] <= 0.19, usable  # regression guard at the measured 18.5 %
+    peaks = s["peaks"]
+    assert peaks["median_abs_err"] <= 0.10 and peaks["p90_abs_err"] <= 0.25, peaks
     by_workload = s["peaks_by_workload"]
     assert by_workload["grpo"]["peak_cases"] == 26  # 9 verl logs + 17 prime-rl readings
     verl = memory_error_stats([r for r in results

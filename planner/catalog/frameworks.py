@@ -78,9 +78,12 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["flash_attention"] = attention != "eager"
         out["expand_kv_heads"] = attention == "sdpa-expanded-kv"
     loss = profile.value("loss")
+    if workload in ("sft", "pretrain") and profile.value("sft_loss") is not None:
+        loss = profile.value("sft_loss")
     if loss is not None:
         out["chunked_loss"] = loss == "chunked"
-        out["loss_in_fp32"] = loss in ("fp32", "chunked", "vocab-fused") or (
+        out["loss_holds_logits"] = loss == "fp32-held"
+        out["loss_in_fp32"] = loss in ("fp32", "fp32-held", "chunked", "vocab-fused") or (
             loss == "fp32-under-autocast" and not sharded)
         out["lm_head_vocab_chunk"] = (profile.value("loss_vocab_chunk")
                                       if loss == "vocab-fused" else None)
@@ -128,6 +131,7 @@ def efficiency_of(profile: Profile) -> tuple[str | None, str]:
 
 # Fields a profile's memory semantics set (config_fields); the others are the job's own.
 SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_in_fp32",
+                   "loss_holds_logits",
                    "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
                    "fsdp_no_sync", "rollout_engine")

@@ -152,6 +152,10 @@ class TrainConfig(_Request):
     loss_in_fp32: bool = Field(
         default=True, description="logits upcast to fp32 for the loss (HF models, autocast)"
     )
+    loss_holds_logits: bool = Field(
+        default=False, description="the fp32 logits stay referenced through the loss backward "
+        "(one more fp32 [tokens, vocab] tensor at the loss peak)"
+    )
     shard_embeddings: bool = Field(
         default=False, description="FSDP: embedding and head wrapped as units of their own"
     )

@@ -298,7 +298,7 @@ AttentionKind = Literal["flash", "sdpa-expanded-kv", "eager"]
 # fp32: logits upcast to fp32 for the loss; fp32-under-autocast: upcast only under autocast
 # (16-bit under DeepSpeed's engine); 16bit: no upcast; chunked: the loss over token chunks of
 # the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices.
-LossKind = Literal["fp32", "fp32-under-autocast", "16bit", "chunked", "vocab-fused"]
+LossKind = Literal["fp32", "fp32-held", "fp32-under-autocast", "16bit", "chunked", "vocab-fused"]
 
 
 class Fact(BaseModel, Generic[T]):
@@ -335,6 +335,10 @@ class FrameworkFacts(_Frozen):
         "core attention, or PyTorch op-level selective checkpointing (torchtitan)")
     attention: Fact[AttentionKind] | None = None
     loss: Fact[LossKind] | None = None
+    sft_loss: Fact[LossKind] | None = Field(
+        default=None, description="the loss of SFT and pretraining where it differs from "
+        "`loss` (a trainer of its own for them); fp32-held: whole fp32 logits that stay "
+        "referenced through the loss backward")
     loss_vocab_chunk: Fact[int] | None = Field(
         default=None, description="vocabulary rows per slice of a vocab-fused head")
     logprobs: Fact[Literal["fp32", "16bit"]] | None = Field(

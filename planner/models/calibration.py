@@ -41,6 +41,13 @@ LOGIT_BYTES_16BIT_LOSS: float = _FITTED["LOGIT_BYTES_16BIT_LOSS"]
 # 2-8 fp32 chunk tensors (3-6 B in steps of 0.5 B: at least one chunk and its gradient).
 LOGIT_BYTES_CHUNKED: float = _FITTED["LOGIT_BYTES_CHUNKED"]
 LOSS_CHUNKS = 8
+# A loss that keeps the whole fp32 logits referenced through its backward adds that tensor (4 B
+# per element) to LOGIT_BYTES_UNCHUNKED's moment in the log-softmax backward (saved output,
+# incoming gradient, gradient of the input). prime-rl's SFT trainer (PrimeIntellect-ai/prime-rl@
+# d8f290ef src/prime_rl/trainer/sft/train.py: `out = forward(...)`, whose logits are
+# `.float().contiguous()` (model.py cast_float_and_contiguous); `del logits` before backward
+# drops the local name only, `out["logits"]` still holds the tensor). A byte count, not a fit.
+LOGIT_BYTES_HELD_COPY = 4.0
 # Forward-only log-prob passes (RL old/reference log-probs, DPO reference): the 16-bit logits
 # (2 B), their fp32 upcast (4 B) and the fp32 log-softmax (4 B) are alive when the token
 # log-probs are gathered (HF/verl/OpenRLHF compute log_softmax(logits.float()); no backward).

@@ -423,6 +423,7 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     mlp = per_f * _mlp_width(model) * b
     if model.moe is not None:
         mlp += model.moe.num_experts * 4  # fp32 router logits
+        mlp += routed_copies_bytes_per_token(model)
     total = attn + norms + mlp
     if not cfg.flash_attention:
         total += eager_softmax_bytes_per_token(model, cfg) * cfg.tp
@@ -434,6 +435,16 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
         if cfg.method == "dora":
             total += sum(cnt * d_out * b for _, d_out, cnt in adapted)
     return total / cfg.tp
+
+
+def routed_copies_bytes_per_token(model: ModelSpec) -> float:
+    """What a token-choice MoE layer saves per token besides the experts' f-wide tensors: the
+    k routed copies of the token (16-bit, the input the experts' first matrices need for their
+    weight gradients) and the k expert outputs upcast to fp32 for the routing-score multiply
+    (saved for the scores' gradient): k x h x (2 + 4) bytes. PrimeIntellect-ai/prime-rl@d8f290ef
+    src/prime_rl/trainer/models/layers/moe.py MoE.forward (routed_input = torch.gather(x, ...);
+    routed_output.to(torch.float32) * top_scores), the torchtitan MoE layer it follows."""
+    return model.moe.experts_per_token * model.hidden_size * (2 + 4)
 
 
 def _trained_matrices(model: ModelSpec, cfg: TrainConfig) -> frozenset[str] | None:
@@ -541,7 +552,8 @@ def logit_columns(model: ModelSpec, cfg: TrainConfig) -> float:
 def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """Output logits and cross-entropy buffers on the last stage: tokens x logit_columns x bytes
     per element (LOGIT_BYTES_UNCHUNKED for an fp32 loss, LOGIT_BYTES_16BIT_LOSS without the
-    upcast, LOGIT_BYTES_CHUNKED for a chunked/fused loss) plus the final-norm output (2h bytes
+    upcast, LOGIT_BYTES_CHUNKED for a chunked/fused loss; LOGIT_BYTES_HELD_COPY more where the
+    fp32 logits stay referenced through the loss backward) plus the final-norm output (2h bytes
     per token). Dominant for large vocabularies (Qwen 152k).
 
     A head fused with its loss over vocabulary slices (prime-rl's _ChunkedLogProbEntropyFn,
@@ -561,7 +573,8 @@ def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     elif cfg.chunked_loss:
         per = cal.LOGIT_BYTES_CHUNKED
     elif cfg.loss_in_fp32:
-        per = cal.LOGIT_BYTES_UNCHUNKED
+        per = cal.LOGIT_BYTES_UNCHUNKED + (cal.LOGIT_BYTES_HELD_COPY if cfg.loss_holds_logits
+                                           else 0.0)
     else:
         per = cal.LOGIT_BYTES_16BIT_LOSS
     return tokens * logit_columns(model, cfg) * per + tokens * model.hidden_size * 2 + fused
