@@ -188,6 +188,59 @@ WORKLOAD_OPTIONS = [
 ]
 
 
+# Options that set TrainConfig fields the planner does not search (request.FIXED_FIELDS): the
+# same flags, names and defaults for `check` (one configuration) and `plan` / `pareto` (every
+# candidate computes with them).
+CONFIG_OPTIONS = [
+    click.option("--lora-targets", default="all-linear", show_default=True,
+                 help="Comma list of q,k,v,o,gate,up,down or all-linear."),
+    click.option("--precision", type=_choice(PRECISIONS), default="bf16", show_default=True),
+    click.option("--pure-bf16", is_flag=True, help="No fp32 master weights (torchtune-style)."),
+    click.option("--paged-optimizer", is_flag=True,
+                 help="Optimizer states in CUDA managed memory."),
+    click.option("--fused-optimizer", is_flag=True, help="Fused AdamW step (no temporaries)."),
+    click.option("--compile", "compiled", is_flag=True,
+                 help="torch.compile (fewer saved tensors)."),
+    click.option("--no-flash-attention", is_flag=True,
+                 help="Eager attention (s^2 scores kept)."),
+    click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy."),
+]
+
+
+def config_options(command):
+    for option in reversed(CONFIG_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _lora_targets(value: object) -> tuple[str, ...]:
+    targets = tuple(t.strip() for t in str(value).split(",") if t.strip())
+    bad = [t for t in targets if t not in LORA_TARGETS]
+    if bad:
+        raise PlannerError(f"--lora-targets {short(bad[0])} is not one of "
+                           f"{', '.join(sorted(LORA_TARGETS))}")
+    return targets
+
+
+def _fixed_of(opts: dict[str, object]) -> dict[str, object]:
+    """The CONFIG_OPTIONS the user gave, popped from ``opts``, as TrainConfig fields
+    (PlanRequest.fixed); options left at their defaults fix nothing."""
+    ctx = click.get_current_context(silent=True)
+    fixed: dict[str, object] = {}
+    for name in ("lora_targets", "precision", "pure_bf16", "paged_optimizer",
+                 "fused_optimizer", "compiled", "no_flash_attention", "chunked_loss"):
+        value = opts.pop(name, None)
+        if ctx is None or ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
+            continue
+        if name == "lora_targets":
+            fixed[name] = _lora_targets(value)
+        elif name == "no_flash_attention":
+            fixed["flash_attention"] = not value
+        else:
+            fixed[name] = value
+    return fixed
+
+
 def workload_options(command):
     for option in reversed(WORKLOAD_OPTIONS):
         command = option(command)
@@ -202,16 +255,10 @@ def workload_options(command):
 @click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True)
 @click.option("--method", type=_choice(METHODS), default="full", show_default=True)
 @click.option("--lora-rank", type=INT, default=None, help="LoRA/DoRA/QLoRA rank [default: 16].")
-@click.option("--lora-targets", default="all-linear", show_default=True,
-              help="Comma list of q,k,v,o,gate,up,down or all-linear.")
 @click.option("--optimizer", type=_choice(OPTIMIZERS), default="adamw", show_default=True)
-@click.option("--precision", type=_choice(PRECISIONS), default="bf16", show_default=True)
-@click.option("--pure-bf16", is_flag=True, help="No fp32 master weights (torchtune-style).")
-@click.option("--paged-optimizer", is_flag=True, help="Optimizer states in CUDA managed memory.")
 @click.option("--optimizer-in-backward", is_flag=True,
               help="Update each parameter as its gradient arrives (needs --grad-accum 1).")
-@click.option("--fused-optimizer", is_flag=True, help="Fused AdamW step (no temporaries).")
-@click.option("--compile", "compiled", is_flag=True, help="torch.compile (fewer saved tensors).")
+@config_options
 @click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True)
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding.")
 @click.option("--tp", type=INT, default=1, show_default=True)
@@ -222,8 +269,6 @@ def workload_options(command):
 @click.option("--grad-accum", type=INT, default=1, show_default=True)
 @click.option("--seq-len", type=INT, default=None,
               help="Tokens per sequence [default: 2048; RL: prompt + response].")
-@click.option("--no-flash-attention", is_flag=True, help="Eager attention (s^2 scores kept).")
-@click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
 @click.option("--memory-margin", type=FLOAT, default=0.02, show_default=True,
               help="Fraction of GPU memory kept free.")
 @click.option("--framework", default=None,
@@ -290,11 +335,7 @@ SEMANTIC_FLAGS = ("pure_bf16", "fused_optimizer", "chunked_loss", "no_flash_atte
 
 
 def _config(opts: dict[str, object]) -> TrainConfig:
-    targets = tuple(t.strip() for t in str(opts.pop("lora_targets")).split(",") if t.strip())
-    bad = [t for t in targets if t not in LORA_TARGETS]
-    if bad:
-        raise PlannerError(f"--lora-targets {short(bad[0])} is not one of "
-                           f"{', '.join(sorted(LORA_TARGETS))}")
+    targets = _lora_targets(opts.pop("lora_targets"))
     ctx = click.get_current_context(silent=True)
     for name in SEMANTIC_FLAGS:
         if ctx is not None and name in opts and \
@@ -487,8 +528,8 @@ PLAN_OPTIONS = [
 
 
 def plan_options(command):
-    """Apply PLAN_OPTIONS, the catalog and the JSON options to a command."""
-    for option in reversed([*PLAN_OPTIONS, CATALOG_OPTION, JSON_OPTION]):
+    """Apply PLAN_OPTIONS, CONFIG_OPTIONS, the catalog and the JSON options to a command."""
+    for option in reversed([*PLAN_OPTIONS, *CONFIG_OPTIONS, CATALOG_OPTION, JSON_OPTION]):
         command = option(command)
     return command
 
@@ -626,7 +667,10 @@ def _flag_error(exc: FieldErrors, *, seq_len_given: bool) -> PlannerError:
 
 def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]
                   ) -> tuple[PlanRequest, object]:
+    fixed = _fixed_of(opts)
     data = {k: v for k, v in opts.items() if v is not None}
+    if fixed:
+        data["fixed"] = fixed
     kl = data.pop("kl", None)
     if kl is not None:
         _check_kl(kl, str(data.get("workload")))

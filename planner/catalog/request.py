@@ -548,6 +548,13 @@ MAX_GPUS = 1_000_000
 MAX_GLOBAL_BATCH = 65_536
 
 
+# TrainConfig fields a plan request may fix (PlanRequest.fixed): what the configuration computes
+# with, not what the planner searches (layout, sharding, method, batch are PlanRequest's own
+# choices, open or pinned).
+FIXED_FIELDS = ("precision", "pure_bf16", "paged_optimizer", "fused_optimizer", "compiled",
+                "flash_attention", "chunked_loss", "lora_targets")
+
+
 class PlanRequest(_Request):
     """What the planner is asked: the model, the money, and every choice pinned or left open.
 
@@ -619,11 +626,27 @@ class PlanRequest(_Request):
     mean_seq_len: int | None = Field(default=None, gt=0)
     placement: Placement | None = Field(default=None, description="None: the solver picks")
     offload_idle: bool | None = Field(default=None, description="None: the solver picks")
+    # --- TrainConfig fields the user fixes and the planner does not search ---------------------
+    fixed: dict[str, Any] = Field(
+        default_factory=dict, description="TrainConfig fields by their TrainConfig names and "
+        "types (FIXED_FIELDS: precision, kernels, loss, optimizer variants, LoRA targets), "
+        "passed into every candidate configuration as they are")
 
     @model_validator(mode="before")
     @classmethod
     def _rl_seq_len(cls, data: object) -> object:
         return _fill_rl_seq_len(data)
+
+    @field_validator("fixed")
+    @classmethod
+    def _fixed_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Only FIXED_FIELDS, each valid as its TrainConfig field (one vocabulary: the same
+        names, types and checks as `planner check`)."""
+        unknown = sorted(set(value) - set(FIXED_FIELDS))
+        if unknown:
+            raise ValueError(f"fixed field {unknown[0]!r} is not one of "
+                             f"{', '.join(FIXED_FIELDS)}")
+        return dict(TrainConfig.model_validate(value).model_dump(include=set(value)))
 
     @property
     def is_rl(self) -> bool:

@@ -864,6 +864,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
         framework=framework.profile.id,
         **({"rollout_engine": request.rollout_engine} if request.rollout_engine else {}),
+        **request.fixed,
     )
     base = apply(base, framework.profile)
     strategies = tuple(s for s in _strategies(request, _rl_choices(request, model, per_node,

@@ -179,7 +179,8 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
     profile = framework.profile
     for fields in _strategies(req, profile):
         cfg = TrainConfig(workload=req.workload, seq_len=req.seq_len, num_gpus=n, tp=tp, pp=pp,
-                          micro_batch_size=mb, grad_accum=ga, framework=profile.id, **fields)
+                          micro_batch_size=mb, grad_accum=ga, framework=profile.id, **fields,
+                          **req.fixed)
         if unsupported(profile, cfg):
             continue
         cfg = apply(cfg, profile)
