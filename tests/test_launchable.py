@@ -54,6 +54,13 @@ REQUESTS = [
          budget_usd=200),
     dict(model="8b", method="qlora", budget_usd=3000),
     dict(model="14b", framework="hf-deepspeed", budget_usd=40000, objective="time", tokens=1e8),
+    # fp16 / fp32 plans (PlanRequest.fixed, the flags check takes): the exports' precision keys
+    dict(model="1.5b", framework="hf-deepspeed", budget_usd=10000, fixed={"precision": "fp16"}),
+    dict(model="0.5b", framework="llama-factory", budget_usd=5000, fixed={"precision": "fp32"}),
+    dict(model="7b", framework="megatron-lm", budget_usd=200000, objective="time", tokens=1e9,
+         fixed={"precision": "fp16"}),
+    dict(model="1.5b", framework="trl", pricing="rent", tokens=1e8,
+         fixed={"precision": "fp16", "flash_attention": False}),
 ]
 
 
