@@ -538,6 +538,15 @@ Objective = Literal["cost", "time"]
 Pricing = Literal["buy", "rent", "owned"]
 PriceKind = Literal["new", "used"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
+# What each sharding label is in TrainConfig's fields: (zero_stage, fsdp).
+SHARDING_FIELDS: dict[str, tuple[int, bool]] = {
+    "none": (0, False), "zero1": (1, False), "zero2": (2, False), "zero3": (3, False),
+    "fsdp": (0, True)}
+
+
+def zero_stage_of(sharding: str) -> int:
+    """The ZeRO stage of a sharding label (0 for none and FSDP)."""
+    return SHARDING_FIELDS.get(sharding, (0, False))[0]
 DEFAULT_GLOBAL_BATCH = 64
 DEFAULT_MEMORY_MARGIN = 0.05
 # Input limits of a plan request (bad input above them, exit 2): money in whole dollars stays in

@@ -42,6 +42,7 @@ from planner.catalog.request import (
     MAX_GLOBAL_BATCH,
     OFFLOADS,
     PLACEMENTS,
+    SHARDING_FIELDS,
     PlanRequest,
     TrainConfig,
     split_role_names,
@@ -254,8 +255,8 @@ class Strategy:
             "method": self.method,
             "lora_rank": self.lora_rank,
             "optimizer": self.optimizer,
-            "zero_stage": {"zero1": 1, "zero2": 2, "zero3": 3}.get(self.sharding, 0),
-            "fsdp": self.sharding == "fsdp",
+            "zero_stage": SHARDING_FIELDS[self.sharding][0],
+            "fsdp": SHARDING_FIELDS[self.sharding][1],
             "offload": self.offload,
             "checkpointing": self.checkpointing,
         }

@@ -26,7 +26,13 @@ from planner.catalog.offers import (
     offer_id,
     rental_offers,
 )
-from planner.catalog.request import LORA_RANKS, PlanRequest, TrainConfig, validate_config
+from planner.catalog.request import (
+    LORA_RANKS,
+    SHARDING_FIELDS,
+    PlanRequest,
+    TrainConfig,
+    validate_config,
+)
 from planner.catalog.specs import (
     GpuSpec,
     PlatformSpec,
@@ -44,8 +50,7 @@ from planner.models.workloads import estimate_memory
 METHODS = ("full", "lora", "dora", "qlora")  # --method auto
 DEFAULT_RANK = 16  # --lora-rank unset
 OPTIMIZERS = ("adamw", "adamw-8bit")  # --optimizer auto
-SHARDINGS = {"none": (0, False), "zero1": (1, False), "zero2": (2, False), "zero3": (3, False),
-             "fsdp": (0, True)}
+SHARDINGS = SHARDING_FIELDS  # the labels of --sharding, as request.SHARDING_FIELDS states them
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 CHECKPOINTING = ("none", "full")
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)

@@ -19,7 +19,7 @@ from typing import Any
 
 from planner.catalog.frameworks import Profile, config_fields, default_engine, resolve
 from planner.catalog.load import Catalog, shipped_validation_dir
-from planner.catalog.request import TrainConfig, validate_config
+from planner.catalog.request import TrainConfig, validate_config, zero_stage_of
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, UnknownNameError
 from planner.inputs import load_file
@@ -222,7 +222,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
     quant = "gptq" if "gptq" in str(extra.get("weight_quant", "")).lower() else "nf4"
     if resolved.weight_bits and method != "qlora":
         raise PlannerError("quantized checkpoint trained without a QLoRA-style adapter")
-    zero = {"zero1": 1, "zero2": 2, "zero3": 3, "megatron": 1}.get(sharding, 0)
+    zero = zero_stage_of("zero1" if sharding == "megatron" else sharding)
     fsdp = _fsdp(case, profile)
     lora = _lora_defaults(case, profile)
     cfg = TrainConfig(
@@ -352,7 +352,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
                            "parallel only")
     # Megatron's distributed optimizer shards the optimizer states like ZeRO-1 (time only:
     # the caller sets the trainer's tp/pp after validation).
-    zero = {"zero1": 1, "zero2": 2, "zero3": 3, "megatron": 1}.get(sharding, 0)
+    zero = zero_stage_of("zero1" if sharding == "megatron" else sharding)
     ckpt = case.get("grad_checkpointing")
     if ckpt is None:
         ckpt = profile.value("checkpointing_default", "none")
