@@ -6,11 +6,19 @@ from dataclasses import replace
 from typing import Any
 
 from planner import render
-from planner.bands import band, memory_group, throughput_group
+from planner.bands import DEFAULT_CONFIDENCE, memory_headroom, planning_margin
 from planner.catalog import Catalog
 from planner.cost import CostEstimate, Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
-from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
+from planner.inputs import (
+    MAX_FLOAT,
+    check_choice,
+    check_confidence,
+    check_margin,
+    check_range,
+    check_type,
+    short,
+)
 from planner.memory import GIB, usable_host_ram_gib
 from planner.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
@@ -19,7 +27,7 @@ from planner.offers import (
     offer_max_gpus,
     rental_offers,
 )
-from planner.request import PlanRequest, TrainConfig
+from planner.request import DEFAULT_MEMORY_MARGIN, PlanRequest, TrainConfig
 from planner.resolve import (
     catalog_or_default,
     job_framework,
@@ -36,16 +44,20 @@ MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
 
 def check(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
-    margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
+    margin: float = DEFAULT_MEMORY_MARGIN, confidence: float = DEFAULT_CONFIDENCE,
+    stack: str | None = None, pricing: str = "buy",
     price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
     power_usd_per_kwh: float | None = None, critic_model: str | None = None,
     reward_model: str | None = None, offer: str | None = None,
 ) -> dict[str, Any]:
     """Memory, throughput, time and cost of one configuration: the `planner check --json`
     document. A rental is priced on ``offer`` (offers.offer_id: provider/instance_type) when
-    given, else on the cheapest offer that holds the job. Bad arguments raise PlannerError."""
+    given, else on the cheapest offer that holds the job. It fits where the memory band's upper
+    edge at ``confidence`` (0: the point estimate) is within capacity less ``margin``
+    (planner.bands.planning_margin). Bad arguments raise PlannerError."""
     check_type(config, TrainConfig, name="config")
     check_margin(margin)
+    check_confidence(confidence)
     check_choice(pricing, ("buy", "rent", "owned"), name="pricing")
     if price_kind is not None:
         check_choice(price_kind, ("new", "used"), name="price_kind")
@@ -75,17 +87,16 @@ def check(
         cost = job_cost(gpu_spec, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
                         pricing=pricing, platform=plat if pricing == "buy" else None,
                         price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
+    headroom = memory_headroom(framework=framework.profile.id, workload=cfg.workload,
+                               methods=(cfg.method,), p=confidence)
     doc = render.check_doc(
         model=resolved.spec, asked_as=model, gpu=gpu_spec, cfg=cfg, est=est,
-        fits=est.fits(margin), margin=margin,
+        fits=est.fits(planning_margin(margin, headroom)), margin=margin,
     )
+    doc.update(confidence=confidence, memory_headroom=headroom)
     doc["framework"] = framework.summary()
-    doc["memory"]["band"] = band("memory", memory_group(cfg.workload, cfg.method),
-                                 doc["memory"]["per_gpu_gib"])
     doc["platform"] = plat.id if plat else None
     doc["throughput"] = tput.summary()
-    doc["throughput"]["band"] = band("throughput", throughput_group(cfg.workload, stack),
-                                     tput.tokens_per_s)
     if hasattr(tput, "terms"):
         doc["throughput"]["terms_s"] = dict(tput.terms)
     doc["roles"] = {"critic": critic.id if critic else None,
@@ -100,7 +111,7 @@ def check(
             f"--seq-len {cfg.seq_len} exceeds {resolved.spec.id}'s context of "
             f"{resolved.spec.max_position_embeddings} tokens: it needs a context extension "
             "(RoPE scaling) the model was not trained with")
-    return doc
+    return render.with_bands(doc, framework.profile.id)
 
 
 def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,

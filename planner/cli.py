@@ -19,6 +19,7 @@ import click
 from planner import render
 from planner.api import MAX_PARETO_POINTS
 from planner.api import check as check_config
+from planner.bands import DEFAULT_CONFIDENCE
 from planner.catalog import load_catalog, shipped_validation_dir
 from planner.cost import define_job
 from planner.efficiency import STACKS
@@ -31,6 +32,7 @@ from planner.inputs import (
     FieldErrors,
     capped,
     check_arg,
+    check_confidence,
     check_margin,
     decode,
     load_file,
@@ -42,6 +44,7 @@ from planner.outputs import STDOUT, check_targets, write_atomic
 from planner.params import count_params
 from planner.request import (
     CHECKPOINTINGS,
+    DEFAULT_MEMORY_MARGIN,
     LORA_TARGETS,
     METHODS,
     OFFLOADS,
@@ -56,6 +59,13 @@ from planner.request import (
 )
 from planner.validate import validate_file
 from planner.validate_throughput import is_throughput_file, validate_throughput_file
+
+MARGIN_HELP = ("Fraction of GPU memory kept free, on top of the memory band's upper edge at "
+               "--confidence: usable = capacity x (1 - margin) / headroom.")
+CONFIDENCE_HELP = ("Plan against the upper edge of the memory band at this confidence: "
+                   "'fits' means the measured peak of jobs like it stayed within the GPU in "
+                   "this share of leave-one-source-out cases; 0: point estimates.")
+
 
 CATALOG_OPTION = click.option(
     "--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False),
@@ -224,8 +234,10 @@ def workload_options(command):
               help="Tokens per sequence [default: 2048; RL: prompt + response].")
 @click.option("--no-flash-attention", is_flag=True, help="Eager attention (s^2 scores kept).")
 @click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
-@click.option("--memory-margin", type=FLOAT, default=0.02, show_default=True,
-              help="Fraction of GPU memory kept free.")
+@click.option("--memory-margin", type=FLOAT, default=DEFAULT_MEMORY_MARGIN, show_default=True,
+              help=MARGIN_HELP)
+@click.option("--confidence", type=FLOAT, default=DEFAULT_CONFIDENCE, show_default=True,
+              help=CONFIDENCE_HELP)
 @click.option("--framework", default=None,
               help="Framework profile id ('planner catalog frameworks') [default: the "
                    "workload's default, or the first that runs the layout].")
@@ -252,7 +264,8 @@ def workload_options(command):
 @CATALOG_OPTION
 @JSON_OPTION
 def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
-          memory_margin: float, stack: str | None, pricing: str, price_kind: str | None,
+          memory_margin: float, confidence: float, stack: str | None, pricing: str,
+          price_kind: str | None,
           platform: str | None, tokens: float | None, epochs: float | None,
           dataset_tokens: float | None, steps: int | None, power_usd_per_kwh: float | None,
           offer: str | None, critic_model: str | None, reward_model: str | None,
@@ -266,11 +279,13 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
         --num-gpus 8 --fsdp --prompt-len 512 --response-len 1024 --rollout-batch 64
     """
     check_margin(memory_margin)
+    check_confidence(confidence)
     cfg = _config(opts)
     catalog = load_catalog(catalogs)
     job = define_job(tokens=tokens, epochs=epochs, dataset_tokens=dataset_tokens, steps=steps,
                      global_batch=cfg.global_batch_size, seq_len=cfg.seq_len)
-    kwargs = dict(catalog=catalog, margin=memory_margin, stack=stack, pricing=pricing,
+    kwargs = dict(catalog=catalog, margin=memory_margin, confidence=confidence, stack=stack,
+                  pricing=pricing,
                   price_kind=price_kind, platform=platform, job=job,
                   power_usd_per_kwh=power_usd_per_kwh, critic_model=critic_model,
                   reward_model=reward_model, offer=offer)
@@ -337,7 +352,7 @@ def _check_kl(kl: float, workload: str) -> None:
 # minus the batch settings it searches (own options below, None = searched) and the cost ones.
 _TUNE_SEARCHED = {"checkpointing", "micro_batch", "grad_accum", "rollout_batch", "rollout_n",
                   "logprob_micro_batch"}
-_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "stack", "platform", "critic_model",
+_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "confidence", "stack", "platform", "critic_model",
                     "reward_model", "catalogs", "as_json", "no_flash_attention", "kl",
                     "no_engine_sleep"}
 TUNE_OPTIONS = [
@@ -374,7 +389,7 @@ def _tune_params() -> list[click.Parameter]:
 
 @cli.command("tune", params=_tune_params())
 def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, memory_margin: float,
-             stack: str | None, platform: str | None, critic_model: str | None,
+             confidence: float, stack: str | None, platform: str | None, critic_model: str | None,
              reward_model: str | None, objective: str, memory_target: float | None,
              checkpointing: str, micro_batch: int | None, grad_accum: int | None,
              global_batch: int | None, rollout_batch: int | None, rollout_n: int | None,
@@ -402,6 +417,7 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
                 logprob_micro_batch=logprob_micro_batch, checkpointing=checkpointing)
     result = tune_search(model=model, gpu=gpu, config=cfg, catalog=load_catalog(catalogs),
                          objective=objective, memory_target=memory_target, margin=memory_margin,
+                         confidence=confidence,
                          stack=stack, platform=platform, critic_model=critic_model,
                          reward_model=reward_model, pins=pins, tie_tolerance=tie_tolerance,
                          requires=requires)
@@ -436,7 +452,10 @@ PLAN_OPTIONS = [
     click.option("--global-batch", "global_batch_size", type=INT, default=64, show_default=True),
     click.option("--seq-len", type=INT, default=None,
                   help="Tokens per sequence [default: 2048; RL: prompt + response]."),
-    click.option("--memory-margin", type=FLOAT, default=0.05, show_default=True),
+    click.option("--memory-margin", type=FLOAT, default=DEFAULT_MEMORY_MARGIN,
+                  show_default=True, help=MARGIN_HELP),
+    click.option("--confidence", type=FLOAT, default=DEFAULT_CONFIDENCE, show_default=True,
+                  help=CONFIDENCE_HELP),
     click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True),
     click.option("--critic-model", default=None, help="PPO critic [default: policy's arch]."),
     click.option("--reward-model", default=None,

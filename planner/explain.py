@@ -76,7 +76,7 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
     offer = space.offer_of(plan)
     out = {
         "gpu_memory": (plan.memory.device / GIB,
-                       usable_capacity(plan.memory.capacity, req.memory_margin) / GIB,
+                       usable_capacity(plan.memory.capacity, req.limit_margin) / GIB,
                        "GiB per GPU"),
         "gpus_per_host": (float(plan.config.tp), float(offer.gpus_per_host), "GPUs (tp)"),
         "max_gpus": (float(plan.num_gpus), float(req.max_gpus), "GPUs"),
@@ -138,7 +138,7 @@ def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, 
         larger = sorted({o.gpu.memory_gib for o in space.offers if o.gpu.memory_gib > mine})
         if not larger:
             return None
-        cap = usable_mib(larger[0], req.memory_margin)
+        cap = usable_mib(larger[0], req.limit_margin)
         offers = tuple(dc.replace(o, capacity_mib=cap) if o.gpu.id == plan.gpu else o
                        for o in space.offers)
         return space.with_offers(offers), f"{plan.gpu} with {larger[0]:g} GiB"
@@ -225,7 +225,7 @@ def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = N
     if name == "max_gpus":
         return f"max-gpus >= {best}"
     if name == "gpu_memory":
-        gib = best / 1024 / (1 - space.request.memory_margin)
+        gib = best / 1024 / (1 - space.request.limit_margin)
         return f"a GPU with at least {gib:.1f} GiB"
     if name.startswith("pin:"):
         field = name.split(":", 1)[1]

@@ -194,7 +194,7 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
                     (best is not None and cost >= best.value):
                 continue
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_host)
-        if not est.fits(req.memory_margin):
+        if not est.fits(req.limit_margin):
             continue
         if host.ram_gib is not None and est.host_ram > host.ram_gib * GIB:
             continue
@@ -331,7 +331,8 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
     rented = p.cost.rental.offers[0] if p.cost.rental else None
     doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=cat, stack=stack,
                 pricing=req.pricing, price_kind=req.price_kind, platform=p.platform, job=job,
-                margin=req.memory_margin, offer=offer_id(rented) if rented else None)
+                margin=req.limit_margin, confidence=0.0,  # the plan's own limit, band included
+                offer=offer_id(rented) if rented else None)
     if abs(doc["time_hours"] - p.time_hours) > 1e-9 * p.time_hours or \
             abs(doc["cost"]["usd"] - p.cost_usd) > 1e-9 * p.cost_usd or not doc["fits"]:
         return Verdict(req, False, value, ref.value,

@@ -346,7 +346,7 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
         validate_config(cfg, space.model)
     except PlannerError as exc:
         problems.append(str(exc))
-    limit = usable_capacity(plan.memory.capacity, req.memory_margin)
+    limit = usable_capacity(plan.memory.capacity, req.limit_margin)
     if plan.memory.blocked:
         problems.append("the rollout engine cannot hold one sequence")
     if plan.memory.device > limit:
