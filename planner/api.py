@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from planner import render
-from planner.bands import DEFAULT_CONFIDENCE, memory_headroom, planning_margin
+from planner.bands import memory_headroom, planning_margin
 from planner.catalog import Catalog
 from planner.cost import CostEstimate, Job, define_job, job_cost, job_notes
 from planner.errors import PlannerError
@@ -27,7 +27,7 @@ from planner.offers import (
     offer_max_gpus,
     rental_offers,
 )
-from planner.request import DEFAULT_MEMORY_MARGIN, PlanRequest, TrainConfig
+from planner.request import PlanRequest, TrainConfig
 from planner.resolve import (
     catalog_or_default,
     job_framework,
@@ -44,7 +44,7 @@ MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
 
 def check(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
-    margin: float = DEFAULT_MEMORY_MARGIN, confidence: float = DEFAULT_CONFIDENCE,
+    margin: float = 0.02, confidence: float = 0.0,
     stack: str | None = None, pricing: str = "buy",
     price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
     power_usd_per_kwh: float | None = None, critic_model: str | None = None,

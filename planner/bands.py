@@ -31,6 +31,7 @@ BANDS_FILE = Path(__file__).resolve().parent / "bands.yaml"
 DEFAULT_CONFIDENCE = 0.9
 SFT_FAMILY = ("sft", "pretrain")
 PEFT = ("lora", "dora", "qlora")
+PLAN_METHODS = ("full", *PEFT, "freeze")  # request.METHODS, of which a plan may choose
 
 
 def case_method(workload: str, method: str | None) -> tuple[str, str]:
@@ -146,3 +147,14 @@ def prediction_bands(*, framework: str, workload: str, method: str | None, memor
             "step_time_s": step_time_s and inverse_band(rate, tokens_per_s, step_time_s),
             "hours": hours and inverse_band(rate, tokens_per_s, hours),
             "cost_usd": rental_usd and inverse_band(rate, tokens_per_s, rental_usd)}
+
+
+def request_margin(request: Any) -> float:
+    """The share of GPU memory a plan request's solver keeps free: its memory_margin and the
+    memory band's upper edge at its confidence together (planning_margin); with the method
+    open, the widest band of the methods (a PlanRequest; duck-typed: models import no
+    schemas)."""
+    methods = PLAN_METHODS if request.method == "auto" else (request.method,)
+    headroom = memory_headroom(framework=request.framework or "", workload=request.workload,
+                               methods=methods, p=request.confidence)
+    return planning_margin(request.memory_margin, headroom)

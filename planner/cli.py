@@ -44,7 +44,6 @@ from planner.outputs import STDOUT, check_targets, write_atomic
 from planner.params import count_params
 from planner.request import (
     CHECKPOINTINGS,
-    DEFAULT_MEMORY_MARGIN,
     LORA_TARGETS,
     METHODS,
     OFFLOADS,
@@ -60,6 +59,9 @@ from planner.request import (
 from planner.validate import validate_file
 from planner.validate_throughput import is_throughput_file, validate_throughput_file
 
+# The CLI plans against the memory band's upper edge at --confidence (issue 18 item 4): no
+# fixed margin on top by default (the library keeps its 5 % / 2 % margins at confidence 0).
+CLI_MEMORY_MARGIN = 0.0
 MARGIN_HELP = ("Fraction of GPU memory kept free, on top of the memory band's upper edge at "
                "--confidence: usable = capacity x (1 - margin) / headroom.")
 CONFIDENCE_HELP = ("Plan against the upper edge of the memory band at this confidence: "
@@ -234,7 +236,7 @@ def workload_options(command):
               help="Tokens per sequence [default: 2048; RL: prompt + response].")
 @click.option("--no-flash-attention", is_flag=True, help="Eager attention (s^2 scores kept).")
 @click.option("--chunked-loss", is_flag=True, help="Chunked/fused cross-entropy.")
-@click.option("--memory-margin", type=FLOAT, default=DEFAULT_MEMORY_MARGIN, show_default=True,
+@click.option("--memory-margin", type=FLOAT, default=CLI_MEMORY_MARGIN, show_default=True,
               help=MARGIN_HELP)
 @click.option("--confidence", type=FLOAT, default=DEFAULT_CONFIDENCE, show_default=True,
               help=CONFIDENCE_HELP)
@@ -352,8 +354,9 @@ def _check_kl(kl: float, workload: str) -> None:
 # minus the batch settings it searches (own options below, None = searched) and the cost ones.
 _TUNE_SEARCHED = {"checkpointing", "micro_batch", "grad_accum", "rollout_batch", "rollout_n",
                   "logprob_micro_batch"}
-_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "confidence", "stack", "platform", "critic_model",
-                    "reward_model", "catalogs", "as_json", "no_flash_attention", "kl",
+_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "confidence", "stack", "platform",
+                    "critic_model", "reward_model", "catalogs", "as_json",
+                    "no_flash_attention", "kl",
                     "no_engine_sleep"}
 TUNE_OPTIONS = [
     click.Option(["--objective"], type=_choice(("throughput", "memory")), default="throughput",
@@ -452,7 +455,7 @@ PLAN_OPTIONS = [
     click.option("--global-batch", "global_batch_size", type=INT, default=64, show_default=True),
     click.option("--seq-len", type=INT, default=None,
                   help="Tokens per sequence [default: 2048; RL: prompt + response]."),
-    click.option("--memory-margin", type=FLOAT, default=DEFAULT_MEMORY_MARGIN,
+    click.option("--memory-margin", type=FLOAT, default=CLI_MEMORY_MARGIN,
                   show_default=True, help=MARGIN_HELP),
     click.option("--confidence", type=FLOAT, default=DEFAULT_CONFIDENCE, show_default=True,
                   help=CONFIDENCE_HELP),

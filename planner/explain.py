@@ -16,6 +16,7 @@ import dataclasses as dc
 
 from ortools.sat.python import cp_model
 
+from planner.bands import request_margin
 from planner.catalog import Catalog, load_catalog
 from planner.encoding import Encoding, build, cp_solver, hint_cheapest
 from planner.errors import PlannerError
@@ -76,7 +77,7 @@ def _usage(space: PlanSpace, plan: Plan) -> dict[str, tuple[float, float, str]]:
     offer = space.offer_of(plan)
     out = {
         "gpu_memory": (plan.memory.device / GIB,
-                       usable_capacity(plan.memory.capacity, req.limit_margin) / GIB,
+                       usable_capacity(plan.memory.capacity, request_margin(req)) / GIB,
                        "GiB per GPU"),
         "gpus_per_host": (float(plan.config.tp), float(offer.gpus_per_host), "GPUs (tp)"),
         "max_gpus": (float(plan.num_gpus), float(req.max_gpus), "GPUs"),
@@ -138,7 +139,7 @@ def _relaxed_space(space: PlanSpace, plan: Plan, name: str) -> tuple[PlanSpace, 
         larger = sorted({o.gpu.memory_gib for o in space.offers if o.gpu.memory_gib > mine})
         if not larger:
             return None
-        cap = usable_mib(larger[0], req.limit_margin)
+        cap = usable_mib(larger[0], request_margin(req))
         offers = tuple(dc.replace(o, capacity_mib=cap) if o.gpu.id == plan.gpu else o
                        for o in space.offers)
         return space.with_offers(offers), f"{plan.gpu} with {larger[0]:g} GiB"
@@ -225,7 +226,7 @@ def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = N
     if name == "max_gpus":
         return f"max-gpus >= {best}"
     if name == "gpu_memory":
-        gib = best / 1024 / (1 - space.request.limit_margin)
+        gib = best / 1024 / (1 - request_margin(space.request))
         return f"a GPU with at least {gib:.1f} GiB"
     if name.startswith("pin:"):
         field = name.split(":", 1)[1]

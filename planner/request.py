@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from planner.bands import DEFAULT_CONFIDENCE, memory_headroom, planning_margin
 from planner.errors import PlannerError, did_you_mean
 from planner.inputs import FieldErrors, check_number
 from planner.specs import GpuSpec, ModelSpec, RolloutEngine, tensor_parallel_options
@@ -536,10 +535,9 @@ Pricing = Literal["buy", "rent", "owned"]
 PriceKind = Literal["new", "used"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
 DEFAULT_GLOBAL_BATCH = 64
-# GPU memory kept free besides the band (issue 18 item 4): none by default, the band's upper
-# edge at --confidence replaces the fixed 5 % margin plans kept before; an explicit
-# --memory-margin applies on top of it (planner.bands.planning_margin).
-DEFAULT_MEMORY_MARGIN = 0.0
+# The library's defaults are point estimates within a fixed 5 % margin (confidence 0); the CLI
+# plans against the memory band instead (cli.CLI_MEMORY_MARGIN, bands.DEFAULT_CONFIDENCE).
+DEFAULT_MEMORY_MARGIN = 0.05
 # Input limits of a plan request (bad input above them, exit 2): money in whole dollars stays in
 # the solver's int64 range; a million GPUs is beyond any cluster built;
 # the space enumerates the divisors of the global batch (65,536 sequences: ~4 s to plan).
@@ -585,8 +583,8 @@ class PlanRequest(_Request):
     seq_len: int = Field(default=2048, gt=0)
     memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
     confidence: float = Field(
-        default=DEFAULT_CONFIDENCE, ge=0, lt=1, description="plan against the upper edge of "
-        "the memory band at this confidence (planner.bands); 0: point estimates")
+        default=0.0, ge=0, lt=1, description="plan against the upper edge of the memory band "
+        "at this confidence (planner.bands; the CLI's default is 0.9); 0: point estimates")
     framework: str | None = Field(
         default=None, max_length=100, description="framework profile id or alias the plan "
         "runs on (catalog/frameworks); None: the workload's default framework. The plan holds "
@@ -631,16 +629,6 @@ class PlanRequest(_Request):
     @property
     def is_rl(self) -> bool:
         return self.workload in RL_WORKLOADS
-
-    @property
-    def limit_margin(self) -> float:
-        """The share of GPU memory the solver keeps free: the explicit memory_margin and the
-        memory band's upper edge at ``confidence`` together (planner.bands.planning_margin);
-        with the method open, the widest band of the methods."""
-        methods = METHODS if self.method == "auto" else (self.method,)
-        headroom = memory_headroom(framework=self.framework or "", workload=self.workload,
-                                   methods=methods, p=self.confidence)
-        return planning_margin(self.memory_margin, headroom)
 
     @property
     def sequences_per_step(self) -> int:

@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from planner import efficiency as eff
+from planner.bands import request_margin
 from planner.calibration import MIB
 from planner.catalog import Catalog
 from planner.cost import gpu_purchase_price, rental_usd
@@ -626,7 +627,7 @@ class PlanSpace:
         u = self.base.gpu_memory_utilization
         if u is None:
             return resident + weights + work + self._concurrency(si, dp) * per_seq
-        keep = 1 - self.request.limit_margin
+        keep = 1 - request_margin(self.request)
         if keep - u <= 0:
             return np.full(np.shape(resident), 2**40)  # nothing is left for training states
         scaled = np.ceil((resident + fixed) * keep / (keep - u)).astype(np.int64) - fixed
@@ -693,7 +694,7 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
         gpu = catalog.gpu(name)
         if request.pricing == "rent":
             rented = _rental_offers(request, catalog, gpu,
-                                    usable_mib(gpu.memory_gib, request.limit_margin))
+                                    usable_mib(gpu.memory_gib, request_margin(request)))
             offers += rented
             if not rented:
                 unoffered.append(f"{gpu.id}: no rental offer"
@@ -705,7 +706,7 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
         if price is None:
             unoffered.append(f"{gpu.id}: no {request.price_kind or ''} price".replace("  ", " "))
             continue
-        cap = usable_mib(gpu.memory_gib, request.limit_margin)
+        cap = usable_mib(gpu.memory_gib, request_margin(request))
         owned = request.pricing == "owned"  # the user's hosts: any platform that takes the GPU
         hosts = [p for p in catalog.platforms.values()
                  if gpu.form_factor in p.form_factors and (owned or p.price_usd is not None)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from ortools.sat.python import cp_model
 
+from planner.bands import request_margin
 from planner.calibration import MIB
 from planner.cost import job_cost
 from planner.encoding import (
@@ -346,7 +347,7 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
         validate_config(cfg, space.model)
     except PlannerError as exc:
         problems.append(str(exc))
-    limit = usable_capacity(plan.memory.capacity, req.limit_margin)
+    limit = usable_capacity(plan.memory.capacity, request_margin(req))
     if plan.memory.blocked:
         problems.append("the rollout engine cannot hold one sequence")
     if plan.memory.device > limit:

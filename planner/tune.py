@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.bands import DEFAULT_CONFIDENCE, memory_headroom, planning_margin
+from planner.bands import memory_headroom, planning_margin
 from planner.calibration import MIB
 from planner.catalog import Catalog
 from planner.errors import PlannerError
@@ -55,7 +55,6 @@ from planner.inputs import check_choice, check_confidence, check_margin, check_r
 from planner.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.request import (
     CHECKPOINTINGS,
-    DEFAULT_MEMORY_MARGIN,
     DEFAULT_ROLLOUT_N,
     TrainConfig,
     rollout_gpu_count,
@@ -204,9 +203,9 @@ class _Problem:
 
 
 def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None,
-             margin: float, confidence: float, memory_target: float | None,
+             margin: float, memory_target: float | None,
              stack: str | None, platform: str | None, critic_model: str | None,
-             reward_model: str | None) -> _Problem:
+             reward_model: str | None, confidence: float = 0.0) -> _Problem:
     """Resolve names and validate the fixed part of the job, as api.check does; the memory
     limit is capacity x (1 - margin) / headroom at ``confidence``, or the target if lower."""
     check_margin(margin)
@@ -474,7 +473,7 @@ class _Search:
 def tune(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
     objective: str = "throughput", memory_target: float | None = None,
-    margin: float = DEFAULT_MEMORY_MARGIN, confidence: float = DEFAULT_CONFIDENCE,
+    margin: float = 0.02, confidence: float = 0.0,
     stack: str | None = None, platform: str | None = None, critic_model: str | None = None,
     reward_model: str | None = None, pins: Pins | None = None,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE, space: SearchSpace | None = None,
