@@ -26,11 +26,15 @@ import yaml  # noqa: E402
 from fit import DEFAULT_DIR, load  # noqa: E402
 from loso import loso, source_key  # noqa: E402
 
-from planner.bands import BANDS_FILE, DEFAULT_CONFIDENCE, group_keys, select  # noqa: E402
+from planner.bands import (  # noqa: E402
+    BANDS_FILE,
+    DEFAULT_CONFIDENCE,
+    TIMED_METRICS,
+    framework_id,
+    group_keys,
+    select,
+)
 from planner.catalog import Catalog, load_catalog  # noqa: E402
-from planner.errors import UnknownNameError  # noqa: E402
-
-TIMED = ("step_time_s", "time_to_train_minutes", "cost_usd")
 
 
 class Ratio(NamedTuple):
@@ -38,14 +42,6 @@ class Ratio(NamedTuple):
     source: str
     ratio: float  # measured / predicted
     case: str
-
-
-def framework_id(catalog: Catalog, slug: str) -> str:
-    """The profile id a case's framework names (an alias resolved), else the slug itself."""
-    try:
-        return catalog.framework(slug).id
-    except UnknownNameError:
-        return slug
 
 
 def ratios(report: dict[str, Any], cases: Any, catalog: Catalog) -> dict[str, list[Ratio]]:
@@ -64,9 +60,10 @@ def ratios(report: dict[str, Any], cases: Any, catalog: Catalog) -> dict[str, li
             case = cases.throughput[r.id]
             ratio = r.measured / r.predicted
             out["throughput"].append(Ratio(
-                group_keys(framework_id(catalog, r.framework), r.workload, case.get("method")),
+                group_keys(framework_id(catalog, r.framework), r.workload,
+                           getattr(r, "method", None)),
                 source_key(str(case.get("source"))),
-                1 / ratio if r.metric in TIMED else ratio, r.id))
+                1 / ratio if r.metric in TIMED_METRICS else ratio, r.id))
     return out
 
 

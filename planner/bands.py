@@ -27,10 +27,14 @@ from typing import Any
 
 import yaml
 
+from planner.errors import UnknownNameError
+
 BANDS_FILE = Path(__file__).resolve().parent / "bands.yaml"
 DEFAULT_CONFIDENCE = 0.9
 SFT_FAMILY = ("sft", "pretrain")
 PEFT = ("lora", "dora", "qlora")
+# Validation metrics that are times or bills: their band is the inverse of the rate's.
+TIMED_METRICS = ("step_time_s", "time_to_train_minutes", "cost_usd")
 PLAN_METHODS = ("full", *PEFT, "freeze")  # request.METHODS, of which a plan may choose
 
 
@@ -158,3 +162,23 @@ def request_margin(request: Any) -> float:
     headroom = memory_headroom(framework=request.framework or "", workload=request.workload,
                                methods=methods, p=request.confidence)
     return planning_margin(request.memory_margin, headroom)
+
+
+def framework_id(catalog: Any, slug: str) -> str:
+    """The profile id a validation case's framework names (an alias resolved), else the slug."""
+    try:
+        return catalog.framework(slug).id
+    except UnknownNameError:
+        return slug
+
+
+def case_band(kind: str, predicted: float | None, *, framework: str, workload: str,
+              method: str | None, metric: str | None = None) -> dict[str, Any] | None:
+    """The band of a validation case's prediction (`planner validate --json`): memory peaks
+    and rates directly, a time or bill metric (TIMED_METRICS) from the rate's band."""
+    if not predicted:
+        return None
+    job = {"framework": framework, "workload": workload, "method": method}
+    if metric not in TIMED_METRICS:
+        return band(kind, predicted, **job)
+    return inverse_band(band(kind, 1 / predicted, **job), 1 / predicted, predicted)

@@ -19,7 +19,7 @@ import click
 from planner import render
 from planner.api import MAX_PARETO_POINTS
 from planner.api import check as check_config
-from planner.bands import DEFAULT_CONFIDENCE
+from planner.bands import DEFAULT_CONFIDENCE, case_band, framework_id
 from planner.catalog import load_catalog, shipped_validation_dir
 from planner.cost import define_job
 from planner.efficiency import STACKS
@@ -700,6 +700,9 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
             return render.throughput_validate_text(t_results, t_summary)
         cases = [{"id": r.id, "metric": r.metric, "usable": r.usable, "measured": r.measured,
                   "predicted": None if r.predicted is None else {"value": r.predicted},
+                  "band": case_band("throughput", r.predicted, framework=framework_id(
+                      catalog, r.framework), workload=r.workload,
+                      method=getattr(r, "method", None), metric=r.metric),
                   "rel_err": r.rel_err, "reason": r.reason} for r in t_results]
         return {"cases": cases, "summary": t_summary}
     results, summary = validate_file(path, catalog)
@@ -710,6 +713,9 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
               "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
                                                   "range_gib": r.predicted_range_gib,
                                                   "fits": r.predicted_fits},
+              "band": None if r.reason or r.kind != "peak" else case_band(
+                  "memory", r.predicted_gib, framework=framework_id(catalog, r.framework),
+                  workload=r.workload, method=r.method),
               "rel_err": r.rel_err,
               "reason": r.reason} for r in results]
     return {"cases": cases, "summary": summary}
