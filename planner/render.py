@@ -584,12 +584,13 @@ def pareto_text(doc: dict[str, Any]) -> str:
     rows = [[f"{a['num_gpus']} x {a['gpu']}" + ("" if a["status"] == "optimal" else " *"),
              a["platform"] or "rented",
              a["method"], f"zero{a['zero_stage']}/{a['offload']}", f"tp{a['tp']} pp{a['pp']}",
-             f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}", f"{a['time_hours']:,.2f}",
-             f"${a['cost_usd']:,.0f}"] for a in doc["points"]]
+             *_banded_cells(a)] for a in doc["points"]]
     head = f"cost-vs-time Pareto-optimal plans ({doc['points'][0]['job']}, " \
            f"{doc['points'][0]['basis']}):"
     table = _table(rows, ["GPUs", "host", "method", "sharding/offload", "layout", "GiB/GPU",
                           "tokens/s", "hours", "cost"])
+    table += (f"\n(in brackets: the p{round(100 * DEFAULT_CONFIDENCE)} band of each prediction, "
+              "from leave-one-source-out errors of jobs like it; a purchase has none)")
     if any(a["status"] != "optimal" for a in doc["points"]):
         table += ("\n* feasible, not proven optimal: the solver time limit (--time-limit) "
                   "stopped the tie-break among plans of this cost and time")
@@ -597,6 +598,17 @@ def pareto_text(doc: dict[str, Any]) -> str:
         table += (f"\nthe front goes on: {len(doc['points'])} points shown (--max-points); "
                   "faster and costlier plans follow")
     return head + "\n" + table
+
+
+def _banded_cells(point: dict[str, Any]) -> list[str]:
+    """A Pareto row's GiB/GPU, tokens/s, hours and cost, each with its band in brackets."""
+    plan = point["plan"]
+    cells = ((point["per_gpu_gib"], plan["memory"].get("band"), "{:.1f}"),
+             (point["tokens_per_s"], plan["throughput"].get("band"), "{:,.0f}"),
+             (point["time_hours"], plan.get("time_hours_band"), "{:,.2f}"),
+             (point["cost_usd"], plan["cost"].get("band"), "${:,.0f}"))
+    return [fmt.format(v) + (f" ({fmt.format(b['lo'])}-{fmt.format(b['hi'])})" if b else "")
+            for v, b, fmt in cells]
 
 
 def throughput_doc(tput: Any) -> dict[str, Any]:
