@@ -674,11 +674,11 @@ def limit_text(doc: dict[str, Any]) -> str:
     if doc["memory_margin"]:
         words.append(f"less a {doc['memory_margin']:.0%} margin")
     if doc["memory_headroom"] > 1:
-        words.append(f"over {doc['memory_headroom']:.2f}, the upper edge of the "
-                     f"p{round(100 * doc['confidence'])} memory band per predicted GiB")
-    elif not doc["confidence"]:
-        words.append("for point estimates (--confidence 0)")
-    return " ".join(words)
+        words.append(f"/ {doc['memory_headroom']:.2f}: a peak at the upper edge of its "
+                     f"p{round(100 * doc['confidence'])} band ({doc['memory_headroom']:.2f}x the "
+                     "prediction) stays within it")
+    text = " ".join(words)
+    return text if doc["confidence"] else f"{text}; point estimates (--confidence 0)"
 
 
 def tune_text(doc: dict[str, Any]) -> str:
@@ -707,7 +707,8 @@ def tune_text(doc: dict[str, Any]) -> str:
              f"settings   {settings_line(doc['settings'])}"
              + (f"; gpu_memory_utilization {u:.2f}" if u is not None else ""),
              f"batch      {batch_line(tc)}",
-             f"memory     {mem['per_gpu_gib']:.2f} GiB per GPU, peak in {mem['peak_phase']}: "
+             f"memory     {mem['per_gpu_gib']:.2f} GiB per GPU"
+             f"{band_text(mem.get('band'), '{:.2f}')}, peak in {mem['peak_phase']}: "
              + ", ".join(f"{k.replace('_', ' ')} {v:.2f}"
                          for k, v in mem["breakdown_gib"].items() if v >= 0.005)]
     if tc.is_rl:
@@ -715,11 +716,15 @@ def tune_text(doc: dict[str, Any]) -> str:
         lines.append("phases     " + ", ".join(
             f"{k} {v:.2f}" + (f" ({groups[k]})" if groups.get(k, "all GPUs") != "all GPUs" else "")
             for k, v in mem["phases_gib"].items()) + " GiB")
-        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
-                     f"RL iteration, limited by {t['limited_by']} (stack {t['stack']})")
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s"
+                     f"{band_text(t.get('band'), '{:,.0f}')}, {t['step_time_s']:.3g} s per "
+                     f"RL iteration{band_text(t.get('step_time_band'), '{:.3g}')}, limited by "
+                     f"{t['limited_by']} (stack {t['stack']})")
     else:
-        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, step {t['step_time_s']:.3g} s,"
-                     f" MFU {t['mfu']:.1%}, limited by {t['limited_by']} (stack {t['stack']})")
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s"
+                     f"{band_text(t.get('band'), '{:,.0f}')}, step {t['step_time_s']:.3g} s"
+                     f"{band_text(t.get('step_time_band'), '{:.3g}')}, MFU {t['mfu']:.1%}, "
+                     f"limited by {t['limited_by']} (stack {t['stack']})")
     if doc["runners_up"]:
         rows = [[str(i), settings_line(r["settings"]), f"{r['per_gpu_gib']:.2f}",
                  f"{r['tokens_per_s']:,.0f}", f"{r['tokens_per_s'] / t['tokens_per_s'] - 1:+.1%}"]
