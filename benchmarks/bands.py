@@ -81,18 +81,23 @@ def table(found: dict[str, list[Ratio]]) -> dict[str, Any]:
     return {kind: groups(rows) for kind, rows in sorted(found.items())}
 
 
-def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE) -> list[tuple[Ratio, str, bool]]:
-    """(case, group its band came from, measured value inside): each case against the band of
-    the other sources' ratios alone; group "none" (outside) where no group had enough."""
+def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE
+             ) -> list[tuple[Ratio, str, bool, bool]]:
+    """(case, group its band came from, measured value inside, measured value at or below the
+    upper edge): each case against the band of the other sources' ratios alone; group "none"
+    (outside) where no group had enough."""
     out = []
     for row in rows:
         found = select(groups([r for r in rows if r.source != row.source]), row.keys, p)
+        ratio = round(row.ratio, 4)
         out.append((row, found[0] if found else "none",
-                    bool(found and found[1] <= round(row.ratio, 4) <= found[2])))
+                    bool(found and found[1] <= ratio <= found[2]),
+                    bool(found and ratio <= found[2])))
     return out
 
 
-def tally(results: list[tuple[Ratio, str, bool]], key: Any) -> dict[str, tuple[int, int]]:
+def tally(results: list[tuple[Ratio, str, bool, bool]], key: Any
+          ) -> dict[str, tuple[int, int]]:
     """key(result) -> (inside, cases)."""
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for result in results:
@@ -107,10 +112,11 @@ def report(found: dict[str, list[Ratio]]) -> list[str]:
     lines = []
     for kind, rows in sorted(found.items()):
         results = coverage(rows)
-        inside = sum(r[2] for r in results)
+        inside, below = sum(r[2] for r in results), sum(r[3] for r in results)
         lines.append(f"{kind}: measured value inside the p{round(100 * DEFAULT_CONFIDENCE)} "
                      f"band of the other sources for {inside} of {len(results)} cases "
-                     f"({inside / len(results):.1%})")
+                     f"({inside / len(results):.1%}); at or below its upper edge {below} "
+                     f"({below / len(results):.1%})")
         for title, key in (("band from", lambda r: r[1]), ("family", lambda r: r[0].keys[1]),
                            ("group", lambda r: r[0].keys[0])):
             lines += [f"  {title} {g}: {k} of {n}" for g, (k, n) in tally(results, key).items()]
