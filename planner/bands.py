@@ -153,15 +153,18 @@ def prediction_bands(*, framework: str, workload: str, method: str | None, memor
             "cost_usd": rental_usd and inverse_band(rate, tokens_per_s, rental_usd)}
 
 
+def request_headroom(request: Any) -> float:
+    """memory_headroom of a plan request (a PlanRequest; duck-typed: models import no
+    schemas): with the method open, the widest band of the methods."""
+    methods = PLAN_METHODS if request.method == "auto" else (request.method,)
+    return memory_headroom(framework=request.framework or "", workload=request.workload,
+                           methods=methods, p=request.confidence)
+
+
 def request_margin(request: Any) -> float:
     """The share of GPU memory a plan request's solver keeps free: its memory_margin and the
-    memory band's upper edge at its confidence together (planning_margin); with the method
-    open, the widest band of the methods (a PlanRequest; duck-typed: models import no
-    schemas)."""
-    methods = PLAN_METHODS if request.method == "auto" else (request.method,)
-    headroom = memory_headroom(framework=request.framework or "", workload=request.workload,
-                               methods=methods, p=request.confidence)
-    return planning_margin(request.memory_margin, headroom)
+    memory band's upper edge at its confidence together (planning_margin)."""
+    return planning_margin(request.memory_margin, request_headroom(request))
 
 
 def framework_id(catalog: Any, slug: str) -> str:

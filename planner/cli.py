@@ -19,7 +19,7 @@ import click
 from planner import render
 from planner.api import MAX_PARETO_POINTS
 from planner.api import check as check_config
-from planner.bands import DEFAULT_CONFIDENCE, case_band, framework_id
+from planner.bands import DEFAULT_CONFIDENCE, case_band, framework_id, request_headroom
 from planner.catalog import load_catalog, shipped_validation_dir
 from planner.cost import define_job
 from planner.efficiency import STACKS
@@ -543,7 +543,9 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
                   stdout_ok=["--out"])
     request, catalog = _plan_request(catalogs, gpus, opts)
     result = plan_request(request, catalog)
-    doc = render.plan_doc(result)
+    doc = render.with_memory_limit(render.plan_doc(result), margin=request.memory_margin,
+                                   confidence=request.confidence,
+                                   headroom=request_headroom(request))
     export = None  # rendered before anything is printed: a refusal leaves no half output
     if export_fmt and result.plan is not None:
         from planner.export import export_plan  # deferred: only with --export

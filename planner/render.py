@@ -411,6 +411,18 @@ def plan_doc(result: Any) -> dict[str, Any]:
     }
 
 
+def with_memory_limit(doc: dict[str, Any], *, margin: float, confidence: float,
+                      headroom: float) -> dict[str, Any]:
+    """A plan document with the memory limit it was planned to (bands.request_margin): the
+    margin, the confidence and the band's headroom, and a note saying how they combine."""
+    words = (f"GPU memory planned to the upper edge of the p{round(100 * confidence)} memory "
+             f"band: usable = capacity x (1 - {margin:.0%} margin) / {headroom:.2f}, the band's "
+             "upper edge per predicted GiB (--confidence 0: point estimates)")
+    return {**doc, "memory_margin": margin, "confidence": confidence,
+            "memory_headroom": headroom,
+            "notes": [*doc["notes"], *([words] if headroom > 1 else [])]}
+
+
 def plan_body(p: Any) -> dict[str, Any]:
     """One plan as plan documents and Pareto points hold it (what `planner export` reads)."""
     c = p.config

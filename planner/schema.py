@@ -260,6 +260,10 @@ class PlanDocument(_Doc):
     conflicts: list[Conflict]
     alternatives: list[Alternative]
     notes: list[str]
+    # `planner plan`: the memory limit planned to (bands.request_margin)
+    memory_margin: float | None = None
+    confidence: float | None = None
+    memory_headroom: float | None = None
 
 
 class ParetoPoint(Alternative):
