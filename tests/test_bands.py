@@ -145,7 +145,10 @@ def test_cli_text_and_json_show_bands(capsys):
     code, out, _ = run(capsys, *args)
     assert code == 0 and " (p90 band " in out
     code, out, _ = run(capsys, *args, "--json")
-    body = json.loads(out)["plan"]
+    doc = json.loads(out)
+    body, h = doc["plan"], doc["memory_headroom"]
+    assert doc["confidence"] == 0.9 and doc["memory_margin"] == 0 and h > 1
+    assert any(f"/ {h:.2f}" in n for n in doc["notes"])
     for b in (body["memory"]["band"], body["throughput"]["band"],
               body["throughput"]["step_time_band"], body["time_hours_band"]):
         assert set(b) >= {"lo", "hi", "p"} and b["lo"] < b["hi"] and b["p"] == 0.9
