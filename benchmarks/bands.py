@@ -1,13 +1,16 @@
-"""The error bands of planner/models/bands.yaml, from leave-one-source-out errors (issue 18 item 4).
+"""The error bands of planner/models/bands.yaml, from leave-one-source-out predictions
+(issue 18 item 4).
 
-    python benchmarks/bands.py [--write] [VALIDATION_DIR]
+    PYTHONPATH=. python benchmarks/bands.py [--write] [VALIDATION_DIR]
 
-Each usable case is predicted with every fitted constant refitted without its own source
-(loso.loso); its relative error joins its group (bands.memory_group, bands.throughput_group).
-A group's band spans the smallest to the largest of those errors (planner.models.bands). Coverage:
-every usable case's measured value is tested against the band built from the errors of the other
-sources' cases of its group (or of its kind, where the group is small), the band a user would
-have been given before that source was known.
+Each usable case (memory peaks; training and RL throughput, a time metric as its rate) is
+predicted with every fitted constant refitted without its own source (loso.loso); its ratio
+measured / predicted joins its groups (planner.models.bands.group_keys). The file holds each group's
+sorted ratios; planner.models.bands takes the split-conformal band of the most specific group with
+enough cases. Coverage: every case's measured value is tested against the band built from the
+other sources' ratios alone (its own group where they are enough, else its family, else the
+pool), the band a user would have been given before that source was known; printed per group
+and overall, at p = 0.9.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -24,75 +27,111 @@ import yaml  # noqa: E402
 from fit import DEFAULT_DIR, load  # noqa: E402
 from loso import loso, source_key  # noqa: E402
 
-from planner.catalog.load import load_catalog  # noqa: E402
-from planner.models.bands import BANDS_FILE, MIN_CASES, memory_group, throughput_group  # noqa: E402
+from planner.catalog.load import Catalog, load_catalog  # noqa: E402
+from planner.models.bands import (  # noqa: E402
+    BANDS_FILE,
+    DEFAULT_CONFIDENCE,
+    TIMED_METRICS,
+    framework_id,
+    group_keys,
+    select,
+)
 
 
-def errors(report: dict[str, Any], cases: Any) -> dict[str, list[tuple[str, str, float, float,
-                                                                        float]]]:
-    """kind -> [(group, source, error, predicted, measured)] of the usable LOSO predictions."""
+class Ratio(NamedTuple):
+    keys: tuple[str, str, str]
+    source: str
+    ratio: float  # measured / predicted
+    case: str
+
+
+def ratios(report: dict[str, Any], cases: Any, catalog: Catalog) -> dict[str, list[Ratio]]:
+    """kind -> the usable LOSO predictions as ratios measured / predicted (a rate's: a time
+    or cost metric is inverted)."""
     mem, thr = report["loso"]
-    out: dict[str, list] = defaultdict(list)
+    out: dict[str, list[Ratio]] = defaultdict(list)
     for r in mem:
-        if r.usable and r.kind == "peak" and r.rel_err is not None:
-            src = source_key(str(cases.memory[r.id].get("source")))
-            out["memory"].append((memory_group(r.workload, r.method), src, r.rel_err,
-                                  r.predicted_gib, r.measured_gib))
+        if r.usable and r.kind == "peak" and r.predicted_gib and r.measured_gib:
+            case = cases.memory[r.id]
+            out["memory"].append(Ratio(
+                group_keys(framework_id(catalog, r.framework), r.workload, r.method),
+                source_key(str(case.get("source"))), r.measured_gib / r.predicted_gib, r.id))
     for r in thr:
-        if r.usable and r.rel_err is not None and r.family != "decode":
-            src = source_key(str(cases.throughput[r.id].get("source")))
-            # as an error of the rate (tokens/s): a time or cost metric runs the other way
-            timed = r.metric in ("step_time_s", "time_to_train_minutes", "cost_usd")
-            err = 1 / (1 + r.rel_err) - 1 if timed else r.rel_err
-            pred, meas = (1 / r.predicted, 1 / r.measured) if timed else (r.predicted,
-                                                                          r.measured)
-            out["throughput"].append((throughput_group(r.workload, r.stack), src, err, pred,
-                                      meas))
+        if r.usable and r.predicted and r.measured and r.family != "decode":
+            case = cases.throughput[r.id]
+            ratio = r.measured / r.predicted
+            out["throughput"].append(Ratio(
+                group_keys(framework_id(catalog, r.framework), r.workload,
+                           getattr(r, "method", None)),
+                source_key(str(case.get("source"))),
+                1 / ratio if r.metric in TIMED_METRICS else ratio, r.id))
     return out
 
 
-def _entry(errs: list[float]) -> dict[str, Any]:
-    return {"lo": round(min(errs), 4), "hi": round(max(errs), 4), "cases": len(errs)}
+def groups(rows: list[Ratio]) -> dict[str, list[float]]:
+    """group -> sorted ratios of ``rows``."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        for key in row.keys:
+            out[key].append(round(row.ratio, 4))
+    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def table(found: dict[str, list]) -> dict[str, Any]:
-    """The bands file: per kind, per group and "all", the error percentiles and case count."""
-    out: dict[str, Any] = {}
-    for kind, rows in found.items():
-        groups: dict[str, list[float]] = defaultdict(list)
-        for group, _src, err, _p, _m in rows:
-            groups[group].append(err)
-        out[kind] = {"all": _entry([e for *_x, e, _p, _m in
-                                    [(g, s, e, p, m) for g, s, e, p, m in rows]])}
-        out[kind].update({g: _entry(errs) for g, errs in sorted(groups.items())})
+def table(found: dict[str, list[Ratio]]) -> dict[str, Any]:
+    """The bands file: per kind, per group, the sorted LOSO ratios."""
+    return {kind: groups(rows) for kind, rows in sorted(found.items())}
+
+
+def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE
+             ) -> list[tuple[Ratio, str, bool, bool]]:
+    """(case, group its band came from, measured value inside, measured value at or below the
+    upper edge): each case against the band of the other sources' ratios alone; group "none"
+    (outside) where no group had enough."""
+    out = []
+    for row in rows:
+        found = select(groups([r for r in rows if r.source != row.source]), row.keys, p)
+        ratio = round(row.ratio, 4)
+        out.append((row, found[0] if found else "none",
+                    bool(found and found[1] <= ratio <= found[2]),
+                    bool(found and ratio <= found[2])))
     return out
 
 
-def coverage(found: dict[str, list]) -> dict[str, tuple[int, int]]:
-    """kind -> (inside, cases): the measured value inside the band of the other sources."""
-    out = {}
-    for kind, rows in found.items():
-        inside = 0
-        for group, src, _err, pred, meas in rows:
-            own = [e for g, s, e, _p, _m in rows if g == group and s != src]
-            errs = own if len(own) >= MIN_CASES else [e for _g, s, e, _p, _m in rows
-                                                      if s != src]
-            inside += pred / (1 + max(errs)) <= meas <= pred / (1 + min(errs))
-        out[kind] = (inside, len(rows))
-    return out
+def tally(results: list[tuple[Ratio, str, bool, bool]], key: Any
+          ) -> dict[str, tuple[int, int]]:
+    """key(result) -> (inside, cases)."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for result in results:
+        out[key(result)][0] += result[2]
+        out[key(result)][1] += 1
+    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+
+def report(found: dict[str, list[Ratio]]) -> list[str]:
+    """The coverage lines: per kind overall, by the group the band came from, by the case's
+    family and own group."""
+    lines = []
+    for kind, rows in sorted(found.items()):
+        results = coverage(rows)
+        inside, below = sum(r[2] for r in results), sum(r[3] for r in results)
+        lines.append(f"{kind}: measured value inside the p{round(100 * DEFAULT_CONFIDENCE)} "
+                     f"band of the other sources for {inside} of {len(results)} cases "
+                     f"({inside / len(results):.1%}); at or below its upper edge {below} "
+                     f"({below / len(results):.1%})")
+        for title, key in (("band from", lambda r: r[1]), ("family", lambda r: r[0].keys[1]),
+                           ("group", lambda r: r[0].keys[0])):
+            lines += [f"  {title} {g}: {k} of {n}" for g, (k, n) in tally(results, key).items()]
+    return lines
 
 
 def main() -> None:
     args = [a for a in sys.argv[1:] if a != "--write"]
     folder = Path(args[0]) if args else DEFAULT_DIR
     start = time.perf_counter()
-    cases = load(folder)
-    found = errors(loso(cases, load_catalog()), cases)
+    cases, catalog = load(folder), load_catalog()
+    found = ratios(loso(cases, catalog), cases, catalog)
+    print("\n".join(report(found)))
     bands = table(found)
-    for kind, (inside, n) in coverage(found).items():
-        print(f"{kind}: measured value inside the p90 band for {inside} of {n} cases "
-              f"({inside / n:.0%})")
-    print(yaml.safe_dump(bands, sort_keys=True))
     if "--write" in sys.argv[1:]:
         BANDS_FILE.write_text("# written by benchmarks/bands.py --write: do not edit\n"
                               + yaml.safe_dump(bands, sort_keys=True), encoding="utf-8")

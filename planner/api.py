@@ -24,8 +24,16 @@ from planner.catalog.resolve import (
 )
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
 from planner.errors import PlannerError
-from planner.inputs import MAX_FLOAT, check_choice, check_margin, check_range, check_type, short
-from planner.models.bands import band, memory_group, throughput_group
+from planner.inputs import (
+    MAX_FLOAT,
+    check_choice,
+    check_confidence,
+    check_margin,
+    check_range,
+    check_type,
+    short,
+)
+from planner.models.bands import memory_headroom, planning_margin
 from planner.models.cost import CostEstimate, Job, define_job, job_cost, job_notes
 from planner.models.memory import GIB, MemoryEstimate, usable_host_ram_gib
 from planner.models.rltime import workload_throughput
@@ -39,7 +47,10 @@ MAX_PARETO_POINTS = 50  # points of one sweep (`pareto --max-points`)
 class Evaluation:
     """One configuration evaluated by the models, as ``check`` reports it (typed: the check
     document is rendered from it, and the ranked fixes compare these values, never rounded
-    text). ``memory``, ``throughput`` and ``cost`` are the models' own estimates."""
+    text). ``memory``, ``throughput`` and ``cost`` are the models' own estimates; it fits
+    where the memory band's upper edge at ``confidence`` (``headroom`` over the point
+    estimate; 0: the point estimate) is within capacity less ``margin``
+    (bands.planning_margin)."""
 
     model: ModelSpec
     asked_as: str
@@ -53,17 +64,20 @@ class Evaluation:
     cost: CostEstimate
     job: Job
     margin: float
+    confidence: float = 0.0
+    headroom: float = 1.0
     critic: ModelSpec | None = None
     reward: ModelSpec | None = None
 
     @property
     def fits(self) -> bool:
-        return self.memory.fits(self.margin)
+        return self.memory.fits(planning_margin(self.margin, self.headroom))
 
 
 def evaluate(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
-    margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
+    margin: float = 0.02, confidence: float = 0.0,
+    stack: str | None = None, pricing: str = "buy",
     price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
     power_usd_per_kwh: float | None = None, critic_model: str | None = None,
     reward_model: str | None = None, offer: str | None = None,
@@ -73,6 +87,7 @@ def evaluate(
     that holds the job. Bad arguments raise PlannerError."""
     check_type(config, TrainConfig, name="config")
     check_margin(margin)
+    check_confidence(confidence)
     check_choice(pricing, ("buy", "rent", "owned"), name="pricing")
     if price_kind is not None:
         check_choice(price_kind, ("new", "used"), name="price_kind")
@@ -102,42 +117,43 @@ def evaluate(
         cost = job_cost(gpu_spec, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
                         pricing=pricing, platform=plat if pricing == "buy" else None,
                         price_kind=price_kind, power_usd_per_kwh=power_usd_per_kwh)
+    headroom = memory_headroom(framework=framework.profile.id, workload=cfg.workload,
+                               methods=(cfg.method,), p=confidence)
     return Evaluation(model=resolved.spec, asked_as=model, gpu=gpu_spec, config=cfg,
                       framework=framework, stack=stack, platform=plat, memory=est,
                       throughput=tput, cost=cost, job=job or define_job(), margin=margin,
-                      critic=critic, reward=reward)
+                      confidence=confidence, headroom=headroom, critic=critic, reward=reward)
 
 
 def check(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
-    margin: float = 0.02, stack: str | None = None, pricing: str = "buy",
-    price_kind: str | None = None, platform: str | None = None, job: Job | None = None,
-    power_usd_per_kwh: float | None = None, critic_model: str | None = None,
-    reward_model: str | None = None, offer: str | None = None,
+    margin: float = 0.02, confidence: float = 0.0, stack: str | None = None,
+    pricing: str = "buy", price_kind: str | None = None, platform: str | None = None,
+    job: Job | None = None, power_usd_per_kwh: float | None = None,
+    critic_model: str | None = None, reward_model: str | None = None,
+    offer: str | None = None,
 ) -> dict[str, Any]:
     """The `planner check --json` document of one configuration: ``evaluate`` with the same
     arguments, rendered (check_document). Bad arguments raise PlannerError."""
     return check_document(evaluate(
-        model=model, gpu=gpu, config=config, catalog=catalog, margin=margin, stack=stack,
-        pricing=pricing, price_kind=price_kind, platform=platform, job=job,
-        power_usd_per_kwh=power_usd_per_kwh, critic_model=critic_model,
-        reward_model=reward_model, offer=offer))
+        model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,
+        confidence=confidence, stack=stack, pricing=pricing, price_kind=price_kind,
+        platform=platform, job=job, power_usd_per_kwh=power_usd_per_kwh,
+        critic_model=critic_model, reward_model=reward_model, offer=offer))
 
 
 def check_document(ev: Evaluation) -> dict[str, Any]:
-    """An Evaluation as the `planner check --json` document (figures rounded for display)."""
+    """An Evaluation as the `planner check --json` document (figures rounded for display),
+    with the bands of its predictions (render.with_bands)."""
     cfg, est, tput, cost = ev.config, ev.memory, ev.throughput, ev.cost
     doc = render.check_doc(
         model=ev.model, asked_as=ev.asked_as, gpu=ev.gpu, cfg=cfg, est=est, fits=ev.fits,
         margin=ev.margin,
     )
+    doc.update(confidence=ev.confidence, memory_headroom=ev.headroom)
     doc["framework"] = ev.framework.summary()
-    doc["memory"]["band"] = band("memory", memory_group(cfg.workload, cfg.method),
-                                 doc["memory"]["per_gpu_gib"])
     doc["platform"] = ev.platform.id if ev.platform else None
     doc["throughput"] = tput.summary()
-    doc["throughput"]["band"] = band("throughput", throughput_group(cfg.workload, ev.stack),
-                                     tput.tokens_per_s)
     if hasattr(tput, "terms"):
         doc["throughput"]["terms_s"] = dict(tput.terms)
     doc["roles"] = {"critic": ev.critic.id if ev.critic else None,
@@ -152,7 +168,7 @@ def check_document(ev: Evaluation) -> dict[str, Any]:
             f"--seq-len {cfg.seq_len} exceeds {ev.model.id}'s context of "
             f"{ev.model.max_position_embeddings} tokens: it needs a context extension "
             "(RoPE scaling) the model was not trained with")
-    return doc
+    return render.with_bands(doc, ev.framework.profile.id)
 
 
 def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,

@@ -44,18 +44,30 @@ from planner.inputs import (
     FieldErrors,
     capped,
     check_arg,
+    check_confidence,
     check_margin,
     decode,
     load_file,
     parse_json,
     short,
 )
+from planner.models.bands import DEFAULT_CONFIDENCE, case_band, framework_id, request_headroom
 from planner.models.cost import define_job
 from planner.models.efficiency import STACKS
 from planner.outputs import render
 from planner.outputs.files import STDOUT, check_targets, write_atomic
 from planner.validation.validate import validate_file
 from planner.validation.validate_throughput import is_throughput_file, validate_throughput_file
+
+# The CLI plans against the memory band's upper edge at --confidence (issue 18 item 4): no
+# fixed margin on top by default (the library keeps its 5 % / 2 % margins at confidence 0).
+CLI_MEMORY_MARGIN = 0.0
+MARGIN_HELP = ("Fraction of GPU memory kept free, on top of the memory band's upper edge at "
+               "--confidence: usable = capacity x (1 - margin) / headroom.")
+CONFIDENCE_HELP = ("Plan against the upper edge of the memory band at this confidence: "
+                   "'fits' means the measured peak of jobs like it stayed within the GPU in "
+                   "this share of leave-one-source-out cases; 0: point estimates.")
+
 
 CATALOG_OPTION = click.option(
     "--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False),
@@ -269,8 +281,10 @@ def workload_options(command):
 @click.option("--grad-accum", type=INT, default=1, show_default=True)
 @click.option("--seq-len", type=INT, default=None,
               help="Tokens per sequence [default: 2048; RL: prompt + response].")
-@click.option("--memory-margin", type=FLOAT, default=0.02, show_default=True,
-              help="Fraction of GPU memory kept free.")
+@click.option("--memory-margin", type=FLOAT, default=CLI_MEMORY_MARGIN, show_default=True,
+              help=MARGIN_HELP)
+@click.option("--confidence", type=FLOAT, default=DEFAULT_CONFIDENCE, show_default=True,
+              help=CONFIDENCE_HELP)
 @click.option("--framework", default=None,
               help="Framework profile id ('planner catalog frameworks') [default: the "
                    "workload's default, or the first that runs the layout].")
@@ -297,7 +311,8 @@ def workload_options(command):
 @CATALOG_OPTION
 @JSON_OPTION
 def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
-          memory_margin: float, stack: str | None, pricing: str, price_kind: str | None,
+          memory_margin: float, confidence: float, stack: str | None, pricing: str,
+          price_kind: str | None,
           platform: str | None, tokens: float | None, epochs: float | None,
           dataset_tokens: float | None, steps: int | None, power_usd_per_kwh: float | None,
           offer: str | None, critic_model: str | None, reward_model: str | None,
@@ -311,11 +326,13 @@ def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
         --num-gpus 8 --fsdp --prompt-len 512 --response-len 1024 --rollout-batch 64
     """
     check_margin(memory_margin)
+    check_confidence(confidence)
     cfg = _config(opts)
     catalog = load_catalog(catalogs)
     job = define_job(tokens=tokens, epochs=epochs, dataset_tokens=dataset_tokens, steps=steps,
                      global_batch=cfg.global_batch_size, seq_len=cfg.seq_len)
-    kwargs = dict(catalog=catalog, margin=memory_margin, stack=stack, pricing=pricing,
+    kwargs = dict(catalog=catalog, margin=memory_margin, confidence=confidence, stack=stack,
+                  pricing=pricing,
                   price_kind=price_kind, platform=platform, job=job,
                   power_usd_per_kwh=power_usd_per_kwh, critic_model=critic_model,
                   reward_model=reward_model, offer=offer)
@@ -378,8 +395,9 @@ def _check_kl(kl: float, workload: str) -> None:
 # minus the batch settings it searches (own options below, None = searched) and the cost ones.
 _TUNE_SEARCHED = {"checkpointing", "micro_batch", "grad_accum", "rollout_batch", "rollout_n",
                   "logprob_micro_batch"}
-_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "stack", "platform", "critic_model",
-                    "reward_model", "catalogs", "as_json", "no_flash_attention", "kl",
+_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "confidence", "stack", "platform",
+                    "critic_model", "reward_model", "catalogs", "as_json",
+                    "no_flash_attention", "kl",
                     "no_engine_sleep"}
 TUNE_OPTIONS = [
     click.Option(["--objective"], type=_choice(("throughput", "memory")), default="throughput",
@@ -415,7 +433,7 @@ def _tune_params() -> list[click.Parameter]:
 
 @cli.command("tune", params=_tune_params())
 def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, memory_margin: float,
-             stack: str | None, platform: str | None, critic_model: str | None,
+             confidence: float, stack: str | None, platform: str | None, critic_model: str | None,
              reward_model: str | None, objective: str, memory_target: float | None,
              checkpointing: str, micro_batch: int | None, grad_accum: int | None,
              global_batch: int | None, rollout_batch: int | None, rollout_n: int | None,
@@ -443,6 +461,7 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
                 logprob_micro_batch=logprob_micro_batch, checkpointing=checkpointing)
     result = tune_search(model=model, gpu=gpu, config=cfg, catalog=load_catalog(catalogs),
                          objective=objective, memory_target=memory_target, margin=memory_margin,
+                         confidence=confidence,
                          stack=stack, platform=platform, critic_model=critic_model,
                          reward_model=reward_model, pins=pins, tie_tolerance=tie_tolerance,
                          requires=requires)
@@ -477,7 +496,10 @@ PLAN_OPTIONS = [
     click.option("--global-batch", "global_batch_size", type=INT, default=64, show_default=True),
     click.option("--seq-len", type=INT, default=None,
                   help="Tokens per sequence [default: 2048; RL: prompt + response]."),
-    click.option("--memory-margin", type=FLOAT, default=0.05, show_default=True),
+    click.option("--memory-margin", type=FLOAT, default=CLI_MEMORY_MARGIN,
+                  show_default=True, help=MARGIN_HELP),
+    click.option("--confidence", type=FLOAT, default=DEFAULT_CONFIDENCE, show_default=True,
+                  help=CONFIDENCE_HELP),
     click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True),
     click.option("--critic-model", default=None, help="PPO critic [default: policy's arch]."),
     click.option("--reward-model", default=None,
@@ -562,7 +584,9 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
                   stdout_ok=["--out"])
     request, catalog = _plan_request(catalogs, gpus, opts)
     result = plan_request(request, catalog)
-    doc = render.plan_doc(result)
+    doc = render.with_memory_limit(render.plan_doc(result), margin=request.memory_margin,
+                                   confidence=request.confidence,
+                                   headroom=request_headroom(request))
     export = None  # rendered before anything is printed: a refusal leaves no half output
     if export_fmt and result.plan is not None:
         from planner.outputs.export import export_plan  # deferred: only with --export
@@ -724,6 +748,9 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
                   "framework_version": r.framework_version, "usable": r.usable,
                   "measured": r.measured,
                   "predicted": None if r.predicted is None else {"value": r.predicted},
+                  "band": case_band("throughput", r.predicted, framework=framework_id(
+                      catalog, r.framework), workload=r.workload,
+                      method=getattr(r, "method", None), metric=r.metric),
                   "rel_err": r.rel_err, "reason": r.reason} for r in t_results]
         return {"cases": cases, "summary": t_summary}
     results, summary = validate_file(path, catalog)
@@ -735,6 +762,9 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
               "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
                                                   "range_gib": r.predicted_range_gib,
                                                   "fits": r.predicted_fits},
+              "band": None if r.reason or r.kind != "peak" else case_band(
+                  "memory", r.predicted_gib, framework=framework_id(catalog, r.framework),
+                  workload=r.workload, method=r.method),
               "rel_err": r.rel_err,
               "reason": r.reason} for r in results]
     return {"cases": cases, "summary": summary}

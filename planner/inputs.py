@@ -219,6 +219,11 @@ def check_range(value: Any, *, name: str, lo: float, hi: float, lo_open: bool = 
     return float(value)
 
 
+def check_confidence(confidence: Any) -> float:
+    """The confidence a plan or check holds its memory to (planner.models.bands), in [0, 1)."""
+    return check_range(confidence, name="--confidence", lo=0, hi=1, hi_open=True)
+
+
 def check_margin(margin: Any) -> float:
     """The memory margin: a fraction of GPU memory kept free, in [0, 1)."""
     return check_range(margin, name="--memory-margin", lo=0, hi=1, hi_open=True)

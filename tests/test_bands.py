@@ -1,51 +1,215 @@
-"""Error bands (issue 18 item 4): check's memory peak and tokens/s carry the band that jobs
-like them were measured in, from leave-one-source-out errors (benchmarks/bands.py)."""
+"""Error bands (issue 18 item 4): every prediction of check, plan, tune and pareto carries the
+split-conformal band of the leave-one-source-out ratios of jobs like it (benchmarks/bands.py
+writes planner/models/bands.yaml), and --confidence plans against the band's upper memory edge."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from planner import TrainConfig, check, load_catalog
-from planner.models.bands import BANDS_FILE, MIN_CASES, band, memory_group, throughput_group
+from planner.catalog.request import PlanRequest
+from planner.cli import main
+from planner.models.bands import (
+    BANDS_FILE,
+    band,
+    case_band,
+    conformal_ranks,
+    group_keys,
+    inverse_band,
+    memory_headroom,
+    min_cases,
+    planning_margin,
+    request_margin,
+    select,
+)
+from planner.models.memory import GIB
+from planner.solver.solve import plan
+from planner.solver.tune import tune
 
 CAT = load_catalog()
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+TABLE = yaml.safe_load(BANDS_FILE.read_text(encoding="utf-8"))
 
 
-def test_a_band_is_the_spread_of_its_group_errors():
-    table = yaml.safe_load(BANDS_FILE.read_text())
-    entry = table["memory"]["sft/peft"]
-    b = band("memory", "sft/peft", 10.0)
-    assert b["lo"] == pytest.approx(10 / (1 + entry["hi"]))
-    assert b["hi"] == pytest.approx(10 / (1 + entry["lo"]))
-    n = entry["cases"]
-    assert b["p"] == pytest.approx((n - 1) / (n + 1), abs=1e-3) and b["cases"] == n
-    small = [g for g, e in table["throughput"].items() if e["cases"] < MIN_CASES]
-    assert small and band("throughput", small[0], 1.0)["group"] == "throughput/all"
-    assert memory_group("grpo", "lora") == "rl/peft" and memory_group("sft", "full") == "sft/full"
-    assert throughput_group("ppo", "deepspeed") == "rl/ppo"
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
 
 
-def test_check_reports_bands():
-    doc = check(model="qwen2.5-7b", gpu="rtx-4090", catalog=CAT,
-                config=TrainConfig(method="qlora"))
-    mem, tput = doc["memory"]["band"], doc["throughput"]["band"]
-    assert mem["group"] == "sft/peft" and mem["lo"] < mem["hi"]
-    assert tput["lo"] < doc["throughput"]["tokens_per_s"] < tput["hi"]
+def test_conformal_ranks_by_hand():
+    # n = 19 at p = 0.9: floor(20 x 0.05) = 1, ceil(20 x 0.95) = 19: the smallest and largest
+    assert conformal_ranks(19, 0.9) == (1, 19)
+    # n = 52: floor(53 x 0.05) = floor(2.65) = 2, ceil(53 x 0.95) = ceil(50.35) = 51
+    assert conformal_ranks(52, 0.9) == (2, 51)
+    # 18 ratios: ceil(19 x 0.95) = 19 > 18, no finite band; at p = 0.8, 9 suffice (10 x 0.1 = 1)
+    assert min_cases(0.9) == 19 and min_cases(0.8) == 9
 
 
-@pytest.mark.slow
-def test_the_bands_file_is_what_the_script_computes():
+def test_select_takes_the_most_specific_group_with_enough_cases():
+    few, many = [1.0] * 18, [0.5 + i / 100 for i in range(30)]
+    groups = {"fw/sft/lora": few, "sft/peft": many, "all": many + few}
+    name, lo, hi, n = select(groups, ("fw/sft/lora", "sft/peft", "all"), 0.9)
+    k_lo, k_hi = conformal_ranks(30, 0.9)  # (1, 30): 31 x 0.05 = 1.55, 31 x 0.95 = 29.45
+    assert (name, lo, hi, n) == ("sft/peft", many[k_lo - 1], many[k_hi - 1], 30)
+    assert select({"all": few}, ("all",), 0.9) is None
+    assert group_keys("torchtune", "lora", None) == ("torchtune/sft/lora", "sft/peft", "all")
+    assert group_keys("prime-rl", "grpo", "full") == ("prime-rl/grpo/full", "rl/full", "all")
+
+
+def test_a_band_is_the_conformal_band_of_the_file_ratios():
+    ratios = sorted(TABLE["memory"]["sft/peft"])
+    k_lo, k_hi = conformal_ranks(len(ratios), 0.9)
+    b = band("memory", 10.0, framework="nobody", workload="sft", method="qlora")
+    assert b["group"] == "memory/sft/peft" and b["cases"] == len(ratios) and b["p"] == 0.9
+    assert b["lo"] == pytest.approx(10 * ratios[k_lo - 1])
+    assert b["hi"] == pytest.approx(10 * ratios[k_hi - 1])
+    # a time from its rate's band: 2x the rate's upper edge is half the time
+    rate = {"lo": 50.0, "hi": 200.0, "p": 0.9}
+    assert inverse_band(rate, 100.0, 10.0) == {"lo": 5.0, "hi": 20.0, "p": 0.9}
+
+
+def test_headroom_and_margin_combine_multiplicatively():
+    h = memory_headroom(framework="", workload="sft", methods=("full",), p=0.9)
+    found = select(TABLE["memory"], group_keys("", "sft", "full"), 0.9)
+    assert h == max(1.0, found[2]) and h > 1
+    assert memory_headroom(framework="", workload="sft", methods=("full",), p=0.0) == 1.0
+    # usable = capacity x (1 - margin) / headroom
+    assert 1 - planning_margin(0.1, 1.25) == pytest.approx(0.9 / 1.25)
+    auto = request_margin(PlanRequest(model="7b", confidence=0.9, memory_margin=0.1))
+    widest = memory_headroom(framework="", workload="sft",
+                             methods=("full", "lora", "dora", "qlora", "freeze"), p=0.9)
+    assert auto == pytest.approx(1 - 0.9 / widest)
+    assert request_margin(PlanRequest(model="7b", memory_margin=0.05)) == pytest.approx(0.05)
+
+
+def _doc(confidence: float, micro: int) -> dict:
+    return check(model="qwen2.5-7b", gpu="rtx-4090", catalog=CAT, margin=0.0,
+                 confidence=confidence, config=TrainConfig(method="qlora",
+                                                           micro_batch_size=micro))
+
+
+def test_check_fits_by_the_band_upper_edge_and_reports_every_band():
+    point = _doc(0.0, 2)
+    banded = _doc(0.9, 2)
+    h = banded["memory_headroom"]
+    peak, cap = point["memory"]["per_gpu_gib"], point["memory"]["capacity_gib"]
+    assert point["memory_headroom"] == 1.0 and h > 1
+    # this job's peak fits 24 GiB as a point, not at its p90 upper edge
+    assert peak <= cap < peak * h
+    assert point["fits"] and not banded["fits"]
+    mem, tput = banded["memory"]["band"], banded["throughput"]
+    assert mem["hi"] == pytest.approx(peak * h) and mem["lo"] < peak
+    assert tput["band"]["lo"] < tput["tokens_per_s"] < tput["band"]["hi"]
+    step, hours = tput["step_time_band"], banded["time_hours_band"]
+    assert step["lo"] < tput["step_time_s"] < step["hi"]
+    assert hours["hi"] / banded["time_hours"] == pytest.approx(
+        tput["tokens_per_s"] / tput["band"]["lo"])
+    assert banded["cost"]["band"] is None  # a purchase is no prediction
+    rented = check(model="qwen2.5-7b", gpu="rtx-4090", catalog=CAT, pricing="rent",
+                   config=TrainConfig(method="qlora"))
+    usd, b = rented["cost"]["usd"], rented["cost"]["band"]
+    assert b["lo"] < usd < b["hi"]
+
+
+def test_plan_holds_the_upper_edge_and_confidence_zero_is_the_point_plan():
+    kw = {"model": "7b", "budget_usd": 3000, "memory_margin": 0.0}
+    point, banded = plan(PlanRequest(**kw)), plan(PlanRequest(confidence=0.9, **kw))
+    h = memory_headroom(framework="", workload="sft",
+                        methods=("full", "lora", "dora", "qlora", "freeze"), p=0.9)
+    for result, headroom in ((point, 1.0), (banded, h)):
+        mem = result.plan.memory
+        assert mem.device * headroom <= mem.capacity
+    # the point plan's peak does not fit at its band's upper edge: the plan changes
+    assert point.plan.memory.device * h > point.plan.memory.capacity
+    assert banded.plan.memory.device < point.plan.memory.device
+
+
+def test_tune_limit_is_capacity_over_the_headroom():
+    cfg = TrainConfig(method="lora")
+    res = tune(model="qwen2.5-0.5b", gpu="rtx-4090", config=cfg, catalog=CAT, margin=0.1,
+               confidence=0.9)
+    assert res.memory_headroom > 1
+    assert res.limit_gib == pytest.approx(24 * 0.9 / res.memory_headroom)
+    assert res.best.memory.device / GIB <= res.limit_gib
+
+
+def test_cli_text_and_json_show_bands(capsys):
+    args = ("plan", "--budget", "3000", "--model", "7b")
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and " (p90 band " in out
+    code, out, _ = run(capsys, *args, "--json")
+    doc = json.loads(out)
+    body, h = doc["plan"], doc["memory_headroom"]
+    assert doc["confidence"] == 0.9 and doc["memory_margin"] == 0 and h > 1
+    assert any(f"/ {h:.2f}" in n for n in doc["notes"])
+    for b in (body["memory"]["band"], body["throughput"]["band"],
+              body["throughput"]["step_time_band"], body["time_hours_band"]):
+        assert set(b) >= {"lo", "hi", "p"} and b["lo"] < b["hi"] and b["p"] == 0.9
+    mem = body["memory"]
+    assert mem["band"]["hi"] <= mem["capacity_gib"]  # the default plans at confidence 0.9
+    code, out, _ = run(capsys, *args, "--confidence", "0", "--json")
+    assert json.loads(out)["plan"]["memory"]["band"]["hi"] > mem["capacity_gib"]
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "nan"])
+def test_bad_confidence_is_one_line_exit_2(capsys, value):
+    for command in (("plan", "--budget", "3000", "--model", "7b"),
+                    ("check", "--model", "7b", "--gpu", "rtx-4090")):
+        code, out, err = run(capsys, *command, "--confidence", value)
+        assert code == 2 and not out and err.count("\n") == 1 and "confidence" in err
+
+
+def test_validate_json_gives_each_case_its_band(capsys):
+    code, out, _ = run(capsys, "validate", "--json")
+    files = json.loads(out)["files"]
+    banded = [c for f in files for c in f["cases"] if c["band"]]
+    assert len(banded) > 100
+    for c in banded:
+        assert c["band"]["lo"] < c["band"]["hi"]
+    # a time metric's band from the rate's: the same ratios, inverted
+    b = case_band("throughput", 2.0, framework="nemo", workload="sft", method=None,
+                  metric="step_time_s")
+    rate = case_band("throughput", 0.5, framework="nemo", workload="sft", method=None)
+    assert b["lo"] == pytest.approx(1 / rate["hi"]) and b["hi"] == pytest.approx(1 / rate["lo"])
+
+
+def _script():
     spec = importlib.util.spec_from_file_location("bands_script", BENCH / "bands.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+@pytest.fixture(scope="module")
+def found():
+    script = _script()
     from fit import DEFAULT_DIR, load
     from loso import loso
 
     cases = load(DEFAULT_DIR)
-    computed = script.table(script.errors(loso(cases, CAT), cases))
-    assert computed == yaml.safe_load(BANDS_FILE.read_text())
+    return script.ratios(loso(cases, CAT), cases, CAT)
+
+
+@pytest.mark.slow
+def test_the_bands_file_is_what_the_script_computes(found):
+    assert _script().table(found) == TABLE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [
+    "memory",
+    pytest.param("throughput", marks=pytest.mark.xfail(strict=True, reason=(
+        "83.6 %: torchtune's 8 throughput cases are 1.4-3.3x faster than predicted out of "
+        "sample and verl's 2 RL cases 3-5x slower; the speed model (issue 18 part 1) owns "
+        "them"))),
+])
+def test_the_p90_band_covers_85_percent_of_cases_of_unseen_sources(found, kind):
+    results = _script().coverage(found[kind])
+    assert sum(inside for _row, _group, inside, _below in results) >= 0.85 * len(results)

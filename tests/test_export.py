@@ -479,7 +479,7 @@ def test_plan_export_option(tmp_path, capsys):
     out = tmp_path / "run.sh"
     args = ["plan", "--model", "qwen2.5-0.5b", "--gpus", "rtx-4090", "--num-gpus", "2",
             "--method", "lora", "--sharding", "zero2", "--offload", "none",
-            "--checkpointing", "full", "--micro-batch", "4", "--json"]
+            "--checkpointing", "full", "--micro-batch", "4", "--confidence", "0", "--json"]
     with pytest.raises(SystemExit) as exc:
         main([*args, "--export", "openrlhf", "--out", str(out)])
     assert exc.value.code == 0

@@ -548,6 +548,8 @@ def zero_stage_of(sharding: str) -> int:
     """The ZeRO stage of a sharding label (0 for none and FSDP)."""
     return SHARDING_FIELDS.get(sharding, (0, False))[0]
 DEFAULT_GLOBAL_BATCH = 64
+# The library's defaults are point estimates within a fixed 5 % margin (confidence 0); the CLI
+# plans against the memory band instead (cli.CLI_MEMORY_MARGIN, bands.DEFAULT_CONFIDENCE).
 DEFAULT_MEMORY_MARGIN = 0.05
 # Input limits of a plan request (bad input above them, exit 2): money in whole dollars stays in
 # the solver's int64 range; a million GPUs is beyond any cluster built;
@@ -600,6 +602,9 @@ class PlanRequest(_Request):
     global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0, le=MAX_GLOBAL_BATCH)
     seq_len: int = Field(default=2048, gt=0)
     memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
+    confidence: float = Field(
+        default=0.0, ge=0, lt=1, description="plan against the upper edge of the memory band "
+        "at this confidence (planner.models.bands; the CLI's default is 0.9); 0: point estimates")
     framework: str | None = Field(
         default=None, max_length=100, description="framework profile id or alias the plan "
         "runs on (catalog/frameworks); None: the workload's default framework. The plan holds "

@@ -1,37 +1,90 @@
 """Error bands on predictions: where the measured value of a job like this one lies, from the
-leave-one-source-out errors of its group (benchmarks/bands.py writes planner/models/bands.yaml).
+leave-one-source-out ratios measured / predicted of its group (benchmarks/bands.py writes
+planner/models/bands.yaml; issue 18 item 4).
 
-A group's band spans the smallest to the largest relative error (predicted - measured) /
-measured of its n cases, each predicted with every constant refitted without its own source.
-For a prediction P the measured value M = P / (1 + e) then lies in [P / (1 + e_max),
-P / (1 + e_min)]: a distribution-free prediction interval, which holds a new case's error with
-probability (n - 1) / (n + 1) (the band's "p"). A group with fewer than MIN_CASES cases takes
-the errors of every case of its kind (memory or throughput), a wider default, and says so.
+Each validation case is predicted with every fitted constant refitted without its own source;
+its ratio r = measured / predicted joins three groups: its own (framework x workload x method),
+its family (SFT-family or RL/preference x full or adapters) and its kind's pool ("all"). A
+prediction P takes the most specific group that holds enough cases for a finite band at the
+asked confidence p (min_cases: 19 at p = 0.9) and gets the split-conformal band
+[P * r_(k_lo), P * r_(k_hi)] of that group's n sorted ratios, with k_lo = floor((n + 1)(1 - p)/2)
+and k_hi = ceil((n + 1)(1 + p)/2) (split conformal prediction with the finite-sample
+correction; Lei et al. 2018, "Distribution-Free Predictive Inference for Regression",
+https://arxiv.org/abs/1604.04173, section 2.2, applied to each tail at (1 - p)/2): a new case
+exchangeable with the group's lies inside with probability >= p.
+
+Planning at confidence p puts the band's upper memory edge P * r_(k_hi) within the GPU:
+usable capacity = capacity x (1 - margin) / headroom, headroom = max(1, r_(k_hi))
+(planning_margin turns this into the single margin the solver reads).
 """
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from planner.errors import UnknownNameError
+
 BANDS_FILE = Path(__file__).resolve().parent / "bands.yaml"
-MIN_CASES = 5
+DEFAULT_CONFIDENCE = 0.9
 SFT_FAMILY = ("sft", "pretrain")
 PEFT = ("lora", "dora", "qlora")
+# Validation metrics that are times or bills: their band is the inverse of the rate's.
+TIMED_METRICS = ("step_time_s", "time_to_train_minutes", "cost_usd")
+PLAN_METHODS = ("full", *PEFT, "freeze")  # request.METHODS, of which a plan may choose
 
 
-def memory_group(workload: str, method: str) -> str:
-    """The memory group of a job: SFT-family or RL/preference, full or adapters."""
+def case_method(workload: str, method: str | None) -> tuple[str, str]:
+    """(workload, method) of a case or job: a throughput case that names its method as its
+    workload ("lora") is SFT with that method; no method is full training."""
+    if workload in PEFT:
+        return "sft", workload
+    return workload, method or "full"
+
+
+def group_keys(framework: str, workload: str, method: str | None) -> tuple[str, str, str]:
+    """The groups of a job, most specific first: framework/workload/method, family, all."""
+    workload, method = case_method(workload, method)
     family = "sft" if workload in SFT_FAMILY else "rl"
-    return f"{family}/{'peft' if method in PEFT else 'full'}"
+    return (f"{framework}/{workload}/{method}",
+            f"{family}/{'peft' if method in PEFT else 'full'}", "all")
 
 
-def throughput_group(workload: str, stack: str) -> str:
-    """The speed group of a job: RL iterations by workload, training steps by stack."""
-    return f"rl/{workload}" if workload in ("ppo", "grpo") else f"training/{stack}"
+def conformal_ranks(n: int, p: float) -> tuple[int, int]:
+    """The 1-based ranks (k_lo, k_hi) of the split-conformal band at confidence p over n sorted
+    ratios (module docstring); k_lo < 1 or k_hi > n: too few cases for a finite band."""
+    # the 1e-9 keeps float rounding (20 x 0.05 = 0.9999...) from moving a rank
+    return (math.floor((n + 1) * (1 - p) / 2 + 1e-9),
+            math.ceil((n + 1) * (1 + p) / 2 - 1e-9))
+
+
+def min_cases(p: float) -> int:
+    """The fewest ratios whose band at confidence p is finite (19 at p = 0.9)."""
+    n = 1
+    while not _finite(n, p):
+        n += 1
+    return n
+
+
+def _finite(n: int, p: float) -> bool:
+    lo, hi = conformal_ranks(n, p)
+    return lo >= 1 and hi <= n
+
+
+def select(groups: dict[str, list[float]], keys: tuple[str, ...], p: float
+           ) -> tuple[str, float, float, int] | None:
+    """(group, r_lo, r_hi, cases) of the first group of ``keys`` with a finite band at p; None
+    where none has enough cases."""
+    for key in keys:
+        ratios = sorted(groups.get(key, ()))
+        if _finite(len(ratios), p):
+            lo, hi = conformal_ranks(len(ratios), p)
+            return key, ratios[lo - 1], ratios[hi - 1], len(ratios)
+    return None
 
 
 @lru_cache(maxsize=1)
@@ -39,14 +92,96 @@ def _table() -> dict[str, Any]:
     return yaml.safe_load(BANDS_FILE.read_text(encoding="utf-8"))
 
 
-def band(kind: str, group: str, value: float) -> dict[str, Any]:
-    """The p90 band of ``value`` (a predicted memory peak or rate) for ``kind`` ("memory" or
-    "throughput") and ``group``: {"lo", "hi", "p", "group", "cases"}; a group with too few
-    cases uses its kind's pooled errors ("group": "<kind>/all")."""
-    table = _table()[kind]
-    entry, name = table.get(group), group
-    if entry is None or entry["cases"] < MIN_CASES:
-        entry, name = table["all"], f"{kind}/all"
-    n = entry["cases"]
-    return {"lo": value / (1 + entry["hi"]), "hi": value / (1 + entry["lo"]),
-            "p": round((n - 1) / (n + 1), 3), "group": name, "cases": n}
+def ratio_band(kind: str, *, framework: str, workload: str, method: str | None,
+               p: float = DEFAULT_CONFIDENCE) -> tuple[str, float, float, int] | None:
+    """select() over the bands file's ``kind`` ("memory" or "throughput") for a job."""
+    return select(_table()[kind], group_keys(framework, workload, method), p)
+
+
+def band(kind: str, value: float, *, framework: str, workload: str, method: str | None,
+         p: float = DEFAULT_CONFIDENCE) -> dict[str, Any] | None:
+    """The band of a predicted ``value`` (memory peak or tokens/s): {"lo", "hi", "p", "group",
+    "cases"}; None where even the pooled group is too small for p."""
+    found = ratio_band(kind, framework=framework, workload=workload, method=method, p=p)
+    if found is None:
+        return None
+    group, r_lo, r_hi, n = found
+    return {"lo": value * r_lo, "hi": value * r_hi, "p": p, "group": f"{kind}/{group}",
+            "cases": n}
+
+
+def inverse_band(rate_band: dict[str, Any] | None, rate: float, value: float
+                 ) -> dict[str, Any] | None:
+    """The band of a quantity inversely proportional to a rate (step time, hours, rental
+    cost) from the rate's band: a slower measured rate is a longer time."""
+    if rate_band is None or not rate or not rate_band["lo"] or not rate_band["hi"]:
+        return None
+    return {**rate_band, "lo": value * rate / rate_band["hi"],
+            "hi": value * rate / rate_band["lo"]}
+
+
+@lru_cache(maxsize=256)
+def memory_headroom(*, framework: str, workload: str, methods: tuple[str, ...],
+                    p: float) -> float:
+    """How far above its prediction the memory of such a job may be measured at confidence p:
+    max(1, r_hi) over ``methods`` (the largest where the method is the solver's choice); 1 at
+    p = 0 (point estimates) or where no group has enough cases."""
+    if p <= 0:
+        return 1.0
+    found = [ratio_band("memory", framework=framework, workload=workload, method=m, p=p)
+             for m in methods]
+    return max([1.0, *(f[2] for f in found if f is not None)])
+
+
+def planning_margin(margin: float, headroom: float) -> float:
+    """The one margin the solver reads: capacity x (1 - margin) / headroom = capacity x
+    (1 - planning_margin)."""
+    return 1 - (1 - margin) / headroom
+
+
+def prediction_bands(*, framework: str, workload: str, method: str | None, memory_gib: float,
+                     tokens_per_s: float, step_time_s: float | None, hours: float | None,
+                     rental_usd: float | None, p: float = DEFAULT_CONFIDENCE
+                     ) -> dict[str, dict[str, Any] | None]:
+    """The bands of one job's predictions: its memory peak, tokens/s, and from the rate's band
+    the step time, hours and a rental bill (a bill by the hour; a purchase is no prediction)."""
+    job = {"framework": framework, "workload": workload, "method": method, "p": p}
+    rate = band("throughput", tokens_per_s, **job)
+    return {"memory": band("memory", memory_gib, **job), "tokens_per_s": rate,
+            "step_time_s": step_time_s and inverse_band(rate, tokens_per_s, step_time_s),
+            "hours": hours and inverse_band(rate, tokens_per_s, hours),
+            "cost_usd": rental_usd and inverse_band(rate, tokens_per_s, rental_usd)}
+
+
+def request_headroom(request: Any) -> float:
+    """memory_headroom of a plan request (a PlanRequest; duck-typed: models import no
+    schemas): with the method open, the widest band of the methods."""
+    methods = PLAN_METHODS if request.method == "auto" else (request.method,)
+    return memory_headroom(framework=request.framework or "", workload=request.workload,
+                           methods=methods, p=request.confidence)
+
+
+def request_margin(request: Any) -> float:
+    """The share of GPU memory a plan request's solver keeps free: its memory_margin and the
+    memory band's upper edge at its confidence together (planning_margin)."""
+    return planning_margin(request.memory_margin, request_headroom(request))
+
+
+def framework_id(catalog: Any, slug: str) -> str:
+    """The profile id a validation case's framework names (an alias resolved), else the slug."""
+    try:
+        return catalog.framework(slug).id
+    except UnknownNameError:
+        return slug
+
+
+def case_band(kind: str, predicted: float | None, *, framework: str, workload: str,
+              method: str | None, metric: str | None = None) -> dict[str, Any] | None:
+    """The band of a validation case's prediction (`planner validate --json`): memory peaks
+    and rates directly, a time or bill metric (TIMED_METRICS) from the rate's band."""
+    if not predicted:
+        return None
+    job = {"framework": framework, "workload": workload, "method": method}
+    if metric not in TIMED_METRICS:
+        return band(kind, predicted, **job)
+    return inverse_band(band(kind, 1 / predicted, **job), 1 / predicted, predicted)

@@ -9,7 +9,10 @@ from typing import Any
 from planner.catalog.offers import CATALOG_PROVIDER, billing_text
 from planner.catalog.request import TRAINER_ENGINES, TrainConfig, method_label, rollout_gpu_count
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
-from planner.models.bands import band, memory_group, throughput_group
+from planner.models.bands import (
+    DEFAULT_CONFIDENCE,
+    prediction_bands,
+)
 from planner.models.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.outputs.schema import SCHEMA_VERSION
 from planner.solver.result import SLACK_TIGHT
@@ -91,20 +94,48 @@ def framework_lines(framework: dict[str, Any] | None) -> list[str]:
             f"{framework['efficiency_note']}"]
 
 
-def _band_range(band: dict[str, Any] | None, fmt: str) -> str:
-    """', band lo-hi (p)' after a predicted number, or nothing."""
+def band_text(band: dict[str, Any] | None, fmt: str) -> str:
+    """' (p90 band lo-hi)' after a predicted number, or nothing."""
     if not band:
         return ""
-    return f"; band {fmt.format(band['lo'])}-{fmt.format(band['hi'])} at p {band['p']:.2f}"
+    return (f" (p{round(100 * band['p'])} band {fmt.format(band['lo'])}-"
+            f"{fmt.format(band['hi'])})")
 
 
 def band_lines(unit: str, band: dict[str, Any] | None, fmt: str) -> list[str]:
-    """The band line of a prediction (planner.models.bands)."""
+    """The band line of a prediction (planner.models.bands): its range and where it comes from."""
     if not band:
         return []
     return [f"band       measured {fmt.format(band['lo'])}-{fmt.format(band['hi'])} {unit} for "
             f"jobs like this (p {band['p']:.2f}: {band['cases']} leave-one-source-out cases "
             f"of {band['group']})"]
+
+
+def job_bands(cfg: TrainConfig, *, memory_gib: float, throughput: dict[str, Any],
+              hours: float | None, cost: dict[str, Any], framework: str | None = None
+              ) -> dict[str, dict[str, Any] | None]:
+    """planner.models.bands.prediction_bands of a job's documents (a rental bill's cost only)."""
+    return prediction_bands(
+        framework=framework or cfg.framework or "", workload=cfg.workload, method=cfg.method,
+        memory_gib=memory_gib, tokens_per_s=throughput["tokens_per_s"],
+        step_time_s=throughput.get("step_time_s"), hours=hours,
+        rental_usd=cost.get("usd") if cost.get("basis") == "rent" else None,
+        p=DEFAULT_CONFIDENCE)
+
+
+def with_bands(doc: dict[str, Any], framework: str | None = None) -> dict[str, Any]:
+    """A check document or plan body with each band next to its prediction (job_bands):
+    memory.band, throughput.band (tokens/s), throughput.step_time_band, time_hours_band and
+    cost.band (a rental's)."""
+    cfg = TrainConfig.model_validate(doc["config"])
+    bands = job_bands(cfg, memory_gib=doc["memory"]["per_gpu_gib"],
+                      throughput=doc["throughput"], hours=doc["time_hours"], cost=doc["cost"],
+                      framework=framework)
+    return {**doc, "memory": {**doc["memory"], "band": bands["memory"]},
+            "throughput": {**doc["throughput"], "band": bands["tokens_per_s"],
+                           "step_time_band": bands["step_time_s"]},
+            "time_hours_band": bands["hours"],
+            "cost": {**doc["cost"], "band": bands["cost_usd"]}}
 
 
 def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
@@ -121,6 +152,15 @@ def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
     return ["", "changes that make it fit, each checked (fastest job first, then the fuller "
                 "method):",
             _table(rows, ["change", "GiB/GPU", "tokens/s", "speed", "hours", "verdict"])]
+
+
+def edge_words(doc: dict[str, Any]) -> str:
+    """', X GiB at the upper edge of its p90 band' where the check holds the band's edge."""
+    headroom = doc.get("memory_headroom", 1.0)
+    if headroom <= 1:
+        return ""
+    return (f", {doc['memory']['per_gpu_gib'] * headroom:.2f} GiB at the upper edge of its "
+            f"p{round(100 * doc['confidence'])} band")
 
 
 def check_text(doc: dict[str, Any]) -> str:
@@ -147,8 +187,9 @@ def check_text(doc: dict[str, Any]) -> str:
         "",
         f"torch allocated {mem['allocated_gib']:.2f} GiB, reserved {mem['reserved_gib']:.2f} GiB; "
         f"host RAM per node {mem['host_ram_gib']:.1f} GiB",
-        f"verdict: {verdict} (device-level peak {mem['per_gpu_gib']:.2f} GiB vs "
-        f"{mem['capacity_gib']:.2f} GiB less a {doc['memory_margin']:.0%} margin)",
+        f"verdict: {verdict} (device-level peak {mem['per_gpu_gib']:.2f} GiB{edge_words(doc)} "
+        f"vs {mem['capacity_gib']:.2f} GiB"
+        + (f" less a {doc['memory_margin']:.0%} margin)" if doc["memory_margin"] else ")"),
     ]
     tail += band_lines("GiB per GPU", mem.get("band"), "{:.1f}")
     tail += [f"note: {n}" for n in mem["notes"]]
@@ -182,27 +223,31 @@ def _speed_lines(doc: dict[str, Any]) -> list[str]:
     if "phases_s" in t:
         terms = ", ".join(f"{k} {v:.3g} s ({t['phase_shares'][k]:.0%})"
                           for k, v in t["phases_s"].items() if v > 0)
-        head = [f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} "
-                f"per GPU), {t['step_time_s']:.3g} s per RL iteration, limited by "
+        head = [f"throughput {t['tokens_per_s']:,.0f} tokens/s{band_text(t.get('band'), '{:,.0f}')}"
+                f" ({t['tokens_per_s_per_gpu']:,.0f} per GPU), {t['step_time_s']:.3g} s per RL "
+                f"iteration{band_text(t.get('step_time_band'), '{:.3g}')}, limited by "
                 f"{t['limited_by']} ({t['placement']}, stack {t['stack']})",
                 f"iteration phases: {terms}"]
     else:
         terms = ", ".join(f"{k} {v:.3g}" for k, v in t["terms_s"].items() if v > 0)
         head = [
-            f"throughput {t['tokens_per_s']:,.0f} tokens/s ({t['tokens_per_s_per_gpu']:,.0f} per "
-            f"GPU), step {t['step_time_s']:.3g} s, MFU {t['mfu']:.1%}, limited by "
+            f"throughput {t['tokens_per_s']:,.0f} tokens/s{band_text(t.get('band'), '{:,.0f}')} "
+            f"({t['tokens_per_s_per_gpu']:,.0f} per GPU), step {t['step_time_s']:.3g} s"
+            f"{band_text(t.get('step_time_band'), '{:.3g}')}, MFU {t['mfu']:.1%}, limited by "
             f"{t['limited_by']} (stack {t['stack']}, {t['precision']})",
             f"step time terms (s): {terms}",
         ]
     lines = [
         *head,
         *band_lines("tokens/s", t.get("band"), "{:,.0f}"),
-        f"job        {cost['job']}: {doc['time_hours']:,.2f} hours",
+        f"job        {cost['job']}: {doc['time_hours']:,.2f} hours"
+        f"{band_text(doc.get('time_hours_band'), '{:,.2f}')}",
     ]
     if cost["usd"] is None:
         lines.append(f"cost       not offered: {cost['reason']}")
     else:
-        lines.append(f"cost       ${cost['usd']:,.0f} ({cost['basis']}: {cost['covers']})")
+        lines.append(f"cost       ${cost['usd']:,.0f}{band_text(cost.get('band'), '${:,.0f}')} "
+                     f"({cost['basis']}: {cost['covers']})")
         lines += [f"             {name}: ${usd:,.0f}" for name, usd in cost["items"].items()]
     lines += [f"note: {n}" for n in t["notes"] + cost["notes"]]
     return lines
@@ -378,10 +423,22 @@ def plan_doc(result: Any) -> dict[str, Any]:
     }
 
 
+def with_memory_limit(doc: dict[str, Any], *, margin: float, confidence: float,
+                      headroom: float) -> dict[str, Any]:
+    """A plan document with the memory limit it was planned to (bands.request_margin): the
+    margin, the confidence and the band's headroom, and a note saying how they combine."""
+    words = (f"GPU memory planned to the upper edge of the p{round(100 * confidence)} memory "
+             f"band: usable = capacity x (1 - {margin:.0%} margin) / {headroom:.2f}, the band's "
+             "upper edge per predicted GiB (--confidence 0: point estimates)")
+    return {**doc, "memory_margin": margin, "confidence": confidence,
+            "memory_headroom": headroom,
+            "notes": [*doc["notes"], *([words] if headroom > 1 else [])]}
+
+
 def plan_body(p: Any) -> dict[str, Any]:
     """One plan as plan documents and Pareto points hold it (what `planner export` reads)."""
     c = p.config
-    return {
+    return with_bands({
         "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
         "num_hosts": p.num_hosts, "method": c.method,
         "lora_rank": c.adapter_rank, "optimizer": c.optimizer,
@@ -392,14 +449,11 @@ def plan_body(p: Any) -> dict[str, Any]:
         "workload": c.workload,
         "rl": _rl_doc(c, p.memory),
         "config": c.model_dump(mode="json"),
-        "memory": {**memory_doc(p.memory), "band": band(
-            "memory", memory_group(c.workload, c.method), p.memory.device / GIB)},
-        "throughput": {**p.throughput.summary(), "band": band(
-            "throughput", throughput_group(c.workload, p.throughput.stack),
-            p.throughput.tokens_per_s)},
+        "memory": memory_doc(p.memory),
+        "throughput": p.throughput.summary(),
         "time_hours": p.time_hours,
         "cost": p.cost.summary(),
-    }
+    })
 
 
 def _rl_doc(c: TrainConfig, est: MemoryEstimate) -> dict[str, Any] | None:
@@ -476,13 +530,15 @@ def plan_text(doc: dict[str, Any]) -> str:
     tc = TrainConfig.model_validate(p["config"])
     mem, t, cost = p["memory"], p["throughput"], p["cost"]
     if "mfu" in t:
-        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, limited by "
-                 f"{t['limited_by']} (stack {t['stack']}"
-                 f"{_band_range(t.get('band'), '{:,.0f}')})")
+        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s"
+                 f"{band_text(t.get('band'), '{:,.0f}')}, MFU {t['mfu']:.1%}, limited by "
+                 f"{t['limited_by']} (stack {t['stack']})")
     else:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in t["phase_shares"].items() if v >= 0.005)
-        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
-                 f"iteration ({shares}); limited by {t['limited_by']}")
+        speed = (f"speed      {t['tokens_per_s']:,.0f} tokens/s"
+                 f"{band_text(t.get('band'), '{:,.0f}')}, {t['step_time_s']:.3g} s per "
+                 f"iteration{band_text(t.get('step_time_band'), '{:.3g}')} ({shares}); "
+                 f"limited by {t['limited_by']}")
     lines = [
         f"status     {doc['status']}" + ("" if doc["status"] == "optimal"
                                          else " (not proven optimal)"),
@@ -497,14 +553,16 @@ def plan_text(doc: dict[str, Any]) -> str:
         *([f"framework  {tc.framework} (efficiency {t['stack']})"] if tc.framework else []),
         f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}",
         f"batch      {batch_line(tc)}",
-        f"memory     {mem['per_gpu_gib']:.1f} of {mem['capacity_gib']:.0f} GiB per GPU "
-        f"(peak in {mem['peak_phase']}{_band_range(mem.get('band'), '{:.1f}')}); host RAM "
+        f"memory     {mem['per_gpu_gib']:.1f}{band_text(mem.get('band'), '{:.1f}')} of "
+        f"{mem['capacity_gib']:.0f} GiB per GPU (peak in {mem['peak_phase']}); host RAM "
         f"{mem['host_ram_gib']:.0f} GiB per host",
         "           " + ", ".join(f"{k.replace('_', ' ')} {v:.1f}"
                                   for k, v in mem["breakdown_gib"].items() if v >= 0.05),
         speed,
-        f"job        {cost['job']}: {p['time_hours']:,.1f} hours",
-        f"cost       ${cost['usd']:,.0f}: {cost['covers']}",
+        f"job        {cost['job']}: {p['time_hours']:,.1f} hours"
+        f"{band_text(p.get('time_hours_band'), '{:,.1f}')}",
+        f"cost       ${cost['usd']:,.0f}{band_text(cost.get('band'), '${:,.0f}')}: "
+        f"{cost['covers']}",
     ]
     if doc["binding"]:
         lines.append("")
@@ -550,12 +608,13 @@ def pareto_text(doc: dict[str, Any]) -> str:
     rows = [[f"{a['num_gpus']} x {a['gpu']}" + ("" if a["status"] == "optimal" else " *"),
              a["platform"] or "rented",
              a["method"], f"zero{a['zero_stage']}/{a['offload']}", f"tp{a['tp']} pp{a['pp']}",
-             f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}", f"{a['time_hours']:,.2f}",
-             f"${a['cost_usd']:,.0f}"] for a in doc["points"]]
+             *_banded_cells(a)] for a in doc["points"]]
     head = f"cost-vs-time Pareto-optimal plans ({doc['points'][0]['job']}, " \
            f"{doc['points'][0]['basis']}):"
     table = _table(rows, ["GPUs", "host", "method", "sharding/offload", "layout", "GiB/GPU",
                           "tokens/s", "hours", "cost"])
+    table += (f"\n(in brackets: the p{round(100 * DEFAULT_CONFIDENCE)} band of each prediction, "
+              "from leave-one-source-out errors of jobs like it; a purchase has none)")
     if any(a["status"] != "optimal" for a in doc["points"]):
         table += ("\n* feasible, not proven optimal: the solver time limit (--time-limit) "
                   "stopped the tie-break among plans of this cost and time")
@@ -563,6 +622,17 @@ def pareto_text(doc: dict[str, Any]) -> str:
         table += (f"\nthe front goes on: {len(doc['points'])} points shown (--max-points); "
                   "faster and costlier plans follow")
     return head + "\n" + table
+
+
+def _banded_cells(point: dict[str, Any]) -> list[str]:
+    """A Pareto row's GiB/GPU, tokens/s, hours and cost, each with its band in brackets."""
+    plan = point["plan"]
+    cells = ((point["per_gpu_gib"], plan["memory"].get("band"), "{:.1f}"),
+             (point["tokens_per_s"], plan["throughput"].get("band"), "{:,.0f}"),
+             (point["time_hours"], plan.get("time_hours_band"), "{:,.2f}"),
+             (point["cost_usd"], plan["cost"].get("band"), "${:,.0f}"))
+    return [fmt.format(v) + (f" ({fmt.format(b['lo'])}-{fmt.format(b['hi'])})" if b else "")
+            for v, b, fmt in cells]
 
 
 def throughput_doc(tput: Any) -> dict[str, Any]:
@@ -588,18 +658,28 @@ def tune_doc(result: Any) -> dict[str, Any]:
         "status": result.status, "objective": result.objective, "model": result.model,
         "model_asked_as": result.asked_as, "gpu": result.gpu, "num_gpus": result.num_gpus,
         "platform": result.platform, "memory_margin": result.margin,
+        "confidence": result.confidence, "memory_headroom": result.memory_headroom,
         "memory_target": result.memory_target, "memory_limit_gib": _r(result.limit_gib),
         "capacity_gib": result.capacity_gib, "tie_tolerance": result.tie_tolerance,
         "settings": best.settings if best else None,
         "config": best.config.model_dump(mode="json") if best else None,
-        "memory": memory_doc(best.memory) if best else None,
-        "throughput": throughput_doc(best.throughput) if best else None,
+        **(_tune_predictions(best) if best else {"memory": None, "throughput": None}),
         "runners_up": [brief(c) for c in result.runners_up],
         "smallest": brief(low) if low else None,
         "searched": {"candidates_evaluated": result.evaluated,
                      "space": {k: list(v) for k, v in result.space.items()}},
         "notes": list(result.notes),
     }
+
+
+def _tune_predictions(best: Any) -> dict[str, Any]:
+    """The chosen setting's memory and throughput blocks, with their bands (job_bands)."""
+    mem, tput = memory_doc(best.memory), throughput_doc(best.throughput)
+    bands = job_bands(best.config, memory_gib=mem["per_gpu_gib"], throughput=tput, hours=None,
+                      cost={})
+    return {"memory": {**mem, "band": bands["memory"]},
+            "throughput": {**tput, "band": bands["tokens_per_s"],
+                           "step_time_band": bands["step_time_s"]}}
 
 
 def settings_line(s: dict[str, Any]) -> str:
@@ -612,11 +692,24 @@ def settings_line(s: dict[str, Any]) -> str:
     return line
 
 
+def limit_text(doc: dict[str, Any]) -> str:
+    """How a memory limit was set from capacity: the margin, and the band's upper edge."""
+    words = ["capacity"]
+    if doc["memory_margin"]:
+        words.append(f"less a {doc['memory_margin']:.0%} margin")
+    if doc["memory_headroom"] > 1:
+        words.append(f"/ {doc['memory_headroom']:.2f}: a peak at the upper edge of its "
+                     f"p{round(100 * doc['confidence'])} band ({doc['memory_headroom']:.2f}x the "
+                     "prediction) stays within it")
+    text = " ".join(words)
+    return text if doc["confidence"] else f"{text}; point estimates (--confidence 0)"
+
+
 def tune_text(doc: dict[str, Any]) -> str:
-    target = ("capacity less a {:.0%} margin".format(doc["memory_margin"])
-              if doc["memory_target"] is None
-              or doc["memory_target"] > 1 - doc["memory_margin"]
-              else f"target {doc['memory_target']:.1%} of capacity")
+    keep = (1 - doc["memory_margin"]) / doc["memory_headroom"]
+    target = (f"target {doc['memory_target']:.1%} of capacity"
+              if doc["memory_target"] is not None and doc["memory_target"] <= keep
+              else limit_text(doc))
     tol = f"{doc['tie_tolerance']:.0%}"
     goal = (f"most tokens/s (ties within {tol}: larger micro-batches, less memory, smaller "
             "totals)" if doc["objective"] == "throughput" else
@@ -638,7 +731,8 @@ def tune_text(doc: dict[str, Any]) -> str:
              f"settings   {settings_line(doc['settings'])}"
              + (f"; gpu_memory_utilization {u:.2f}" if u is not None else ""),
              f"batch      {batch_line(tc)}",
-             f"memory     {mem['per_gpu_gib']:.2f} GiB per GPU, peak in {mem['peak_phase']}: "
+             f"memory     {mem['per_gpu_gib']:.2f} GiB per GPU"
+             f"{band_text(mem.get('band'), '{:.2f}')}, peak in {mem['peak_phase']}: "
              + ", ".join(f"{k.replace('_', ' ')} {v:.2f}"
                          for k, v in mem["breakdown_gib"].items() if v >= 0.005)]
     if tc.is_rl:
@@ -646,11 +740,15 @@ def tune_text(doc: dict[str, Any]) -> str:
         lines.append("phases     " + ", ".join(
             f"{k} {v:.2f}" + (f" ({groups[k]})" if groups.get(k, "all GPUs") != "all GPUs" else "")
             for k, v in mem["phases_gib"].items()) + " GiB")
-        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, {t['step_time_s']:.3g} s per "
-                     f"RL iteration, limited by {t['limited_by']} (stack {t['stack']})")
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s"
+                     f"{band_text(t.get('band'), '{:,.0f}')}, {t['step_time_s']:.3g} s per "
+                     f"RL iteration{band_text(t.get('step_time_band'), '{:.3g}')}, limited by "
+                     f"{t['limited_by']} (stack {t['stack']})")
     else:
-        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s, step {t['step_time_s']:.3g} s,"
-                     f" MFU {t['mfu']:.1%}, limited by {t['limited_by']} (stack {t['stack']})")
+        lines.append(f"speed      {t['tokens_per_s']:,.0f} tokens/s"
+                     f"{band_text(t.get('band'), '{:,.0f}')}, step {t['step_time_s']:.3g} s"
+                     f"{band_text(t.get('step_time_band'), '{:.3g}')}, MFU {t['mfu']:.1%}, "
+                     f"limited by {t['limited_by']} (stack {t['stack']})")
     if doc["runners_up"]:
         rows = [[str(i), settings_line(r["settings"]), f"{r['per_gpu_gib']:.2f}",
                  f"{r['tokens_per_s']:,.0f}", f"{r['tokens_per_s'] / t['tokens_per_s'] - 1:+.1%}"]

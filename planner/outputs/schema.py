@@ -27,8 +27,9 @@ class _Doc(BaseModel):
 
 
 class Band(_Doc):
-    """Where the measured value of jobs like this one lay (planner.models.bands): lo..hi, with the
-    probability p that a new case's value falls inside, from ``cases`` of ``group``."""
+    """Where the measured value of jobs like this one lies (planner.models.bands): lo..hi, the
+    split-conformal band at confidence p of the leave-one-source-out ratios measured /
+    predicted of ``cases`` of ``group``."""
 
     lo: float
     hi: float
@@ -52,7 +53,7 @@ class Memory(_Doc):
     phases_gib: dict[str, float]
     phase_groups: dict[str, str]
     gpu_memory_utilization: float | None
-    band: Band | None = None  # check: the band of the device-level peak
+    band: Band | None = None  # the band of the device-level peak
 
 
 class _Speed(_Doc):
@@ -61,7 +62,8 @@ class _Speed(_Doc):
     step_time_s: float
     limited_by: str
     stack: str
-    band: Band | None = None  # check: the band of tokens/s
+    band: Band | None = None  # the band of tokens/s
+    step_time_band: Band | None = None  # the band of step_time_s (from tokens/s's)
 
 
 class TrainingThroughput(_Speed):
@@ -125,6 +127,7 @@ class Cost(_Doc):
     job: str
     notes: list[str]
     offer: RentalOffer | None = None  # a rental: the offer billed
+    band: Band | None = None  # a rental: the band of the bill (from tokens/s's band)
 
 
 class Roles(_Doc):
@@ -164,6 +167,8 @@ class CheckDocument(_Doc):
     gpu: str
     num_gpus: int
     memory_margin: float
+    confidence: float  # fits: the memory band's upper edge at this confidence (0: the point)
+    memory_headroom: float  # that upper edge / the predicted peak
     config: TrainConfig
     memory: Memory
     framework: Framework
@@ -171,6 +176,7 @@ class CheckDocument(_Doc):
     throughput: TrainingThroughputDetail | RlThroughputDetail
     roles: Roles
     time_hours: float
+    time_hours_band: Band | None
     cost: Cost
     fixes: list[Fix] | None = None  # `planner check` when the configuration does not fit
 
@@ -220,6 +226,7 @@ class PlanBody(_Doc):
     memory: Memory
     throughput: TrainingThroughput | RlThroughput
     time_hours: float
+    time_hours_band: Band | None
     cost: Cost
 
 
@@ -253,6 +260,10 @@ class PlanDocument(_Doc):
     conflicts: list[Conflict]
     alternatives: list[Alternative]
     notes: list[str]
+    # `planner plan`: the memory limit planned to (bands.request_margin)
+    memory_margin: float | None = None
+    confidence: float | None = None
+    memory_headroom: float | None = None
 
 
 class ParetoPoint(Alternative):
@@ -296,6 +307,8 @@ class TuneDocument(_Doc):
     num_gpus: int
     platform: str | None
     memory_margin: float
+    confidence: float  # the limit holds the memory band's upper edge at this confidence
+    memory_headroom: float  # that upper edge / the predicted peak
     memory_target: float | None
     memory_limit_gib: float
     capacity_gib: float

@@ -17,6 +17,7 @@ from ortools.sat.python import cp_model
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import PlanRequest
 from planner.errors import PlannerError
+from planner.models.bands import request_margin
 from planner.solver.encoding import Encoding, build, cp_solver, hint_cheapest
 from planner.solver.result import SLACK_TIGHT, Binding, Conflict, Plan
 from planner.solver.rules import RULES, rule, usage_at
@@ -182,7 +183,7 @@ def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = N
     if name == "max_gpus":
         return f"max-gpus >= {best}"
     if name == "gpu_memory":
-        gib = best / 1024 / (1 - space.request.memory_margin)
+        gib = best / 1024 / (1 - request_margin(space.request))
         return f"a GPU with at least {gib:.1f} GiB"
     if name.startswith("pin:"):
         field = name.split(":", 1)[1]

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from planner.catalog.offers import DEFAULT_MAX_GPUS_PER_OFFER
 from planner.catalog.request import PlanRequest
+from planner.models.bands import request_margin
 from planner.models.memory import GIB, usable_capacity, usable_mib
 from planner.solver.result import Plan
 from planner.solver.space import Offer, PlanSpace, host_sizes
@@ -138,7 +139,7 @@ def _loosen_gpu_memory(space: PlanSpace, plan: Plan) -> tuple[PlanSpace, str] | 
     larger = sorted({o.gpu.memory_gib for o in space.offers if o.gpu.memory_gib > mine})
     if not larger:
         return None
-    cap = usable_mib(larger[0], space.request.memory_margin)
+    cap = usable_mib(larger[0], request_margin(space.request))
     offers = tuple(dc.replace(o, capacity_mib=cap) if o.gpu.id == plan.gpu else o
                    for o in space.offers)
     return space.with_offers(offers), f"{plan.gpu} with {larger[0]:g} GiB"
@@ -150,7 +151,7 @@ GPU_MEMORY = Rule(
                        "checkpointing, a smaller micro-batch or a shorter sequence"),
     usage=lambda space, plan, offer: (
         plan.memory.device / GIB,
-        usable_capacity(plan.memory.capacity, space.request.memory_margin) / GIB),
+        usable_capacity(plan.memory.capacity, request_margin(space.request)) / GIB),
     encode=_encode_gpu_memory, loosen=_loosen_gpu_memory)
 
 

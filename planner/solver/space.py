@@ -60,6 +60,7 @@ from planner.catalog.specs import (
 )
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models.bands import request_margin
 from planner.models.calibration import MIB
 from planner.models.cost import gpu_purchase_price, rental_usd
 from planner.models.memory import (
@@ -632,7 +633,7 @@ class PlanSpace:
         u = self.base.gpu_memory_utilization
         if u is None:
             return resident + weights + work + self._concurrency(si, dp) * per_seq
-        keep = 1 - self.request.memory_margin
+        keep = 1 - request_margin(self.request)
         if keep - u <= 0:
             return np.full(np.shape(resident), 2**40)  # nothing is left for training states
         scaled = np.ceil((resident + fixed) * keep / (keep - u)).astype(np.int64) - fixed
@@ -699,7 +700,7 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
         gpu = catalog.gpu(name)
         if request.pricing == "rent":
             rented = _rental_offers(request, catalog, gpu,
-                                    usable_mib(gpu.memory_gib, request.memory_margin))
+                                    usable_mib(gpu.memory_gib, request_margin(request)))
             offers += rented
             if not rented:
                 unoffered.append(f"{gpu.id}: no rental offer"
@@ -711,7 +712,7 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
         if price is None:
             unoffered.append(f"{gpu.id}: no {request.price_kind or ''} price".replace("  ", " "))
             continue
-        cap = usable_mib(gpu.memory_gib, request.memory_margin)
+        cap = usable_mib(gpu.memory_gib, request_margin(request))
         owned = request.pricing == "owned"  # the user's hosts: any platform that takes the GPU
         hosts = [p for p in catalog.platforms.values()
                  if gpu.form_factor in p.form_factors and (owned or p.price_usd is not None)]

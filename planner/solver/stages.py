@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 
 from planner.catalog.request import TrainConfig, validate_config
 from planner.errors import PlannerError
+from planner.models.bands import request_margin
 from planner.models.calibration import MIB
 from planner.models.cost import job_cost
 from planner.models.memory import GIB, usable_capacity
@@ -29,19 +30,8 @@ from planner.solver.encoding import (
     hint_cheapest,
 )
 from planner.solver.result import Plan
-from planner.solver.search import (
-    ROUNDING,
-    needs_timing,
-    request_job,
-    timed_search,
-)
-from planner.solver.space import (
-    PlanSpace,
-    Row,
-    RowArrays,
-    layout_config,
-    pareto_rows,
-)
+from planner.solver.search import ROUNDING, needs_timing, request_job, timed_search
+from planner.solver.space import PlanSpace, Row, RowArrays, layout_config, pareto_rows
 
 RECHECK_TOLERANCE = 1e-6  # the solver's whole microseconds: limits hold to a millionth
 
@@ -346,7 +336,7 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
         validate_config(cfg, space.model)
     except PlannerError as exc:
         problems.append(str(exc))
-    limit = usable_capacity(plan.memory.capacity, req.memory_margin)
+    limit = usable_capacity(plan.memory.capacity, request_margin(req))
     if plan.memory.blocked:
         problems.append("the rollout engine cannot hold one sequence")
     if plan.memory.device > limit:

@@ -63,7 +63,8 @@ from planner.catalog.resolve import (
 )
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host
 from planner.errors import PlannerError
-from planner.inputs import check_choice, check_margin, check_range, check_type
+from planner.inputs import check_choice, check_confidence, check_margin, check_range, check_type
+from planner.models.bands import memory_headroom, planning_margin
 from planner.models.calibration import MIB
 from planner.models.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.models.rltime import workload_throughput
@@ -152,6 +153,8 @@ class TuneResult:
     evaluated: int
     space: dict[str, tuple[Any, ...]]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    confidence: float = 0.0  # the memory band's upper edge at this confidence is held
+    memory_headroom: float = 1.0  # that edge / the predicted peak (planner.models.bands)
 
 
 def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str, Any]:
@@ -184,8 +187,9 @@ class _Problem:
     reward: ModelSpec | None
     base: TrainConfig
     stack: str
-    margin: float
+    margin: float  # the share of capacity kept free: margin and band (bands.planning_margin)
     limit: float  # device-level bytes a candidate may use
+    headroom: float = 1.0  # the memory band's upper edge / the predicted peak
 
     def evaluate(self, cfg: TrainConfig) -> Candidate:
         est = estimate_memory(self.model, self.gpu, cfg, gpus_per_node=self.per_node,
@@ -199,23 +203,28 @@ class _Problem:
 
 
 def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None,
-             margin: float, memory_target: float | None, stack: str | None,
-             platform: str | None, critic_model: str | None,
-             reward_model: str | None) -> _Problem:
-    """Resolve names and validate the fixed part of the job, as api.check does."""
+             margin: float, memory_target: float | None,
+             stack: str | None, platform: str | None, critic_model: str | None,
+             reward_model: str | None, confidence: float = 0.0) -> _Problem:
+    """Resolve names and validate the fixed part of the job, as api.check does; the memory
+    limit is capacity x (1 - margin) / headroom at ``confidence``, or the target if lower."""
     check_margin(margin)
+    check_confidence(confidence)
     if memory_target is not None:
         check_range(memory_target, name="--memory-target", lo=0, hi=1, lo_open=True,
                     hint=" (a fraction of capacity, e.g. 0.875)")
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
-    cfg, _framework, stack = job_framework(cat, cfg, stack)
+    cfg, framework, stack = job_framework(cat, cfg, stack)
+    headroom = memory_headroom(framework=framework.profile.id, workload=cfg.workload,
+                               methods=(cfg.method,), p=confidence)
+    margin = planning_margin(margin, headroom)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = gpus_per_host(gpu_spec, plat) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model)
     fraction = min(1.0 - margin, memory_target if memory_target is not None else 1.0)
     return _Problem(resolved.spec, model, gpu_spec, plat, per_node, critic, reward, cfg,
-                    stack, margin, fraction * gpu_spec.memory_gib * GIB)
+                    stack, margin, fraction * gpu_spec.memory_gib * GIB, headroom)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -463,7 +472,8 @@ class _Search:
 
 def tune(
     *, model: str, gpu: str, config: TrainConfig, catalog: Catalog | None = None,
-    objective: str = "throughput", memory_target: float | None = None, margin: float = 0.02,
+    objective: str = "throughput", memory_target: float | None = None,
+    margin: float = 0.02, confidence: float = 0.0,
     stack: str | None = None, platform: str | None = None, critic_model: str | None = None,
     reward_model: str | None = None, pins: Pins | None = None,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE, space: SearchSpace | None = None,
@@ -474,7 +484,8 @@ def tune(
 
     ``objective`` "throughput" maximises tokens/s; "memory" the per-GPU memory (device level)
     up to ``memory_target`` x capacity. ``memory_target`` caps memory under either objective
-    (default: capacity less ``margin``). ``pins`` fixes settings; the rest are searched over
+    (default: capacity less ``margin``, over the memory band's upper edge at ``confidence``:
+    _problem). ``pins`` fixes settings; the rest are searched over
     ``space``. ``requires`` are rules over the batch settings every candidate keeps
     (requirements.parse: e.g. "rollout_batch % num_gpus == 0"). Bad input raises PlannerError;
     nothing fitting is status "infeasible"."""
@@ -485,6 +496,7 @@ def tune(
     rules = tuple(parse(r) for r in requires)
     space = space or SearchSpace()
     problem = _problem(model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,
+                       confidence=confidence,
                        memory_target=memory_target, stack=stack, platform=platform,
                        critic_model=critic_model, reward_model=reward_model)
     base = problem.base
@@ -502,7 +514,8 @@ def tune(
         num_gpus=base.num_gpus, platform=problem.platform.id if problem.platform else None,
         margin=margin, memory_target=memory_target, limit_gib=problem.limit / GIB,
         capacity_gib=cap, tie_tolerance=tie_tolerance, evaluated=len(evaluated),
-        space=_space_doc(base, pins, space), smallest=smallest,
+        space=_space_doc(base, pins, space), smallest=smallest, confidence=confidence,
+        memory_headroom=problem.headroom,
     )
     kept = tuple(f"--require {r.text}: kept" for r in rules)
     if not bests:

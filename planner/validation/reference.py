@@ -41,6 +41,7 @@ from planner.catalog.specs import (
     tensor_parallel_options,
 )
 from planner.errors import PlannerError
+from planner.models.bands import request_margin
 from planner.models.cost import define_job, gpu_purchase_price, job_cost
 from planner.models.memory import GIB, usable_host_ram_gib
 from planner.models.rltime import workload_throughput
@@ -200,7 +201,7 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
                     (best is not None and cost >= best.value):
                 continue
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_host)
-        if not est.fits(req.memory_margin):
+        if not est.fits(request_margin(req)):
             continue
         if host.ram_gib is not None and est.host_ram > host.ram_gib * GIB:
             continue
@@ -337,7 +338,8 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
     rented = p.cost.rental.offers[0] if p.cost.rental else None
     doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=cat, stack=stack,
                 pricing=req.pricing, price_kind=req.price_kind, platform=p.platform, job=job,
-                margin=req.memory_margin, offer=offer_id(rented) if rented else None)
+                margin=request_margin(req), confidence=0.0,  # the plan's limit, band in it
+                offer=offer_id(rented) if rented else None)
     if abs(doc["time_hours"] - p.time_hours) > 1e-9 * p.time_hours or \
             abs(doc["cost"]["usd"] - p.cost_usd) > 1e-9 * p.cost_usd or not doc["fits"]:
         return Verdict(req, False, value, ref.value,
