@@ -517,7 +517,25 @@ def exposed(raw: float, overlap: float, compute: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # The estimate
 # ---------------------------------------------------------------------------------------------
-LIMITS = ("compute", "communication", "memory bandwidth", "offload")
+LIMITS = ("compute", "communication", "memory bandwidth", "offload", "per-step overhead")
+# A step whose model FLOPs use less than this share of the dense peak is flagged (issue 18: "a
+# plan whose MFU is below a stated floor (e.g. 10 %) is flagged"): the GPUs mostly wait on
+# what the note names. A threshold of the output, not a model constant.
+MFU_FLOOR = 0.10
+
+
+def low_mfu_note(mfu: float, limited_by: str, terms: dict[str, float]) -> str | None:
+    """The flag of a step below MFU_FLOOR, naming the largest term that is not compute and
+    its share of the step; None at or above the floor."""
+    if mfu >= MFU_FLOOR:
+        return None
+    step = sum(terms.values())
+    idle = {k: v for k, v in terms.items() if k != "compute"}
+    worst = max(idle, key=idle.get) if idle else "compute"
+    share = terms.get(worst, 0.0) / step if step else 0.0
+    return (f"MFU {mfu:.1%} is below the {MFU_FLOOR:.0%} floor: limited by {limited_by}; "
+            f"{worst.replace('_', ' ')} is {terms.get(worst, 0.0):.3g} s of the "
+            f"{step:.3g} s step ({share:.0%})")
 
 
 @dataclass(frozen=True)
@@ -691,12 +709,20 @@ def estimate_throughput(
         "communication": sum(raw[f"{k}_comm"] for k in comm_bytes) + raw["gather_comm"],
         "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"],
         "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
+        # host-side time that no GPU work hides (efficiency.STEP_OVERHEAD_S)
+        "per-step overhead": terms["step_overhead"],
     }
-    raw.update({f"total_{k.replace(' ', '_')}": v for k, v in category.items()})
+    raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
+                for k, v in category.items()})
     if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
         notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
     tps = tokens_step / step
     per_gpu = tps / cfg.num_gpus
+    mfu = flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12)
+    limited_by = max(LIMITS, key=lambda k: category[k])
+    flag = low_mfu_note(mfu, limited_by, terms)
+    if flag:
+        notes.append(flag)
     return ThroughputEstimate(
         step_time_s=step,
         tokens_per_step=tokens_step,
@@ -704,8 +730,8 @@ def estimate_throughput(
         tokens_per_s_per_gpu=per_gpu,
         achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
         model_tflops_per_gpu=flops.model * per_gpu / 1e12,
-        mfu=flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12),
-        limited_by=max(LIMITS, key=lambda k: category[k]),
+        mfu=mfu,
+        limited_by=limited_by,
         terms=terms,
         raw=raw,
         stack=stack,

@@ -139,6 +139,27 @@ def test_step_overhead_default_is_the_calibrated_one(tiny, gpu):
     assert est.terms["step_overhead"] == eff.STEP_OVERHEAD_S
 
 
+def test_fixed_overhead_is_labelled_and_a_low_mfu_flagged(tiny, gpu):
+    # the tiny model's step is 4e-8 s of compute and 7e-6 s of optimizer step: a 0.1 s
+    # per-step overhead is the whole step
+    est = tp.estimate_throughput(tiny, gpu, cfg(), step_overhead_s=0.1)
+    assert est.limited_by == "per-step overhead"
+    assert est.mfu < tp.MFU_FLOOR
+    [flag] = [n for n in est.notes if "floor" in n]
+    assert "limited by per-step overhead" in flag and "step overhead is 0.1 s" in flag
+    # without the overhead the same step is the optimizer's: still flagged, named as such
+    est = tp.estimate_throughput(tiny, gpu, cfg(), step_overhead_s=0.0)
+    assert est.limited_by == "memory bandwidth"
+    assert any("optimizer step is" in n for n in est.notes)
+
+
+def test_mfu_floor_note_only_below_the_floor():
+    terms = {"compute": 0.5, "step_overhead": 0.5}
+    assert tp.low_mfu_note(tp.MFU_FLOOR, "compute", terms) is None
+    note = tp.low_mfu_note(tp.MFU_FLOOR / 2, "compute", terms)
+    assert note is not None and "step overhead is 0.5 s of the 1 s step (50%)" in note
+
+
 def test_h100_70b_lora_is_compute_bound_with_plausible_mfu(cat):
     m = cat.model("llama-2-70b").spec
     gpu = cat.gpu("h100-sxm")
@@ -149,6 +170,7 @@ def test_h100_70b_lora_is_compute_bound_with_plausible_mfu(cat):
     assert est.limited_by == "compute"
     assert est.precision == "fp8"
     assert 0.2 < est.mfu < 0.6
+    assert not any("floor" in n for n in est.notes)
     assert est.nodes == 1
     # tokens/s per GPU x model FLOPs = model TFLOP/s per GPU
     f = tp.training_flops(m, c)
