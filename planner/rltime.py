@@ -190,6 +190,15 @@ def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len:
     return dec.prefill_s + dec.decode_s
 
 
+def tail_waves(cfg: TrainConfig, waves: int) -> int:
+    """How many generation tails an engine's ``waves`` pay. A continuous-batching engine
+    (vLLM, SGLang) admits a waiting sequence as soon as one finishes, so its long responses
+    overlap the next wave's and only the last wave ends in a tail (iteration-level scheduling:
+    Yu et al. 2022, "Orca", OSDI, s.3.1, which vLLM's scheduler implements); the trainer's own
+    generate runs each batch until its longest response ends, one tail per wave."""
+    return waves if cfg.generates_in_trainer else min(waves, 1)
+
+
 def rollout_decode_efficiency(cfg: TrainConfig) -> float:
     """The generator's share of the decode roofline inside an RL iteration: the trainer's own
     generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY) or a vLLM-style engine
@@ -272,7 +281,7 @@ def estimate_rl_step(
     ``max_response_len``: when cfg.response_len is the mean response and the responses run up
     to a longer cap (free-length generation, e.g. NeMo-RL's max_total_sequence_length), the
     wave ends only with its longest response: after the mean length the last sequences decode
-    alone, each step reading the whole weights (generation tail, tail_seconds).
+    alone, each step reading the whole weights (generation tail, tail_seconds; tail_waves).
     ``decode_efficiency``: the engine's share of the decode roofline; default
     efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
     NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
@@ -296,7 +305,7 @@ def estimate_rl_step(
     phases = {"generation": side.generation_s}
     links = resolve_links(gpu, platform=platform)
     if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
-        phases["generation tail"] = waves * tail_seconds(
+        phases["generation tail"] = tail_waves(cfg, waves) * tail_seconds(
             model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
             cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
     for r in rs:
