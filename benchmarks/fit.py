@@ -89,6 +89,10 @@ STATED = {
     "efficiency.MAMF_FRACTION, DEFAULT_MAMF_*": "vendor facts (measured MAMF / peak)",
     "efficiency.HBM_EFFICIENCY, *_BYTES_PER_PARAM, OPTIMIZER_STEP_BYTES, "
     "HOST_MEMORY_GBPS_PER_CORE": "byte counts and streaming rates (physics)",
+    "efficiency.ELEMENTWISE_BYTES, ELEMENTWISE_BACKWARD_RATIO": "byte counts of the eager "
+    "Hugging Face elementwise ops (transformers modeling_llama.py, peft LoRA)",
+    "efficiency.EAGER_ELEMENTWISE_STACKS": "framework facts (which stacks fuse norms, rotary "
+    "and activations)",
     "validate_throughput.RL_ENGINE_STACK[deepspeed-chat]": "DeepSpeed-Chat's hybrid engine "
     "takes the serving vLLM factor (no case isolates it)",
     "calibration.ZERO_BUCKET_ELEMENTS, ZERO3_SUB_GROUP_ELEMENTS, GATHERED_UNITS, LOSS_CHUNKS":

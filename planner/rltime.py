@@ -38,6 +38,7 @@ from planner.request import TrainConfig
 from planner.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.throughput import (
     Links,
+    elementwise_seconds,
     estimate_decode,
     estimate_throughput,
     exposed,
@@ -115,9 +116,11 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
     token at the 16-bit matmul rate x the stack's utilisation. With ZeRO-3/FSDP every
     micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
     weights, throughput.dp_bytes_per_step without the backward half and the gradients), hidden
-    behind compute up to the stack's data-parallel overlap."""
+    behind compute up to the stack's data-parallel overlap. Unfused elementwise ops add their
+    forward traffic (throughput.elementwise_seconds)."""
     compute = tokens / gpus * forward_flops_per_token(model, cfg.seq_len) / \
-        matmul_fraction_rate(gpu, cfg, stack)
+        matmul_fraction_rate(gpu, cfg, stack) + elementwise_seconds(
+            model, gpu, cfg, stack, tokens / gpus, backward=False)
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
     sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})

@@ -486,6 +486,58 @@ def dora_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
 
+def _adapted(lin, cfg: TrainConfig) -> bool:
+    return cfg.is_peft and lin.group != "router" and (
+        "all-linear" in cfg.lora_targets or lin.name in cfg.lora_targets)
+
+
+@lru_cache(maxsize=1024)
+def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
+    """HBM bytes per token that the elementwise ops of one layer's forward move when each runs
+    as its own kernel (eager Hugging Face modeling code: efficiency.ELEMENTWISE_BYTES). Widths:
+    h hidden, q = heads x head_dim, k = kv heads x head_dim, f the MLP width a token passes
+    (routed experts: experts_per_token of them, and the shared ones)."""
+    b = eff.ELEMENTWISE_BYTES
+    h = model.hidden_size
+    q, k = model.num_attention_heads * model.head_dim, model.num_kv_heads * model.head_dim
+    norm = b["rmsnorm"] if model.norm == "rmsnorm" else b["layernorm"]
+    total = model.norms_per_layer * norm * h + 2 * b["residual_add"] * h
+    if model.position_embedding == "rotary":
+        total += b["rotary"] * (q + k)
+    if model.qk_norm:
+        total += b["rmsnorm"] * (q + k)
+    act = b["gated_act"] if model.activation in ("swiglu", "geglu") else b["act"]
+    for lin in layer_linears(model, layer):
+        per = model.moe.experts_per_token if lin.group == "expert" and model.moe else lin.count
+        if lin.name == "up":  # every MLP (gated or plain) has one "up" output of width f
+            total += act * lin.d_out * per
+        if _adapted(lin, cfg):
+            total += b["lora_out"] * lin.d_out * per
+    return total
+
+
+def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str,
+                        tokens: float, *, backward: bool = True) -> float:
+    """Unfused elementwise traffic (norms, rotary, activation, residual adds, LoRA scale-add)
+    of ``tokens`` on one GPU: forward, recomputed forward (full checkpointing) and backward
+    (efficiency.ELEMENTWISE_BACKWARD_RATIO x forward) at the streaming HBM rate. Zero for
+    stacks whose kernels fuse them (not in efficiency.EAGER_ELEMENTWISE_STACKS) and under
+    torch.compile."""
+    if stack not in eff.EAGER_ELEMENTWISE_STACKS or cfg.compiled:
+        return 0.0
+    fwd = sum(eager_layer_bytes(model, cfg, i) for i in range(model.num_layers))
+    if backward:
+        top = sum(eager_layer_bytes(model, cfg, i) for i in
+                  range(model.num_layers - backward_layers(model, cfg), model.num_layers))
+        passes = fwd + eff.ELEMENTWISE_BACKWARD_RATIO * top
+        if cfg.checkpointing == "full":
+            passes += top
+    else:
+        passes = fwd
+    return tokens * passes / (cfg.tp * cfg.pp) / (
+        gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
+
+
 def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
     """GPU optimizer step: a streaming kernel over the trainable shard, OPTIMIZER_STEP_BYTES per
     parameter at HBM_EFFICIENCY of the peak bandwidth. None when offloaded (on the CPU)."""
@@ -701,13 +753,15 @@ def estimate_throughput(
     terms["cpu_optimizer"] = cpu_optimizer_seconds(model, cfg, links)
     terms["dequantize"] = dequant_seconds(model, gpu, cfg)
     terms["dora_norms"] = dora_seconds(model, gpu, cfg)
+    terms["elementwise"] = elementwise_seconds(model, gpu, cfg, stack, per_gpu_tokens)
     terms["optimizer_step"] = optimizer_step_seconds(model, gpu, cfg)
     terms["step_overhead"] = eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s
     step = sum(terms.values())
     category = {
         "compute": compute + bubble,
         "communication": sum(raw[f"{k}_comm"] for k in comm_bytes) + raw["gather_comm"],
-        "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"],
+        "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"]
+        + terms["elementwise"],
         "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
         # host-side time that no GPU work hides (efficiency.STEP_OVERHEAD_S)
         "per-step overhead": terms["step_overhead"],
