@@ -225,8 +225,9 @@ class EngineSide(NamedTuple):
 def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                 platform: PlatformSpec | None, decode_efficiency: float | None = None,
                 rollout_precision: str = "bf16") -> EngineSide:
-    """Generation (each engine decodes its share in waves of its concurrency, one wave prefill
-    + decoding: throughput.estimate_decode), the weight sync into the engines, and a sleeping
+    """Generation (each engine decodes its share at its concurrency, share / concurrency waves
+    of one prefill + decoding each: throughput.estimate_decode; whole waves for the trainer's
+    own generate, whose batches run to their end), the weight sync into the engines, and a sleeping
     engine's PCIe traffic. Reads of ``cfg`` only the engine layout (workloads.engine:
     placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
     so the planner times it once per such layout and GPU (space.Timing.engine_side). The
@@ -244,12 +245,16 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     spans = cfg.num_gpus > links.gpus_per_node
     if cfg.generates_in_trainer:
         return EngineSide(eng, waves, waves * wave, 0.0, 0.0, 0.0)
+    # a continuous-batching engine keeps ``conc`` sequences in flight until its share is done
+    # (iteration-level scheduling, tail_waves): share / conc waves' worth of steps, not whole
+    # waves
+    busy = eng.sequences_per_engine / conc
     if cfg.placement == "colocate":
         sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
     else:
         sync = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
     sleep = 2 * eng.weights if cfg.placement == "colocate" and cfg.engine_sleep else 0.0
-    return EngineSide(eng, waves, waves * wave, sync, sleep,
+    return EngineSide(eng, waves, busy * wave, sync, sleep,
                       sleep / (links.host_link_gbps * 1e9))
 
 

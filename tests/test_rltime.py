@@ -100,3 +100,21 @@ def hf_eff() -> float:
 def vllm_eff() -> float:
     from planner import efficiency as eff
     return eff.RL_ROLLOUT_DECODE_EFFICIENCY
+
+
+def test_continuous_batching_decodes_share_over_concurrency_waves():
+    """300 sequences on one vLLM engine that holds 256 at once: the engine refills freed
+    slots, so generation lasts 300 / 256 waves' worth of steps, not 2 whole waves; the
+    trainer's own generate with 256 per call runs 2 whole batches."""
+    from planner.rltime import _wave_seconds, engine_side
+    base = dict(workload="grpo", method="full", prompt_len=256, response_len=256,
+                micro_batch_size=4, grad_accum=16, rollout_batch=75, rollout_n=4,
+                reference=False)
+    vllm = engine_side(QWEN7, H100, TrainConfig(**base, rollout_engine="vllm"), platform=None)
+    assert vllm.engine.concurrency == 256 and vllm.waves == 2
+    wave = _wave_seconds(QWEN7, H100, 256, 256, 1, 256, None, vllm_eff(), "bf16")
+    assert vllm.generation_s == pytest.approx(300 / 256 * wave)
+    hf = engine_side(QWEN7, H100, TrainConfig(**base, rollout_engine="hf-generate",
+                                              generate_micro_batch=256), platform=None)
+    hf_wave = _wave_seconds(QWEN7, H100, 256, 256, 1, 256, None, hf_eff(), "bf16")
+    assert hf.waves == 2 and hf.generation_s == pytest.approx(2 * hf_wave)
