@@ -688,6 +688,34 @@ def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
     return forward_flops_per_token(model, cfg.seq_len, causal_skip=cfg.flash_attention)
 
 
+def _serial_terms(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str, links: Links,
+                  tokens_per_gpu: float, step_overhead_s: float | None) -> dict[str, float]:
+    """The step's terms that no compute hides: CPU optimizer, memory-bound kernels and the
+    per-step overhead (``step_overhead_s`` None: efficiency.STEP_OVERHEAD_S)."""
+    return {
+        "cpu_optimizer": cpu_optimizer_seconds(model, cfg, links),
+        "dequantize": dequant_seconds(model, gpu, cfg),
+        "dora_norms": dora_seconds(model, gpu, cfg),
+        "elementwise": elementwise_seconds(model, gpu, cfg, stack, tokens_per_gpu),
+        "optimizer_step": optimizer_step_seconds(model, gpu, cfg),
+        "step_overhead": eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s,
+    }
+
+
+def _categories(terms: dict[str, float], raw: dict[str, float],
+                comm_kinds: tuple[str, ...]) -> dict[str, float]:
+    """Seconds per LIMITS category (communication before overlap), which decide limited_by."""
+    return {
+        "compute": terms["compute"] + terms["pipeline_bubble"],
+        "communication": sum(raw[f"{k}_comm"] for k in comm_kinds) + raw["gather_comm"],
+        "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"]
+        + terms["elementwise"],
+        "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
+        # host-side time that no GPU work hides (efficiency.STEP_OVERHEAD_S)
+        "per-step overhead": terms["step_overhead"],
+    }
+
+
 def estimate_throughput(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
@@ -750,22 +778,9 @@ def estimate_throughput(
     terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
                                 if ov["dp"] else 0.0)
     terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
-    terms["cpu_optimizer"] = cpu_optimizer_seconds(model, cfg, links)
-    terms["dequantize"] = dequant_seconds(model, gpu, cfg)
-    terms["dora_norms"] = dora_seconds(model, gpu, cfg)
-    terms["elementwise"] = elementwise_seconds(model, gpu, cfg, stack, per_gpu_tokens)
-    terms["optimizer_step"] = optimizer_step_seconds(model, gpu, cfg)
-    terms["step_overhead"] = eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s
+    terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
     step = sum(terms.values())
-    category = {
-        "compute": compute + bubble,
-        "communication": sum(raw[f"{k}_comm"] for k in comm_bytes) + raw["gather_comm"],
-        "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"]
-        + terms["elementwise"],
-        "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
-        # host-side time that no GPU work hides (efficiency.STEP_OVERHEAD_S)
-        "per-step overhead": terms["step_overhead"],
-    }
+    category = _categories(terms, raw, tuple(comm_bytes))
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
                 for k, v in category.items()})
     if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
