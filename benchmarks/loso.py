@@ -161,6 +161,9 @@ def rows(results: tuple[list[CaseResult], list[ThroughputResult]],
         put(f"  training, workload {w}", s)
     for w in ("ppo", "grpo"):
         put(f"RL step time: {w} (usable)", t["rl_by_workload"].get(w, {}))
+        mine = [r for r in results[1] if r.usable and r.family == "rl" and r.workload == w]
+        for fw in sorted({r.framework for r in mine}):
+            put(f"  {w}, framework {fw}", error_stats([r for r in mine if r.framework == fw]))
     put("decode (usable)", t["decode"])
     return out
 

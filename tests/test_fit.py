@@ -110,3 +110,19 @@ def test_every_case_has_one_source(cases):
     groups = loso.by_source(cases)
     ids = [i for v in groups.values() for i in v]
     assert sorted(ids) == sorted([*cases.memory, *cases.throughput])
+
+
+def test_no_fitted_factor_implies_more_than_the_achievable_peak(cases, catalog):
+    """Issue 18: on every case a stack factor is fitted on, the predicted executed FLOP/s stay
+    within the GPU's measured achievable matmul rate (peak x MAMF fraction): the factors are
+    shares of it (at most 1), not corrections of the datasheet."""
+    from planner import efficiency as eff
+    from planner.throughput import peak_tflops
+    from planner.validate_throughput import training_estimate
+    for stack, classes in eff.STACK_UTILISATION.items():
+        assert all(0 < u <= 1 for u in classes.values()), stack
+    for ids in eff.STACK_CASES.values():
+        for i in ids:
+            est, _cfg, gpu = training_estimate(cases.throughput[i], catalog)
+            ceiling = peak_tflops(gpu, est.precision) * eff.matmul_fraction(gpu, est.precision)
+            assert est.achieved_tflops_per_gpu <= ceiling, i

@@ -68,3 +68,53 @@ def test_hf_generate_decodes_in_batches_with_no_sync_or_sleep():
     assert whole.phases["generation"] < eight.phases["generation"] / 4
     vllm = estimate_rl_step(QWEN7, H100, TrainConfig(**{**base, "rollout_engine": "vllm"}))
     assert vllm.phases["weight sync"] > 0
+
+
+def test_continuous_batching_pays_one_generation_tail():
+    """Responses that run past their mean to a cap end each hf-generate batch in a tail; a
+    vLLM engine admits waiting sequences as others finish, so only its last wave has one.
+    8 calls of 8 sequences -> 8 tails; a vLLM engine with 2,048 sequences, 256 at once
+    (efficiency.MAX_DECODE_BATCH) -> 8 waves, 1 tail."""
+    from planner.rltime import tail_seconds
+    base = dict(workload="grpo", method="full", prompt_len=256, response_len=256,
+                micro_batch_size=4, grad_accum=16, rollout_batch=16, rollout_n=4,
+                reference=False)
+    hf = estimate_rl_step(QWEN7, H100, TrainConfig(**base, rollout_engine="hf-generate",
+                                                   generate_micro_batch=8),
+                          max_response_len=1024)
+    one = tail_seconds(QWEN7, H100, 512, 768, 1, None, hf_eff(), "bf16")
+    assert hf.waves == 8
+    assert hf.phases["generation tail"] == pytest.approx(8 * one)
+    vllm_cfg = TrainConfig(**{**base, "rollout_batch": 512}, rollout_engine="vllm")
+    vllm = estimate_rl_step(QWEN7, H100, vllm_cfg, max_response_len=1024)
+    assert vllm.waves == 8
+    tail = tail_seconds(QWEN7, H100, 512, 768, 1, None, vllm_eff(), "bf16")
+    assert vllm.phases["generation tail"] == pytest.approx(tail)
+
+
+def hf_eff() -> float:
+    from planner import efficiency as eff
+    return eff.HF_GENERATE_DECODE_EFFICIENCY
+
+
+def vllm_eff() -> float:
+    from planner import efficiency as eff
+    return eff.RL_ROLLOUT_DECODE_EFFICIENCY
+
+
+def test_continuous_batching_decodes_share_over_concurrency_waves():
+    """300 sequences on one vLLM engine that holds 256 at once: the engine refills freed
+    slots, so generation lasts 300 / 256 waves' worth of steps, not 2 whole waves; the
+    trainer's own generate with 256 per call runs 2 whole batches."""
+    from planner.rltime import _wave_seconds, engine_side
+    base = dict(workload="grpo", method="full", prompt_len=256, response_len=256,
+                micro_batch_size=4, grad_accum=16, rollout_batch=75, rollout_n=4,
+                reference=False)
+    vllm = engine_side(QWEN7, H100, TrainConfig(**base, rollout_engine="vllm"), platform=None)
+    assert vllm.engine.concurrency == 256 and vllm.waves == 2
+    wave = _wave_seconds(QWEN7, H100, 256, 256, 1, 256, None, vllm_eff(), "bf16")
+    assert vllm.generation_s == pytest.approx(300 / 256 * wave)
+    hf = engine_side(QWEN7, H100, TrainConfig(**base, rollout_engine="hf-generate",
+                                              generate_micro_batch=256), platform=None)
+    hf_wave = _wave_seconds(QWEN7, H100, 256, 256, 1, 256, None, hf_eff(), "bf16")
+    assert hf.waves == 2 and hf.generation_s == pytest.approx(2 * hf_wave)

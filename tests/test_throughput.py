@@ -128,15 +128,61 @@ def test_step_time_adds_up(tiny, gpu):
     # AdamW step: 202,048 x 28 B at 1000 GB/s x 0.8
     opt = ALL_PARAMS * 28 / 800e9
     assert est.terms["optimizer_step"] == pytest.approx(opt)
-    assert est.step_time_s == pytest.approx(compute + opt)
-    assert est.tokens_per_s == pytest.approx(8 / (compute + opt))
+    # eager elementwise ops (stack hf), per layer forward: 2 RMSNorms 2 x 36 x 64 = 4,608,
+    # 2 residual adds 2 x 6 x 64 = 768, rotary 20 x (64 + 32) = 1,920, SwiGLU 10 x 128 =
+    # 1,280 -> 8,576; 2 layers x (forward + 1.5 x backward) = 42,880 B per token x 8 tokens
+    elementwise = 8 * 42_880 / 800e9
+    assert est.terms["elementwise"] == pytest.approx(elementwise)
+    assert est.step_time_s == pytest.approx(compute + opt + elementwise)
+    assert est.tokens_per_s == pytest.approx(8 / (compute + opt + elementwise))
     assert est.limited_by == "memory bandwidth"  # a tiny model is all optimizer step
     assert sum(est.terms.values()) == pytest.approx(est.step_time_s)
+
+
+def test_elementwise_traffic_only_where_the_kernels_are_not_fused(tiny, gpu):
+    """Eager Hugging Face code moves every norm, rotary, activation and residual add through
+    HBM; TransformerEngine (megatron), Unsloth and torch.compile fuse them."""
+    eager = tp.estimate_throughput(tiny, gpu, cfg(), stack="hf")
+    assert eager.terms["elementwise"] > 0
+    for stack in ("megatron", "unsloth", "fsdp", "prime-rl"):
+        assert tp.estimate_throughput(tiny, gpu, cfg(), stack=stack).terms["elementwise"] == 0
+    compiled = tp.estimate_throughput(tiny, gpu, cfg(compiled=True), stack="hf")
+    assert compiled.terms["elementwise"] == 0
+    # full checkpointing repeats the forward: (1 + 1.5 + 1) / (1 + 1.5) of the traffic
+    again = tp.estimate_throughput(tiny, gpu, cfg(checkpointing="full"), stack="hf")
+    assert again.terms["elementwise"] == pytest.approx(eager.terms["elementwise"] * 3.5 / 2.5)
+    # LoRA on q and v adds the scale-and-add of their outputs: 10 x (64 + 32) = 960 B per
+    # layer and pass on top of 8,576
+    lora = tp.estimate_throughput(tiny, gpu, cfg(method="lora", lora_rank=8,
+                                                 lora_targets=("q", "v")), stack="hf")
+    assert lora.terms["elementwise"] == pytest.approx(
+        eager.terms["elementwise"] * (8_576 + 960) / 8_576)
 
 
 def test_step_overhead_default_is_the_calibrated_one(tiny, gpu):
     est = tp.estimate_throughput(tiny, gpu, cfg())
     assert est.terms["step_overhead"] == eff.STEP_OVERHEAD_S
+
+
+def test_fixed_overhead_is_labelled_and_a_low_mfu_flagged(tiny, gpu):
+    # the tiny model's step is 4e-8 s of compute and 7e-6 s of optimizer step: a 0.1 s
+    # per-step overhead is the whole step
+    est = tp.estimate_throughput(tiny, gpu, cfg(), step_overhead_s=0.1)
+    assert est.limited_by == "per-step overhead"
+    assert est.mfu < tp.MFU_FLOOR
+    [flag] = [n for n in est.notes if "floor" in n]
+    assert "limited by per-step overhead" in flag and "step overhead is 0.1 s" in flag
+    # without the overhead the same step is the optimizer's: still flagged, named as such
+    est = tp.estimate_throughput(tiny, gpu, cfg(), step_overhead_s=0.0)
+    assert est.limited_by == "memory bandwidth"
+    assert any("optimizer step is" in n for n in est.notes)
+
+
+def test_mfu_floor_note_only_below_the_floor():
+    terms = {"compute": 0.5, "step_overhead": 0.5}
+    assert tp.low_mfu_note(tp.MFU_FLOOR, "compute", terms) is None
+    note = tp.low_mfu_note(tp.MFU_FLOOR / 2, "compute", terms)
+    assert note is not None and "step overhead is 0.5 s of the 1 s step (50%)" in note
 
 
 def test_h100_70b_lora_is_compute_bound_with_plausible_mfu(cat):
@@ -149,6 +195,7 @@ def test_h100_70b_lora_is_compute_bound_with_plausible_mfu(cat):
     assert est.limited_by == "compute"
     assert est.precision == "fp8"
     assert 0.2 < est.mfu < 0.6
+    assert not any("floor" in n for n in est.notes)
     assert est.nodes == 1
     # tokens/s per GPU x model FLOPs = model TFLOP/s per GPU
     f = tp.training_flops(m, c)

@@ -89,10 +89,12 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 # 0.83-1.37 (above 1: faster than the datasheet peak allows with the recorded settings), its
 # 8x A100 rows 0.59-0.77.
 #   megatron fp8: the NeMo/MLPerf rows (implied 0.43-0.72).
-#   deepspeed: 3 MLPerf LoRA rows (implied 0.33-0.64; end-to-end rates incl. evaluation) and
-#       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.52).
+#   deepspeed: 3 MLPerf LoRA rows (implied 0.35-0.69; end-to-end rates incl. evaluation) and
+#       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.58), with the eager elementwise
+#       traffic (ELEMENTWISE_BYTES) timed apart (0.33-0.64 and 0.52 without it).
 #   fsdp: 8 torchtune README rows (implied 0.59-1.37).
-#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.37, 0.38).
+#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.45, 0.46 with the eager elementwise traffic
+#       timed apart; 0.37, 0.38 without it, against Unsloth's 0.62 on the same row).
 #   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
 #   prime-rl: 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
 #       implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
@@ -161,8 +163,9 @@ def stack_utilisation(stack: str, precision: str) -> float:
 # the GB200 pair (8 -> 72 GPUs, cp 8) keeps ~0.06 s (v5.0, CUDA graphs). Applied to every
 # stack (no case identifies it elsewhere). benchmarks/fit.py fits it jointly with every stack
 # factor: on a 0.025 s grid from 0 to 0.25 s, the value whose refitted factors give the lowest
-# median |error| over all usable training cases (2026-11-25: 0.05 / 0.075 / 0.1 s give 9.5 /
-# 7.7 / 8.3 %; a flat, noisy objective).
+# mean |error| over all usable training cases (2026-11-25: 0 / 0.025 / 0.05 / 0.075 / 0.1 s
+# give 14.3 / 13.3 / 12.5 / 12.1 / 12.2 %; the median objective, 9.0 / 9.9 / 9.5 / 7.7 /
+# 8.6 %, was flat and fell to 0 s without the MLPerf v5.0 rows).
 STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
 
 # ---------------------------------------------------------------------------------------------
@@ -221,6 +224,31 @@ DORA_BYTES_PER_PARAM = 6.0
 # 2+1+1 + 2+1+1 (+ 2 B gradient read) = 10 B.
 OPTIMIZER_STEP_BYTES = {"adamw": 28.0, "adamw-pure-bf16": 14.0, "adamw-8bit": 10.0,
                         "sgd": 6.0, "adafactor": 12.0}
+# Elementwise ops that run as separate kernels (eager Hugging Face modeling code): HBM bytes
+# each moves per element of its width in one forward, 16-bit activations, counted from
+# transformers src/transformers/models/llama/modeling_llama.py @ 5dd4a63 (LlamaRMSNorm.forward,
+# apply_rotary_pos_emb, LlamaMLP.forward, LlamaDecoderLayer.forward) and peft's LoRA Linear
+# (result + lora_B(lora_A(x)) * scaling; lora_dropout 0 is an Identity):
+#   rmsnorm 36: to(fp32) 2+4, pow 4+4, mean 4, x*rsqrt 4+4, to(bf16) 4+2, weight* 2+2;
+#   layernorm 4: nn.LayerNorm is one kernel, read 2 + write 2;
+#   rotary 20 (q and k each): x*cos 2+2, neg half 1+1, cat 2+2, *sin 2+2, add 4+2;
+#   gated_act 10 (per MLP width f): act(gate) 2+2, * up 4+2; act 4 for a plain MLP;
+#   residual_add 6: read 2 x 2, write 2 (two per layer);
+#   lora_out 10 (per adapted output width): * scaling 2+2, + base 4+2.
+# Backward of an elementwise op reads the output gradient and the saved inputs and writes
+# the input gradients: a cast moves as much as forward (1x), a unary op 3 tensors for 2
+# (1.5x), a binary one 5 for 3 (1.7x): ELEMENTWISE_BACKWARD_RATIO 1.5 (arithmetic).
+ELEMENTWISE_BYTES = {"rmsnorm": 36.0, "layernorm": 4.0, "rotary": 20.0, "gated_act": 10.0,
+                     "act": 4.0, "residual_add": 6.0, "lora_out": 10.0}
+ELEMENTWISE_BACKWARD_RATIO = 1.5
+# Stacks whose cases run those ops unfused: the Hugging Face Trainer/PEFT path (LLaMA-Factory's
+# HF backend) and DeepSpeed over Hugging Face models (MLPerf's PEFT+DeepSpeed rows,
+# DeepSpeed-Chat). The others fuse them: Megatron/NeMo through TransformerEngine's fused
+# norms, RoPE and SwiGLU (Megatron-LM --apply-rope-fusion, --bias-swiglu-fusion), Unsloth's
+# Triton kernels (unsloth/kernels: rms_layernorm, rope_embedding, swiglu, fast_lora), and the
+# FSDP rows (torchtune README) and prime-rl under torch.compile. A compiled config
+# (TrainConfig.compiled) fuses them on any stack.
+EAGER_ELEMENTWISE_STACKS: tuple[str, ...] = ("hf", "deepspeed")
 # CPU optimizer step (ZeRO-Offload CPU-Adam, FSDP CPU offload): host-memory roofline over the
 # same 28-30 B per parameter, at HOST_MEMORY_GBPS_PER_CORE x cores (DDR4/DDR5 servers: 8-12
 # channels x ~25 GB/s over 32-64 cores per socket ~ 3-6 GB/s per core).

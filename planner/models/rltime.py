@@ -38,6 +38,7 @@ from planner.models import efficiency as eff
 from planner.models.memory import GIB
 from planner.models.throughput import (
     Links,
+    elementwise_seconds,
     estimate_decode,
     estimate_throughput,
     exposed,
@@ -115,9 +116,11 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
     token at the 16-bit matmul rate x the stack's utilisation. With ZeRO-3/FSDP every
     micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
     weights, throughput.dp_bytes_per_step without the backward half and the gradients), hidden
-    behind compute up to the stack's data-parallel overlap."""
+    behind compute up to the stack's data-parallel overlap. Unfused elementwise ops add their
+    forward traffic (throughput.elementwise_seconds)."""
     compute = tokens / gpus * forward_flops_per_token(model, cfg.seq_len) / \
-        matmul_fraction_rate(gpu, cfg, stack)
+        matmul_fraction_rate(gpu, cfg, stack) + elementwise_seconds(
+            model, gpu, cfg, stack, tokens / gpus, backward=False)
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
     sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
@@ -190,6 +193,15 @@ def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len:
     return dec.prefill_s + dec.decode_s
 
 
+def tail_waves(cfg: TrainConfig, waves: int) -> int:
+    """How many generation tails an engine's ``waves`` pay. A continuous-batching engine
+    (vLLM, SGLang) admits a waiting sequence as soon as one finishes, so its long responses
+    overlap the next wave's and only the last wave ends in a tail (iteration-level scheduling:
+    Yu et al. 2022, "Orca", OSDI, s.3.1, which vLLM's scheduler implements); the trainer's own
+    generate runs each batch until its longest response ends, one tail per wave."""
+    return waves if cfg.generates_in_trainer else min(waves, 1)
+
+
 def rollout_decode_efficiency(cfg: TrainConfig) -> float:
     """The generator's share of the decode roofline inside an RL iteration: the trainer's own
     generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY) or a vLLM-style engine
@@ -213,8 +225,9 @@ class EngineSide(NamedTuple):
 def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                 platform: PlatformSpec | None, decode_efficiency: float | None = None,
                 rollout_precision: str = "bf16") -> EngineSide:
-    """Generation (each engine decodes its share in waves of its concurrency, one wave prefill
-    + decoding: throughput.estimate_decode), the weight sync into the engines, and a sleeping
+    """Generation (each engine decodes its share at its concurrency, share / concurrency waves
+    of one prefill + decoding each: throughput.estimate_decode; whole waves for the trainer's
+    own generate, whose batches run to their end), the weight sync into the engines, and a sleeping
     engine's PCIe traffic. Reads of ``cfg`` only the engine layout (workloads.engine:
     placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
     so the planner times it once per such layout and GPU (space.Timing.engine_side). The
@@ -232,12 +245,16 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     spans = cfg.num_gpus > links.gpus_per_node
     if cfg.generates_in_trainer:
         return EngineSide(eng, waves, waves * wave, 0.0, 0.0, 0.0)
+    # a continuous-batching engine keeps ``conc`` sequences in flight until its share is done
+    # (iteration-level scheduling, tail_waves): share / conc waves' worth of steps, not whole
+    # waves
+    busy = eng.sequences_per_engine / conc
     if cfg.placement == "colocate":
         sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
     else:
         sync = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
     sleep = 2 * eng.weights if cfg.placement == "colocate" and cfg.engine_sleep else 0.0
-    return EngineSide(eng, waves, waves * wave, sync, sleep,
+    return EngineSide(eng, waves, busy * wave, sync, sleep,
                       sleep / (links.host_link_gbps * 1e9))
 
 
@@ -272,7 +289,7 @@ def estimate_rl_step(
     ``max_response_len``: when cfg.response_len is the mean response and the responses run up
     to a longer cap (free-length generation, e.g. NeMo-RL's max_total_sequence_length), the
     wave ends only with its longest response: after the mean length the last sequences decode
-    alone, each step reading the whole weights (generation tail, tail_seconds).
+    alone, each step reading the whole weights (generation tail, tail_seconds; tail_waves).
     ``decode_efficiency``: the engine's share of the decode roofline; default
     efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
     NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
@@ -296,7 +313,7 @@ def estimate_rl_step(
     phases = {"generation": side.generation_s}
     links = resolve_links(gpu, platform=platform)
     if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
-        phases["generation tail"] = waves * tail_seconds(
+        phases["generation tail"] = tail_waves(cfg, waves) * tail_seconds(
             model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
             cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
     for r in rs:

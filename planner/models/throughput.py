@@ -486,6 +486,58 @@ def dora_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
 
+def _adapted(lin, cfg: TrainConfig) -> bool:
+    return cfg.is_peft and lin.group != "router" and (
+        "all-linear" in cfg.lora_targets or lin.name in cfg.lora_targets)
+
+
+@lru_cache(maxsize=1024)
+def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
+    """HBM bytes per token that the elementwise ops of one layer's forward move when each runs
+    as its own kernel (eager Hugging Face modeling code: efficiency.ELEMENTWISE_BYTES). Widths:
+    h hidden, q = heads x head_dim, k = kv heads x head_dim, f the MLP width a token passes
+    (routed experts: experts_per_token of them, and the shared ones)."""
+    b = eff.ELEMENTWISE_BYTES
+    h = model.hidden_size
+    q, k = model.num_attention_heads * model.head_dim, model.num_kv_heads * model.head_dim
+    norm = b["rmsnorm"] if model.norm == "rmsnorm" else b["layernorm"]
+    total = model.norms_per_layer * norm * h + 2 * b["residual_add"] * h
+    if model.position_embedding == "rotary":
+        total += b["rotary"] * (q + k)
+    if model.qk_norm:
+        total += b["rmsnorm"] * (q + k)
+    act = b["gated_act"] if model.activation in ("swiglu", "geglu") else b["act"]
+    for lin in layer_linears(model, layer):
+        per = model.moe.experts_per_token if lin.group == "expert" and model.moe else lin.count
+        if lin.name == "up":  # every MLP (gated or plain) has one "up" output of width f
+            total += act * lin.d_out * per
+        if _adapted(lin, cfg):
+            total += b["lora_out"] * lin.d_out * per
+    return total
+
+
+def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str,
+                        tokens: float, *, backward: bool = True) -> float:
+    """Unfused elementwise traffic (norms, rotary, activation, residual adds, LoRA scale-add)
+    of ``tokens`` on one GPU: forward, recomputed forward (full checkpointing) and backward
+    (efficiency.ELEMENTWISE_BACKWARD_RATIO x forward) at the streaming HBM rate. Zero for
+    stacks whose kernels fuse them (not in efficiency.EAGER_ELEMENTWISE_STACKS) and under
+    torch.compile."""
+    if stack not in eff.EAGER_ELEMENTWISE_STACKS or cfg.compiled:
+        return 0.0
+    fwd = sum(eager_layer_bytes(model, cfg, i) for i in range(model.num_layers))
+    if backward:
+        top = sum(eager_layer_bytes(model, cfg, i) for i in
+                  range(model.num_layers - backward_layers(model, cfg), model.num_layers))
+        passes = fwd + eff.ELEMENTWISE_BACKWARD_RATIO * top
+        if cfg.checkpointing == "full":
+            passes += top
+    else:
+        passes = fwd
+    return tokens * passes / (cfg.tp * cfg.pp) / (
+        gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
+
+
 def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
     """GPU optimizer step: a streaming kernel over the trainable shard, OPTIMIZER_STEP_BYTES per
     parameter at HBM_EFFICIENCY of the peak bandwidth. None when offloaded (on the CPU)."""
@@ -517,7 +569,25 @@ def exposed(raw: float, overlap: float, compute: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # The estimate
 # ---------------------------------------------------------------------------------------------
-LIMITS = ("compute", "communication", "memory bandwidth", "offload")
+LIMITS = ("compute", "communication", "memory bandwidth", "offload", "per-step overhead")
+# A step whose model FLOPs use less than this share of the dense peak is flagged (issue 18: "a
+# plan whose MFU is below a stated floor (e.g. 10 %) is flagged"): the GPUs mostly wait on
+# what the note names. A threshold of the output, not a model constant.
+MFU_FLOOR = 0.10
+
+
+def low_mfu_note(mfu: float, limited_by: str, terms: dict[str, float]) -> str | None:
+    """The flag of a step below MFU_FLOOR, naming the largest term that is not compute and
+    its share of the step; None at or above the floor."""
+    if mfu >= MFU_FLOOR:
+        return None
+    step = sum(terms.values())
+    idle = {k: v for k, v in terms.items() if k != "compute"}
+    worst = max(idle, key=idle.get) if idle else "compute"
+    share = terms.get(worst, 0.0) / step if step else 0.0
+    return (f"MFU {mfu:.1%} is below the {MFU_FLOOR:.0%} floor: limited by {limited_by}; "
+            f"{worst.replace('_', ' ')} is {terms.get(worst, 0.0):.3g} s of the "
+            f"{step:.3g} s step ({share:.0%})")
 
 
 @dataclass(frozen=True)
@@ -618,6 +688,34 @@ def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
     return forward_flops_per_token(model, cfg.seq_len, causal_skip=cfg.flash_attention)
 
 
+def _serial_terms(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str, links: Links,
+                  tokens_per_gpu: float, step_overhead_s: float | None) -> dict[str, float]:
+    """The step's terms that no compute hides: CPU optimizer, memory-bound kernels and the
+    per-step overhead (``step_overhead_s`` None: efficiency.STEP_OVERHEAD_S)."""
+    return {
+        "cpu_optimizer": cpu_optimizer_seconds(model, cfg, links),
+        "dequantize": dequant_seconds(model, gpu, cfg),
+        "dora_norms": dora_seconds(model, gpu, cfg),
+        "elementwise": elementwise_seconds(model, gpu, cfg, stack, tokens_per_gpu),
+        "optimizer_step": optimizer_step_seconds(model, gpu, cfg),
+        "step_overhead": eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s,
+    }
+
+
+def _categories(terms: dict[str, float], raw: dict[str, float],
+                comm_kinds: tuple[str, ...]) -> dict[str, float]:
+    """Seconds per LIMITS category (communication before overlap), which decide limited_by."""
+    return {
+        "compute": terms["compute"] + terms["pipeline_bubble"],
+        "communication": sum(raw[f"{k}_comm"] for k in comm_kinds) + raw["gather_comm"],
+        "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"]
+        + terms["elementwise"],
+        "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
+        # host-side time that no GPU work hides (efficiency.STEP_OVERHEAD_S)
+        "per-step overhead": terms["step_overhead"],
+    }
+
+
 def estimate_throughput(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
@@ -680,23 +778,20 @@ def estimate_throughput(
     terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
                                 if ov["dp"] else 0.0)
     terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
-    terms["cpu_optimizer"] = cpu_optimizer_seconds(model, cfg, links)
-    terms["dequantize"] = dequant_seconds(model, gpu, cfg)
-    terms["dora_norms"] = dora_seconds(model, gpu, cfg)
-    terms["optimizer_step"] = optimizer_step_seconds(model, gpu, cfg)
-    terms["step_overhead"] = eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s
+    terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
     step = sum(terms.values())
-    category = {
-        "compute": compute + bubble,
-        "communication": sum(raw[f"{k}_comm"] for k in comm_bytes) + raw["gather_comm"],
-        "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"],
-        "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
-    }
-    raw.update({f"total_{k.replace(' ', '_')}": v for k, v in category.items()})
+    category = _categories(terms, raw, tuple(comm_bytes))
+    raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
+                for k, v in category.items()})
     if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
         notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
     tps = tokens_step / step
     per_gpu = tps / cfg.num_gpus
+    mfu = flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12)
+    limited_by = max(LIMITS, key=lambda k: category[k])
+    flag = low_mfu_note(mfu, limited_by, terms)
+    if flag:
+        notes.append(flag)
     return ThroughputEstimate(
         step_time_s=step,
         tokens_per_step=tokens_step,
@@ -704,8 +799,8 @@ def estimate_throughput(
         tokens_per_s_per_gpu=per_gpu,
         achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
         model_tflops_per_gpu=flops.model * per_gpu / 1e12,
-        mfu=flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12),
-        limited_by=max(LIMITS, key=lambda k: category[k]),
+        mfu=mfu,
+        limited_by=limited_by,
         terms=terms,
         raw=raw,
         stack=stack,

@@ -1238,7 +1238,12 @@ def _generation_bytes(space: PlanSpace, row: Row) -> float:
     reads the engine's weights once (throughput._decode_step; prefill, KV reads and
     communication only add time). Divided by the vLLM share of HBM bandwidth: a time bound."""
     eng = space.engine_at(row.strategy, row.dp)
-    # with a fixed gpu_memory_utilization the waves depend on the GPU: one wave at least
-    waves = 1 if space.base.gpu_memory_utilization is not None else \
-        -(-eng.sequences_per_engine // eng.concurrency)
+    # with a fixed gpu_memory_utilization the waves depend on the GPU: one wave at least; a
+    # continuous-batching engine decodes share / concurrency waves' worth (rltime.engine_side)
+    if space.base.gpu_memory_utilization is not None:
+        waves = 1.0
+    elif space.base.generates_in_trainer:
+        waves = -(-eng.sequences_per_engine // eng.concurrency)
+    else:
+        waves = eng.sequences_per_engine / eng.concurrency
     return waves * (space.base.response_len or 0) * eng.weights

@@ -256,9 +256,22 @@ def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> Throughpu
 # prompt template are short; 200 prompt tokens is assumed (not read from a source) and the rest
 # of the mean is response. Only the prefill/decode split of generation depends on it.
 NEMO_RL_PROMPT_TOKENS = 200
+# NeMo-RL's vLLM generation config: gpu_memory_utilization 0.6, max_model_len the
+# max_total_sequence_length (examples/configs/grpo_math_1B.yaml @ NVIDIA-NeMo/RL 00294d9,
+# policy.generation.vllm_cfg, which the larger recipes inherit); the performance table's
+# cases state no other value.
+NEMO_RL_GPU_MEMORY_UTILIZATION = 0.6
 # Frameworks whose RL iterations pipeline generation with training on separate GPUs when the
 # case says the run is off-policy (NeMo-RL async GRPO: generation workers apart from training).
 OFF_POLICY_SEPARATE = ("nemo-rl",)
+# Frameworks whose cases' global batch is the sequences of one iteration: verl's
+# data.train_batch_size is the "batch size sampled for one training iteration" in prompts, each
+# sampled rollout.n times (docs/examples/config.rst @ volcengine/verl 883213d), so a verl case
+# without a separate prompt count generates global batch / n prompts (its units: sequences),
+# not the planner's default rollout batch.
+ITERATION_GLOBAL_BATCH = ("verl",)
+PROMPT_KEYS = ("train_batch_size_prompts", "batch_size_prompts", "train_batch_size",
+               "rollouts_per_step")
 
 
 def _logged_means(case: dict[str, Any]) -> bool:
@@ -300,8 +313,15 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         rl["prompt_len"] = round(float(extra["avg_prompt_len"]))
         rl["response_len"] = round(float(extra["avg_response_len"]))
     rl["rollout_tp"] = rl.get("rollout_tp") or extra.get("generation_tp")
+    if case.get("framework") == "nemo-rl" and rl.get("gpu_memory_utilization") is None:
+        # the engine's KV cache is what NeMo-RL's vLLM config leaves it, not sized to the share
+        rl["gpu_memory_utilization"] = NEMO_RL_GPU_MEMORY_UTILIZATION
     mem["rl"] = rl
     mem.setdefault("method", None)
+    if case.get("framework") in ITERATION_GLOBAL_BATCH and case.get("global_batch_size") \
+            and not any(extra.get(k) for k in PROMPT_KEYS):
+        prompts = int(case["global_batch_size"]) // int(rl.get("rollout_n") or 1)
+        extra = {**extra, "train_batch_size": max(1, prompts)}
     if extra.get("rollouts_per_step"):
         # only the product prompts x samples enters the model
         rl["rollout_n"] = 1
