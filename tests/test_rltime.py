@@ -75,7 +75,7 @@ def test_continuous_batching_pays_one_generation_tail():
     vLLM engine admits waiting sequences as others finish, so only its last wave has one.
     8 calls of 8 sequences -> 8 tails; a vLLM engine with 2,048 sequences, 256 at once
     (efficiency.MAX_DECODE_BATCH) -> 8 waves, 1 tail."""
-    from planner.rltime import tail_seconds
+    from planner.models.rltime import tail_seconds
     base = dict(workload="grpo", method="full", prompt_len=256, response_len=256,
                 micro_batch_size=4, grad_accum=16, rollout_batch=16, rollout_n=4,
                 reference=False)
@@ -93,12 +93,12 @@ def test_continuous_batching_pays_one_generation_tail():
 
 
 def hf_eff() -> float:
-    from planner import efficiency as eff
+    from planner.models import efficiency as eff
     return eff.HF_GENERATE_DECODE_EFFICIENCY
 
 
 def vllm_eff() -> float:
-    from planner import efficiency as eff
+    from planner.models import efficiency as eff
     return eff.RL_ROLLOUT_DECODE_EFFICIENCY
 
 
@@ -106,7 +106,7 @@ def test_continuous_batching_decodes_share_over_concurrency_waves():
     """300 sequences on one vLLM engine that holds 256 at once: the engine refills freed
     slots, so generation lasts 300 / 256 waves' worth of steps, not 2 whole waves; the
     trainer's own generate with 256 per call runs 2 whole batches."""
-    from planner.rltime import _wave_seconds, engine_side
+    from planner.models.rltime import _wave_seconds, engine_side
     base = dict(workload="grpo", method="full", prompt_len=256, response_len=256,
                 micro_batch_size=4, grad_accum=16, rollout_batch=75, rollout_n=4,
                 reference=False)
