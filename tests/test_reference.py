@@ -14,9 +14,10 @@ from planner.catalog.load import load_catalog
 from planner.catalog.request import MAX_GPUS, PlanRequest
 from planner.errors import PlannerError
 from planner.solver.encoding import NO_TIME, cp_solver
+from planner.solver.hardware import _offers
 from planner.solver.search import request_job
 from planner.solver.solve import pareto, plan
-from planner.solver.space import MICRO_BATCHES, _offers, _rl_choices, _strategies, build_space
+from planner.solver.space import build_space
 from planner.solver.stages import (
     EXACT_WEIGHTS,
     SolverError,
@@ -25,6 +26,7 @@ from planner.solver.stages import (
     objective_magnitude,
     run_solver,
 )
+from planner.solver.strategies import MICRO_BATCHES, _rl_choices, _strategies
 from planner.validation.reference import differential, pinned, random_request, reference_optimum
 
 CAT = load_catalog()

@@ -14,7 +14,7 @@ from planner.models.memory import (
     reserved_bytes,
 )
 from planner.models.workloads import estimate_memory
-from planner.solver.space import PHASES, activation_reserved_bytes, states_coefficients
+from planner.solver.tables import PHASES, activation_reserved_bytes, states_coefficients
 
 CAT = load_catalog()
 MODELS = [CAT.model(m).spec for m in ("qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")]

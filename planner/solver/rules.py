@@ -26,8 +26,9 @@ from planner.catalog.offers import DEFAULT_MAX_GPUS_PER_OFFER
 from planner.catalog.request import PlanRequest
 from planner.models.bands import request_margin
 from planner.models.memory import GIB, usable_capacity, usable_mib
+from planner.solver.hardware import Offer
 from planner.solver.result import Plan
-from planner.solver.space import Offer, PlanSpace, host_sizes
+from planner.solver.space import PlanSpace, host_sizes
 
 
 class Encoding(Protocol):

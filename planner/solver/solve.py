@@ -25,10 +25,7 @@ from planner.solver.search import (
     needs_timing,
     plan_usd,
 )
-from planner.solver.space import (
-    PlanSpace,
-    build_space,
-)
+from planner.solver.space import PlanSpace, build_space
 from planner.solver.stages import (
     Solved,
     SolveTimeout,

@@ -1,18 +1,11 @@
-"""Memory coefficients of the planner's decision space, read off the memory model.
+"""The planner's decision space: a request resolved against the catalog.
 
-The solver cannot call Python functions, so the per-GPU memory of a configuration must become
-integer coefficients. The memory model has a fixed shape in the data-parallel degree dp: in each
-phase (forward/backward, optimizer step) the reserved bytes are
-
-    states(dp) = a + b / dp + c * [dp > 1]     model states, buffers, gathered parameters
-    + min(e / dp, k)                             DeepSpeed ZeRO-3 step temporaries (one sub-group)
-    + activations                                activations and loss buffers (no dp)
-    + overhead(num_gpus)                         CUDA context, NCCL
-
-with a, b, c, e, k depending on the other choices only. ``states_coefficients`` reads a, b and c
-off ``memory.phase_terms`` at dp = 1, 2 and 4 (e and k off the step term at dp = 1 and a very
-large dp); no physics is re-derived here, and a test checks that the decomposition reproduces
-``estimate_memory`` exactly at other dp values.
+``build_space`` turns a PlanRequest into a PlanSpace: the offers (hardware.py), the strategies
+(strategies.py), the tp / pp / micro-batch domains and the memory tables (tables.py). The space
+gives the candidate rows (one per strategy x layout x micro-batch that completes the global
+batch), their memory need per GPU and per host, the pins as one mask over them (``allows``),
+and the step times of the throughput model per (offer, row), memoised (``Timing``, with the
+vectorised lower bounds of ``RowArrays`` that the exact search orders by).
 """
 
 from __future__ import annotations
@@ -25,56 +18,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from planner.catalog.frameworks import Profile, apply, for_request, plan_shardings, unsupported
+from planner.catalog.frameworks import apply, for_request, plan_shardings, unsupported
 from planner.catalog.load import Catalog
-from planner.catalog.offers import (
-    CATALOG_PROVIDER,
-    DEFAULT_MAX_GPUS_PER_OFFER,
-    OfferSpec,
-    bill_usd,
-    offer_gpus_per_host,
-    offer_max_gpus,
-    rental_offers,
-)
 from planner.catalog.request import (
-    DEFAULT_LORA_RANK,
-    LORA_RANKS,
     MAX_GLOBAL_BATCH,
-    OFFLOADS,
-    PLACEMENTS,
-    SHARDING_FIELDS,
     PlanRequest,
     TrainConfig,
-    split_role_names,
-    validate_engine,
     validate_plan_request,
 )
 from planner.catalog.specs import (
-    GpuSpec,
     ModelSpec,
-    PlatformSpec,
-    divisors,
-    gpus_per_host,
-    hosts_for,
     tensor_parallel_options,
 )
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.bands import request_margin
-from planner.models.calibration import MIB
-from planner.models.cost import gpu_purchase_price, rental_usd
-from planner.models.memory import (
-    BWD_END_PHASE,
-    FWD_PHASE,
-    STEP_PHASE,
-    activation_phase_terms,
-    device_overhead_bytes,
-    reserved_bytes,
-    reserved_weight,
-    steps_by_sub_group,
-    usable_host_ram_gib,
-    usable_mib,
-)
 from planner.models.rltime import (
     engine_side,
     gathered_weight_bytes,
@@ -93,354 +51,32 @@ from planner.models.throughput import (
 from planner.models.workloads import (
     Engine,
     engine,
-    engine_parts,
     roles,
-    workload_host_ram,
-    workload_phases,
+)
+from planner.solver.hardware import (
+    Offer,
+    _offers,
+    _timing_key,
+)
+from planner.solver.strategies import (
+    MICRO_BATCHES,
+    Strategy,
+    _rl_choices,
+    _strategies,
+    engine_layout,
+    pipeline_parallel_options,
+    runs_strategy,
+)
+from planner.solver.tables import (
+    NO_ROLES,
+    ROLLOUT_PHASE,
+    MemoryTables,
+    RoleModels,
+    _with_dp,
+    memory_tables,
 )
 
-ACTIVATION_TERMS = ("activations", "logits_and_loss")
-ROLLOUT_PHASE = "rollout"  # workloads.ROLLOUT_PHASE
-PHASES = (FWD_PHASE, BWD_END_PHASE, STEP_PHASE)
-
-
-@dataclass(frozen=True)
-class StatesCoefficients:
-    """Reserved bytes of the dp-dependent terms of one phase:
-    a + b/dp + c*[dp > 1] + min(e/dp, k)."""
-
-    a: float
-    b: float
-    c: float
-    e: float = 0.0
-    k: float = 0.0
-
-    def at(self, dp: int) -> float:
-        return self.a + self.b / dp + (self.c if dp > 1 else 0.0) + min(self.e / dp, self.k)
-
-
-def placement_groups(placement: str, roles: int) -> int:
-    """GPU groups of dp GPUs each in the planner's layouts: 1 colocated, 2 separate (trainer
-    and engines), split one per role plus the engines (OpenRLHF's equal groups)."""
-    return {"colocate": 1, "separate": 2}.get(placement, roles + 1)
-
-
-def _with_dp(cfg: TrainConfig, dp: int) -> TrainConfig:
-    """``cfg`` with data-parallel degree dp: apart from the trainer, every RL group gets dp GPUs
-    (placement_groups)."""
-    if cfg.is_rl and cfg.placement != "colocate":
-        names = [n for n, _ in cfg.role_gpus or ()]
-        gpus = placement_groups(cfg.placement, len(names)) * dp
-        if cfg.placement == "separate":
-            return cfg.model_copy(update={"num_gpus": gpus, "rollout_gpus": dp})
-        return cfg.model_copy(update={"num_gpus": gpus,
-                                      "role_gpus": tuple((n, dp) for n in names)})
-    return cfg.model_copy(update={"num_gpus": cfg.tp * cfg.pp * cfg.cp * dp})
-
-
-def _phases(model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels
-            ) -> dict[str, dict[str, float]]:
-    """workload_phases without the rollout engine's terms: the engine depends on the GPU count
-    in a way a + b/dp cannot express (its batch is capped), so gpu_need_mib adds it exactly."""
-    phases = workload_phases(model, cfg, precision, critic=roles.critic, reward=roles.reward)
-    if not cfg.is_rl:
-        return phases
-    return {p: {k: v for k, v in t.items() if not k.startswith("engine ")}
-            for p, t in phases.items()}
-
-
-def _reserved_part(terms: dict[str, float], *, activations: bool) -> float:
-    """Reserved bytes of the activation terms (activations=True) or of all other terms."""
-    return sum(
-        reserved_weight(k) * v for k, v in terms.items() if (k in ACTIVATION_TERMS) == activations
-    )
-
-
-@dataclass(frozen=True)
-class RoleModels:
-    """The critic and reward models of a PPO/GRPO request (None: the policy's architecture)."""
-
-    critic: ModelSpec | None = None
-    reward: ModelSpec | None = None
-
-
-NO_ROLES = RoleModels()
-
-
-def states_coefficients(
-    model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
-) -> dict[str, StatesCoefficients]:
-    """a, b, c (and e, k) of every phase for the choices in ``cfg`` (its num_gpus is ignored).
-
-    ZeRO-3's step temporaries are min(e/dp, k) (memory.steps_by_sub_group): k is their value
-    at dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp."""
-    m1, m2, m4 = (
-        _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (1, 2, 4)
-    )
-    free = (_phases(model, _with_dp(cfg, CAP_FREE_DP), precision, roles)
-            if steps_by_sub_group(cfg) else None)
-    w = reserved_weight(STEP_TERM)
-    out = {}
-    for phase in m1:
-        s1, s2, s4 = (_reserved_part(m[phase], activations=False) for m in (m1, m2, m4))
-        e = k = 0.0
-        if free is not None and STEP_TERM in m1[phase]:
-            k = w * m1[phase][STEP_TERM]
-            e = w * free[phase][STEP_TERM] * CAP_FREE_DP
-            s1, s2, s4 = (s - w * m[phase][STEP_TERM]
-                          for s, m in ((s1, m1), (s2, m2), (s4, m4)))
-        b = 4 * (s2 - s4)
-        out[phase] = StatesCoefficients(a=s1 - b, b=b, c=s2 - s1 + b / 2, e=e, k=k)
-    return out
-
-
-STEP_TERM = "optimizer_step"
-CAP_FREE_DP = 2**20  # a data-parallel degree at which no ZeRO-3 sub-group cap binds
-
-
-def host_coefficients(model: ModelSpec, cfg: TrainConfig, roles: RoleModels = NO_ROLES,
-                      precision: str = "bf16") -> tuple[int, int]:
-    """Host RAM of one training process in MiB as a + b/dp (offloaded shards + the process),
-    read off workloads.workload_host_ram at dp = 1 and 2."""
-    r1, r2 = (workload_host_ram(model, _with_dp(cfg, dp), 1, precision, critic=roles.critic,
-                                reward=roles.reward) for dp in (1, 2))
-    b = 2 * (r1 - r2)
-    return _ceil_mib(r1 - b), _ceil_mib(b)
-
-
-def activation_reserved_bytes(
-    model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
-) -> dict[str, float]:
-    """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
-    if cfg.workload in ("sft", "pretrain"):  # the common case without building every term
-        phases = activation_phase_terms(model, cfg)
-    else:
-        phases = _phases(model, cfg, precision, roles)
-    return {p: _reserved_part(t, activations=True) for p, t in phases.items()}
-
-
-
-# ---------------------------------------------------------------------------------------------
-# The discrete options
-# ---------------------------------------------------------------------------------------------
-AUTO_METHODS = ("full", "lora", "dora", "qlora")
-MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """The non-numeric choices of one plan (everything but GPU type, counts and batch)."""
-
-    method: str
-    lora_rank: int | None
-    optimizer: str
-    sharding: str  # none | zero1 | zero2 | zero3 | fsdp
-    offload: str
-    checkpointing: str
-    placement: str = "colocate"  # RL: colocate | separate | split
-    rollout_tp: int = 1
-    offload_idle: bool = False
-    role_names: tuple[str, ...] = ()  # split: the roles with GPUs of their own
-
-    @property
-    def groups(self) -> int:
-        return placement_groups(self.placement, len(self.role_names))
-
-    def config_fields(self) -> dict[str, object]:
-        return {
-            "placement": self.placement,
-            "role_gpus": tuple((n, 1) for n in self.role_names)
-            if self.placement == "split" else None,
-            "rollout_tp": self.rollout_tp,
-            "offload_idle": self.offload_idle,
-            "method": self.method,
-            "lora_rank": self.lora_rank,
-            "optimizer": self.optimizer,
-            "zero_stage": SHARDING_FIELDS[self.sharding][0],
-            "fsdp": SHARDING_FIELDS[self.sharding][1],
-            "offload": self.offload,
-            "checkpointing": self.checkpointing,
-        }
-
-
-def valid_strategy(s: Strategy) -> bool:
-    """Combinations the frameworks offer: offload needs ZeRO/FSDP, parameter offload needs
-    ZeRO-3/FSDP; a LoRA rank only with an adapter method."""
-    if (s.lora_rank is not None) != (s.method in ("lora", "dora", "qlora")):
-        return False
-    if s.offload != "none" and s.sharding == "none":
-        return False
-    return not (s.offload == "optimizer+params" and s.sharding not in ("zero3", "fsdp"))
-
-
-def pipeline_parallel_options(model: ModelSpec, *, at_most: int = 16) -> tuple[int, ...]:
-    """pp divides the layers (equal stages)."""
-    return divisors(model.num_layers, at_most=at_most)
-
-
-def _ceil_mib(x: float) -> int:
-    """Requirements round up to whole MiB (DESIGN.md section 6)."""
-    return max(0, -(-int(round(x)) // MIB)) if x > 0 else 0
-
-
-@dataclass(frozen=True)
-class MemoryTables:
-    """Integer MiB coefficients per phase, keyed by choice indices.
-
-    states[phase][(s, tp, pp, accumulates)] = (a, b, c, e, k):
-        a + ceil(b/dp) + c*[dp > 1] + min(ceil(e/dp), k)
-    acts[phase][(s, tp, pp, in_flight)] = MiB per sequence of the micro-batch
-    """
-
-    states: dict[str, dict[tuple[int, int, int, bool], tuple[int, int, int, int, int]]]
-    acts: dict[str, dict[tuple[int, int, int, int], int]]
-    host: dict[tuple[int, int, int], tuple[int, int]]  # (s, tp, pp) -> per-rank host RAM (a, b)
-    floor_mib: int  # allocator cache floor
-    overhead_mib: int  # CUDA context per process
-    multi_gpu_mib: int  # NCCL buffers when more than one GPU
-    engine: dict[int, tuple[int, int, int]]  # RL: s -> engine (weights, KV per sequence,
     # workspace) MiB on one GPU
-
-
-def memory_tables(
-    model: ModelSpec,
-    base: TrainConfig,
-    strategies: tuple[Strategy, ...],
-    tps: tuple[int, ...],
-    pps: tuple[int, ...],
-    *,
-    precision: str = "bf16",
-    roles: RoleModels = NO_ROLES,
-) -> MemoryTables:
-    """Evaluate the memory model once per key (states at dp = 1, 2, 4; activations at mb = 1)."""
-    engine: dict[int, tuple[int, int, int]] = {}
-
-    states: dict[str, dict] = {}
-    acts: dict[str, dict] = {}
-    host: dict[tuple[int, int, int], tuple[int, int]] = {}
-    # Model states do not depend on checkpointing: strategies that differ only there share them.
-    shared: dict[tuple, tuple] = {}
-    for si, s in enumerate(strategies):
-        fields = s.config_fields()
-        states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
-                      s.offload_idle)
-        if base.is_rl:  # a vLLM-style engine's parts depend on its TP only; the trainer's
-            # own generate's on the strategy (sharding: gathered weights; method: prefill)
-            ekey = ("engine", si if base.generates_in_trainer else s.rollout_tp)
-            if ekey not in shared:
-                c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(
-                    fields if base.generates_in_trainer else {})})
-                weights, work, per_seq = engine_parts(model, c)
-                shared[ekey] = (_ceil_mib(weights), _ceil_mib(per_seq), _ceil_mib(work))
-            engine[si] = shared[ekey]
-        for tp in tps:
-            for pp in pps:
-                for acc in (False, True):
-                    key = (states_key, tp, pp, acc)
-                    if key not in shared:
-                        cfg = base.model_copy(update={
-                            **fields, "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
-                            "micro_batch_size": 1,
-                        })
-                        coeffs = states_coefficients(model, cfg, precision, roles)
-                        shared[key] = (
-                            host_coefficients(model, cfg, roles, precision) if not acc else None,
-                            {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c),
-                                     _ceil_mib(co.e), _ceil_mib(co.k))
-                             for phase, co in coeffs.items()},
-                        )
-                    host_co, per_phase = shared[key]
-                    if not acc:
-                        host[(si, tp, pp)] = host_co
-                    for phase, abc in per_phase.items():
-                        states.setdefault(phase, {})[(si, tp, pp, acc)] = abc
-                for in_flight in range(1, pp + 1):
-                    # the engine's terms are left out (_phases): rollout TP changes nothing
-                    key = (replace(s, rollout_tp=1), tp, pp, in_flight)
-                    if key not in shared:
-                        cfg = _with_dp(base.model_copy(update={
-                            **fields, "tp": tp, "pp": pp, "micro_batch_size": 1,
-                            "grad_accum": in_flight,
-                        }), 1)
-                        shared[key] = {
-                            phase: _ceil_mib(v) for phase, v in activation_reserved_bytes(
-                                model, cfg, precision, roles).items()}
-                    for phase, v in shared[key].items():
-                        acts.setdefault(phase, {})[(si, tp, pp, in_flight)] = v
-    one, two = device_overhead_bytes(1), device_overhead_bytes(2)
-    return MemoryTables(
-        states=states, acts=acts, host=host, floor_mib=_ceil_mib(reserved_bytes({})),
-        overhead_mib=_ceil_mib(one), multi_gpu_mib=_ceil_mib(two - one), engine=engine,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# The space of one request
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Offer:
-    """One way to get GPUs: a GPU type, and for purchases the host platform that holds them; for
-    rentals the provider's instance offer (offers.OfferSpec) and the GPUs it may supply."""
-
-    gpu: GpuSpec
-    platform: PlatformSpec | None  # None when renting (the cloud instance is the host)
-    gpu_price_usd: float  # per GPU (buy) or per GPU-hour (rent: the offer's rate per GPU)
-    host_price_usd: float  # per host (buy); 0 when renting
-    gpus_per_host: int
-    capacity_mib: int  # usable memory per GPU after the margin, rounded down
-    host_ram_mib: int | None  # usable host RAM of the platform or instance (None: not known)
-    rental: OfferSpec | None = None  # rent: the instance offer billed
-    max_gpus: int | None = None  # rent: GPUs the offer may supply (--max-gpus-per-offer)
-
-    def hosts(self, num_gpus: int) -> int:
-        """Hosts that hold ``num_gpus`` GPUs (ceil of GPUs / GPUs per host)."""
-        return hosts_for(num_gpus, self.gpus_per_host)
-
-    def purchase_usd(self, num_gpus: int) -> int:
-        """Whole dollars of GPUs and the hosts they need (the solver's and oracle's unit); also
-        elementwise on an integer numpy array of GPU counts (solve.timed_search)."""
-        return round(self.gpu_price_usd) * num_gpus + round(self.host_price_usd) * \
-            self.hosts(num_gpus)
-
-    def rental_usd(self, num_gpus, hours):
-        """The bill for renting ``num_gpus`` GPUs for ``hours``: whole instances of the offer,
-        each billed by its increment and minimum (offers.bill_usd); without an instance offer,
-        GPU-hours at the rate (rental_floor_usd). Elementwise on numpy arrays."""
-        if self.rental is None:
-            return self.rental_floor_usd(num_gpus, hours)
-        return bill_usd(self.rental, num_gpus, hours)
-
-    def rental_floor_usd(self, num_gpus, hours):
-        """A lower bound on rental_usd (GPUs used x hours x the rate per GPU-hour: no idle GPU
-        of an instance, no rounding up), linear in both (the search's per-offer bounds)."""
-        return rental_usd(self.gpu_price_usd, num_gpus, hours)
-
-    def hourly_milli_usd(self) -> tuple[int, int]:
-        """Rent: the rate in milli-dollars per hour as (per GPU, per host): an instance offer
-        bills whole instances (its hosts), a per-GPU rate (catalog, or no offer) each GPU."""
-        if self.rental is None:
-            return round(self.gpu_price_usd * 1000), 0
-        rate = round(self.rental.usd_per_hour * 1000)
-        return (rate, 0) if self.rental.gpus_per_instance == 1 else (0, rate)
-
-    def supplies(self, num_gpus):
-        """The offer can supply ``num_gpus`` GPUs (rent: within max_gpus); elementwise."""
-        return num_gpus <= self.max_gpus if self.max_gpus is not None else num_gpus > 0
-
-    def holds(self, gpu_need_mib, tp, host_need_mib):
-        """A layout fits this offer: GPU memory, tp within one host, host RAM per host (its
-        need at this offer's GPUs per host; unknown RAM: not checked). Elementwise on numpy
-        arrays (search.fits_mask) as on single rows (solve)."""
-        ok = (gpu_need_mib <= self.capacity_mib) & (tp <= self.gpus_per_host)
-        if self.host_ram_mib is not None:
-            ok = ok & (host_need_mib <= self.host_ram_mib)
-        return ok
-
-    @property
-    def label(self) -> str:
-        if self.rental is not None and self.rental.provider != CATALOG_PROVIDER:
-            return f"{self.gpu.id} from {self.rental.provider} {self.rental.instance_type}"
-        return self.gpu.id + (f" in {self.platform.id}" if self.platform else "")
 
 
 @dataclass(frozen=True)
@@ -670,160 +306,6 @@ def pins(request: PlanRequest) -> dict[str, int]:
     conflict can name it): GPU count and gradient accumulation. Other pins (tp, pp, micro-batch,
     method, sharding, rank, GPU list) narrow the domains in build_space."""
     return {k: getattr(request, k) for k in PINNED if getattr(request, k) is not None}
-
-
-def engine_layout(s: Strategy) -> tuple[str, int, tuple[str, ...]]:
-    """What the rollout engine reads of a strategy (workloads.engine, space.engine_at):
-    placement, rollout TP and the split roles' groups."""
-    return (s.placement, s.rollout_tp, s.role_names)
-
-
-def _timing_key(o: Offer) -> tuple[object, ...]:
-    """What of an offer the throughput model reads (space.step_time_us, Timing.rates)."""
-    return (o.gpu, o.platform, o.gpus_per_host)
-
-
-def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
-    """The price the request asks for when buying or owning: the purchase price of
-    cost.gpu_purchase_price (the kind named, or new where known, else used); 0 owned. Rentals
-    are priced by their offers (_rental_offers)."""
-    if request.pricing == "owned":
-        return 0.0  # hardware the user has: every GPU of the catalog, priced or not
-    return gpu_purchase_price(gpu, request.price_kind)[0]
-
-
-def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[str]]:
-    names = request.gpus or tuple(catalog.gpus)
-    offers: list[Offer] = []
-    unoffered: list[str] = []
-    for name in names:
-        gpu = catalog.gpu(name)
-        if request.pricing == "rent":
-            rented = _rental_offers(request, catalog, gpu,
-                                    usable_mib(gpu.memory_gib, request_margin(request)))
-            offers += rented
-            if not rented:
-                unoffered.append(f"{gpu.id}: no rental offer"
-                                 + (" within --max-gpus-per-offer" if rental_offers(
-                                     catalog, (gpu.id,), spot=request.spot) else "")
-                                 + (" (spot)" if request.spot else ""))
-            continue
-        price = gpu_price(gpu, request)
-        if price is None:
-            unoffered.append(f"{gpu.id}: no {request.price_kind or ''} price".replace("  ", " "))
-            continue
-        cap = usable_mib(gpu.memory_gib, request_margin(request))
-        owned = request.pricing == "owned"  # the user's hosts: any platform that takes the GPU
-        hosts = [p for p in catalog.platforms.values()
-                 if gpu.form_factor in p.form_factors and (owned or p.price_usd is not None)]
-        if owned and not hosts:
-            offers.append(Offer(gpu, None, 0.0, 0.0, gpus_per_host(gpu, None), cap, None))
-        elif not hosts:
-            unoffered.append(f"{gpu.id}: no priced host platform takes {gpu.form_factor} GPUs")
-        for p in hosts:
-            per_host = gpus_per_host(gpu, p)
-            ram = int(usable_host_ram_gib(p.host_ram_gib) * 1024)
-            offers.append(Offer(gpu, p, price, 0.0 if owned else p.price_usd or 0.0, per_host,
-                                cap, ram))
-    return offers, unoffered
-
-
-def _rental_offers(request: PlanRequest, catalog: Catalog, gpu: GpuSpec,
-                   cap: int) -> list[Offer]:
-    """The GPU's rental offers (offers.rental_offers) that can supply at least one instance
-    under --max-gpus-per-offer, less those another offer of the same GPU and instance size
-    dominates (no dearer, no coarser billing, no longer minimum, as much known host RAM)."""
-    most = request.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
-    out = []
-    for spec in rental_offers(catalog, (gpu.id,), spot=request.spot):
-        supply = offer_max_gpus(spec, most)
-        if not supply:
-            continue
-        per_host = offer_gpus_per_host(spec, gpu)
-        ram = None if spec.host_ram_gib is None else int(usable_host_ram_gib(spec.host_ram_gib)
-                                                          * 1024)
-        out.append(Offer(gpu, None, spec.usd_per_gpu_hour, 0.0, per_host, cap, ram, spec,
-                         supply))
-    return [o for o in out if not any(_dominates(d, o) for d in out if d is not o)]
-
-
-def _dominates(a: Offer, b: Offer) -> bool:
-    """Rental ``a`` is never worse than ``b`` (same GPU and instance size) and, on a full tie,
-    comes first in the (price-sorted) list."""
-    x, y = a.rental, b.rental
-    if x is None or y is None or x.gpus_per_instance != y.gpus_per_instance \
-            or a.gpus_per_host != b.gpus_per_host or a.max_gpus != b.max_gpus:
-        return False
-    ram_ok = b.host_ram_mib is not None and a.host_ram_mib is not None \
-        and a.host_ram_mib >= b.host_ram_mib or a.host_ram_mib is b.host_ram_mib is None
-    keys_a = (x.usd_per_hour, x.billing_increment_hours, x.minimum_hours)
-    keys_b = (y.usd_per_hour, y.billing_increment_hours, y.minimum_hours)
-    if not ram_ok or any(p > q for p, q in zip(keys_a, keys_b, strict=True)):
-        return False
-    first = (x.provider, x.instance_type, x.region or "") < \
-        (y.provider, y.instance_type, y.region or "")
-    return keys_a != keys_b or a.host_ram_mib != b.host_ram_mib or first
-
-
-def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int,
-                base: TrainConfig | None = None) -> list[tuple[str, int, bool]]:
-    """(placement, rollout TP, offload_idle) choices of an RL request; one neutral choice
-    otherwise, and for the trainer's own generate (it runs colocated, at the trainer's
-    layout, nothing parked: request.validate_engine says so of a pin that differs)."""
-    if not request.is_rl:
-        return [("colocate", 1, False)]
-    if base is not None and base.generates_in_trainer:
-        validate_engine(base.model_copy(update={
-            "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
-            "offload_idle": bool(request.offload_idle)}))
-        return [("colocate", 1, False)]
-    placements = (request.placement,) if request.placement else PLACEMENTS
-    rtps = (request.rollout_tp,) if request.rollout_tp else tensor_parallel_options(
-        model, per_node)
-    idles = (request.offload_idle,) if request.offload_idle is not None else (False, True)
-    # split: no role shares a GPU, so there is nothing idle to move (request._validate_split)
-    return [(p, t, i) for p in placements for t in rtps for i in idles
-            if not (p == "split" and i)]
-
-
-def _strategies(request: PlanRequest, rl: list[tuple[str, int, bool]] | None = None,
-                shardings: tuple[str, ...] = ("none", "zero1", "zero2", "zero3")
-                ) -> tuple[Strategy, ...]:
-    methods = (("full",) if request.workload == "pretrain" else AUTO_METHODS) \
-        if request.method == "auto" else (request.method,)  # pretraining trains every weight
-    optimizers = ("adamw", "adamw-8bit") if request.optimizer == "auto" else (request.optimizer,)
-    shardings = (request.sharding,) if request.sharding else shardings
-    offloads = (OFFLOADS if request.offload == "auto" else (request.offload,))
-    ckpts = ("none", "full") if request.checkpointing == "auto" else (request.checkpointing,)
-    out = []
-    if request.lora_rank == "auto":
-        ranks: tuple[int | None, ...] = LORA_RANKS
-    else:
-        ranks = (request.lora_rank or DEFAULT_LORA_RANK,)
-    for method, rank in ((m, r if m in ("lora", "dora", "qlora") else None)
-                         for m in methods for r in ranks):
-        if rank is None and method in [s.method for s in out]:
-            continue  # full / freeze: one pass, no rank
-        for opt in optimizers:
-            for shard in shardings:
-                for off in offloads:
-                    for ck in ckpts:
-                        for place, rtp, idle in rl or [("colocate", 1, False)]:
-                            names = split_role_names(
-                                request.workload, reference=request.reference,
-                                has_reward=request.reward_model is not None,
-                            ) if place == "split" else ()
-                            s = Strategy(method, rank, opt, shard, off, ck, place, rtp, idle,
-                                         names)
-                            if valid_strategy(s):
-                                out.append(s)
-    return tuple(out)
-
-
-def runs_strategy(profile: Profile, base: TrainConfig, s: Strategy) -> bool:
-    """The framework runs this strategy (on several GPUs, its sharding as a multi-GPU job)."""
-    cfg = base.model_copy(update={**s.config_fields(), "num_gpus": 2})
-    return not unsupported(profile, cfg)
 
 
 def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
