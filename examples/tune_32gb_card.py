@@ -34,12 +34,12 @@ from planner.models.memory import (
     GIB,
     activation_bytes,
     gradient_bytes,
+    kv_bytes_per_token,
     logits_bytes,
     master_weight_bytes,
     optimizer_state_bytes,
     weight_bytes,
 )
-from planner.models.throughput import kv_bytes_per_token
 from planner.solver.tune import Pins
 
 D16 = {"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 8,

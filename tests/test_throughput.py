@@ -16,8 +16,10 @@ from conftest import tiny_config
 
 from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
+from planner.models import decode
 from planner.models import efficiency as eff
 from planner.models import throughput as tp
+from planner.models.memory import kv_bytes_per_token
 
 DATA = Path(__file__).parent / "data"
 N = 137_728
@@ -229,13 +231,13 @@ def test_unknown_stack_is_bad_input(tiny, gpu):
 
 def test_kv_cache_bytes(tiny, cat):
     # 2 (K, V) x 2 layers x 2 kv heads x 16 x 2 B = 256 B per token
-    assert tp.kv_bytes_per_token(tiny) == 256
+    assert kv_bytes_per_token(tiny) == 256
     # Llama-2-7B: 2 x 32 x 32 x 128 x 2 B = 524,288 B (0.5 MiB) per token
-    assert tp.kv_bytes_per_token(cat.model("llama-2-7b").spec) == 524_288
+    assert kv_bytes_per_token(cat.model("llama-2-7b").spec) == 524_288
 
 
 def test_decode_is_bandwidth_bound_at_small_batch(tiny, gpu):
-    est = tp.estimate_decode(tiny, gpu, prompt_len=8, response_len=8, batch=4,
+    est = decode.estimate_decode(tiny, gpu, prompt_len=8, response_len=8, batch=4,
                              stack="vllm", efficiency=0.5, segments=1)
     # one segment at context 8 + 4 = 12: weights 404,096 B + KV 4 x 12 x 256 = 12,288 B
     # at 1000 GB/s x 0.5 -> 8.3277e-7 s per step; compute 4 x (2N + 2 x 2 x 12 x 128)
@@ -252,10 +254,10 @@ def test_decode_is_bandwidth_bound_at_small_batch(tiny, gpu):
 def test_decode_batch_fills_memory(cat):
     m = cat.model("llama-2-7b").spec
     gpu = cat.gpu("a10g")
-    est = tp.estimate_decode(m, gpu, prompt_len=256, response_len=128, stack="vllm")
+    est = decode.estimate_decode(m, gpu, prompt_len=256, response_len=128, stack="vllm")
     # (24 GiB x 0.9 - 13.5 GB weights) / (384 tokens x 0.5 MiB) ~ 40 sequences
     assert 30 < est.batch < 50
-    big = tp.estimate_decode(m, cat.gpu("h100-sxm"), prompt_len=128, response_len=128,
+    big = decode.estimate_decode(m, cat.gpu("h100-sxm"), prompt_len=128, response_len=128,
                              stack="tensorrt-llm")
     assert big.batch == eff.MAX_DECODE_BATCH
 
@@ -263,3 +265,25 @@ def test_decode_batch_fills_memory(cat):
 def test_summary_has_the_check_json_keys(tiny, gpu):
     doc = tp.estimate_throughput(tiny, gpu, cfg()).summary()
     assert {"tokens_per_s", "step_time_s", "mfu", "limited_by"} <= set(doc)
+
+
+def test_a_split_over_hosts_is_shown_with_the_link_it_is_timed_with():
+    """Issue 18: 6 GPUs on 4-GPU hosts run 4 + 2, their data-parallel traffic over the
+    network; the note says so with the bandwidths the estimate used, and a job inside one host
+    says nothing."""
+    from planner.catalog.load import load_catalog
+    from planner.catalog.request import TrainConfig
+    from planner.models.throughput import estimate_throughput, resolve_links
+
+    cat = load_catalog()
+    model, gpu = cat.model("llama-3.1-8b").spec, cat.gpu("rtx-4090")
+    plat = cat.platform("workstation-4gpu-epyc-rome")
+    cfg = TrainConfig(num_gpus=6, method="lora", zero_stage=2, grad_accum=8)
+    est = estimate_throughput(model, gpu, cfg, platform=plat)
+    links = resolve_links(gpu, platform=plat)
+    note = next(n for n in est.notes if n.startswith("6 GPUs on 2 hosts of 4"))
+    assert "(1 x 4 + 2, an uneven split)" in note and "dp group traffic crosses hosts" in note
+    assert f"{links.inter_node_gbps:.1f} GB/s per GPU" in note
+    one_host = estimate_throughput(model, gpu, cfg.model_copy(update={"num_gpus": 4}),
+                                   platform=plat)
+    assert not any("hosts of" in n for n in one_host.notes)

@@ -35,11 +35,11 @@ import numpy as np
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.models import efficiency as eff
+from planner.models.decode import estimate_decode
 from planner.models.memory import GIB
 from planner.models.throughput import (
     Links,
     elementwise_seconds,
-    estimate_decode,
     estimate_throughput,
     exposed,
     forward_flops_per_token,

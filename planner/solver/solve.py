@@ -17,6 +17,7 @@ from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import PlanRequest
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models.throughput import host_span_notes, resolve_links
 from planner.solver.explain import binding_rules, conflicts, timed_conflicts
 from planner.solver.result import Plan, PlanResult
 from planner.solver.search import (
@@ -79,6 +80,10 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
         notes.append("time limit reached: best plan found, not proven optimal")
     if result.config.offload != "none" and request.offload == "auto":
         notes.append(_offload_note(request, catalog, result))
+    if result.num_hosts > 1:  # which traffic crosses hosts, and at what bandwidth
+        offer = space.offer_of(result)
+        notes += host_span_notes(result.config, resolve_links(
+            offer.gpu, platform=offer.platform, gpus_per_node=offer.gpus_per_host))
     if result.config.pp > 1 and result.num_hosts > 1:
         notes.append(_pipeline_note(request, catalog, result))
     return PlanResult(status=solved.status, plan=result,

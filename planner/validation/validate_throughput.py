@@ -24,8 +24,9 @@ from planner.catalog.specs import GpuSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.cost import define_job, rent_cost
+from planner.models.decode import estimate_decode
 from planner.models.rltime import estimate_rl_step
-from planner.models.throughput import ThroughputEstimate, estimate_decode, estimate_throughput
+from planner.models.throughput import ThroughputEstimate, estimate_throughput
 from planner.models.workloads import estimate_memory
 from planner.validation.validate import case_config, case_profile, load_cases, percentile, rl_case
 

@@ -1,0 +1,158 @@
+"""Serving decode: tokens per second of autoregressive generation (weights and KV cache read per
+step at the GPU's memory bandwidth, batched up to what the KV cache holds); the RL rollout
+engines and the decode validation cases use it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.catalog.params import count_params
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.errors import PlannerError
+from planner.models import efficiency as eff
+from planner.models.memory import (
+    GIB,
+    kv_bytes_per_token,
+)
+from planner.models.throughput import (
+    Links,
+    attention_fwd_flops_per_layer,
+    forward_flops_per_token,
+    matmul_params,
+    peak_tflops,
+    resolve_links,
+    ring_factor,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding (generation) and prefill
+# ---------------------------------------------------------------------------------------------
+def weight_bytes_per_param(precision: str, weight_bits: int | None = None) -> float:
+    """Stored inference weights: 4-bit checkpoints 0.5 B (+ group scales, GPTQ/AWQ 128-groups
+    ~0.52 B), fp8 1 B, 16-bit 2 B."""
+    if weight_bits == 4:
+        return 0.5 + 2.5 / 128
+    if weight_bits == 8 or precision == "fp8":
+        return 1.0
+    return 2.0
+
+
+@dataclass(frozen=True)
+class DecodeEstimate:
+    """Generation of ``batch`` sequences of ``response_len`` tokens after ``prompt_len``."""
+
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    batch: int
+    prefill_s: float
+    decode_s: float
+    step_time_first_s: float
+    step_time_last_s: float
+    limited_by: str  # "memory bandwidth" | "compute" | "communication"
+    kv_cache_gib: float
+    weights_gib_per_gpu: float
+    stack: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def max_decode_batch(
+    model: ModelSpec, gpu: GpuSpec, *, tp: int, context: int, weight_bytes: float,
+    kv_bytes: float, memory_fraction: float,
+) -> int:
+    """Sequences whose full-length KV cache fits next to the weights in memory_fraction of the
+    GPU (vLLM gpu_memory_utilization, TensorRT-LLM free-memory fraction), capped at
+    MAX_DECODE_BATCH."""
+    budget = gpu.memory_gib * GIB * memory_fraction - weight_bytes
+    per_seq = kv_bytes_per_token(model, kv_bytes) / tp * context
+    return max(1, min(eff.MAX_DECODE_BATCH, int(budget // per_seq)))
+
+
+def _decode_step(
+    model: ModelSpec, gpu: GpuSpec, *, tp: int, batch: int, context: float, weights: float,
+    kv_bytes: float, bw_eff: float, peak_flops: float, links: Links,
+) -> tuple[float, str]:
+    """One decoding step: max(bytes / (bandwidth x eff), FLOPs / achievable FLOP/s) + the TP
+    all-reduces.
+    Bytes = weights on the GPU + batch x context x KV per token / tp; FLOPs = batch x (2 N_active
+    + attention over the context) / tp. With tp > 1, 2 all-reduces per layer of batch x h x 2 B
+    at ALLREDUCE_LATENCY_S each plus their bytes."""
+    kv = batch * context * kv_bytes_per_token(model, kv_bytes) / tp
+    mem_t = (weights + kv) / (gpu.memory_bandwidth_gbps * 1e9 * bw_eff)
+    attn = model.num_layers * attention_fwd_flops_per_layer(model, int(context) * 2,
+                                                            causal_skip=True)
+    flops = batch * (2 * matmul_params(model) + attn) / tp
+    comp_t = flops / peak_flops
+    comm_t = 0.0
+    if tp > 1:
+        msg = batch * model.hidden_size * 2
+        per = eff.ALLREDUCE_LATENCY_S + ring_factor(tp, "all-reduce") * msg / (
+            links.collective_gbps(tp, False) * 1e9)
+        comm_t = 2 * model.num_layers * per
+    bound = "memory bandwidth" if mem_t >= comp_t else "compute"
+    if comm_t > max(mem_t, comp_t):
+        bound = "communication"
+    return max(mem_t, comp_t) + comm_t, bound
+
+
+def estimate_decode(
+    model: ModelSpec, gpu: GpuSpec, *, prompt_len: int, response_len: int, tp: int = 1,
+    batch: int | None = None, precision: str = "bf16", weight_bits: int | None = None,
+    kv_bits: int | None = None, stack: str = "vllm", memory_fraction: float = 0.9,
+    platform: PlatformSpec | None = None, segments: int = 16, efficiency: float | None = None,
+) -> DecodeEstimate:
+    """Offline generation throughput of ``batch`` sequences (None: as many as fit).
+
+    Time = prefill (compute bound: batch x prompt x forward FLOPs at the 16-bit or fp8 peak)
+    + the sum of decoding steps, each bound by HBM bandwidth (weights/tp + KV cache reads)
+    or, at large batch, by compute (DESIGN.md s.4). The sum over steps is a midpoint rule over
+    ``segments`` equal spans of the response. fp8 serving stores weights (and, unless kv_bits
+    says otherwise, the KV cache) in 8 bit. ``efficiency`` replaces the stack's calibrated
+    roofline share (efficiency.DECODE_EFFICIENCY; used to calibrate it).
+    """
+    if stack not in eff.DECODE_STACKS:
+        raise PlannerError(f"unknown decode stack {stack!r}; known: {', '.join(eff.DECODE_STACKS)}")
+    links = resolve_links(gpu, platform=platform)
+    prec = "fp8" if precision == "fp8" and gpu.fp8_dense_tflops else "bf16"
+    wbytes = count_params(model).total * weight_bytes_per_param(prec, weight_bits) / tp
+    kvb = (kv_bits / 8) if kv_bits else (1.0 if prec == "fp8" else 2.0)
+    context = prompt_len + response_len
+    notes = []
+    if batch is None:
+        batch = max_decode_batch(model, gpu, tp=tp, context=context, weight_bytes=wbytes,
+                                 kv_bytes=kvb, memory_fraction=memory_fraction)
+        notes.append(f"batch {batch}: as many sequences of {context} tokens as the KV cache holds "
+                     f"in {memory_fraction:.0%} of memory")
+    bw_eff = eff.DECODE_EFFICIENCY[stack] if efficiency is None else efficiency
+    c_eff = eff.matmul_fraction(gpu, prec) * bw_eff
+    peak = peak_tflops(gpu, prec)
+    fwd = forward_flops_per_token(model, prompt_len)
+    prefill = batch * prompt_len * fwd / tp / (peak * 1e12 * c_eff)
+    span = response_len / segments
+    decode = 0.0
+    bounds: list[str] = []
+    steps = []
+    for k in range(segments):
+        ctx = prompt_len + (k + 0.5) * span
+        t, b = _decode_step(model, gpu, tp=tp, batch=batch, context=ctx, weights=wbytes,
+                            kv_bytes=kvb, bw_eff=bw_eff, peak_flops=peak * 1e12 * c_eff,
+                            links=links)
+        decode += t * span
+        bounds.append(b)
+        steps.append(t)
+    total = prefill + decode
+    out = batch * response_len / total
+    return DecodeEstimate(
+        output_tokens_per_s=out,
+        output_tokens_per_s_per_gpu=out / tp,
+        batch=batch,
+        prefill_s=prefill,
+        decode_s=decode,
+        step_time_first_s=steps[0],
+        step_time_last_s=steps[-1],
+        limited_by=max(set(bounds), key=bounds.count),
+        kv_cache_gib=batch * context * kv_bytes_per_token(model, kvb) / tp / GIB,
+        weights_gib_per_gpu=wbytes / GIB,
+        stack=stack,
+        notes=tuple(notes),
+    )
