@@ -201,3 +201,31 @@ def test_chain_step_times_skip_only_pairs_that_cannot_be_fastest(kw):
         assert got[p] == t or fastest < got[p] <= t
     assert {p for p in true if got[p] == fastest} == {p for p in true if true[p] == fastest}
     assert sum(got[p] != t for p, t in true.items()) > len(true) // 2  # most are skipped
+
+
+def test_the_recheck_runs_every_rule_object():
+    """check_plan asks each rule (rules.violations): a plan whose memory, host RAM, cost, time
+    or throughput breaks a limit is named by that rule, in the user's words."""
+    import dataclasses
+
+    from planner.catalog.load import load_catalog
+    from planner.catalog.request import PlanRequest
+    from planner.solver.solve import plan
+    from planner.solver.space import build_space
+    from planner.solver.stages import check_plan
+
+    cat = load_catalog()
+    req = PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-4090",), budget_usd=5000, max_hours=100,
+                      min_tokens_per_s=100.0)
+    p = plan(req, cat).plan
+    space = build_space(req, cat)
+    assert check_plan(space, p) == []
+    big = dataclasses.replace(p, memory=dataclasses.replace(p.memory,
+                                                            device=p.memory.capacity * 2))
+    assert any(v.startswith("GPU memory:") for v in check_plan(space, big))
+    slow = dataclasses.replace(p, throughput=dataclasses.replace(p.throughput,
+                                                                 tokens_per_s=1.0))
+    assert any(v.startswith("min-tokens-per-s 100.0: 1 tokens/s <") for v in
+               check_plan(space, slow))
+    dear = dataclasses.replace(p, cost=dataclasses.replace(p.cost, usd=10000.0))
+    assert any(v.startswith("budget $5,000: 1e+04 USD >") for v in check_plan(space, dear))

@@ -34,10 +34,13 @@ from planner.solver.rules import (
     HOST_RAM,
     MAX_GPUS,
     MAX_GPUS_PER_OFFER,
+    Need,
     Rule,
     chosen,
+    fit_masks,
     rule,
 )
+from planner.solver.rules import FIT_RULES as RULE_FITS
 from planner.solver.space import PlanSpace, Row, host_sizes, pins
 
 SEED = 0
@@ -183,8 +186,8 @@ def _add_offer_bounds(enc: Encoding, every_subset: bool = True) -> None:
             m.add(v["cost_usd"] >= _cost(enc, o, n)).only_enforce_if(on)
 
 
-# rules of one (offer, row) pair
-FIT_RULES = ("gpu_memory", "gpus_per_host", "host_ram", "max_gpus_per_offer")
+# rules of one (offer, row) pair (rules.FIT_RULES)
+FIT_RULES = tuple(r.name for r in RULE_FITS)
 
 
 def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, np.ndarray]]]:
@@ -196,15 +199,13 @@ def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, 
         tp = np.array([r.tp for r in enc.rows])
         host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
         sizes = host_sizes(enc.space)
+        ones = np.ones(len(enc.rows), dtype=bool)
         enc.fit_checks = []
         for o, x in chosen(enc):
-            checks = {"gpu_memory": need <= o.capacity_mib,
-                      "gpus_per_host": tp <= o.gpus_per_host}
-            if "host_ram" in enc.literal:
-                checks["host_ram"] = host[:, sizes.index(o.gpus_per_host)] <= o.host_ram_mib \
-                    if o.host_ram_mib is not None else np.ones(len(enc.rows), dtype=bool)
-            if "max_gpus_per_offer" in enc.literal:
-                checks["max_gpus_per_offer"] = o.supplies(gpus)
+            need_o = Need(need, tp, host[:, sizes.index(o.gpus_per_host)], gpus)
+            names = [n for n in FIT_RULES if n in ("gpu_memory", "gpus_per_host")
+                     or n in enc.literal]
+            checks = {k: ones & m for k, m in fit_masks(o, need_o, names).items()}
             enc.fit_checks.append((o, x, checks))
     return enc.fit_checks
 

@@ -81,19 +81,6 @@ class Offer:
         rate = round(self.rental.usd_per_hour * 1000)
         return (rate, 0) if self.rental.gpus_per_instance == 1 else (0, rate)
 
-    def supplies(self, num_gpus):
-        """The offer can supply ``num_gpus`` GPUs (rent: within max_gpus); elementwise."""
-        return num_gpus <= self.max_gpus if self.max_gpus is not None else num_gpus > 0
-
-    def holds(self, gpu_need_mib, tp, host_need_mib):
-        """A layout fits this offer: GPU memory, tp within one host, host RAM per host (its
-        need at this offer's GPUs per host; unknown RAM: not checked). Elementwise on numpy
-        arrays (search.fits_mask) as on single rows (solve)."""
-        ok = (gpu_need_mib <= self.capacity_mib) & (tp <= self.gpus_per_host)
-        if self.host_ram_mib is not None:
-            ok = ok & (host_need_mib <= self.host_ram_mib)
-        return ok
-
     @property
     def label(self) -> str:
         if self.rental is not None and self.rental.provider != CATALOG_PROVIDER:

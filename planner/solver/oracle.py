@@ -64,8 +64,8 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                             continue
                         cost = offer.purchase_usd(n)
                         if rent:
-                            if not offer.supplies(n):
-                                continue
+                            if offer.max_gpus is not None and n > offer.max_gpus:
+                                continue  # the offer's supply (--max-gpus-per-offer)
                             per_gpu, per_host = offer.hourly_milli_usd()
                             cost = n * per_gpu + hosts * per_host  # rate, milli-$/h
                         elif req.budget_usd is not None and cost > int(req.budget_usd):

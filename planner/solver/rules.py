@@ -46,6 +46,18 @@ class Encoding(Protocol):
     def offer_sum(self, values: Any) -> Any: ...
 
 Usage = tuple[float, float]  # (used, limit) at the plan
+RECHECK_TOLERANCE = 1e-6  # the solver's whole microseconds: time limits hold to a millionth
+
+
+@dataclass(frozen=True)
+class Need:
+    """What candidates need of an offer, as scalars (one row) or numpy columns (many rows):
+    MiB per GPU, tp, host RAM MiB per host at the offer's GPUs per host, GPUs."""
+
+    gpu_mib: Any
+    tp: Any
+    host_mib: Any
+    num_gpus: Any
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,11 @@ class Rule:
     usage: Callable[[PlanSpace, Plan, Offer], Usage | None]
     encode: Callable[[Encoding], None] | None = None
     loosen: Callable[[PlanSpace, Plan], tuple[PlanSpace, str] | None] | None = None
+    # which candidates an offer holds under this rule (elementwise on Need's columns); the rules
+    # of one (offer, row) pair only (FIT_RULES)
+    mask: Callable[[Offer, Need], Any] | None = None
+    at_least: bool = False  # the usage must reach the limit (a minimum), not stay below it
+    tolerance: float = 0.0  # the re-check's relative slack (the search's integer units)
 
 
 def chosen(enc: Encoding) -> list[tuple[Offer, Any]]:
@@ -115,7 +132,9 @@ MAX_GPUS_PER_OFFER = Rule(
     relax=lambda req: f"raise --max-gpus-per-offer above {_supply_cap(req)}",
     usage=lambda space, plan, offer: None if offer.max_gpus is None else (
         float(plan.num_gpus), float(offer.max_gpus)),
-    encode=_encode_supply, loosen=_loosen_supply)
+    encode=_encode_supply, loosen=_loosen_supply,
+    mask=lambda offer, need: True if offer.max_gpus is None else
+    need.num_gpus <= offer.max_gpus)
 
 
 # ----- GPU memory -------------------------------------------------------------------------------
@@ -153,7 +172,8 @@ GPU_MEMORY = Rule(
     usage=lambda space, plan, offer: (
         plan.memory.device / GIB,
         usable_capacity(plan.memory.capacity, request_margin(space.request)) / GIB),
-    encode=_encode_gpu_memory, loosen=_loosen_gpu_memory)
+    encode=_encode_gpu_memory, loosen=_loosen_gpu_memory,
+    mask=lambda offer, need: need.gpu_mib <= offer.capacity_mib)
 
 
 # ----- GPUs per host ----------------------------------------------------------------------------
@@ -171,7 +191,7 @@ GPUS_PER_HOST = Rule(
     "gpus_per_host", "GPUs (tp)", describe=lambda req: "GPUs per host",
     relax=lambda req: "a platform with more GPU slots, or less tp",
     usage=lambda space, plan, offer: (float(plan.config.tp), float(offer.gpus_per_host)),
-    encode=_encode_hosts)
+    encode=_encode_hosts, mask=lambda offer, need: need.tp <= offer.gpus_per_host)
 
 
 # ----- host RAM ---------------------------------------------------------------------------------
@@ -201,7 +221,9 @@ HOST_RAM = Rule(
     relax=lambda req: "a host with more RAM, no CPU offload, or more GPUs to shard the states",
     usage=lambda space, plan, offer: None if offer.host_ram_mib is None else (
         plan.memory.host_ram / GIB, offer.host_ram_mib / 1024),
-    encode=_encode_host_ram, loosen=_loosen_host_ram)
+    encode=_encode_host_ram, loosen=_loosen_host_ram,
+    mask=lambda offer, need: True if offer.host_ram_mib is None else
+    need.host_mib <= offer.host_ram_mib)
 
 
 # ----- budget, deadline, throughput -------------------------------------------------------------
@@ -216,7 +238,7 @@ def _encode_budget(enc: Encoding) -> None:
 
 
 BUDGET = Rule(
-    "budget", "USD",
+    "budget", "USD", tolerance=RECHECK_TOLERANCE,
     describe=lambda req: f"budget ${req.budget_usd:,.0f}" if req.budget_usd else "budget",
     relax=lambda req: f"raise --budget above ${req.budget_usd:,.0f}",
     usage=lambda space, plan, offer: None if space.request.budget_usd is None else (
@@ -224,7 +246,8 @@ BUDGET = Rule(
     encode=_encode_budget)
 
 MAX_HOURS = Rule(
-    "max_hours", "hours", describe=lambda req: f"max-hours {req.max_hours}",
+    "max_hours", "hours", tolerance=RECHECK_TOLERANCE,
+    describe=lambda req: f"max-hours {req.max_hours}",
     relax=lambda req: f"raise --max-hours above {req.max_hours}",
     usage=lambda space, plan, offer: None if space.request.max_hours is None else (
         plan.time_hours, space.request.max_hours))
@@ -233,7 +256,9 @@ MIN_TOKENS_PER_S = Rule(
     "min_tokens_per_s", "tokens/s", describe=lambda req: f"min-tokens-per-s "
                                                          f"{req.min_tokens_per_s}",
     relax=lambda req: f"lower --min-tokens-per-s below {req.min_tokens_per_s}",
-    usage=lambda space, plan, offer: None)
+    usage=lambda space, plan, offer: None if space.request.min_tokens_per_s is None else (
+        plan.throughput.tokens_per_s, space.request.min_tokens_per_s),
+    at_least=True, tolerance=RECHECK_TOLERANCE)
 
 
 # ----- pins -------------------------------------------------------------------------------------
@@ -251,6 +276,41 @@ def pin_rule(field: str) -> Rule:
 RULE_ORDER = (MAX_GPUS, MAX_GPUS_PER_OFFER, GPU_MEMORY, GPUS_PER_HOST, HOST_RAM, BUDGET,
               MAX_HOURS, MIN_TOKENS_PER_S)
 RULES = {r.name: r for r in RULE_ORDER}
+
+
+# the rules of one (offer, candidate) pair: an offer holds a candidate when each mask holds
+FIT_RULES = (GPU_MEMORY, GPUS_PER_HOST, HOST_RAM, MAX_GPUS_PER_OFFER)
+
+
+def fit_masks(offer: Offer, need: Need, names: Any = None) -> dict[str, Any]:
+    """{rule: which candidates ``offer`` holds under it} for the FIT_RULES (or those named)."""
+    return {r.name: r.mask(offer, need) for r in FIT_RULES if names is None or r.name in names}
+
+
+def holds(offer: Offer, need: Need) -> Any:
+    """``offer`` holds the candidates under every fit rule (elementwise)."""
+    ok: Any = True
+    for m in fit_masks(offer, need).values():
+        ok = ok & m
+    return ok
+
+
+def violations(space: PlanSpace, plan: Plan) -> list[str]:
+    """Every rule whose usage at the plan breaks its limit (beyond the rule's re-check
+    tolerance): the analytic re-check of stages.check_plan, rule by rule."""
+    offer = space.offer_of(plan)
+    out = []
+    for r in RULE_ORDER:
+        used = r.usage(space, plan, offer)
+        if used is None:
+            continue
+        value, limit = used
+        broken = value < limit * (1 - r.tolerance) if r.at_least else \
+            value > limit * (1 + r.tolerance)
+        if broken:
+            out.append(f"{r.describe(space.request)}: {value:,.4g} {r.unit} "
+                       f"{'<' if r.at_least else '>'} {limit:,.4g}")
+    return out
 
 
 def rule(name: str) -> Rule:

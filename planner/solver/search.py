@@ -19,6 +19,7 @@ import numpy as np
 
 from planner.catalog.request import PlanRequest
 from planner.models.cost import Job, define_job
+from planner.solver.rules import Need, holds
 from planner.solver.space import PlanSpace, Row, RowArrays
 
 ROUNDING = 0.5  # objective values are rounded to integers: a bound may exceed one by this
@@ -59,11 +60,12 @@ def plan_usd(space: PlanSpace, oi: int, num_gpus: int, hours: float) -> float:
 
 
 def fits_mask(space: PlanSpace, oi: int, arr: RowArrays, *, budget: float | None):
-    """Which rows of a RowArrays fit one offer (a numpy boolean mask): Offer.holds, purchase
-    ``budget`` (GPUs + hosts; None = no limit). The pins are in timed_search's ``keep``."""
+    """Which rows of a RowArrays fit one offer (a numpy boolean mask): every fit rule
+    (rules.holds), purchase ``budget`` (GPUs + hosts; None = no limit). The pins are in
+    timed_search's ``keep``."""
     o = space.offers[oi]
     j = space.host_sizes.index(o.gpus_per_host)
-    mask = o.holds(arr.gpu_need, arr.tp, arr.host_need[:, j]) & o.supplies(arr.num_gpus)
+    mask = holds(o, Need(arr.gpu_need, arr.tp, arr.host_need[:, j], arr.num_gpus))
     if budget is not None:
         mask &= o.purchase_usd(arr.num_gpus) <= budget
     return mask

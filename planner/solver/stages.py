@@ -15,10 +15,7 @@ from ortools.sat.python import cp_model
 
 from planner.catalog.request import TrainConfig, validate_config
 from planner.errors import PlannerError
-from planner.models.bands import request_margin
-from planner.models.calibration import MIB
 from planner.models.cost import job_cost
-from planner.models.memory import GIB, usable_capacity
 from planner.models.rltime import workload_throughput
 from planner.models.workloads import estimate_memory
 from planner.solver.encoding import (
@@ -30,10 +27,9 @@ from planner.solver.encoding import (
     hint_cheapest,
 )
 from planner.solver.result import Plan
+from planner.solver.rules import Need, holds, violations
 from planner.solver.search import ROUNDING, needs_timing, request_job, timed_search
 from planner.solver.space import PlanSpace, Row, RowArrays, layout_config, pareto_rows
-
-RECHECK_TOLERANCE = 1e-6  # the solver's whole microseconds: limits hold to a millionth
 
 
 @dataclass(frozen=True)
@@ -263,9 +259,9 @@ def solve_lexicographic(
 
 def _fits(space: PlanSpace, oi: int, row: Row) -> bool:
     o = space.offers[oi]
-    return bool(o.holds(row.gpu_need_mib, row.tp,
-                        row.host_need_mib[space.host_sizes.index(o.gpus_per_host)])
-                and o.supplies(row.num_gpus))
+    return bool(holds(o, Need(row.gpu_need_mib, row.tp,
+                              row.host_need_mib[space.host_sizes.index(o.gpus_per_host)],
+                              row.num_gpus)))
 
 
 def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str, stages: list[Stage],
@@ -329,33 +325,20 @@ def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) ->
 
 
 def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
-    """Every rule re-checked with the analytic models; returns the violations (none expected)."""
+    """Every rule re-checked with the analytic models (rules.violations, rule by rule), with
+    the configuration's validity, the global batch, the rollout engine and the hosts holding
+    the GPUs; returns the violations (none expected)."""
     req, cfg = space.request, plan.config
     problems = []
     try:
         validate_config(cfg, space.model)
     except PlannerError as exc:
         problems.append(str(exc))
-    limit = usable_capacity(plan.memory.capacity, request_margin(req))
     if plan.memory.blocked:
         problems.append("the rollout engine cannot hold one sequence")
-    if plan.memory.device > limit:
-        problems.append(f"memory {plan.memory.device / GIB:.2f} GiB > {limit / GIB:.2f} GiB")
     if cfg.global_batch_size != req.global_batch_size:
         problems.append(f"global batch {cfg.global_batch_size} != {req.global_batch_size}")
-    if req.budget_usd is not None and plan.cost_usd > req.budget_usd * (1 + RECHECK_TOLERANCE):
-        problems.append(f"cost ${plan.cost_usd:,.2f} > budget ${req.budget_usd:,.0f}")
-    if req.max_hours is not None and plan.time_hours > req.max_hours * (1 + RECHECK_TOLERANCE):
-        problems.append(f"{plan.time_hours:,.3f} h > max-hours {req.max_hours:g}")
-    rate = plan.throughput.tokens_per_s
-    if req.min_tokens_per_s is not None and rate < req.min_tokens_per_s * (1 - RECHECK_TOLERANCE):
-        problems.append(f"{rate:,.0f} tokens/s < min-tokens-per-s {req.min_tokens_per_s:g}")
     offer = space.offer_of(plan)
-    if offer.host_ram_mib is not None and plan.memory.host_ram > offer.host_ram_mib * MIB:
-        problems.append(f"host RAM {plan.memory.host_ram / GIB:.1f} GiB > "
-                        f"{offer.host_ram_mib / 1024:.0f} GiB")
-    if plan.num_hosts * offer.gpus_per_host < plan.num_gpus or cfg.tp > offer.gpus_per_host:
+    if plan.num_hosts * offer.gpus_per_host < plan.num_gpus:
         problems.append("GPUs do not fit the hosts")
-    if not offer.supplies(plan.num_gpus):
-        problems.append(f"{plan.num_gpus} GPUs > the {offer.max_gpus} the offer supplies")
-    return problems
+    return problems + violations(space, plan)
