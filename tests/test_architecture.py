@@ -178,7 +178,6 @@ LONG_MODULES = {
     "planner.models.workloads": 590,
     "planner.solver.tune": 586,
     "planner.validation.validate_throughput": 562,
-    "planner.catalog.offers": 524,
 }
 
 

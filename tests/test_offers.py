@@ -15,17 +15,9 @@ import pytest
 import yaml
 
 from planner.catalog.load import load_catalog
-from planner.catalog.offers import (
-    Cover,
-    OfferSpec,
-    billed_hours,
-    cheapest_cover,
-    load_offers,
-    offer_rows,
-    offers_for,
-    rental_cost,
-)
+from planner.catalog.offers import OfferSpec, load_offers, offer_rows, offers_for
 from planner.errors import CatalogError, PlannerError
+from planner.models.rental import Cover, billed_hours, cheapest_cover, rental_cost
 from tests.conftest import TOOLS
 
 SECOND, MINUTE, HOUR = 1 / 3600, 1 / 60, 1.0

@@ -12,17 +12,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from planner.catalog.freshness import stale_price_notes
-from planner.catalog.offers import (
-    CATALOG_PROVIDER,
-    OfferSpec,
-    OfferUse,
-    RentalCost,
-    catalog_rate_offer,
-    instances_for,
-    rental_cost,
-)
+from planner.catalog.offers import CATALOG_PROVIDER, OfferSpec, catalog_rate_offer
 from planner.catalog.specs import GpuSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.errors import PlannerError
+from planner.models.rental import OfferUse, RentalCost, instances_for, rental_cost
 
 Pricing = Literal["buy", "rent", "owned"]
 PriceKind = Literal["new", "used"]

@@ -10,7 +10,6 @@ from planner.catalog.offers import (
     CATALOG_PROVIDER,
     DEFAULT_MAX_GPUS_PER_OFFER,
     OfferSpec,
-    bill_usd,
     offer_gpus_per_host,
     offer_max_gpus,
     rental_offers,
@@ -30,6 +29,7 @@ from planner.models.memory import (
     usable_host_ram_gib,
     usable_mib,
 )
+from planner.models.rental import bill_usd
 
 
 # ---------------------------------------------------------------------------------------------
