@@ -92,7 +92,7 @@ class CostEstimate:
 
     def summary(self) -> dict[str, object]:
         """The ``cost`` object of ``planner check --json`` (usd None when not offered); a
-        rental names its offer (offers.BilledOffer.summary)."""
+        rental names its offer (rental.BilledOffer.summary)."""
         return {
             "usd": self.usd, "basis": self.basis, "items": dict(self.items),
             "covers": self.covers, "status": self.status, "reason": self.reason,
@@ -201,7 +201,7 @@ def rent_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job,
               offer: OfferSpec | None = None) -> CostEstimate:
     """Rental for the job: whole instances of ``offer`` (default: the GPU's catalog rate,
     offers.catalog_rate_offer), each billed for the job's hours rounded up to the offer's
-    increment and at least its minimum (offers.rental_cost); power and host are in the rate."""
+    increment and at least its minimum (rental.rental_cost); power and host are in the rate."""
     offer = offer or catalog_rate_offer(gpu)
     if offer is None:
         return _not_offered("rent", hours, job, f"{gpu.id} has no rental offer or rental "

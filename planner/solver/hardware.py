@@ -62,7 +62,7 @@ class Offer:
 
     def rental_usd(self, num_gpus, hours):
         """The bill for renting ``num_gpus`` GPUs for ``hours``: whole instances of the offer,
-        each billed by its increment and minimum (offers.bill_usd); without an instance offer,
+        each billed by its increment and minimum (rental.bill_usd); without an instance offer,
         GPU-hours at the rate (rental_floor_usd). Elementwise on numpy arrays."""
         if self.rental is None:
             return self.rental_floor_usd(num_gpus, hours)
