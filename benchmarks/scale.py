@@ -71,7 +71,7 @@ def _peak_rss_mib() -> float:
 
 def run_case(name: str, folder: Path, max_gpus: int) -> dict[str, object]:
     """One request in this process: timings, result and peak RSS."""
-    from planner.catalog.request import PlanRequest
+    from planner.catalog.plan_request import PlanRequest
     from planner.solver.solve import plan
     from planner.solver.space import build_space
     from planner.solver.stages import solve_lexicographic

@@ -20,7 +20,7 @@ import sys
 import time
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.solver.oracle import enumerate_best
 from planner.solver.space import build_space
 from planner.solver.stages import solve_lexicographic

@@ -11,7 +11,8 @@ from typing import Any
 
 from planner.api import Evaluation, check, evaluate
 from planner.catalog.load import Catalog, load_catalog
-from planner.catalog.request import PlanRequest, TrainConfig
+from planner.catalog.plan_request import PlanRequest
+from planner.catalog.request import TrainConfig
 from planner.errors import CatalogError, PlannerError, UnknownNameError
 from planner.inputs import FieldErrors, InputError
 from planner.outputs.schema import SCHEMA_VERSION, json_schema

@@ -14,7 +14,8 @@ from planner.catalog.offers import (
     offer_max_gpus,
     rental_offers,
 )
-from planner.catalog.request import PlanRequest, TrainConfig
+from planner.catalog.plan_request import PlanRequest
+from planner.catalog.request import TrainConfig
 from planner.catalog.resolve import (
     catalog_or_default,
     job_framework,

@@ -22,6 +22,7 @@ from planner.catalog.frameworks import resolve
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.catalog.offers import offer_rows, rental_offers
 from planner.catalog.params import count_params
+from planner.catalog.plan_request import PlanRequest
 from planner.catalog.request import (
     CHECKPOINTINGS,
     LORA_TARGETS,
@@ -32,7 +33,6 @@ from planner.catalog.request import (
     PRECISIONS,
     ROLLOUT_ENGINES,
     WORKLOADS,
-    PlanRequest,
     TrainConfig,
     parse_role_gpus,
 )

@@ -86,7 +86,7 @@ def test_no_import_circles():
 # module has a floor; a new top-level module must be given one here.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "inputs")),
-    ("schemas", ("catalog.specs", "catalog.request")),
+    ("schemas", ("catalog.specs", "catalog.request", "catalog.plan_request")),
     ("counts", ("catalog.params",)),
     ("catalog", ("catalog",)),
     ("models", ("models",)),
@@ -170,7 +170,7 @@ MAX_MODULE_LINES = 500
 LONG_MODULES = {
     "planner.cli": 991,
     "planner.models.throughput": 830,
-    "planner.catalog.request": 766,
+    "planner.catalog.request": 557,
     "planner.outputs.render": 760,
     "planner.solver.space": 731,
     "planner.models.memory": 730,

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from planner import TrainConfig, check, load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.cli import main
 from planner.models.bands import (
     BANDS_FILE,

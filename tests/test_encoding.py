@@ -9,7 +9,7 @@ import dataclasses as dc
 import pytest
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.solver.encoding import build
 from planner.solver.explain import _solve_without
 from planner.solver.space import build_space

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.solver.explain import _solve_without, binding_rules, conflicts, cost_stage
 from planner.solver.solve import plan
 from planner.solver.space import build_space

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import planner.solver.stages as stages_mod
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.cli import main
 from planner.solver.solve import plan
 from planner.solver.space import build_space

@@ -12,7 +12,7 @@ import pytest
 from planner import PlannerError, PlanRequest, TrainConfig
 from planner.api import check
 from planner.catalog.load import load_catalog
-from planner.catalog.request import FIXED_FIELDS
+from planner.catalog.plan_request import FIXED_FIELDS
 from planner.cli import main
 from planner.solver.solve import plan
 from planner.validation.reference import reference_optimum

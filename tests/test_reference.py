@@ -11,7 +11,7 @@ from ortools.sat.python import cp_model
 
 from planner.api import check
 from planner.catalog.load import load_catalog
-from planner.catalog.request import MAX_GPUS, PlanRequest
+from planner.catalog.plan_request import MAX_GPUS, PlanRequest
 from planner.errors import PlannerError
 from planner.solver.encoding import NO_TIME, cp_solver
 from planner.solver.hardware import _offers

@@ -13,7 +13,7 @@ import pytest
 from planner.api import check
 from planner.catalog.load import load_catalog
 from planner.catalog.offers import DEFAULT_MAX_GPUS_PER_OFFER, OfferSpec, offer_id, rental_offers
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.cli import main
 from planner.models.rental import bill_usd, billed_hours
 from planner.solver.search import request_job

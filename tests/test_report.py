@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.cli import main
 from planner.outputs import render
 from planner.outputs.plot import FRONT_COLOUR, PLAN_COLOUR, chart_points

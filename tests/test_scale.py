@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.solver.oracle import enumerate_best
 from planner.solver.solve import plan
 from planner.solver.space import build_space

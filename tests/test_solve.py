@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.solver.oracle import enumerate_best
 from planner.solver.solve import plan
 from planner.solver.space import build_space
@@ -209,7 +209,7 @@ def test_the_recheck_runs_every_rule_object():
     import dataclasses
 
     from planner.catalog.load import load_catalog
-    from planner.catalog.request import PlanRequest
+    from planner.catalog.plan_request import PlanRequest
     from planner.solver.solve import plan
     from planner.solver.space import build_space
     from planner.solver.stages import check_plan

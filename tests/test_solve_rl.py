@@ -8,7 +8,7 @@ import math
 import pytest
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.models.workloads import estimate_memory
 from planner.solver.oracle import enumerate_best
 from planner.solver.solve import plan

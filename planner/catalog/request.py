@@ -58,6 +58,20 @@ LORA_TARGETS: tuple[str, ...] = LoraTarget.__args__
 DEFAULT_LORA_TARGETS = ("all-linear",)
 
 
+Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
+
+
+# What each sharding label is in TrainConfig's fields: (zero_stage, fsdp).
+SHARDING_FIELDS: dict[str, tuple[int, bool]] = {
+    "none": (0, False), "zero1": (1, False), "zero2": (2, False), "zero3": (3, False),
+    "fsdp": (0, True)}
+
+
+def zero_stage_of(sharding: str) -> int:
+    """The ZeRO stage of a sharding label (0 for none and FSDP)."""
+    return SHARDING_FIELDS.get(sharding, (0, False))[0]
+
+
 class _Request(BaseModel):
     """A request model: frozen, finite, bounded (inputs.check_number); bad fields raise
     inputs.FieldErrors, a PlannerError, from the constructor and from model_validate."""
@@ -534,148 +548,6 @@ def rollout_gpu_count(cfg: TrainConfig) -> int:
     return cfg.rollout_gpus or max(1, cfg.num_gpus // 2)
 
 
-Objective = Literal["cost", "time"]
-Pricing = Literal["buy", "rent", "owned"]
-PriceKind = Literal["new", "used"]
-Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
-# What each sharding label is in TrainConfig's fields: (zero_stage, fsdp).
-SHARDING_FIELDS: dict[str, tuple[int, bool]] = {
-    "none": (0, False), "zero1": (1, False), "zero2": (2, False), "zero3": (3, False),
-    "fsdp": (0, True)}
-
-
-def zero_stage_of(sharding: str) -> int:
-    """The ZeRO stage of a sharding label (0 for none and FSDP)."""
-    return SHARDING_FIELDS.get(sharding, (0, False))[0]
-DEFAULT_GLOBAL_BATCH = 64
-# The library's defaults are point estimates within a fixed 5 % margin (confidence 0); the CLI
-# plans against the memory band instead (cli.CLI_MEMORY_MARGIN, bands.DEFAULT_CONFIDENCE).
-DEFAULT_MEMORY_MARGIN = 0.05
-# Input limits of a plan request (bad input above them, exit 2): money in whole dollars stays in
-# the solver's int64 range; a million GPUs is beyond any cluster built;
-# the space enumerates the divisors of the global batch (65,536 sequences: ~4 s to plan).
-MAX_BUDGET_USD = 1e12
-MAX_GPUS = 1_000_000
-MAX_GLOBAL_BATCH = 65_536
-
-
-# TrainConfig fields a plan request may fix (PlanRequest.fixed): what the configuration computes
-# with, not what the planner searches (layout, sharding, method, batch are PlanRequest's own
-# choices, open or pinned).
-FIXED_FIELDS = ("precision", "pure_bf16", "paged_optimizer", "fused_optimizer", "compiled",
-                "flash_attention", "chunked_loss", "lora_targets")
-
-
-class PlanRequest(_Request):
-    """What the planner is asked: the model, the money, and every choice pinned or left open.
-
-    A field left at None (or "auto") is a decision for the solver.
-    """
-
-    model: str
-    workload: Workload = "sft"
-    objective: Objective = "cost"
-    pricing: Pricing = "buy"
-    price_kind: PriceKind | None = Field(
-        default=None, description="buy: new or used price; None = new where known, else used"
-    )
-    budget_usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
-    gpus: tuple[str, ...] = Field(default=(), description="GPU types allowed; empty = all")
-    max_gpus: int = Field(default=1024, gt=0, le=MAX_GPUS)
-    num_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
-    max_gpus_per_offer: int | None = Field(
-        default=None, gt=0, le=MAX_GPUS,
-        description="rent: GPUs one offer may supply; None = offers.DEFAULT_MAX_GPUS_PER_OFFER")
-    spot: bool = Field(default=False, description="rent: spot (preemptible) offers only")
-    method: Method | Literal["auto"] = "auto"
-    lora_rank: int | Literal["auto"] | None = Field(
-        default=None, description="None: 16; 'auto': the solver picks from LORA_RANKS"
-    )
-    optimizer: Optimizer | Literal["auto"] = "adamw"
-    sharding: Sharding | None = None
-    tp: int | None = Field(default=None, gt=0)
-    pp: int | None = Field(default=None, gt=0)
-    offload: Offload | Literal["auto"] = "auto"
-    checkpointing: Checkpointing | Literal["auto"] = "auto"
-    micro_batch_size: int | None = Field(default=None, gt=0)
-    grad_accum: int | None = Field(default=None, gt=0)
-    global_batch_size: int = Field(default=DEFAULT_GLOBAL_BATCH, gt=0, le=MAX_GLOBAL_BATCH)
-    seq_len: int = Field(default=2048, gt=0)
-    memory_margin: float = Field(default=DEFAULT_MEMORY_MARGIN, ge=0, lt=1)
-    confidence: float = Field(
-        default=0.0, ge=0, lt=1, description="plan against the upper edge of the memory band "
-        "at this confidence (planner.models.bands; the CLI's default is 0.9); 0: point estimates")
-    framework: str | None = Field(
-        default=None, max_length=100, description="framework profile id or alias the plan "
-        "runs on (catalog/frameworks); None: the workload's default framework. The plan holds "
-        "only layouts it runs, with its memory semantics and efficiency"
-    )
-    stack: str = Field(
-        default="hf", description="deprecated: efficiency stack (efficiency.STACKS); left "
-        "unset, the framework's efficiency times every candidate"
-    )
-    tokens: float | None = Field(default=None, gt=0, description="training tokens of the job")
-    epochs: float | None = Field(default=None, gt=0)
-    dataset_tokens: float | None = Field(default=None, gt=0)
-    steps: int | None = Field(default=None, gt=0)
-    max_hours: float | None = Field(default=None, gt=0)
-    min_tokens_per_s: float | None = Field(default=None, gt=0)
-    time_limit_s: float = Field(default=10.0, gt=0)
-    # --- preference and RL workloads (TrainConfig has the meaning of each) ---------------------
-    critic_model: str | None = None
-    reward_model: str | None = None
-    prompt_len: int | None = Field(default=None, gt=0)
-    response_len: int | None = Field(default=None, gt=0)
-    rollout_n: int | None = Field(default=None, gt=0)
-    rollout_batch: int = Field(default=DEFAULT_ROLLOUT_BATCH, gt=0)
-    rollout_tp: int | None = Field(default=None, gt=0, description="None: the solver picks")
-    gpu_memory_utilization: float | None = Field(
-        default=None, gt=0, lt=1, description="None: the engine is sized to its batch"
-    )
-    rollout_engine: RolloutEngine | None = Field(
-        default=None, description="None: the framework profile's default engine"
-    )
-    reference: bool = True
-    precompute_ref: bool = False
-    mean_seq_len: int | None = Field(default=None, gt=0)
-    placement: Placement | None = Field(default=None, description="None: the solver picks")
-    offload_idle: bool | None = Field(default=None, description="None: the solver picks")
-    # --- TrainConfig fields the user fixes and the planner does not search ---------------------
-    fixed: dict[str, Any] = Field(
-        default_factory=dict, description="TrainConfig fields by their TrainConfig names and "
-        "types (FIXED_FIELDS: precision, kernels, loss, optimizer variants, LoRA targets), "
-        "passed into every candidate configuration as they are")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _rl_seq_len(cls, data: object) -> object:
-        return _fill_rl_seq_len(data)
-
-    @field_validator("fixed")
-    @classmethod
-    def _fixed_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
-        """Only FIXED_FIELDS, each valid as its TrainConfig field (one vocabulary: the same
-        names, types and checks as `planner check`)."""
-        unknown = sorted(set(value) - set(FIXED_FIELDS))
-        if unknown:
-            raise ValueError(f"fixed field {unknown[0]!r} is not one of "
-                             f"{', '.join(FIXED_FIELDS)}")
-        return dict(TrainConfig.model_validate(value).model_dump(include=set(value)))
-
-    @property
-    def is_rl(self) -> bool:
-        return self.workload in RL_WORKLOADS
-
-    @property
-    def sequences_per_step(self) -> int:
-        """Sequences behind one step of the job: an RL iteration's rollout_batch x n samples,
-        a pairwise step's 2 x global batch, else the global batch."""
-        if self.is_rl:
-            n = self.rollout_n or DEFAULT_ROLLOUT_N[self.workload]
-            return self.rollout_batch * n
-        return self.global_batch_size * (2 if self.workload in PAIRWISE_WORKLOADS else 1)
-
-
 def _fill_rl_seq_len(data: object) -> object:
     """RL: --prompt-len and --response-len replace --seq-len (seq_len = their sum)."""
     if isinstance(data, dict) and data.get("workload") in RL_WORKLOADS \
@@ -683,84 +555,3 @@ def _fill_rl_seq_len(data: object) -> object:
             and data.get("response_len"):
         return {**data, "seq_len": data["prompt_len"] + data["response_len"]}
     return data
-
-
-def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
-    """Contradictory or impossible pins are bad input (exit 2), not infeasibility."""
-    if req.workload == "pretrain" and req.method not in ("full", "auto"):
-        raise PlannerError(f"--workload pretrain trains every weight: --method full (got "
-                           f"{req.method})")
-    if req.pricing == "owned" and not (req.gpus and req.num_gpus):
-        raise PlannerError("--pricing owned plans hardware you have: give --gpus TYPE and "
-                           "--num-gpus N")
-    if req.pricing == "owned" and req.budget_usd is not None:
-        raise PlannerError(f"--budget {req.budget_usd:g} does not apply to --pricing owned "
-                           "(nothing is bought or rented; the plan is the fastest)")
-    if req.spot and req.pricing != "rent":
-        raise PlannerError(f"--spot rents preemptible instances: it applies to --pricing rent "
-                           f"(got {req.pricing})")
-    if req.max_gpus_per_offer is not None and req.pricing != "rent":
-        raise PlannerError(f"--max-gpus-per-offer {req.max_gpus_per_offer} caps rental offers: "
-                           f"it applies to --pricing rent (got {req.pricing})")
-    if req.price_kind is not None and req.pricing != "buy":
-        raise PlannerError(f"--price-kind {req.price_kind} prices a purchase: it applies to "
-                           f"--pricing buy (got {req.pricing})")
-    if isinstance(req.lora_rank, int) and req.lora_rank <= 0:
-        raise PlannerError(f"--lora-rank {req.lora_rank} must be a positive integer or auto")
-    if req.lora_rank is not None and req.method in ("full", "freeze"):
-        raise PlannerError(
-            f"--lora-rank {req.lora_rank} needs --method lora, dora, qlora or auto "
-            f"(got {req.method})"
-        )
-    if req.tp is not None and not model.splits_heads(req.tp):
-        raise PlannerError(
-            f"--tp {req.tp} must divide the attention heads ({model.num_attention_heads}) and kv "
-            f"heads ({model.num_kv_heads}) of {model.id}"
-        )
-    if req.pp is not None and model.num_layers % req.pp:
-        raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
-    mp = (req.tp or 1) * (req.pp or 1)
-    if req.num_gpus is not None and req.num_gpus % mp:
-        raise PlannerError(f"--tp {req.tp or 1} x --pp {req.pp or 1} = {mp} does not divide "
-                           f"--num-gpus {req.num_gpus}")
-    if req.num_gpus is not None and req.num_gpus > req.max_gpus:
-        raise PlannerError(f"--num-gpus {req.num_gpus} exceeds --max-gpus {req.max_gpus}")
-    if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:
-        raise PlannerError(f"--micro-batch {req.micro_batch_size} does not divide --global-batch "
-                           f"{req.global_batch_size}")
-    if req.offload == "optimizer+params" and req.sharding not in (None, "zero3", "fsdp"):
-        raise PlannerError("--offload optimizer+params needs --sharding zero3 or fsdp")
-    if req.offload == "optimizer" and req.sharding == "none":
-        raise PlannerError("--offload optimizer needs ZeRO or FSDP sharding")
-    _validate_plan_workload(req, model)
-
-
-def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
-    """The preference/RL options of a plan request, checked like TrainConfig's."""
-    if req.rollout_tp is not None and req.rollout_tp > req.max_gpus:
-        raise PlannerError(f"--rollout-tp {req.rollout_tp} exceeds --max-gpus {req.max_gpus}: "
-                           "an engine runs on that many GPUs")
-    probe = TrainConfig(
-        workload=req.workload, seq_len=req.seq_len, prompt_len=req.prompt_len,
-        response_len=req.response_len, rollout_n=req.rollout_n,
-        rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
-        reference=req.reference, precompute_ref=req.precompute_ref,
-        mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
-        rollout_tp=req.rollout_tp or 1, offload_idle=bool(req.offload_idle),
-        **({"rollout_engine": req.rollout_engine} if req.rollout_engine else {}),
-        num_gpus=max(2, 2 * (req.rollout_tp or 1)),
-        # split: the space sizes the groups (space._with_dp); the probe gives the engines
-        # rollout_tp GPUs and the actor the rest
-        role_gpus=(("actor", max(1, req.rollout_tp or 1)),) if req.placement == "split"
-        else None,
-    )
-    validate_workload(probe, model)
-    if req.is_rl and (req.tp not in (None, 1) or req.pp not in (None, 1)):
-        raise PlannerError(f"{req.workload}: the trainer is data parallel; --tp/--pp apply to "
-                           f"SFT (use --rollout-tp for the engines)")
-    if req.critic_model and req.workload != "ppo":
-        raise PlannerError(f"--critic-model {req.critic_model} applies to --workload ppo only "
-                           f"(got {req.workload})")
-    if req.reward_model and not req.is_rl:
-        raise PlannerError(f"--reward-model {req.reward_model} applies to --workload ppo or "
-                           f"grpo (got {req.workload})")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from planner.catalog.load import Catalog, load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.errors import PlannerError
 from planner.models.bands import request_margin
 from planner.solver.encoding import Encoding, build, cp_solver, hint_cheapest

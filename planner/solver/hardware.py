@@ -14,9 +14,7 @@ from planner.catalog.offers import (
     offer_max_gpus,
     rental_offers,
 )
-from planner.catalog.request import (
-    PlanRequest,
-)
+from planner.catalog.plan_request import PlanRequest
 from planner.catalog.specs import (
     GpuSpec,
     PlatformSpec,

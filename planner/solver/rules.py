@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from planner.catalog.offers import DEFAULT_MAX_GPUS_PER_OFFER
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.models.bands import request_margin
 from planner.models.memory import GIB, usable_capacity, usable_mib
 from planner.solver.hardware import Offer

@@ -17,7 +17,7 @@ import heapq
 
 import numpy as np
 
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.models.cost import Job, define_job
 from planner.solver.rules import Need, holds
 from planner.solver.space import PlanSpace, Row, RowArrays

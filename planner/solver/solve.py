@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from planner.catalog.frameworks import DEFAULT_FRAMEWORK, auto_candidates
 from planner.catalog.load import Catalog, load_catalog
-from planner.catalog.request import PlanRequest
+from planner.catalog.plan_request import PlanRequest
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.throughput import host_span_notes, resolve_links

@@ -20,12 +20,8 @@ import numpy as np
 
 from planner.catalog.frameworks import apply, for_request, plan_shardings, unsupported
 from planner.catalog.load import Catalog
-from planner.catalog.request import (
-    MAX_GLOBAL_BATCH,
-    PlanRequest,
-    TrainConfig,
-    validate_plan_request,
-)
+from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
+from planner.catalog.request import TrainConfig
 from planner.catalog.specs import (
     ModelSpec,
     tensor_parallel_options,

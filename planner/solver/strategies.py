@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.catalog.frameworks import Profile, unsupported
+from planner.catalog.plan_request import PlanRequest
 from planner.catalog.request import (
     DEFAULT_LORA_RANK,
     LORA_RANKS,
     OFFLOADS,
     PLACEMENTS,
     SHARDING_FIELDS,
-    PlanRequest,
     TrainConfig,
     split_role_names,
     validate_engine,

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.catalog.request import (
-    TrainConfig,
-)
+from planner.catalog.request import TrainConfig
 from planner.catalog.specs import (
     ModelSpec,
 )

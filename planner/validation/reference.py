@@ -26,13 +26,8 @@ from planner.catalog.offers import (
     offer_id,
     rental_offers,
 )
-from planner.catalog.request import (
-    LORA_RANKS,
-    SHARDING_FIELDS,
-    PlanRequest,
-    TrainConfig,
-    validate_config,
-)
+from planner.catalog.plan_request import PlanRequest
+from planner.catalog.request import LORA_RANKS, SHARDING_FIELDS, TrainConfig, validate_config
 from planner.catalog.specs import (
     GpuSpec,
     PlatformSpec,
