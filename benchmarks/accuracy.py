@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from planner.catalog.load import load_catalog
-from planner.outputs import render
+from planner.outputs import listings
 from planner.validation.validate import validate_file
 from planner.validation.validate_throughput import validate_throughput_file
 
@@ -27,11 +27,11 @@ def main() -> None:
     for name in ("memory_cases.yaml",):
         results, summary = validate_file(folder / name, catalog)
         print(f"== {name} ==")
-        print(render.validate_text(results, summary))
+        print(listings.validate_text(results, summary))
         print()
     t_results, t_summary = validate_throughput_file(folder / "throughput_cases.yaml", catalog)
     print("== throughput_cases.yaml ==")
-    print(render.throughput_validate_text(t_results, t_summary))
+    print(listings.throughput_validate_text(t_results, t_summary))
     print()
     print("== RL and preference workloads (rm, dpo, ppo, grpo) ==")
     print(rl_text(summary, t_summary))

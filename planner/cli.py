@@ -54,7 +54,7 @@ from planner.inputs import (
 from planner.models.bands import DEFAULT_CONFIDENCE, case_band, framework_id, request_headroom
 from planner.models.cost import define_job
 from planner.models.efficiency import STACKS
-from planner.outputs import render
+from planner.outputs import listings, render
 from planner.outputs.files import STDOUT, check_targets, write_atomic
 from planner.validation.validate import validate_file
 from planner.validation.validate_throughput import is_throughput_file, validate_throughput_file
@@ -743,7 +743,7 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
     if is_throughput_file(path):
         t_results, t_summary = validate_throughput_file(path, catalog)
         if not as_json:
-            return render.throughput_validate_text(t_results, t_summary)
+            return listings.throughput_validate_text(t_results, t_summary)
         cases = [{"id": r.id, "metric": r.metric, "framework": r.framework,
                   "framework_version": r.framework_version, "usable": r.usable,
                   "measured": r.measured,
@@ -755,7 +755,7 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
         return {"cases": cases, "summary": t_summary}
     results, summary = validate_file(path, catalog)
     if not as_json:
-        return render.validate_text(results, summary)
+        return listings.validate_text(results, summary)
     cases = [{"id": r.id, "kind": r.kind, "framework": r.framework,
               "framework_version": r.framework_version, "usable": r.usable,
               "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
@@ -785,7 +785,7 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
     cat = load_catalog(catalogs)
     if kind == "offers":  # what --pricing rent chooses from (on demand), and spot prices
         rows = offer_rows(rental_offers(cat, cat.gpus) + rental_offers(cat, cat.gpus, spot=True))
-        click.echo(render.to_json(rows) if as_json else render.offers_table(rows))
+        click.echo(render.to_json(rows) if as_json else listings.offers_table(rows))
         return
     entries = list(getattr(cat, kind).values())
     if kind == "frameworks":
@@ -793,7 +793,7 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
         click.echo(render.to_json([{"id": p.id, **p.spec.model_dump(mode="json", exclude={
             "facts"}), "facts": {k: {**f.model_dump(mode="json"), "from": p.origin[k]}
                                  for k, f in p.facts.items()}} for p in profiles])
-                   if as_json else render.frameworks_table(profiles))
+                   if as_json else listings.frameworks_table(profiles))
         return
     if as_json:
         docs = [e.model_dump(mode="json") for e in entries]
@@ -804,12 +804,12 @@ def catalog_cmd(kind: str, catalogs: tuple[str, ...], as_json: bool) -> None:
             docs.append({"size_aliases": cat.size_aliases})
         click.echo(render.to_json(docs))
     elif kind == "gpus":
-        click.echo(render.gpus_table(entries))
+        click.echo(listings.gpus_table(entries))
     elif kind == "models":
-        click.echo(render.models_table(entries, {m.id: count_params(m).total for m in entries}))
+        click.echo(listings.models_table(entries, {m.id: count_params(m).total for m in entries}))
         click.echo("\nsize aliases: " + ", ".join(f"{k}={v}" for k, v in cat.size_aliases.items()))
     else:
-        click.echo(render.platforms_table(entries))
+        click.echo(listings.platforms_table(entries))
 
 
 @cli.command("schema")

@@ -171,7 +171,7 @@ LONG_MODULES = {
     "planner.cli": 991,
     "planner.models.throughput": 830,
     "planner.catalog.request": 557,
-    "planner.outputs.render": 760,
+    "planner.outputs.render": 630,
     "planner.solver.space": 731,
     "planner.models.memory": 730,
     "planner.validation.validate": 678,
