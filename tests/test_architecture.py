@@ -93,7 +93,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("solver", ("solver",)),
     ("outputs", ("outputs",)),
     # clients of the library: they call api.check / solve.plan as a user does
-    ("clients", ("validation", "fixes", "api", "cli")),
+    ("clients", ("validation", "fixes", "api", "cli_options", "cli")),
 )
 
 
@@ -168,7 +168,7 @@ LONG_FUNCTIONS = {
 # Modules may run to MAX_MODULE_LINES lines (issue 16's bar); the longer ones of today likewise.
 MAX_MODULE_LINES = 500
 LONG_MODULES = {
-    "planner.cli": 991,
+    "planner.cli": 726,
     "planner.models.throughput": 830,
     "planner.catalog.request": 557,
     "planner.outputs.render": 630,
