@@ -72,6 +72,7 @@ class Evaluation:
 
     @property
     def fits(self) -> bool:
+        """True when the peak stays within the GPU's memory after the margin and headroom."""
         return self.memory.fits(planning_margin(self.margin, self.headroom))
 
 

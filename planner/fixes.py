@@ -59,6 +59,7 @@ class FixResult:
 
     @property
     def valid(self) -> bool:
+        """True when the config was valid (no error)."""
         return self.error is None
 
     def top_terms(self, n: int = 3) -> list[tuple[str, float]]:

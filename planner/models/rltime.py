@@ -91,10 +91,12 @@ class RLStepEstimate:
 
     @property
     def shares(self) -> dict[str, float]:
+        """Each phase's fraction of the summed phase times."""
         busy = sum(self.phases.values()) or 1.0
         return {k: v / busy for k, v in self.phases.items()}
 
     def summary(self) -> dict[str, object]:
+        """The estimate as a JSON-ready dict."""
         return {
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,

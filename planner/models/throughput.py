@@ -187,6 +187,7 @@ class FlopsPerToken:
 
     @property
     def total(self) -> float:
+        """FLOPs per token, matmul and 16-bit elementwise together."""
         return self.linear + self.sixteen_bit
 
 
@@ -264,6 +265,7 @@ class Links:
     network_assumed: bool = False  # no platform or override gave the inter-node network
 
     def collective_gbps(self, group: int, spans_nodes: bool) -> float:
+        """Bus bandwidth, GB/s, of a collective over ``group`` GPUs, within a node or not."""
         if spans_nodes:
             return min(self.inter_node_gbps, self.intra_node_gbps)
         return self.pair_gbps if group <= 2 else self.intra_node_gbps

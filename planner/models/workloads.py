@@ -300,9 +300,11 @@ class Engine:
 
     @property
     def total(self) -> float:
+        """Bytes the engine holds on one GPU."""
         return self.weights + self.kv_cache + self.workspace
 
     def terms(self) -> dict[str, float]:
+        """The engine's memory terms by name, bytes."""
         if self.in_trainer:
             out = {"engine gathered_weights": self.weights, "engine kv_cache": self.kv_cache,
                    "engine logits_or_prefill": self.workspace}

@@ -77,6 +77,7 @@ from planner.solver.tables import (
 
 @dataclass(frozen=True)
 class PlanSpace:
+    """The candidates of one request: the model, the offers and the strategies."""
     model: ModelSpec
     request: PlanRequest
     offers: tuple[Offer, ...]
@@ -492,6 +493,7 @@ class Timing:
             space.model, cfg, critic=space.roles.critic, reward=space.roles.reward))
 
     def generation_bytes(self, row: Row) -> float:
+        """_generation_bytes, memoised per engine key."""
         key = self.engine_key(row)
         if key not in self._gen:
             self._gen[key] = _generation_bytes(self._space, row)
@@ -528,6 +530,7 @@ class Timing:
         return self._generation[key]
 
     def step_us(self, offer_idx: int, row: Row) -> int:
+        """step_time_us of ``row`` on offer ``offer_idx``, memoised."""
         key = (offer_idx, row)
         if key not in self._steps:
             self._steps[key] = step_time_us(self._space, offer_idx, row)

@@ -299,6 +299,7 @@ def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str, stages: list[S
 
 
 def config_of(space: PlanSpace, solved: Solved) -> TrainConfig:
+    """The training config of a solved plan."""
     v = solved.values
     return layout_config(space, solved.strategy, num_gpus=v["num_gpus"], tp=v["tp"], pp=v["pp"],
                          micro_batch=v["micro_batch"], grad_accum=v["grad_accum"])

@@ -64,6 +64,7 @@ class StatesCoefficients:
     k: float = 0.0
 
     def at(self, dp: int) -> float:
+        """Reserved bytes of the phase at data-parallel degree ``dp``."""
         return self.a + self.b / dp + (self.c if dp > 1 else 0.0) + min(self.e / dp, self.k)
 
 

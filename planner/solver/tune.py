@@ -119,14 +119,17 @@ class Candidate:
 
     @property
     def per_gpu_gib(self) -> float:
+        """The device peak per GPU, GiB."""
         return self.memory.device / GIB
 
     @property
     def tokens_per_s(self) -> float | None:
+        """Training tokens per second, None when not estimated."""
         return None if self.throughput is None else self.throughput.tokens_per_s
 
     @property
     def settings(self) -> dict[str, Any]:
+        """The candidate's settings for the tune document."""
         return settings_of(self.config, self.memory)
 
 
