@@ -273,7 +273,7 @@ def _read_yaml(path: Path, errors: list[str]) -> object:
 
 
 def read_model(path: Path, schema: type[BaseModel], errors: list[str],
-               expected: str = "a mapping of fields") -> BaseModel | None:
+               *, expected: str = "a mapping of fields") -> BaseModel | None:
     """The file read through the input boundary and validated against ``schema``; None, with
     one error per bad field in ``errors``, when it is unusable."""
     data = _read_yaml(path, errors)
