@@ -49,7 +49,7 @@ def diagnose(cat) -> None:
 
 def single_changes(cat) -> None:
     print("\nOne change at a time (those that fit, fastest first for 1e9 tokens):")
-    results = evaluate_all(MODEL, GPU, BASE, CHANGES, catalog=cat, job=JOB)
+    results = evaluate_all(MODEL, GPU, BASE, candidates=CHANGES, catalog=cat, job=JOB)
     for r in results:
         if not r.valid:
             print(f"  {r.name:34s} rejected: {r.error}")
@@ -63,7 +63,7 @@ def single_changes(cat) -> None:
 
 def smallest_sets(cat) -> None:
     print("\nSmallest sets of changes that fit (minimal: no subset fits), ranked:")
-    for r in smallest_fixes(MODEL, GPU, BASE, CHANGES, max_changes=2, catalog=cat,
+    for r in smallest_fixes(MODEL, GPU, BASE, changes=CHANGES, max_changes=2, catalog=cat,
                             job=JOB)[:8]:
         print(f"  {r.name:58s} {r.per_gpu_gib:5.1f} GiB  {r.hours:6.1f} h")
 

@@ -93,7 +93,7 @@ def fixes_for(cat, row) -> None:
                    Change("CPU param+Adam offload", {"offload": "optimizer+params"})]
         if n > 1:
             changes.insert(0, Change(f"rollout TP {min(n, 4)}", {"rollout_tp": min(n, 4)}))
-        found = smallest_fixes(MODEL, gpu, r.config, changes, catalog=cat)
+        found = smallest_fixes(MODEL, gpu, r.config, changes=changes, catalog=cat)
         for f in found[:2]:
             print(f"  {label(gpu, n):8s} {f.name}: {f.per_gpu_gib:.1f} GiB, host RAM "
                   f"{f.host_ram_gib:.0f} GiB/node, {f.step_time_s:.0f} s per iteration")

@@ -134,8 +134,8 @@ def predict(row: Row, catalog=None, **update: object) -> FixResult:
 
 def largest_micro(row: Row, catalog, hi: int) -> int | None:
     """The largest micro-batch predicted to fit at the row's other settings."""
-    return largest_fitting(row.model, row.gpu, config(row), "micro_batch_size", lo=1, hi=hi,
-                           catalog=catalog, margin=MARGIN)
+    return largest_fitting(row.model, row.gpu, config(row), field_name="micro_batch_size", lo=1,
+                           hi=hi, catalog=catalog, margin=MARGIN)
 
 
 def command(row: Row) -> list[str]:
@@ -173,8 +173,8 @@ def main() -> dict:
         r = results[row.case] = predict(row, cat)
         most = largest_micro(row, cat, 4 * row.micro) or 0
         ceiling = "-" if row.token_budget else largest_fitting(
-            row.model, row.gpu, config(row), "mean_seq_len", lo=1, hi=row.prompt + row.response,
-            catalog=cat, margin=MARGIN) or 0
+            row.model, row.gpu, config(row), field_name="mean_seq_len", lo=1,
+            hi=row.prompt + row.response, catalog=cat, margin=MARGIN) or 0
         verdict = "yes" if r.fits else "NO"
         print(f"{row.case[10:]:36s} {row.micro:5d} {r.per_gpu_gib:8.1f} {r.capacity_gib:4.0f} "
               f"{verdict:4s}  {most:9d} {ceiling!s:>8s} {r.step_time_s:7.0f}")

@@ -94,7 +94,7 @@ def largest_lengths(cat) -> None:
                          ("LoRA r64 + ZeRO-2 + checkpointing",
                           {**LORA, "zero_stage": 2, "checkpointing": "full"})]:
         cfg = BASE.model_copy(update=update)
-        best = largest_fitting(MODEL, GPU, cfg, "seq_len", lo=128, hi=8192, step=128,
+        best = largest_fitting(MODEL, GPU, cfg, field_name="seq_len", lo=128, hi=8192, step=128,
                                catalog=cat, **KW)
         print(f"  {what:34s} {best or 'none (states alone do not fit)'}")
 
@@ -103,10 +103,10 @@ def main() -> dict:
     cat = load_catalog()
     asked = conflict(cat)
     print("\nOne change at a time (none is enough):")
-    for r in evaluate_all(MODEL, GPU, BASE, CHANGES, catalog=cat, **KW):
+    for r in evaluate_all(MODEL, GPU, BASE, candidates=CHANGES, catalog=cat, **KW):
         print("  " + line(r))
     print(f"\nSmallest fixes (no subset fits), ranked by time for {PAIRS:,} pairs:")
-    for r in smallest_fixes(MODEL, GPU, BASE, CHANGES, max_changes=2, catalog=cat, **KW):
+    for r in smallest_fixes(MODEL, GPU, BASE, changes=CHANGES, max_changes=2, catalog=cat, **KW):
         print("  " + line(r))
     largest_lengths(cat)
     seed_before = BASE.model_copy(update={**LORA, "checkpointing": "full"})

@@ -62,7 +62,7 @@ def main() -> dict:
           f"(peak: {asked.peak_phase})")
     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in asked.top_terms(6)))
     print(f"\nFixes, each evaluated; job: {JOB.definition} (HF Trainer + DeepSpeed for all)")
-    results = evaluate_all(MODEL, GPU, BASE, FIXES, catalog=cat, **KW)
+    results = evaluate_all(MODEL, GPU, BASE, candidates=FIXES, catalog=cat, **KW)
     ranked = rank(results)
     print(f"  {'rank':4s}  {'fix':34s} {'GiB/card':>8s}  {'s/step':>6s}  {'hours':>6s}  "
           f"host RAM/node")

@@ -72,6 +72,7 @@ class Evaluation:
 
     @property
     def fits(self) -> bool:
+        """True when the peak stays within the GPU's memory after the margin and headroom."""
         return self.memory.fits(planning_margin(self.margin, self.headroom))
 
 
@@ -102,10 +103,10 @@ def evaluate(
             raise PlannerError(f"--offer {short(offer)} names a rental offer: it applies to "
                                f"--pricing rent (got {pricing})")
     cat = catalog_or_default(catalog)
-    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
+    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config=config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
     plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform)
-    critic, reward = role_models(cat, cfg, critic_model, reward_model)
+    critic, reward = role_models(cat, cfg, critic_model, reward_model=reward_model)
     if pricing == "rent" and platform is None and power_usd_per_kwh is None:
         est, tput, cost = _rented_job(cat, resolved.spec, gpu_spec, cfg, stack=stack, job=job,
                                       critic=critic, reward=reward, only=offer)

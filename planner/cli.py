@@ -131,7 +131,7 @@ def cli() -> None:
 @workload_options
 @CATALOG_OPTION
 @JSON_OPTION
-def check(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
+def check(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
           memory_margin: float, confidence: float, stack: str | None, pricing: str,
           price_kind: str | None,
           platform: str | None, tokens: float | None, epochs: float | None,
@@ -253,13 +253,13 @@ def _tune_params() -> list[click.Parameter]:
 
 
 @cli.command("tune", params=_tune_params())
-def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, memory_margin: float,
-             confidence: float, stack: str | None, platform: str | None, critic_model: str | None,
-             reward_model: str | None, objective: str, memory_target: float | None,
-             checkpointing: str, micro_batch: int | None, grad_accum: int | None,
-             global_batch: int | None, rollout_batch: int | None, rollout_n: int | None,
-             logprob_micro_batch: int | None, tie_tolerance: float, requires: tuple[str, ...],
-             **opts: object) -> None:
+def tune_cmd(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
+             memory_margin: float, confidence: float, stack: str | None, platform: str | None,
+             critic_model: str | None, reward_model: str | None, objective: str,
+             memory_target: float | None, checkpointing: str, micro_batch: int | None,
+             grad_accum: int | None, global_batch: int | None, rollout_batch: int | None,
+             rollout_n: int | None, logprob_micro_batch: int | None, tie_tolerance: float,
+             requires: tuple[str, ...], **opts: object) -> None:
     """Fixed GPUs and job: the batch settings with the most throughput (or memory use up to a
     target), under divisibility rules; the runners-up; what came closest if nothing fits.
 
@@ -302,7 +302,7 @@ def tune_cmd(model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool, mem
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (plan, memory bars, constraints, "
                    "alternatives, Pareto chart).")
-def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_path: str | None,
+def plan_cmd(*, catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_path: str | None,
              **opts: object) -> None:
     """The cheapest (or fastest) hardware to buy or rent for the job, and how to run it.
 
@@ -348,7 +348,7 @@ def plan_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html_pa
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (cheapest plan, memory bars, "
                    "constraints, alternatives, Pareto chart).")
-def pareto_cmd(catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_points: int,
+def pareto_cmd(*, catalogs: tuple[str, ...], as_json: bool, gpus: str | None, max_points: int,
                plot_path: str | None, html_path: str | None, **opts: object) -> None:
     """Cost-vs-time Pareto-optimal setups: each point the cheapest plan at least 1 % faster
     than the previous one.
@@ -571,7 +571,7 @@ def schema_cmd(kind: str) -> None:
               help="Export point I (0 = cheapest) of a saved `planner pareto --json`.")
 @click.argument("plan_file", metavar="PLAN.json")
 @CATALOG_OPTION
-def export_cmd(fmt: str | None, out: str | None, point: int | None, plan_file: str,
+def export_cmd(*, fmt: str | None, out: str | None, point: int | None, plan_file: str,
                catalogs: tuple[str, ...]) -> None:
     """Launch config from a saved `planner plan --json` (PLAN.json, or - for stdin), a
     `planner pareto --json` with --point I, or one of its points.

@@ -62,6 +62,7 @@ class Count(click.ParamType):
     name = "integer"
 
     def convert(self, value, param, ctx):
+        """The value as an int of at most MAX_COUNT in magnitude; a usage error otherwise."""
         if isinstance(value, int) and not isinstance(value, bool):
             text = str(value)
         else:
@@ -87,6 +88,7 @@ class FiniteFloat(click.ParamType):
         self.min_value = min_value
 
     def convert(self, value, param, ctx):
+        """The value as a finite float within the option's bounds; a usage error otherwise."""
         try:
             x = float(value)
         except (TypeError, ValueError, OverflowError):
@@ -109,6 +111,7 @@ class LoraRank(click.ParamType):
     name = "rank|auto"
 
     def convert(self, value, param, ctx):
+        """The value as a positive int or "auto"; a click usage error otherwise."""
         if isinstance(value, int) or str(value).lower() == "auto":
             return value if isinstance(value, int) else "auto"
         rank = INT.convert(value, param, ctx)
@@ -184,6 +187,7 @@ CONFIG_OPTIONS = [
 
 
 def config_options(command):
+    """``command`` with the training-config options (CONFIG_OPTIONS) attached."""
     for option in reversed(CONFIG_OPTIONS):
         command = option(command)
     return command
@@ -218,6 +222,7 @@ def _fixed_of(opts: dict[str, object]) -> dict[str, object]:
 
 
 def workload_options(command):
+    """``command`` with the workload options (WORKLOAD_OPTIONS) attached."""
     for option in reversed(WORKLOAD_OPTIONS):
         command = option(command)
     return command

@@ -59,6 +59,7 @@ class FixResult:
 
     @property
     def valid(self) -> bool:
+        """True when the config was valid (no error)."""
         return self.error is None
 
     def top_terms(self, n: int = 3) -> list[tuple[str, float]]:
@@ -109,7 +110,7 @@ def _with(base: TrainConfig, update: Mapping[str, Any]) -> TrainConfig:
     return TrainConfig.model_validate({**base.model_dump(), **update})
 
 
-def evaluate_all(model: str, gpu: str, base: TrainConfig, candidates: Sequence[Change], *,
+def evaluate_all(model: str, gpu: str, base: TrainConfig, *, candidates: Sequence[Change],
                  catalog: Catalog | None = None, **kwargs: Any) -> list[FixResult]:
     """One result per candidate change of ``base`` (in the given order)."""
     cat = catalog or load_catalog()
@@ -127,7 +128,7 @@ def rank(results: Sequence[FixResult]) -> list[FixResult]:
     return sorted(fitting, key=lambda r: (r.hours, r.per_gpu_gib, r.name))
 
 
-def smallest_fixes(model: str, gpu: str, base: TrainConfig, changes: Sequence[Change], *,
+def smallest_fixes(model: str, gpu: str, base: TrainConfig, *, changes: Sequence[Change],
                    max_changes: int = 2, catalog: Catalog | None = None,
                    **kwargs: Any) -> list[FixResult]:
     """Every minimal set of up to ``max_changes`` changes under which ``base`` fits, ranked.
@@ -151,7 +152,7 @@ def smallest_fixes(model: str, gpu: str, base: TrainConfig, changes: Sequence[Ch
     return rank(found)
 
 
-def largest_fitting(model: str, gpu: str, config: TrainConfig, field_name: str, *, lo: int,
+def largest_fitting(model: str, gpu: str, config: TrainConfig, *, field_name: str, lo: int,
                     hi: int, step: int = 1, catalog: Catalog | None = None,
                     **kwargs: Any) -> int | None:
     """The largest multiple of ``step`` in [lo, hi] for ``field_name`` at which ``config``
@@ -223,16 +224,17 @@ def ranked_fixes(model: str, gpu: str, config: TrainConfig, *, catalog: Catalog 
     framework cannot run is left out (check refuses it)."""
     cat = catalog or load_catalog()
     changes = candidate_changes(config)
-    found = smallest_fixes(model, gpu, config, changes, max_changes=1, catalog=cat, **kwargs)
+    found = smallest_fixes(model, gpu, config, changes=changes, max_changes=1, catalog=cat,
+                           **kwargs)
     if not found and max_changes > 1:
-        found = smallest_fixes(model, gpu, config, changes, max_changes=max_changes,
+        found = smallest_fixes(model, gpu, config, changes=changes, max_changes=max_changes,
                                catalog=cat, **kwargs)
     found.sort(key=lambda r: (r.hours, METHOD_FIDELITY.get(r.config.method, 3),
                               r.per_gpu_gib, r.name))
     found = found[:limit - 1]
     if not config.is_rl and config.seq_len > 256:
-        seq = largest_fitting(model, gpu, config, "seq_len", lo=256, hi=config.seq_len - 1,
-                              step=256, catalog=cat, **kwargs)
+        seq = largest_fitting(model, gpu, config, field_name="seq_len", lo=256,
+                              hi=config.seq_len - 1, step=256, catalog=cat, **kwargs)
         if seq is not None:
             found.append(evaluate(model, gpu, _with(config, {"seq_len": seq}),
                                   name=f"--seq-len {seq}", changes=[f"--seq-len {seq}"],

@@ -83,7 +83,8 @@ def test_job_may_depend_on_the_configuration(cat):
 
 
 def test_rank_keeps_what_fits_fastest_first(cat):
-    results = evaluate_all("tiny-llama", "test-gpu", BIG, [SHORTER, CHUNKED, ONE], catalog=cat)
+    results = evaluate_all("tiny-llama", "test-gpu", BIG, candidates=[SHORTER, CHUNKED, ONE],
+                           catalog=cat)
     assert [r.fits for r in results] == [False, True, True]
     ranked = rank(results)
     assert {r.name for r in ranked} == {"chunked loss", "micro 1"}
@@ -93,7 +94,7 @@ def test_rank_keeps_what_fits_fastest_first(cat):
 def test_smallest_fixes_are_minimal(cat):
     # neither SHORTER nor FEWER fits alone, together they do (0.32 x tokens); CHUNKED fits alone,
     # so no pair containing it is minimal; FEWER + ONE set one field twice.
-    found = smallest_fixes("tiny-llama", "test-gpu", BIG, [SHORTER, FEWER, CHUNKED, ONE],
+    found = smallest_fixes("tiny-llama", "test-gpu", BIG, changes=[SHORTER, FEWER, CHUNKED, ONE],
                            catalog=cat)
     assert sorted(f.name for f in found) == ["chunked loss", "micro 1", "seq 4608 + micro 72"]
     assert all(f.fits for f in found)
@@ -101,19 +102,19 @@ def test_smallest_fixes_are_minimal(cat):
 
 
 def test_largest_fitting_is_the_boundary(cat):
-    best = largest_fitting("tiny-llama", "test-gpu", BIG, "micro_batch_size", lo=1, hi=128,
-                           catalog=cat)
+    best = largest_fitting("tiny-llama", "test-gpu", BIG, field_name="micro_batch_size", lo=1,
+                           hi=128, catalog=cat)
     assert best is not None and 1 <= best < 128
     assert ev(cat, BIG.model_copy(update={"micro_batch_size": best})).fits
     assert not ev(cat, BIG.model_copy(update={"micro_batch_size": best + 1})).fits
-    step = largest_fitting("tiny-llama", "test-gpu", BIG, "micro_batch_size", lo=1, hi=128,
-                           step=8, catalog=cat)
+    step = largest_fitting("tiny-llama", "test-gpu", BIG, field_name="micro_batch_size", lo=1,
+                           hi=128, step=8, catalog=cat)
     assert step == best // 8 * 8
 
 
 def test_largest_fitting_none_when_the_smallest_value_does_not_fit(cat):
-    assert largest_fitting("tiny-llama", "test-gpu", BIG, "micro_batch_size", lo=100, hi=128,
-                           catalog=cat) is None
+    assert largest_fitting("tiny-llama", "test-gpu", BIG, field_name="micro_batch_size", lo=100,
+                           hi=128, catalog=cat) is None
 
 
 def test_check_lists_ranked_fixes_when_it_does_not_fit():

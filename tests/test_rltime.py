@@ -82,13 +82,15 @@ def test_continuous_batching_pays_one_generation_tail():
     hf = estimate_rl_step(QWEN7, H100, TrainConfig(**base, rollout_engine="hf-generate",
                                                    generate_micro_batch=8),
                           max_response_len=1024)
-    one = tail_seconds(QWEN7, H100, 512, 768, 1, None, hf_eff(), "bf16")
+    one = tail_seconds(QWEN7, H100, 512, steps=768, tp=1, platform=None, efficiency=hf_eff(),
+                       precision="bf16")
     assert hf.waves == 8
     assert hf.phases["generation tail"] == pytest.approx(8 * one)
     vllm_cfg = TrainConfig(**{**base, "rollout_batch": 512}, rollout_engine="vllm")
     vllm = estimate_rl_step(QWEN7, H100, vllm_cfg, max_response_len=1024)
     assert vllm.waves == 8
-    tail = tail_seconds(QWEN7, H100, 512, 768, 1, None, vllm_eff(), "bf16")
+    tail = tail_seconds(QWEN7, H100, 512, steps=768, tp=1, platform=None, efficiency=vllm_eff(),
+                        precision="bf16")
     assert vllm.phases["generation tail"] == pytest.approx(tail)
 
 

@@ -55,7 +55,7 @@ def test_time_objective_over_60_types_is_optimal(synthetic):
     space = build_space(request, cat)
     solved = solve_lexicographic(space, 30)
     assert solved is not None and solved.status == "optimal"
-    result = make_plan(space, solved.offer, config_of(space, solved), solved.values["hosts"])
+    result = make_plan(space, solved.offer, config_of(space, solved), hosts=solved.values["hosts"])
     assert check_plan(space, result) == []
 
 
@@ -83,7 +83,7 @@ def test_equals_enumeration_on_a_subset(synthetic, kw):
                                                best.neg_micro_batch, best.hosts)
     if kw.get("objective") == "time":
         assert v["step_time_us"] == best.step_time_us
-    result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
+    result = make_plan(space, solved.offer, config_of(space, solved), hosts=v["hosts"])
     assert check_plan(space, result) == []
 
 
@@ -147,7 +147,7 @@ def test_offer_bounds_and_search_match_every_pair(synthetic, kind):
     by_need, arr = space.timing.by_need(space.rows)
     objective, steps = req.objective, job_steps(space)
     buy = req.budget_usd if req.pricing == "buy" else None
-    low = offer_lower_bounds(space, arr, allowed, np.ones(len(by_need), dtype=bool),
+    low = offer_lower_bounds(space, arr, allowed, keep=np.ones(len(by_need), dtype=bool),
                              objective=objective, steps=steps, budget=buy)
     pairs = {}
     for k, oi in enumerate(allowed):

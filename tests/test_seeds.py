@@ -120,7 +120,7 @@ def test_consumer_sets_fit_with_engine_split_or_idle_offload():
     assert ppo("rtx-3090", 2, **S0.DORA, zero_stage=3, offload_idle=True).fits
     found = smallest_fixes("7b", "rtx-3090", S0.BASE.model_copy(
         update={**S0.DORA, "zero_stage": 3, "num_gpus": 2}),
-        [Change("idle offload", {"offload_idle": True}), Change("tp2", {"rollout_tp": 2})],
+        changes=[Change("idle offload", {"offload_idle": True}), Change("tp2", {"rollout_tp": 2})],
         catalog=CAT)
     assert [f.name for f in found] == ["idle offload"]
 
@@ -236,7 +236,7 @@ def test_rm_full_fine_tuning_fits_at_no_length():
                                                      "optimizer_states", "gradients"))
     assert states * GIB == pytest.approx(16 * n / 6, rel=0.01)
     assert largest_fitting(S3.MODEL, S3.GPU, S3.BASE.model_copy(update={"checkpointing": "full"}),
-                           "seq_len", lo=128, hi=8192, catalog=CAT, **S3.KW) is None
+                           field_name="seq_len", lo=128, hi=8192, catalog=CAT, **S3.KW) is None
 
 
 def test_rm_8192_on_a_24gb_card_needs_checkpointing():
@@ -245,15 +245,15 @@ def test_rm_8192_on_a_24gb_card_needs_checkpointing():
     lora = S3.BASE.model_copy(update=S3.LORA)
     assert not rm3(lora).fits
     assert rm3(lora.model_copy(update={"checkpointing": "full"})).fits
-    best = largest_fitting(S3.MODEL, S3.GPU, lora, "seq_len", lo=128, hi=8192, step=128,
+    best = largest_fitting(S3.MODEL, S3.GPU, lora, field_name="seq_len", lo=128, hi=8192, step=128,
                            catalog=CAT, **S3.KW)
     assert best is not None and best < 4096
 
 
 def test_rm_smallest_fixes_all_need_checkpointing():
-    singles = evaluate_all(S3.MODEL, S3.GPU, S3.BASE, S3.CHANGES, catalog=CAT, **S3.KW)
+    singles = evaluate_all(S3.MODEL, S3.GPU, S3.BASE, candidates=S3.CHANGES, catalog=CAT, **S3.KW)
     assert not any(r.fits for r in singles)
-    found = smallest_fixes(S3.MODEL, S3.GPU, S3.BASE, S3.CHANGES, catalog=CAT, **S3.KW)
+    found = smallest_fixes(S3.MODEL, S3.GPU, S3.BASE, changes=S3.CHANGES, catalog=CAT, **S3.KW)
     assert found and all("gradient checkpointing" in f.changes for f in found)
     assert found[0].changes == ("gradient checkpointing", "LoRA r64")  # fastest: no weight grads
 
@@ -308,8 +308,8 @@ def test_rm_checkpointing_and_8bit_adam_alone_do_not_fix_it():
 
 
 def test_rm_ranked_fixes():
-    results = {r.name: r for r in evaluate_all(S4.MODEL, S4.GPU, S4.BASE, S4.FIXES, catalog=CAT,
-                                               **S4.KW)}
+    results = {r.name: r for r in evaluate_all(S4.MODEL, S4.GPU, S4.BASE, candidates=S4.FIXES,
+                                               catalog=CAT, **S4.KW)}
     ranked = [r.name for r in rank(list(results.values()))]
     # LoRA first: no weight gradients (4N instead of 6N FLOPs per token) and no optimizer work.
     assert ranked[0].startswith("LoRA")

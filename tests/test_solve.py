@@ -62,7 +62,7 @@ def test_solver_matches_enumeration(kw):
                    best.neg_micro_batch, best.dp, best.grad_accum, best.hosts)
     if kw.get("objective") == "time":
         assert v["step_time_us"] == best.step_time_us
-    result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
+    result = make_plan(space, solved.offer, config_of(space, solved), hosts=v["hosts"])
     assert check_plan(space, result) == []
 
 

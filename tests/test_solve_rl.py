@@ -57,7 +57,7 @@ def test_solver_matches_enumeration(kw):
     cost = best.cost if kw.get("pricing") == "rent" else v["cost_usd"]
     assert (cost, v["num_gpus"], solved.strategy, solved.offer, -v["micro_batch"], v["dp"]) == \
         (best.cost, best.num_gpus, best.strategy, best.offer, best.neg_micro_batch, best.dp)
-    result = make_plan(space, solved.offer, config_of(space, solved), v["hosts"])
+    result = make_plan(space, solved.offer, config_of(space, solved), hosts=v["hosts"])
     assert check_plan(space, result) == []
 
 
@@ -74,9 +74,9 @@ def test_rl_memory_tables_match_the_model(placement, util, dp):
     space = build_space(req, CAT)
     for si, s in enumerate(space.strategies[::7]):
         si = space.strategies.index(s)
-        cfg = layout_config(space, si, num_gpus=space.num_gpus(si, 1, 1, dp), tp=1, pp=1,
+        cfg = layout_config(space, si, num_gpus=space.num_gpus(si, 1, 1, dp=dp), tp=1, pp=1,
                             micro_batch=1, grad_accum=24 // dp)
-        need = space.gpu_need_mib(si, 1, 1, dp, 1)
+        need = space.gpu_need_mib(si, 1, 1, dp=dp, mb=1)
         for offer in space.offers:
             est = estimate_memory(space.model, offer.gpu, cfg)
             if util is None:
@@ -124,7 +124,7 @@ def test_rl_timed_search_matches_every_pair():
     allowed = list(range(0, len(space.offers), max(1, len(space.offers) // 10)))
     by_need, arr = space.timing.by_need(space.rows)
     steps = job_steps(space)
-    low = offer_lower_bounds(space, arr, allowed, np.ones(len(by_need), dtype=bool),
+    low = offer_lower_bounds(space, arr, allowed, keep=np.ones(len(by_need), dtype=bool),
                              objective="cost", steps=steps, budget=None)
     pairs = {}
     for k, oi in enumerate(allowed):

@@ -257,7 +257,8 @@ def test_required_rules_are_kept_and_the_search_still_equals_brute_force(catalog
     problem = _problem(model=kw["model"], gpu=kw["gpu"], config=kw["config"], catalog=catalog,
                        margin=0.02, memory_target=None, stack=None, platform=None,
                        critic_model=None, reward_model=None)
-    every = [problem.evaluate(c) for c in candidate_configs(problem.base, pins, RL_SPACE, rules)]
+    every = [problem.evaluate(c)
+             for c in candidate_configs(problem.base, pins, RL_SPACE, rules=rules)]
     fitting = [c for c in every if c.fits]
     best = sorted(fitting, key=ranking(fitting, "throughput", 0.01))[0]
     assert res.best.config == best.config

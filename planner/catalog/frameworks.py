@@ -35,13 +35,16 @@ class Profile:
 
     @property
     def id(self) -> str:
+        """The profile's catalog id."""
         return self.spec.id
 
     def value(self, name: str, default: Any = None) -> Any:
+        """The value of fact ``name``, or ``default`` when the profile has none."""
         fact = self.facts.get(name)
         return default if fact is None else fact.value
 
     def source(self, name: str) -> str | None:
+        """Where fact ``name`` was read, or None when the profile has none."""
         fact = self.facts.get(name)
         return None if fact is None else fact.source
 
@@ -193,6 +196,7 @@ class FrameworkChoice:
     efficiency_note: str
 
     def summary(self) -> dict[str, Any]:
+        """The choice as a JSON-ready dict: profile id, name, version, reason and efficiency."""
         return {"id": self.profile.id, "name": self.profile.spec.name,
                 "version": self.profile.spec.version, "reason": self.reason,
                 "efficiency": self.stack, "efficiency_note": self.efficiency_note}

@@ -43,6 +43,7 @@ class ResolvedModel:
 
 @dataclass(frozen=True)
 class Catalog:
+    """The loaded GPUs, models, platforms, size aliases and framework profiles, by id."""
     gpus: dict[str, GpuSpec]
     models: dict[str, ModelSpec]
     platforms: dict[str, PlatformSpec]
@@ -53,6 +54,7 @@ class Catalog:
 
     # ----- lookups -------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuSpec:
+        """The GPU spec named ``name``; UnknownNameError with close names otherwise."""
         key = _name(name, "GPU")
         if key in self.gpus:
             return self.gpus[key]
@@ -62,6 +64,7 @@ class Catalog:
         )
 
     def platform(self, name: str) -> PlatformSpec:
+        """The platform spec named ``name``; UnknownNameError with close names otherwise."""
         key = _name(name, "platform")
         if key in self.platforms:
             return self.platforms[key]
@@ -270,7 +273,7 @@ def _read_yaml(path: Path, errors: list[str]) -> object:
 
 
 def read_model(path: Path, schema: type[BaseModel], errors: list[str],
-               expected: str = "a mapping of fields") -> BaseModel | None:
+               *, expected: str = "a mapping of fields") -> BaseModel | None:
     """The file read through the input boundary and validated against ``schema``; None, with
     one error per bad field in ``errors``, when it is unusable."""
     data = _read_yaml(path, errors)

@@ -75,6 +75,7 @@ class OfferSpec(_Frozen):
 
     @property
     def usd_per_gpu_hour(self) -> float:
+        """The instance's hourly price per GPU, USD."""
         return self.usd_per_hour / self.gpus_per_instance
 
 
@@ -89,6 +90,7 @@ class OfferFile(_Frozen):
 
 
 def shipped_offers_dir() -> Path:
+    """The folder of the shipped offer files."""
     return shipped_catalog_dir() / OFFERS_DIR
 
 
@@ -235,6 +237,7 @@ def offers_for(
 
 
 def billing_text(hours: float) -> str:
+    """A billing increment in hours as words ("per second", "per minute", ...)."""
     seconds = hours * 3600
     if abs(seconds - 1) < 1e-6:
         return "per second"

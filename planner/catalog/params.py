@@ -42,15 +42,18 @@ class Linear:
 
     @property
     def weight_params(self) -> int:
+        """Weight parameters of the projection(s), biases aside."""
         return self.d_in * self.d_out * self.count
 
     @property
     def params(self) -> int:
+        """Parameters of the projection(s), biases included."""
         return (self.d_in + int(self.bias)) * self.d_out * self.count
 
 
 @dataclass(frozen=True)
 class ParamCounts:
+    """A model's parameter counts by part."""
     total: int  # all parameters (MoE: all experts)
     active: int  # used per token (MoE: top-k + shared experts, dense parts, embeddings and head)
     embedding: int  # token embedding, learned positions, OPT project_in/out, embedding norm

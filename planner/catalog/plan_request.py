@@ -161,6 +161,7 @@ class PlanRequest(_Request):
 
     @property
     def is_rl(self) -> bool:
+        """True for an RL workload (RL_WORKLOADS)."""
         return self.workload in RL_WORKLOADS
 
     @property

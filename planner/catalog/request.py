@@ -260,10 +260,12 @@ class TrainConfig(_Request):
 
     @property
     def is_peft(self) -> bool:
+        """True for an adapter method (LoRA, DoRA, QLoRA)."""
         return self.method in ("lora", "dora", "qlora")
 
     @property
     def rank(self) -> int:
+        """The LoRA rank, DEFAULT_LORA_RANK when none is set."""
         return self.lora_rank or DEFAULT_LORA_RANK
 
     @property
@@ -283,18 +285,22 @@ class TrainConfig(_Request):
 
     @property
     def paged(self) -> bool:
+        """True when the optimizer states are paged."""
         return self.paged_optimizer or self.optimizer == "paged-adamw-8bit"
 
     @property
     def shards_weights(self) -> bool:
+        """True when the weights are sharded over the data-parallel ranks (FSDP or ZeRO-3)."""
         return self.fsdp or self.zero_stage == 3
 
     @property
     def global_batch_size(self) -> int:
+        """Examples per optimizer step: micro batch x grad accumulation x dp."""
         return self.micro_batch_size * self.grad_accum * self.dp
 
     @property
     def is_rl(self) -> bool:
+        """True for an RL workload (RL_WORKLOADS)."""
         return self.workload in RL_WORKLOADS
 
     @property
@@ -304,10 +310,12 @@ class TrainConfig(_Request):
 
     @property
     def samples_per_prompt(self) -> int:
+        """Responses sampled per prompt; the workload's default when none is set."""
         return self.rollout_n or DEFAULT_ROLLOUT_N.get(self.workload, 1)
 
     @property
     def logprob_batch(self) -> int:
+        """The micro batch of the log-prob passes; the training micro batch when unset."""
         return self.logprob_micro_batch or self.micro_batch_size
 
     @property
@@ -521,6 +529,7 @@ def fill_role_gpus(cfg: TrainConfig, *, has_reward: bool) -> TrainConfig:
 
 
 def format_role_gpus(role_gpus: tuple[tuple[str, int], ...]) -> str:
+    """((role, gpus), ...) -> "role=gpus,..." (the inverse of parse_role_gpus)."""
     return ",".join(f"{n}={g}" for n, g in role_gpus)
 
 

@@ -36,7 +36,7 @@ def job_platform(gpu: GpuSpec, catalog: Catalog, *, pricing: str,
 
 
 def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
-                reward_model: str | None) -> tuple[ModelSpec | None, ModelSpec | None]:
+                *, reward_model: str | None) -> tuple[ModelSpec | None, ModelSpec | None]:
     """Critic and reward models named by the user (PPO; a reward model also for GRPO)."""
     for name, value in (("critic_model", critic_model), ("reward_model", reward_model)):
         if value is not None:
@@ -52,7 +52,7 @@ def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
     return critic, reward
 
 
-def resolve_job(cat: Catalog, model: str, gpu: str, config: TrainConfig, *,
+def resolve_job(cat: Catalog, model: str, gpu: str, *, config: TrainConfig,
                 reward_model: str | None = None) -> tuple[Any, GpuSpec, TrainConfig]:
     """The catalog entries of a job and its validated config: a quantized checkpoint
     (-Int4/GPTQ) trains only with QLoRA, on its GPTQ weights; split RL placement without

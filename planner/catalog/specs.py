@@ -208,6 +208,7 @@ class ModelSpec(_Frozen):
 
     @property
     def is_moe(self) -> bool:
+        """True for a mixture-of-experts model."""
         return self.moe is not None
 
     def splits_heads(self, tp: int) -> bool:

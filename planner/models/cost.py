@@ -120,7 +120,7 @@ def hosts_needed(gpu: GpuSpec, num_gpus: int, platform: PlatformSpec) -> int:
     return hosts_for(num_gpus, gpus_per_host(gpu, platform))
 
 
-def power_cost(gpu: GpuSpec, num_gpus: int, hours: float, usd_per_kwh: float) -> float:
+def power_cost(gpu: GpuSpec, num_gpus: int, hours: float, *, usd_per_kwh: float) -> float:
     """GPU board power for the job: TDP x GPUs x hours / 1000 x $/kWh (an upper bound on the
     boards' draw; host power is not in the catalog)."""
     return gpu.tdp_watts * num_gpus * hours / 1000 * usd_per_kwh
@@ -164,7 +164,7 @@ def buy_cost(
     if power_usd_per_kwh is not None:
         items[f"GPU power for the job ({gpu.tdp_watts:g} W TDP x {hours:.1f} h at "
               f"${power_usd_per_kwh:g}/kWh)"] = power_cost(gpu, num_gpus, hours,
-                                                          power_usd_per_kwh)
+                                                          usd_per_kwh=power_usd_per_kwh)
         covers += ", plus GPU power for the job"
     return CostEstimate("ok", "buy", sum(items.values()), items, covers, hours, job,
                         notes=tuple(notes))
@@ -180,7 +180,7 @@ def owned_cost(gpu: GpuSpec, num_gpus: int, *, hours: float, job: Job,
     if power_usd_per_kwh is not None:
         items[f"GPU power for the job ({gpu.tdp_watts:g} W TDP x {hours:.1f} h at "
               f"${power_usd_per_kwh:g}/kWh)"] = power_cost(gpu, num_gpus, hours,
-                                                          power_usd_per_kwh)
+                                                          usd_per_kwh=power_usd_per_kwh)
         covers += ", plus GPU power for the job"
     return CostEstimate("ok", "owned", sum(items.values()), items, covers, hours, job)
 

@@ -602,6 +602,7 @@ class MemoryEstimate:
     blocked: bool = False  # RL: the engine's fixed pool cannot hold one sequence
 
     def gib(self, name: str) -> float:
+        """The term ``name`` in GiB."""
         return getattr(self, name) / GIB
 
     def device_terms(self) -> dict[str, float]:

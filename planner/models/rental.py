@@ -42,10 +42,12 @@ class OfferUse:
 
     @property
     def gpus(self) -> int:
+        """GPUs of the instances used."""
         return self.instances * self.offer.gpus_per_instance
 
     @property
     def usd_per_hour(self) -> float:
+        """Hourly price of the instances used, USD."""
         return self.instances * self.offer.usd_per_hour
 
 
@@ -59,14 +61,17 @@ class Cover:
 
     @property
     def gpus(self) -> int:
+        """GPUs of all the instances in the cover."""
         return sum(u.gpus for u in self.uses)
 
     @property
     def instances(self) -> int:
+        """Instances in the cover."""
         return sum(u.instances for u in self.uses)
 
     @property
     def usd_per_hour(self) -> float:
+        """Hourly price of the cover, USD."""
         return sum(u.usd_per_hour for u in self.uses)
 
 

@@ -91,10 +91,12 @@ class RLStepEstimate:
 
     @property
     def shares(self) -> dict[str, float]:
+        """Each phase's fraction of the summed phase times."""
         busy = sum(self.phases.values()) or 1.0
         return {k: v / busy for k, v in self.phases.items()}
 
     def summary(self) -> dict[str, object]:
+        """The estimate as a JSON-ready dict."""
         return {
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
@@ -109,8 +111,8 @@ class RLStepEstimate:
         }
 
 
-def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: float,
-                    gpus: int, stack: str, *, links: Links | None = None,
+def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens: float,
+                    gpus: int, stack: str, links: Links | None = None,
                     batch: int | None = None) -> float:
     """A forward-only pass over ``tokens`` split over ``gpus``: (2 N + attention) FLOPs per
     token at the 16-bit matmul rate x the stack's utilisation. With ZeRO-3/FSDP every
@@ -120,7 +122,7 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, tokens: fl
     forward traffic (throughput.elementwise_seconds)."""
     compute = tokens / gpus * forward_flops_per_token(model, cfg.seq_len) / \
         matmul_fraction_rate(gpu, cfg, stack) + elementwise_seconds(
-            model, gpu, cfg, stack, tokens / gpus, backward=False)
+            model, gpu, cfg, stack=stack, tokens=tokens / gpus, backward=False)
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
     sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
@@ -147,13 +149,14 @@ def update_seconds(role: Role, gpu: GpuSpec, sequences: int, *, platform: Platfo
     accumulation is shortened): timing a whole global batch would count sequences that were
     never sampled."""
     cfg = role.cfg
-    steps, accum = update_steps(sequences, cfg.micro_batch_size, max(1, cfg.dp), cfg.grad_accum)
+    steps, accum = update_steps(sequences, cfg.micro_batch_size, max(1, cfg.dp),
+                                grad_accum=cfg.grad_accum)
     if accum < cfg.grad_accum:
         cfg = cfg.model_copy(update={"grad_accum": int(accum)})
     return _step_seconds(role.model, gpu, cfg, platform, stack) * steps
 
 
-def update_steps(sequences, micro_batch, dp, grad_accum):
+def update_steps(sequences, micro_batch, dp, *, grad_accum):
     """(optimizer steps, accumulation of each) of an update over ``sequences`` (update_seconds):
     one step per global batch (micro_batch x grad_accum x dp), a shortened accumulation when
     the sequences do not fill them (rounded to nearest, at least 1). Integers or numpy arrays
@@ -172,7 +175,7 @@ def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
 
 
 @lru_cache(maxsize=8192)
-def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, steps: int, tp: int,
+def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, *, steps: int, tp: int,
                  platform: PlatformSpec | None, efficiency: float | None = None,
                  precision: str = "bf16") -> float:
     """Decoding ``steps`` more tokens of one sequence from ``context`` tokens on: each step
@@ -304,8 +307,7 @@ def estimate_rl_step(
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
     tokens = seqs * cfg.seq_len
     if side is None:
-        side = engine_side(model, gpu, cfg, platform=platform,
-                           decode_efficiency=decode_efficiency,
+        side = engine_side(model, gpu, cfg, platform=platform, decode_efficiency=decode_efficiency,
                            rollout_precision=rollout_precision)
     eng, waves = side.engine, side.waves
     notes = []
@@ -314,14 +316,15 @@ def estimate_rl_step(
     links = resolve_links(gpu, platform=platform)
     if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
         phases["generation tail"] = tail_waves(cfg, waves) * tail_seconds(
-            model, gpu, cfg.prompt_len + cfg.response_len, max_response_len - cfg.response_len,
-            cfg.rollout_tp, platform, decode_efficiency, rollout_precision)
+            model, gpu, cfg.prompt_len + cfg.response_len, tp=cfg.rollout_tp, platform=platform,
+            steps=max_response_len - cfg.response_len, efficiency=decode_efficiency,
+            precision=rollout_precision)
     for r in rs:
         # Padding-free passes (mean_seq_len) see the role config's tokens per sequence; with
         # split placement each role's pass runs on its own group's GPUs.
         gpus = r.cfg.num_gpus if cfg.placement == "split" else n_train
         phases[f"{r.name} forward"] = forward_seconds(
-            r.model, gpu, r.cfg, seqs * r.cfg.seq_len, gpus, stack, links=links,
+            r.model, gpu, r.cfg, tokens=seqs * r.cfg.seq_len, gpus=gpus, stack=stack, links=links,
             batch=cfg.logprob_batch)
     for r in rs:
         if r.trained:

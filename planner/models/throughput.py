@@ -187,6 +187,7 @@ class FlopsPerToken:
 
     @property
     def total(self) -> float:
+        """FLOPs per token, matmul and 16-bit elementwise together."""
         return self.linear + self.sixteen_bit
 
 
@@ -264,6 +265,7 @@ class Links:
     network_assumed: bool = False  # no platform or override gave the inter-node network
 
     def collective_gbps(self, group: int, spans_nodes: bool) -> float:
+        """Bus bandwidth, GB/s, of a collective over ``group`` GPUs, within a node or not."""
         if spans_nodes:
             return min(self.inter_node_gbps, self.intra_node_gbps)
         return self.pair_gbps if group <= 2 else self.intra_node_gbps
@@ -532,8 +534,8 @@ def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
     return total
 
 
-def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str,
-                        tokens: float, *, backward: bool = True) -> float:
+def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, stack: str,
+                        tokens: float, backward: bool = True) -> float:
     """Unfused elementwise traffic (norms, rotary, activation, residual adds, LoRA scale-add)
     of ``tokens`` on one GPU: forward, recomputed forward (full checkpointing) and backward
     (efficiency.ELEMENTWISE_BACKWARD_RATIO x forward) at the streaming HBM rate. Zero for
@@ -664,7 +666,7 @@ def _nvlink_class(gpu: GpuSpec, group: int) -> bool:
 
 
 def compute_seconds(
-    flops: FlopsPerToken, gpu: GpuSpec, cfg: TrainConfig, util: float, tokens_per_gpu: float
+    flops: FlopsPerToken, gpu: GpuSpec, cfg: TrainConfig, *, util: float, tokens_per_gpu: float
 ) -> tuple[float, float]:
     """(seconds, efficiency): matmul-precision work at peak(precision) x MAMF fraction x stack
     utilisation ``util``, 16-bit work (attention, adapters) at the 16-bit peak likewise."""
@@ -712,7 +714,7 @@ def _serial_terms(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str, 
         "cpu_optimizer": cpu_optimizer_seconds(model, cfg, links),
         "dequantize": dequant_seconds(model, gpu, cfg),
         "dora_norms": dora_seconds(model, gpu, cfg),
-        "elementwise": elementwise_seconds(model, gpu, cfg, stack, tokens_per_gpu),
+        "elementwise": elementwise_seconds(model, gpu, cfg, stack=stack, tokens=tokens_per_gpu),
         "optimizer_step": optimizer_step_seconds(model, gpu, cfg),
         "step_overhead": eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s,
     }
@@ -766,7 +768,7 @@ def estimate_throughput(
     per_gpu_tokens = tokens_step / cfg.num_gpus
     prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation
-    compute, e_lin = compute_seconds(flops, gpu, cfg, util, per_gpu_tokens)
+    compute, e_lin = compute_seconds(flops, gpu, cfg, util=util, tokens_per_gpu=per_gpu_tokens)
     bubble = compute * pipeline_bubble_fraction(cfg.pp, cfg.grad_accum, virtual_stages)
     spans = _spans(cfg, links)
     ov = dict(eff.OVERLAP[stack])

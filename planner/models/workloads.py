@@ -300,9 +300,11 @@ class Engine:
 
     @property
     def total(self) -> float:
+        """Bytes the engine holds on one GPU."""
         return self.weights + self.kv_cache + self.workspace
 
     def terms(self) -> dict[str, float]:
+        """The engine's memory terms by name, bytes."""
         if self.in_trainer:
             out = {"engine gathered_weights": self.weights, "engine kv_cache": self.kv_cache,
                    "engine logits_or_prefill": self.workspace}
@@ -426,7 +428,7 @@ def _active_forward(rs: tuple[Role, ...], role: Role, cfg: TrainConfig,
 
 
 def rl_phases(rs: tuple[Role, ...], cfg: TrainConfig, precision: str,
-              eng: Engine) -> dict[str, dict[str, float]]:
+              *, eng: Engine) -> dict[str, dict[str, float]]:
     """PPO/GRPO phases; each maps term -> bytes on one GPU of the group that runs it."""
     colocated = cfg.placement == "colocate"
     # an engine that does not sleep keeps its pool through training; generate's cache and
@@ -493,7 +495,7 @@ def workload_phases(model: ModelSpec, cfg: TrainConfig, precision: str, *,
         return value_head_phases(rs[0], precision)
     if cfg.workload == "dpo":
         return dpo_phases(rs, precision)
-    return rl_phases(rs, cfg, precision, engine(model, cfg, capacity))
+    return rl_phases(rs, cfg, precision, eng=engine(model, cfg, capacity))
 
 
 def phase_group(cfg: TrainConfig, phase: str) -> str:
@@ -508,7 +510,7 @@ def phase_group(cfg: TrainConfig, phase: str) -> str:
     return f"{phase.split()[0]} GPUs"
 
 
-def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, precision: str, *,
+def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, *, precision: str,
                       critic: ModelSpec | None = None, reward: ModelSpec | None = None) -> float:
     """Host RAM of one node, every workload (SFT: memory.host_ram_bytes of its one role): the
     roles' ZeRO/FSDP offload (memory.host_ram_bytes), the idle
@@ -569,8 +571,8 @@ def estimate_memory(
         full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
     else:
         full_terms = dict(terms)
-    host = workload_host_ram(model, cfg, gpus_per_node or gpus_per_host(gpu, None), precision,
-                             critic=critic, reward=reward)
+    host = workload_host_ram(model, cfg, gpus_per_node or gpus_per_host(gpu, None),
+                             precision=precision, critic=critic, reward=reward)
     per_phase = {name: reserved_bytes(t) + device_overhead_bytes(cfg.num_gpus)
                  for name, t in phases.items()}
     return MemoryEstimate(

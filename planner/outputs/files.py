@@ -31,6 +31,7 @@ class Target:
 
     @property
     def stdout(self) -> bool:
+        """True when the output goes to standard output."""
         return self.path == STDOUT
 
 

@@ -10,6 +10,7 @@ from planner.outputs.render import text_table
 
 
 def gpus_table(gpus: list[GpuSpec]) -> str:
+    """The GPU catalog as a text table."""
     rows = [[g.id, f"{g.memory_gib:g}", f"{g.bf16_dense_tflops:g}", g.interconnect,
              _money(g.price_usd_new), _money(g.price_usd_used),
              f"{g.price_usd_per_hour:.2f}" if g.price_usd_per_hour else "-",
@@ -19,6 +20,7 @@ def gpus_table(gpus: list[GpuSpec]) -> str:
 
 
 def models_table(models: list[ModelSpec], counts: dict[str, float]) -> str:
+    """The model catalog as a text table (``counts``: parameters by model id)."""
     rows = [[m.id, f"{counts[m.id] / 1e9:.2f}B", str(m.num_layers), str(m.hidden_size),
              f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.vocab_size),
              f"moe {m.moe.num_experts}x top{m.moe.experts_per_token}" if m.moe else "dense",
@@ -28,6 +30,7 @@ def models_table(models: list[ModelSpec], counts: dict[str, float]) -> str:
 
 
 def platforms_table(platforms: list[PlatformSpec]) -> str:
+    """The platform catalog as a text table."""
     rows = [[p.id, str(p.max_gpus), ",".join(p.form_factors), _money(p.price_usd),
              f"{p.host_ram_gib:g}", f"{p.inter_node_bandwidth_gbps:g}", p.price_as_of or "-"]
             for p in platforms]
@@ -61,6 +64,7 @@ def _frameworks_table(groups: dict[str, dict[str, Any]]) -> str:
 
 
 def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
+    """The memory validation results and summary as text."""
     rows = []
     for r in results:
         pred = "-" if r.predicted_gib is None else f"{r.predicted_gib:.2f}"
@@ -100,6 +104,7 @@ def validate_text(results: list[Any], summary: dict[str, Any]) -> str:
 
 
 def throughput_validate_text(results: list[Any], summary: dict[str, Any]) -> str:
+    """The throughput validation results and summary as text."""
     rows = []
     for r in results:
         pred = "-" if r.predicted is None else f"{r.predicted:,.4g}"

@@ -85,6 +85,7 @@ def use_log(values: list[float]) -> bool:
 
 
 def chart_title(pareto_doc: dict[str, Any] | None) -> str:
+    """The cost-vs-time chart's title, naming the job and basis of the Pareto document."""
     pts = (pareto_doc or {}).get("points") or []
     if not pts:
         return "cost vs time"

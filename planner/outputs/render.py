@@ -51,6 +51,7 @@ def check_doc(
     *, model: ModelSpec, asked_as: str, gpu: GpuSpec, cfg: TrainConfig, est: MemoryEstimate,
     fits: bool, margin: float,
 ) -> dict[str, Any]:
+    """The ``check`` JSON document of one memory estimate."""
     return {
         "schema_version": SCHEMA_VERSION,
         "fits": fits,
@@ -65,6 +66,7 @@ def check_doc(
 
 
 def text_table(rows: list[list[str]], header: list[str]) -> str:
+    """``rows`` under ``header`` as left-aligned text columns."""
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
@@ -164,6 +166,7 @@ def edge_words(doc: dict[str, Any]) -> str:
 
 
 def check_text(doc: dict[str, Any]) -> str:
+    """The ``check`` document as text."""
     cfg, mem = doc["config"], doc["memory"]
     tc = TrainConfig.model_validate(cfg)
     head = [
@@ -388,6 +391,7 @@ def _rl_line(rl: dict[str, Any] | None) -> str:
 
 
 def plan_text(doc: dict[str, Any]) -> str:
+    """The ``plan`` document as text."""
     if doc["plan"] is None:
         lines = [f"status: {doc['status']}: " + (
             "no plan found within the time limit" if doc["status"] == "unknown"
@@ -473,6 +477,7 @@ def pareto_doc(points: list[Any], *, more: bool = False) -> dict[str, Any]:
 
 
 def pareto_text(doc: dict[str, Any]) -> str:
+    """The ``pareto`` document as text."""
     if not doc["points"]:
         return "no plan satisfies the request (run planner plan for the conflicts)"
     rows = [[f"{a['num_gpus']} x {a['gpu']}" + ("" if a["status"] == "optimal" else " *"),
@@ -576,6 +581,7 @@ def limit_text(doc: dict[str, Any]) -> str:
 
 
 def tune_text(doc: dict[str, Any]) -> str:
+    """The ``tune`` document as text."""
     keep = (1 - doc["memory_margin"]) / doc["memory_headroom"]
     target = (f"target {doc['memory_target']:.1%} of capacity"
               if doc["memory_target"] is not None and doc["memory_target"] <= keep

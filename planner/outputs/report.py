@@ -159,6 +159,7 @@ def summary_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def summary_table(plan: dict[str, Any]) -> str:
+    """The plan's summary rows as an HTML table."""
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in summary_rows(plan))
     return (f"<div class=\"scroll\"><table class=\"kv\" id=\"summary\"><thead><tr><th>field</th>"
             f"<th>value</th></tr></thead><tbody>{rows}</tbody></table></div>")
@@ -179,6 +180,7 @@ def _table(table_id: str, header: list[str], rows: list[tuple[str, list[tuple[st
 
 
 def binding_table(binding: list[dict[str, Any]]) -> str:
+    """The plan's rules with usage, limit and slack as an HTML table."""
     rows = [("binding" if b["binding"] else "",
              [(b["name"], False), (render._num(b["used"]), True), (render._num(b["limit"]), True),
               (b["unit"], False), (f"{b['slack']:.0%}", True),
@@ -215,6 +217,7 @@ def alternatives_table(alternatives: list[dict[str, Any]],
 
 
 def conflicts_table(conflicts: list[dict[str, Any]]) -> str:
+    """The conflicts and their smallest fixes as an HTML table."""
     rows = [("", [(c["name"], False), (c["detail"], False), (c["fix"], False)])
             for c in conflicts]
     return _table("conflicts", ["rule", "conflict", "smallest fix"], rows,
@@ -223,6 +226,7 @@ def conflicts_table(conflicts: list[dict[str, Any]]) -> str:
 
 def pareto_sections(pareto_doc: dict[str, Any] | None,
                     plan_doc: dict[str, Any] | None) -> list[str]:
+    """The report's cost-vs-time HTML sections (chart and table)."""
     points = chart_points(pareto_doc, plan_doc)
     out = ["<h2>Cost vs time</h2>",
            "<p class=\"caption\">the Pareto front (each point the cheapest plan at least 1 % "

@@ -92,6 +92,7 @@ class TrainingThroughputDetail(TrainingThroughput):
 
 
 class RlThroughputDetail(RlThroughput):
+    """RL throughput with the estimate's notes."""
     notes: list[str]
 
 
@@ -117,6 +118,7 @@ class RentalOffer(_Doc):
 
 
 class Cost(_Doc):
+    """The cost of a plan: USD, basis, items and what it covers."""
     usd: float | None
     basis: Literal["buy", "rent", "owned"]
     items: dict[str, float]
@@ -131,6 +133,7 @@ class Cost(_Doc):
 
 
 class Roles(_Doc):
+    """The models of the critic and reward roles."""
     critic: str | None
     reward: str | None
 
@@ -182,6 +185,7 @@ class CheckDocument(_Doc):
 
 
 class RlSettings(_Doc):
+    """The RL placement and rollout settings of a plan."""
     placement: str
     rollout_tp: int
     rollout_gpus: int
@@ -284,6 +288,7 @@ class ParetoDocument(_Doc):
 
 
 class TuneCandidate(_Doc):
+    """One configuration tune evaluated: settings, memory and throughput."""
     settings: dict[str, str | int | float]
     per_gpu_gib: float
     tokens_per_s: float | None
@@ -291,6 +296,7 @@ class TuneCandidate(_Doc):
 
 
 class Searched(_Doc):
+    """What tune searched: the candidates evaluated and each field's values."""
     candidates_evaluated: int
     space: dict[str, list[str | int | float]]
 
@@ -340,6 +346,7 @@ def schema_file(kind: str) -> Path:
 
 
 def schema_text(kind: str) -> str:
+    """The JSON schema of document ``kind``, as sorted, indented JSON text."""
     return json.dumps(json_schema(kind), indent=2, sort_keys=True) + "\n"
 
 

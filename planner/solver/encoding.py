@@ -47,6 +47,7 @@ SEED = 0
 
 
 def cp_solver(time_limit: float) -> cp_model.CpSolver:
+    """A single-worker CP-SAT solver with the fixed seed and ``time_limit`` seconds."""
     s = cp_model.CpSolver()
     s.parameters.num_workers = 1
     s.parameters.random_seed = SEED
@@ -88,9 +89,11 @@ class Encoding:
         return lit
 
     def row_sum(self, values: Sequence[int]) -> cp_model.LinearExpr:
+        """The sum over the rows of the chosen row's value in ``values``."""
         return cp_model.LinearExpr.weighted_sum(self.row, [int(v) for v in values])
 
     def offer_sum(self, values: Sequence[int]) -> cp_model.LinearExpr:
+        """The sum over the offers of the chosen offer's value in ``values``."""
         return cp_model.LinearExpr.weighted_sum(self.offer, [int(v) for v in values])
 
 

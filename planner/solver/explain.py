@@ -127,7 +127,7 @@ def _resource_step(space: PlanSpace, plan: Plan, name: str) -> str | None:
         return None
     if solved is None:
         return None
-    better = make_plan(trial, solved.offer, config_of(trial, solved), solved.values["hosts"])
+    better = make_plan(trial, solved.offer, config_of(trial, solved), hosts=solved.values["hosts"])
     if space.request.objective == "time":
         # the solver ranks whole microseconds of step time: less is no improvement
         if better.throughput.step_time_s < plan.throughput.step_time_s - 1e-6:
@@ -164,7 +164,8 @@ def _one_step(space: PlanSpace, name: str) -> str | None:
     gpu = space.offers[oi].gpu.id
     if req.objective == "time":
         return f"with {label}: {row.num_gpus} x {gpu}, {hours:,.2f} h"
-    return f"with {label}: {row.num_gpus} x {gpu}, ${plan_usd(space, oi, row.num_gpus, hours):,.0f}"
+    usd = plan_usd(space, oi, row.num_gpus, hours=hours)
+    return f"with {label}: {row.num_gpus} x {gpu}, ${usd:,.0f}"
 
 
 def _fix(space: PlanSpace, enc: Encoding, name: str, catalog: Catalog | None = None) -> str:
@@ -218,7 +219,7 @@ def _batch_keeping_pin(space: PlanSpace, field: str, catalog: Catalog) -> str | 
                          cat)
         if found is not None:
             trial, best = found
-            usd = make_plan(trial, best.offer, config_of(trial, best), best.values["hosts"])
+            usd = make_plan(trial, best.offer, config_of(trial, best), hosts=best.values["hosts"])
             return f"--global-batch {g} with budget >= ${usd.cost_usd:,.0f} ({keeps})"
     return None
 
@@ -388,7 +389,7 @@ def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Co
         oi, row, t_us = ties[0]
         hours = job_hours_at(t_us, steps)
         if name == "budget":
-            fix = f"budget >= ${plan_usd(space, oi, row.num_gpus, hours):,.0f}"
+            fix = f"budget >= ${plan_usd(space, oi, row.num_gpus, hours=hours):,.0f}"
         elif name == "max_hours":
             fix = f"max-hours >= {hours:,.2f}"
         else:

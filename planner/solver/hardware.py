@@ -81,6 +81,7 @@ class Offer:
 
     @property
     def label(self) -> str:
+        """The offer as words: the GPU and its platform or rental provider."""
         if self.rental is not None and self.rental.provider != CATALOG_PROVIDER:
             return f"{self.gpu.id} from {self.rental.provider} {self.rental.instance_type}"
         return self.gpu.id + (f" in {self.platform.id}" if self.platform else "")

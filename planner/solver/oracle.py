@@ -55,12 +55,13 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                     continue
                 for pp in space.pps:
                     for dp in space.dps:
-                        n = space.num_gpus(si, tp, pp, dp)
+                        n = space.num_gpus(si, tp, pp, dp=dp)
                         if n > max_gpus or dp % space.strategies[si].rollout_tp:
                             continue
                         hosts = offer.hosts(n)
-                        if offer.host_ram_mib is not None and offer.host_ram_mib < \
-                                space.host_need_mib(si, tp, pp, dp, offer.gpus_per_host):
+                        host_mib = offer.host_ram_mib
+                        if host_mib is not None and host_mib < space.host_need_mib(
+                                si, tp, pp, dp=dp, gpus_per_host=offer.gpus_per_host):
                             continue
                         cost = offer.purchase_usd(n)
                         if rent:
@@ -77,7 +78,7 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                             row = Row(si, tp, pp, dp, mb, ga, n, 0, ())
                             if not space.allows(row):  # the pins, as every route reads them
                                 continue
-                            if space.gpu_need_mib(si, tp, pp, dp, mb) > offer.capacity_mib:
+                            if space.gpu_need_mib(si, tp, pp, dp=dp, mb=mb) > offer.capacity_mib:
                                 continue
                             time_us = step_time_us(space, oi, row)
                             hours = job_hours_at(time_us, steps)

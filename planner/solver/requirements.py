@@ -114,5 +114,6 @@ def values_of(cfg: TrainConfig) -> dict[str, int | None]:
 
 
 def all_hold(rules: tuple[Requirement, ...], cfg: TrainConfig) -> bool:
+    """True when every rule holds for ``cfg``."""
     values = values_of(cfg)
     return all(r.holds(values) for r in rules)

@@ -32,14 +32,17 @@ class Plan:
 
     @property
     def cost_usd(self) -> float:
+        """The plan's cost, USD (0 when not priced)."""
         return self.cost.usd or 0.0
 
     @property
     def time_hours(self) -> float:
+        """The job's time, hours."""
         return self.cost.hours
 
     @property
     def method_label(self) -> str:
+        """The training method's label."""
         return self.config.method_label
 
 
@@ -62,6 +65,7 @@ class Binding:
 
 @dataclass(frozen=True)
 class Conflict:
+    """A rule no plan satisfies: its name, why, and the smallest fix."""
     name: str
     detail: str
     fix: str
@@ -69,6 +73,7 @@ class Conflict:
 
 @dataclass(frozen=True)
 class PlanResult:
+    """The solve's status, plan, binding rules, conflicts and alternatives."""
     status: Status
     plan: Plan | None
     binding: tuple[Binding, ...] = ()

@@ -41,9 +41,15 @@ class Encoding(Protocol):
     model: Any
     var: dict[str, Any]
 
-    def rule(self, name: str) -> Any: ...
-    def row_sum(self, values: Any) -> Any: ...
-    def offer_sum(self, values: Any) -> Any: ...
+    def rule(self, name: str) -> Any:
+        """Register rule ``name`` and return its enforcement literal."""
+
+    def row_sum(self, values: Any) -> Any:
+        """The sum over the rows of the chosen row's value in ``values``."""
+
+    def offer_sum(self, values: Any) -> Any:
+        """The sum over the offers of the chosen offer's value in ``values``."""
+
 
 Usage = tuple[float, float]  # (used, limit) at the plan
 RECHECK_TOLERANCE = 1e-6  # the solver's whole microseconds: time limits hold to a millionth
@@ -62,6 +68,7 @@ class Need:
 
 @dataclass(frozen=True)
 class Rule:
+    """One rule of a plan: its description, relaxation, usage, encoding and mask."""
     name: str
     unit: str  # of the usage shown at the plan
     describe: Callable[[PlanRequest], str]

@@ -51,7 +51,7 @@ def job_hours_at(t_us, steps: float):
     return t_us * steps / 3.6e9
 
 
-def plan_usd(space: PlanSpace, oi: int, num_gpus: int, hours: float) -> float:
+def plan_usd(space: PlanSpace, oi: int, num_gpus: int, *, hours: float) -> float:
     """Dollars of a plan on offer ``oi``: the rental for the job, or the purchase."""
     o = space.offers[oi]
     if space.request.pricing == "rent":
@@ -71,7 +71,7 @@ def fits_mask(space: PlanSpace, oi: int, arr: RowArrays, *, budget: float | None
     return mask
 
 
-def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], keep, *,
+def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], *, keep,
                        objective: str, steps: float, budget: float | None) -> np.ndarray:
     """A lower bound, per offer of ``allowed``, on the objective value of every pair
     ``timed_search`` would score for it (inf: no row can fit it); the same units as its values.
@@ -162,7 +162,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     def value(oi: int, row: Row, t_us: float) -> float:
         if objective == "time":
             return t_us
-        usd = plan_usd(space, oi, row.num_gpus, job_hours_at(t_us, steps))
+        usd = plan_usd(space, oi, row.num_gpus, hours=job_hours_at(t_us, steps))
         return 1000 * usd if req.pricing == "rent" else usd  # rental in milli-dollars
 
     def time_ok(oi: int, row: Row, t_us: float) -> bool:
@@ -191,7 +191,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
             v = space.offers[oi].purchase_usd(arr.num_gpus[idx]).astype(float)
         return v, b, idx
 
-    low = offer_lower_bounds(space, arr, allowed, keep, objective=objective, steps=steps,
+    low = offer_lower_bounds(space, arr, allowed, keep=keep, objective=objective, steps=steps,
                              budget=buy_budget)
     # Best-first over every offer's pairs, merged lazily: an offer's pairs are scored and
     # sorted only once its lower bound is below every pair already queued (a heap holds each

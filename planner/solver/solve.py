@@ -269,7 +269,7 @@ def solver_agrees(space: PlanSpace, solved: Solved, plan: Plan) -> list[str]:
     if space.request.pricing == "rent":
         hours = job_hours_at(v["step_time_us"], job_steps(space)) \
             if "step_time_us" in v and solved.status == "optimal" else plan.time_hours
-        want, unit = plan_usd(space, solved.offer, plan.num_gpus, hours), "rental"
+        want, unit = plan_usd(space, solved.offer, plan.num_gpus, hours=hours), "rental"
     else:
         want, unit = offer.purchase_usd(plan.num_gpus), "purchase"
     if abs(plan.cost_usd - want) > 0.5 * (plan.num_gpus + plan.num_hosts) + 1e-6 * want:
@@ -278,7 +278,7 @@ def solver_agrees(space: PlanSpace, solved: Solved, plan: Plan) -> list[str]:
 
 
 def _checked(space: PlanSpace, solved: Solved) -> Plan:
-    result = make_plan(space, solved.offer, config_of(space, solved), solved.values["hosts"])
+    result = make_plan(space, solved.offer, config_of(space, solved), hosts=solved.values["hosts"])
     problems = check_plan(space, result) + solver_agrees(space, solved, result)
     if problems:
         raise PlanCheckError("solver plan failed the analytic re-check: " + "; ".join(problems))
@@ -299,7 +299,7 @@ def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: 
     deadline = request.max_hours
     while len(points) < max_points and space.rows:
         solved = _or_none(lambda d=deadline: solve_timed(
-            space, request.time_limit_s, allowed, space.rows, objective="cost", max_hours=d))
+            space, request.time_limit_s, allowed, rows=space.rows, objective="cost", max_hours=d))
         if solved is None:
             break
         found = _checked(space, solved)

@@ -77,6 +77,7 @@ from planner.solver.tables import (
 
 @dataclass(frozen=True)
 class PlanSpace:
+    """The candidates of one request: the model, the offers and the strategies."""
     model: ModelSpec
     request: PlanRequest
     offers: tuple[Offer, ...]
@@ -176,7 +177,7 @@ class PlanSpace:
         gb = self.request.global_batch_size
         return gb // (dp * mb) if gb % (dp * mb) == 0 else None
 
-    def num_gpus(self, si, tp: int, pp: int, dp):
+    def num_gpus(self, si, tp: int, pp: int, *, dp):
         """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Strategy.groups).
         Elementwise on numpy arrays of strategies and dp."""
         apart = self._strategy_arrays["apart"][si]
@@ -214,7 +215,7 @@ class PlanSpace:
             self._engines[key] = engine(self.model, cfg, None)
         return self._engines[key]
 
-    def gpu_need_mib(self, si, tp: int, pp: int, dp, mb):
+    def gpu_need_mib(self, si, tp: int, pp: int, *, dp, mb):
         """Per-GPU MiB of the worst phase, from the tables (the encoding's and the oracle's);
         elementwise on numpy arrays of strategies, dp and micro-batch (candidate_rows).
 
@@ -228,7 +229,7 @@ class PlanSpace:
         gb = self.request.global_batch_size
         ga = np.where(gb % (dp * mb) == 0, gb // (dp * mb), 1)  # grad_accum(dp, mb) or 1
         mem = self.memory
-        n = self.num_gpus(si, tp, pp, dp)
+        n = self.num_gpus(si, tp, pp, dp=dp)
         fixed = mem.floor_mib + mem.overhead_mib + mem.multi_gpu_mib * (n > 1)
         worst = np.zeros(si.shape, dtype=np.int64)
         acc, in_flight = (ga > 1).astype(np.int64), np.minimum(pp, ga)
@@ -282,7 +283,7 @@ class PlanSpace:
         return conc[inverse.reshape(-1)].reshape(si.shape) if len(uniq) else np.zeros(si.shape,
                                                                                        np.int64)
 
-    def host_need_mib(self, si, tp: int, pp: int, dp, gpus_per_host: int):
+    def host_need_mib(self, si, tp: int, pp: int, *, dp, gpus_per_host: int):
         """Host RAM of one host: its ranks (min(GPUs, per host)) x one process's MiB;
         elementwise on numpy arrays of strategies and dp."""
         if np.ndim(si) == 0:
@@ -290,7 +291,7 @@ class PlanSpace:
         else:
             a, b = np.array([self.memory.host[(i, tp, pp)] for i in range(len(self.strategies))],
                             dtype=np.int64).reshape(-1, 2)[si].T
-        out = np.minimum(self.num_gpus(si, tp, pp, dp), gpus_per_host) * (a + -(-b // dp))
+        out = np.minimum(self.num_gpus(si, tp, pp, dp=dp), gpus_per_host) * (a + -(-b // dp))
         return int(out) if np.ndim(out) == 0 else out
 
 
@@ -364,7 +365,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         pps=pps,
         micro_batches=mbs,
         base=base,
-        memory=memory_tables(model, base, strategies, tps, pps, roles=roles),
+        memory=memory_tables(model, base, strategies, tps=tps, pps=pps, roles=roles),
         roles=roles,
     )
 
@@ -411,13 +412,14 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     order = []
     for tp in space.tps:
         for pp in space.pps:
-            ok = (space.num_gpus(si, tp, pp, dp) <= max_gpus) & (dp % rtp[si] == 0)
+            ok = (space.num_gpus(si, tp, pp, dp=dp) <= max_gpus) & (dp % rtp[si] == 0)
             s_, d_, m_ = si[ok], dp[ok], mb[ok]
-            need = space.gpu_need_mib(s_, tp, pp, d_, m_)
+            need = space.gpu_need_mib(s_, tp, pp, dp=d_, mb=m_)
             keep = need <= largest
             s_, d_, m_, need = s_[keep], d_[keep], m_[keep], need[keep]
-            n = space.num_gpus(s_, tp, pp, d_)
-            host = np.stack([space.host_need_mib(s_, tp, pp, d_, h) for h in sizes], axis=-1)
+            n = space.num_gpus(s_, tp, pp, dp=d_)
+            host = np.stack([space.host_need_mib(s_, tp, pp, dp=d_, gpus_per_host=h)
+                             for h in sizes], axis=-1)
             order.append((tp, pp, s_, d_, m_, n, need, host))
     rows = []
     for tp, pp, s_, d_, m_, n, need, host in order:
@@ -492,6 +494,7 @@ class Timing:
             space.model, cfg, critic=space.roles.critic, reward=space.roles.reward))
 
     def generation_bytes(self, row: Row) -> float:
+        """_generation_bytes, memoised per engine key."""
         key = self.engine_key(row)
         if key not in self._gen:
             self._gen[key] = _generation_bytes(self._space, row)
@@ -528,6 +531,7 @@ class Timing:
         return self._generation[key]
 
     def step_us(self, offer_idx: int, row: Row) -> int:
+        """step_time_us of ``row`` on offer ``offer_idx``, memoised."""
         key = (offer_idx, row)
         if key not in self._steps:
             self._steps[key] = step_time_us(self._space, offer_idx, row)
@@ -622,7 +626,7 @@ class RowArrays:
             # batches: rltime.update_steps), not always the sampled ones
             seqs = space.base.rollout_batch * space.base.samples_per_prompt
             mb = field("micro_batch")
-            n_steps, accum = update_steps(seqs, mb, dp, ga)
+            n_steps, accum = update_steps(seqs, mb, dp, grad_accum=ga)
             trained = n_steps * accum * mb * dp / req.sequences_per_step
             self.lin, self.s16 = self.lin * trained, self.s16 * trained
             # ZeRO-3/FSDP forward passes all-gather the roles' weights every log-prob

@@ -181,8 +181,8 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     return out
 
 
-def solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], rows: list[Row],
-                 *, objective: str | None = None, max_hours: float | None = None,
+def solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], *, rows: list[Row],
+                 objective: str | None = None, max_hours: float | None = None,
                  strategies: frozenset[int] | None = None) -> Solved | None:
     """The best pairs of ``timed_search``, then the tie-break chain by CP-SAT over them."""
     result = timed_search(space, allowed, rows, objective=objective, max_hours=max_hours,
@@ -219,7 +219,7 @@ def solve_lexicographic(
             i for i, s in enumerate(space.strategies) if s.method in methods)
         if not rows or not allowed or strategies == frozenset():
             return None
-        return solve_timed(space, time_limit, allowed, rows, strategies=strategies)
+        return solve_timed(space, time_limit, allowed, rows=rows, strategies=strategies)
     if methods is not None:
         rows = [r for r in rows if space.strategies[r.strategy].method in methods]
         front = pareto_rows([r for r in rows if space.allows(r)])
@@ -299,12 +299,13 @@ def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str, stages: list[S
 
 
 def config_of(space: PlanSpace, solved: Solved) -> TrainConfig:
+    """The training config of a solved plan."""
     v = solved.values
     return layout_config(space, solved.strategy, num_gpus=v["num_gpus"], tp=v["tp"], pp=v["pp"],
                          micro_batch=v["micro_batch"], grad_accum=v["grad_accum"])
 
 
-def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, hosts: int) -> Plan:
+def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, *, hosts: int) -> Plan:
     """Evaluate one candidate with the pure models: memory, throughput, job time and cost."""
     req, offer = space.request, space.offers[offer_idx]
     roles = space.roles

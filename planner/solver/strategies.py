@@ -57,9 +57,11 @@ class Strategy:
 
     @property
     def groups(self) -> int:
+        """The GPU groups of the strategy's placement."""
         return placement_groups(self.placement, len(self.role_names))
 
     def config_fields(self) -> dict[str, object]:
+        """The TrainConfig fields the strategy fixes."""
         return {
             "placement": self.placement,
             "role_gpus": tuple((n, 1) for n in self.role_names)

@@ -64,6 +64,7 @@ class StatesCoefficients:
     k: float = 0.0
 
     def at(self, dp: int) -> float:
+        """Reserved bytes of the phase at data-parallel degree ``dp``."""
         return self.a + self.b / dp + (self.c if dp > 1 else 0.0) + min(self.e / dp, self.k)
 
 
@@ -110,7 +111,7 @@ NO_ROLES = RoleModels()
 
 
 def states_coefficients(
-    model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
+    model: ModelSpec, cfg: TrainConfig, precision: str, *, roles: RoleModels = NO_ROLES,
 ) -> dict[str, StatesCoefficients]:
     """a, b, c (and e, k) of every phase for the choices in ``cfg`` (its num_gpus is ignored).
 
@@ -143,17 +144,17 @@ CAP_FREE_DP = 2**20  # a data-parallel degree at which no ZeRO-3 sub-group cap b
 
 
 def host_coefficients(model: ModelSpec, cfg: TrainConfig, roles: RoleModels = NO_ROLES,
-                      precision: str = "bf16") -> tuple[int, int]:
+                      *, precision: str = "bf16") -> tuple[int, int]:
     """Host RAM of one training process in MiB as a + b/dp (offloaded shards + the process),
     read off workloads.workload_host_ram at dp = 1 and 2."""
-    r1, r2 = (workload_host_ram(model, _with_dp(cfg, dp), 1, precision, critic=roles.critic,
-                                reward=roles.reward) for dp in (1, 2))
+    r1, r2 = (workload_host_ram(model, _with_dp(cfg, dp), 1, precision=precision,
+                                critic=roles.critic, reward=roles.reward) for dp in (1, 2))
     b = 2 * (r1 - r2)
     return _ceil_mib(r1 - b), _ceil_mib(b)
 
 
 def activation_reserved_bytes(
-    model: ModelSpec, cfg: TrainConfig, precision: str, roles: RoleModels = NO_ROLES,
+    model: ModelSpec, cfg: TrainConfig, precision: str, *, roles: RoleModels = NO_ROLES,
 ) -> dict[str, float]:
     """Reserved bytes of activations and loss buffers in every phase (independent of dp)."""
     if cfg.workload in ("sft", "pretrain"):  # the common case without building every term
@@ -190,9 +191,8 @@ def memory_tables(
     model: ModelSpec,
     base: TrainConfig,
     strategies: tuple[Strategy, ...],
-    tps: tuple[int, ...],
+    *, tps: tuple[int, ...],
     pps: tuple[int, ...],
-    *,
     precision: str = "bf16",
     roles: RoleModels = NO_ROLES,
 ) -> MemoryTables:
@@ -224,11 +224,11 @@ def memory_tables(
                     if key not in shared:
                         cfg = base.model_copy(update={
                             **fields, "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
-                            "micro_batch_size": 1,
-                        })
-                        coeffs = states_coefficients(model, cfg, precision, roles)
+                            "micro_batch_size": 1})
+                        coeffs = states_coefficients(model, cfg, precision, roles=roles)
                         shared[key] = (
-                            host_coefficients(model, cfg, roles, precision) if not acc else None,
+                            None if acc
+                            else host_coefficients(model, cfg, roles, precision=precision),
                             {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c),
                                      _ceil_mib(co.e), _ceil_mib(co.k))
                              for phase, co in coeffs.items()},
@@ -248,7 +248,7 @@ def memory_tables(
                         }), 1)
                         shared[key] = {
                             phase: _ceil_mib(v) for phase, v in activation_reserved_bytes(
-                                model, cfg, precision, roles).items()}
+                                model, cfg, precision, roles=roles).items()}
                     for phase, v in shared[key].items():
                         acts.setdefault(phase, {})[(si, tp, pp, in_flight)] = v
     one, two = device_overhead_bytes(1), device_overhead_bytes(2)

@@ -119,14 +119,17 @@ class Candidate:
 
     @property
     def per_gpu_gib(self) -> float:
+        """The device peak per GPU, GiB."""
         return self.memory.device / GIB
 
     @property
     def tokens_per_s(self) -> float | None:
+        """Training tokens per second, None when not estimated."""
         return None if self.throughput is None else self.throughput.tokens_per_s
 
     @property
     def settings(self) -> dict[str, Any]:
+        """The candidate's settings for the tune document."""
         return settings_of(self.config, self.memory)
 
 
@@ -214,14 +217,14 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
         check_range(memory_target, name="--memory-target", lo=0, hi=1, lo_open=True,
                     hint=" (a fraction of capacity, e.g. 0.875)")
     cat = catalog_or_default(catalog)
-    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config, reward_model=reward_model)
+    resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config=config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
     headroom = memory_headroom(framework=framework.profile.id, workload=cfg.workload,
                                methods=(cfg.method,), p=confidence)
     margin = planning_margin(margin, headroom)
     plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
     per_node = gpus_per_host(gpu_spec, plat) if plat else None
-    critic, reward = role_models(cat, cfg, critic_model, reward_model)
+    critic, reward = role_models(cat, cfg, critic_model, reward_model=reward_model)
     fraction = min(1.0 - margin, memory_target if memory_target is not None else 1.0)
     return _Problem(resolved.spec, model, gpu_spec, plat, per_node, critic, reward, cfg,
                     stack, margin, fraction * gpu_spec.memory_gib * GIB, headroom)
@@ -369,7 +372,7 @@ def _config(base: TrainConfig, outer: _Outer, micro: int, accum: int,
 
 
 def candidate_configs(base: TrainConfig, pins: Pins, space: SearchSpace,
-                      rules: tuple[Requirement, ...] = ()) -> list[TrainConfig]:
+                      *, rules: tuple[Requirement, ...] = ()) -> list[TrainConfig]:
     """The whole candidate set, unpruned (what the search must be as good as)."""
     configs = (_config(base, o, m, a, lp) for o in outer_settings(base, pins, space)
                for m, a in o.inner for lp in o.logprobs)

@@ -293,7 +293,7 @@ class Verdict:
 
 
 def objective_tolerance(req: PlanRequest, value: float, num_gpus: int = 1,
-                        hosts: int = 1) -> float:
+                        *, hosts: int = 1) -> float:
     """How far the planner's optimum may sit from the reference's: its integer units (whole
     dollars per GPU and host price when buying, milli-dollars when renting, whole microseconds
     of step time: a millionth) and nothing more."""
@@ -322,7 +322,7 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
     value = p.time_hours if req.objective == "time" else p.cost_usd
     if ref is None:
         return Verdict(req, False, value, None, "reference finds no plan")
-    tol = objective_tolerance(req, ref.value, p.num_gpus, p.num_hosts)
+    tol = objective_tolerance(req, ref.value, p.num_gpus, hosts=p.num_hosts)
     if abs(value - ref.value) > tol:
         return Verdict(req, False, value, ref.value,
                        f"planner {p.num_gpus} x {p.gpu} {p.config.method}; reference "

@@ -46,6 +46,7 @@ _TARGET_NAMES = {
 
 @dataclass(frozen=True)
 class CaseResult:
+    """One validation case: what was measured and what the planner predicts."""
     id: str
     kind: str  # peak | fits | oom | throughput
     workload: str
@@ -79,6 +80,7 @@ class CaseResult:
 
     @property
     def strict_rel_err(self) -> float | None:
+        """(predicted - measured) / measured peak; None without both."""
         if self.predicted_gib is None or not self.measured_gib:
             return None
         return (self.predicted_gib - self.measured_gib) / self.measured_gib
@@ -478,6 +480,7 @@ def _predicted_gib(est: MemoryEstimate, measured_as: str | None) -> float:
 
 
 def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
+    """The planner's prediction for one validation case."""
     outcome = case.get("outcome") or {}
     kind = outcome.get("kind", "throughput" if "metric" in case else "peak")
     base = {
@@ -674,5 +677,6 @@ def summarise(results: list[CaseResult]) -> dict[str, Any]:
 
 
 def validate_file(path: Path, catalog: Catalog) -> tuple[list[CaseResult], dict[str, Any]]:
+    """The results of every case in ``path`` and their summary."""
     results = [predict_case(c, catalog) for c in load_cases(path)]
     return results, summarise(results)

@@ -51,6 +51,7 @@ NVLINK_DOMAIN_GPUS = {"superchip": 72}
 
 @dataclass(frozen=True)
 class ThroughputResult:
+    """One throughput case: the measured value and the planner's prediction."""
     id: str
     metric: str
     workload: str
@@ -67,6 +68,7 @@ class ThroughputResult:
 
     @property
     def rel_err(self) -> float | None:
+        """(predicted - measured) / measured; None without both."""
         if self.predicted is None or not self.measured:
             return None
         return (self.predicted - self.measured) / self.measured
@@ -90,6 +92,7 @@ def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
 
 
 def family_of(workload: str) -> str:
+    """The case family of a workload: decode, rl or training."""
     if workload == "decode":
         return "decode"
     return "rl" if workload in ROLE_WORKLOADS else "training"
@@ -550,6 +553,7 @@ def summarise_throughput(results: list[ThroughputResult]) -> dict[str, Any]:
 def validate_throughput_file(
     path: Path, catalog: Catalog
 ) -> tuple[list[ThroughputResult], dict[str, Any]]:
+    """The results of every throughput case in ``path`` and their summary."""
     results = [predict_throughput_case(c, catalog) for c in load_cases(path)]
     return results, summarise_throughput(results)
 

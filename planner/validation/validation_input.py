@@ -161,6 +161,7 @@ class _Addition(BaseModel):
 
 
 class CaseAdditions(BaseModel):
+    """The case-additions file: published case id -> its additions."""
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     schema_version: Literal[1]
     cases: dict[str, _Addition]

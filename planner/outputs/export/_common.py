@@ -29,6 +29,7 @@ GRADIENT_CLIPPING = 1.0
 
 @dataclass(frozen=True)
 class ExportResult:
+    """One export: its format, text, a file name and the warnings and notes."""
     format: str
     text: str
     filename_suggestion: str
@@ -52,10 +53,12 @@ class Job:
 
     @property
     def per_node(self) -> int:
+        """GPUs per node (ceiling of GPUs over hosts)."""
         return math.ceil(self.num_gpus / self.num_hosts)
 
     @property
     def label(self) -> str:
+        """A one-line description of the job for the file's header."""
         c = self.cfg
         return (f"{self.model} {c.workload} ({c.method_label}) on {self.num_gpus} x {self.gpu}, "
                 f"{self.num_hosts} node(s)")

@@ -65,6 +65,7 @@ def _deepspeed_dict(job: Job, out: _Out) -> dict[str, Any]:
 
 
 def export_deepspeed(job: Job, out: _Out) -> ExportResult:
+    """A DeepSpeed config (JSON) for the job; refuses what DeepSpeed cannot express."""
     cfg = job.cfg
     _need_not_rl(job, out)
     _offload_optimizer(job, out)

@@ -123,6 +123,7 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
 # torchrun
 # ---------------------------------------------------------------------------------------------
 def export_torchrun(job: Job, out: _Out) -> ExportResult:
+    """A torchrun launch script for the job (HF Trainer or Megatron-LM arguments)."""
     cfg = job.cfg
     _need_not_rl(job, out)
     megatron = cfg.tp * cfg.pp * cfg.cp > 1
@@ -202,6 +203,7 @@ def _megatron_args(job: Job, out: _Out) -> tuple[str, list[list[str]]]:
 # Accelerate
 # ---------------------------------------------------------------------------------------------
 def export_accelerate(job: Job, out: _Out) -> ExportResult:
+    """An Accelerate config (YAML) and launch line for the job."""
     cfg = job.cfg
     _need_not_rl(job, out)
     _need_data_parallel(job, out, "use --format torchrun (Megatron-LM arguments)")

@@ -46,6 +46,7 @@ TEMPLATES = (("qwen", "qwen"), ("llama-3", "llama3"), ("llama-2", "llama2"),
 
 
 def export_llamafactory(job: Job, out: _Out) -> ExportResult:
+    """A LLaMA-Factory training config (YAML) for the job."""
     cfg = job.cfg
     if cfg.workload == "grpo":
         out.refuse("GRPO (LLaMA-Factory stages: pt, sft, rm, dpo, ppo, kto)", RL_HINT)

@@ -54,6 +54,7 @@ def _verl_mini_batch(job: Job, out: _Out) -> int:
 
 
 def export_verl(job: Job, out: _Out) -> ExportResult:
+    """verl command-line overrides for the RL job."""
     cfg = job.cfg
     _verl_refusals(job, out)
     o = [*_verl_actor(job, out), *_verl_rollout(job, out), *_verl_precision(job, out)]
