@@ -147,7 +147,6 @@ def test_no_import_runs_upward():
 MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS = {
     "planner.solver.search.timed_search": 100,
-    "planner.models.throughput.estimate_throughput": 94,
     "planner.validation.validate.rl_case": 80,
     "planner.outputs.export.openrlhf._openrlhf_rl": 78,
     "planner.solver.space.RowArrays.__init__": 75,
@@ -169,7 +168,7 @@ LONG_FUNCTIONS = {
 MAX_MODULE_LINES = 500
 LONG_MODULES = {
     "planner.cli": 726,
-    "planner.models.throughput": 832,
+    "planner.models.throughput": 838,
     "planner.catalog.request": 566,
     "planner.outputs.render": 636,
     "planner.solver.space": 731,

@@ -734,6 +734,55 @@ def _categories(terms: dict[str, float], raw: dict[str, float],
     }
 
 
+def _assumption_notes(cfg: TrainConfig, links: Links, gpu: GpuSpec, *, prec: str) -> list[str]:
+    """The notes on what the estimate assumed: host spans, a default network or CPU optimizer
+    where no platform is given, and fp8 run in 16 bit on a GPU without fp8 matmuls."""
+    notes: list[str] = host_span_notes(cfg, links)
+    if links.network_assumed and cfg.num_gpus > links.gpus_per_node:
+        notes.append(f"no platform: inter-node network assumed "
+                     f"{DEFAULT_INTER_NODE_GBPS_PER_GPU:g} GB/s per GPU (200 Gb/s)")
+    if links.network_assumed and cfg.offload != "none":
+        notes.append(f"no platform: CPU optimizer assumed {DEFAULT_CPU_CORES_PER_GPU} host cores "
+                     "per GPU")
+    if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
+        notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
+    return notes
+
+
+_COLLECTIVES = ("tp", "cp", "dp", "pp")
+
+
+def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Links, stack: str,
+                  compute: float, virtual_stages: int) -> tuple[dict[str, float], dict[str, float]]:
+    """(exposed, raw): seconds per step of each collective and of the offload PCIe traffic,
+    exposed past what overlaps ``compute`` under ``stack``, and before any overlap."""
+    spans = _spans(cfg, links)
+    ov = dict(eff.OVERLAP[stack])
+    if not _nvlink_class(gpu, cfg.tp):
+        ov["tp"] = 0.0  # comm-GEMM overlap (TE userbuffers) needs NVLink-class peer links
+    comm_bytes = {
+        "tp": tp_bytes_per_step(model, cfg),
+        "cp": cp_bytes_per_step(model, cfg),
+        "dp": dp_bytes_per_step(model, cfg),
+        "pp": pp_bytes_per_step(model, cfg, virtual_stages),
+    }
+    group = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": 2}
+    raw = {
+        f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
+        for k, b in comm_bytes.items()
+    }
+    raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
+    raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
+        links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
+    terms = {f"{k}_comm": exposed(raw[f"{k}_comm"], ov[k], compute) for k in comm_bytes}
+    # the reductions hid behind the backward; what is left of it hides the gather
+    left = max(0.0, ov["dp"] * compute - raw["dp_comm"])
+    terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
+                                if ov["dp"] else 0.0)
+    terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
+    return terms, raw
+
+
 def estimate_throughput(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
@@ -752,13 +801,8 @@ def estimate_throughput(
         raise PlannerError(f"unknown stack {stack!r}; known: {', '.join(eff.STACKS)}")
     links = resolve_links(gpu, platform=platform, gpus_per_node=gpus_per_node,
                           inter_node_gbps=inter_node_gbps)
-    notes: list[str] = host_span_notes(cfg, links)
-    if links.network_assumed and cfg.num_gpus > links.gpus_per_node:
-        notes.append(f"no platform: inter-node network assumed "
-                     f"{DEFAULT_INTER_NODE_GBPS_PER_GPU:g} GB/s per GPU (200 Gb/s)")
-    if links.network_assumed and cfg.offload != "none":
-        notes.append(f"no platform: CPU optimizer assumed {DEFAULT_CPU_CORES_PER_GPU} host cores "
-                     "per GPU")
+    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
+    notes = _assumption_notes(cfg, links, gpu, prec=prec)
     flops = training_flops(model, cfg)
     ref = reference_forward_flops(model, cfg)
     if ref:
@@ -766,43 +810,17 @@ def estimate_throughput(
     # rm/dpo: every example is a (chosen, rejected) pair of sequences.
     tokens_step = cfg.global_batch_size * cfg.sequences_per_example * cfg.seq_len
     per_gpu_tokens = tokens_step / cfg.num_gpus
-    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation
     compute, e_lin = compute_seconds(flops, gpu, cfg, util=util, tokens_per_gpu=per_gpu_tokens)
     bubble = compute * pipeline_bubble_fraction(cfg.pp, cfg.grad_accum, virtual_stages)
-    spans = _spans(cfg, links)
-    ov = dict(eff.OVERLAP[stack])
-    if not _nvlink_class(gpu, cfg.tp):
-        ov["tp"] = 0.0  # comm-GEMM overlap (TE userbuffers) needs NVLink-class peer links
-    comm_bytes = {
-        "tp": tp_bytes_per_step(model, cfg),
-        "cp": cp_bytes_per_step(model, cfg),
-        "dp": dp_bytes_per_step(model, cfg),
-        "pp": pp_bytes_per_step(model, cfg, virtual_stages),
-    }
-    group = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": 2}
-    raw = {
-        f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
-        for k, b in comm_bytes.items()
-    }
-    raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
-    terms = {"compute": compute, "pipeline_bubble": bubble}
-    raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
-        links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
-    for k in comm_bytes:
-        terms[f"{k}_comm"] = exposed(raw[f"{k}_comm"], ov[k], compute)
-    # the reductions hid behind the backward; what is left of it hides the gather
-    left = max(0.0, ov["dp"] * compute - raw["dp_comm"])
-    terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
-                                if ov["dp"] else 0.0)
-    terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
+    comm, raw = _comm_seconds(model, gpu, cfg, links=links, stack=stack, compute=compute,
+                              virtual_stages=virtual_stages)
+    terms = {"compute": compute, "pipeline_bubble": bubble, **comm}
     terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
     step = sum(terms.values())
-    category = _categories(terms, raw, tuple(comm_bytes))
+    category = _categories(terms, raw, _COLLECTIVES)
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
                 for k, v in category.items()})
-    if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
-        notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
     tps = tokens_step / step
     per_gpu = tps / cfg.num_gpus
     mfu = flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12)
@@ -811,22 +829,10 @@ def estimate_throughput(
     if flag:
         notes.append(flag)
     return ThroughputEstimate(
-        step_time_s=step,
-        tokens_per_step=tokens_step,
-        tokens_per_s=tps,
-        tokens_per_s_per_gpu=per_gpu,
-        achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
-        model_tflops_per_gpu=flops.model * per_gpu / 1e12,
-        mfu=mfu,
-        limited_by=limited_by,
-        terms=terms,
-        raw=raw,
-        stack=stack,
-        precision=prec,
-        efficiency=e_lin,
-        num_gpus=cfg.num_gpus,
-        nodes=hosts_for(cfg.num_gpus, links.gpus_per_node),
+        step_time_s=step, tokens_per_step=tokens_step, tokens_per_s=tps,
+        tokens_per_s_per_gpu=per_gpu, achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
+        model_tflops_per_gpu=flops.model * per_gpu / 1e12, mfu=mfu, limited_by=limited_by,
+        terms=terms, raw=raw, stack=stack, precision=prec, efficiency=e_lin,
+        num_gpus=cfg.num_gpus, nodes=hosts_for(cfg.num_gpus, links.gpus_per_node),
         notes=tuple(notes),
     )
-
-
