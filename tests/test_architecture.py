@@ -150,7 +150,6 @@ LONG_FUNCTIONS = {
     "planner.validation.validate.rl_case": 80,
     "planner.outputs.export.openrlhf._openrlhf_rl": 78,
     "planner.solver.space.RowArrays.__init__": 75,
-    "planner.models.rltime.estimate_rl_step": 73,
     "planner.catalog.hfconfig.spec_from_hf_dict": 72,
     "planner.solver.tables.memory_tables": 70,
     "planner.outputs.export.llamafactory.export_llamafactory": 71,
