@@ -281,8 +281,8 @@ def placed_step_seconds(phases: dict[str, float], cfg: TrainConfig, notes: list[
     return max(generation, train) + phases["weight sync"]
 
 
-def _role_phases(rs: tuple[Role, ...], gpu: GpuSpec, cfg: TrainConfig, *, sequences: int, stack: str,
-                 links: Links, platform: PlatformSpec | None) -> dict[str, float]:
+def _role_phases(rs: tuple[Role, ...], gpu: GpuSpec, cfg: TrainConfig, *, sequences: int,
+                 stack: str, links: Links, platform: PlatformSpec | None) -> dict[str, float]:
     """Seconds of every role's forward pass over the rollout's ``sequences``, then of every
     trained role's update."""
     phases = {}
