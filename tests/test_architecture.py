@@ -159,7 +159,6 @@ LONG_FUNCTIONS = {
     "planner.outputs.render.plan_text": 65,
     "planner.solver.space.build_space": 63,
     "planner.outputs.export.hf._hf_script_args": 62,
-    "planner.models.memory.layer_activation_bytes_per_token": 62,
     "planner.validation.validate._rl_config": 62,
     "planner.models.decode.estimate_decode": 61,
 }
@@ -171,7 +170,7 @@ LONG_MODULES = {
     "planner.catalog.request": 566,
     "planner.outputs.render": 636,
     "planner.solver.space": 731,
-    "planner.models.memory": 731,
+    "planner.models.memory": 743,
     "planner.validation.validate": 682,
     "planner.models.workloads": 592,
     "planner.solver.tune": 589,
