@@ -148,7 +148,6 @@ MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS = {
     "planner.solver.search.timed_search": 100,
     "planner.validation.validate.rl_case": 80,
-    "planner.outputs.export.openrlhf._openrlhf_rl": 78,
     "planner.solver.space.RowArrays.__init__": 75,
     "planner.catalog.hfconfig.spec_from_hf_dict": 72,
     "planner.solver.tables.memory_tables": 70,
