@@ -16,7 +16,7 @@ from conftest import tiny_config
 
 from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
-from planner.models import decode
+from planner.models import decode, flops
 from planner.models import efficiency as eff
 from planner.models import throughput as tp
 from planner.models.memory import kv_bytes_per_token
@@ -33,13 +33,13 @@ cfg = tiny_config
 
 
 def test_matmul_params(tiny):
-    assert tp.layer_matmul_params(tiny, 0) == 36_864
-    assert tp.head_matmul_params(tiny) == 64_000
-    assert tp.matmul_params(tiny) == N
+    assert flops.layer_matmul_params(tiny, 0) == 36_864
+    assert flops.head_matmul_params(tiny) == 64_000
+    assert flops.matmul_params(tiny) == N
 
 
 def test_full_training_flops(tiny):
-    f = tp.training_flops(tiny, cfg())
+    f = flops.training_flops(tiny, cfg())
     # forward 2N = 275,456; backward 4N (input + weight gradients) = 550,912
     assert f.linear_fwd == 2 * N
     assert f.linear_bwd == 4 * N
@@ -53,7 +53,7 @@ def test_full_training_flops(tiny):
 
 
 def test_lora_skips_frozen_weight_gradients(tiny):
-    f = tp.training_flops(tiny, cfg(method="lora", lora_rank=8, lora_targets=("q", "v")))
+    f = flops.training_flops(tiny, cfg(method="lora", lora_rank=8, lora_targets=("q", "v")))
     assert f.linear_bwd == 2 * N  # input gradients only
     # adapters: q 8 x (64 + 64) = 1,024 and v 8 x (64 + 32) = 768 per layer -> 3,584;
     # forward 2 + backward 4 FLOPs per adapter parameter: 6 x 3,584 = 21,504
@@ -61,17 +61,17 @@ def test_lora_skips_frozen_weight_gradients(tiny):
 
 
 def test_full_recomputation_adds_a_forward(tiny):
-    f = tp.training_flops(tiny, cfg(checkpointing="full"))
+    f = flops.training_flops(tiny, cfg(checkpointing="full"))
     assert f.recompute_linear == 2 * 73_728  # the layers, not the head
     assert f.recompute_attention == 2_048
     # without flash attention the square is computed: keys 8 -> 2,048 per layer, 2x backward
-    g = tp.training_flops(tiny, cfg(flash_attention=False, checkpointing="selective"))
+    g = flops.training_flops(tiny, cfg(flash_attention=False, checkpointing="selective"))
     assert g.attention_fwd == 4_096 and g.attention_bwd == 8_192
     assert g.recompute_attention == 4_096
 
 
 def test_freeze_backward_covers_only_the_top_layers(tiny):
-    f = tp.training_flops(tiny, cfg(method="freeze", freeze_trainable_layers=1))
+    f = flops.training_flops(tiny, cfg(method="freeze", freeze_trainable_layers=1))
     # input gradients of head + last layer 2 x (64,000 + 36,864), weight gradients 2 x 36,864
     assert f.linear_bwd == 2 * (64_000 + 36_864) + 2 * 36_864
     assert f.attention_bwd == 2.5 * 1_024
@@ -84,7 +84,7 @@ def test_moe_counts_active_experts(cat):
         if lin.group != "expert"
     )
     expert = 3 * m.hidden_size * m.moe.expert_ffn_hidden_size  # one SwiGLU expert
-    assert tp.layer_matmul_params(m, 0) == dense_like + 2 * expert  # top-2 of 8
+    assert flops.layer_matmul_params(m, 0) == dense_like + 2 * expert  # top-2 of 8
 
 
 def test_links_of_a_pcie_card(gpu):
@@ -200,7 +200,7 @@ def test_h100_70b_lora_is_compute_bound_with_plausible_mfu(cat):
     assert not any("floor" in n for n in est.notes)
     assert est.nodes == 1
     # tokens/s per GPU x model FLOPs = model TFLOP/s per GPU
-    f = tp.training_flops(m, c)
+    f = flops.training_flops(m, c)
     assert est.model_tflops_per_gpu == pytest.approx(est.tokens_per_s_per_gpu * f.model / 1e12)
 
 

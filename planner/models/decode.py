@@ -10,16 +10,14 @@ from planner.catalog.params import count_params
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models.flops import attention_fwd_flops_per_layer, matmul_params, peak_tflops
 from planner.models.memory import (
     GIB,
     kv_bytes_per_token,
 )
 from planner.models.throughput import (
     Links,
-    attention_fwd_flops_per_layer,
     forward_flops_per_token,
-    matmul_params,
-    peak_tflops,
     resolve_links,
     ring_factor,
 )
@@ -95,6 +93,25 @@ def _decode_step(
     return max(mem_t, comp_t) + comm_t, bound
 
 
+def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: int, span: float,
+                     segments: int, tp: int, batch: int, weights: float, kv_bytes: float,
+                     bw_eff: float, peak_flops: float, links: Links
+                     ) -> tuple[float, list[str], list[float]]:
+    """(seconds, bounds, step times) of decoding ``segments`` spans of ``span`` tokens each,
+    every span at its midpoint context (midpoint rule); the rest as _decode_step takes them."""
+    decode = 0.0
+    bounds: list[str] = []
+    steps = []
+    for k in range(segments):
+        ctx = prompt_len + (k + 0.5) * span
+        t, b = _decode_step(model, gpu, tp=tp, batch=batch, context=ctx, weights=weights,
+                            kv_bytes=kv_bytes, bw_eff=bw_eff, peak_flops=peak_flops, links=links)
+        decode += t * span
+        bounds.append(b)
+        steps.append(t)
+    return decode, bounds, steps
+
+
 def estimate_decode(
     model: ModelSpec, gpu: GpuSpec, *, prompt_len: int, response_len: int, tp: int = 1,
     batch: int | None = None, precision: str = "bf16", weight_bits: int | None = None,
@@ -128,18 +145,10 @@ def estimate_decode(
     peak = peak_tflops(gpu, prec)
     fwd = forward_flops_per_token(model, prompt_len)
     prefill = batch * prompt_len * fwd / tp / (peak * 1e12 * c_eff)
-    span = response_len / segments
-    decode = 0.0
-    bounds: list[str] = []
-    steps = []
-    for k in range(segments):
-        ctx = prompt_len + (k + 0.5) * span
-        t, b = _decode_step(model, gpu, tp=tp, batch=batch, context=ctx, weights=wbytes,
-                            kv_bytes=kvb, bw_eff=bw_eff, peak_flops=peak * 1e12 * c_eff,
-                            links=links)
-        decode += t * span
-        bounds.append(b)
-        steps.append(t)
+    decode, bounds, steps = _decode_segments(
+        model, gpu, prompt_len=prompt_len, span=response_len / segments, segments=segments,
+        tp=tp, batch=batch, weights=wbytes, kv_bytes=kvb, bw_eff=bw_eff,
+        peak_flops=peak * 1e12 * c_eff, links=links)
     total = prefill + decode
     out = batch * response_len / total
     return DecodeEstimate(

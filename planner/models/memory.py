@@ -373,6 +373,35 @@ def tokens_per_gpu(cfg: TrainConfig) -> int:
 NORM_READERS = {"attention": ("q", "k", "v", "q_a", "kv_a"), "mlp": ("gate", "up")}
 
 
+def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str] | None) -> float:
+    """Bytes per token the layer's two norms keep (layer_activation_bytes_per_token): their
+    inputs, the normalised inputs when the norm weights train (``trained`` None: everything
+    trains) and their outputs when a matrix reading them trains."""
+    h, b = model.hidden_size, 2
+    reads = {part: trained is None or any(n in trained for n in names)
+             for part, names in NORM_READERS.items()}
+    outputs = h * b * (reads["attention"] + reads["mlp"])
+    if cfg.compiled:
+        return 2 * h * b + outputs  # the layer input, o's output; normalised parts recomputed
+    if model.norm == "rmsnorm":
+        return 2 * h * 4 + (2 * h * b if trained is None else 0) + outputs
+    return 2 * h * b + outputs
+
+
+def _mlp_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str] | None) -> float:
+    """Bytes per token the layer's MLP keeps (layer_activation_bytes_per_token), with an MoE
+    layer's router logits and routed copies."""
+    down = trained is None or "down" in trained
+    # gated: gate out, up out (+ act(gate) unless compiled); plain: the activation's input
+    kept = (2 if cfg.compiled else 3) if model.activation in ("swiglu", "geglu") else 1
+    per_f = kept + down  # + the down projection's input when it trains
+    mlp = per_f * _mlp_width(model) * 2
+    if model.moe is not None:
+        mlp += model.moe.num_experts * 4  # fp32 router logits
+        mlp += routed_copies_bytes_per_token(model)
+    return mlp
+
+
 def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
     """16-bit activations one layer saves for backward, per token, without recomputation.
 
@@ -402,29 +431,12 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     Hugging Face Llama layer and in torchtune's (eager and AOT-partitioned, full and LoRA;
     torch 2.14 on CPU), recorded in tests/data/saved_activations.json.
     """
-    h, b = model.hidden_size, 2
+    b = 2
     g = model.num_kv_heads / model.num_attention_heads
     q_dim = model.num_attention_heads * model.head_dim
     trained = _trained_matrices(model, cfg)
-    reads = {part: trained is None or any(n in trained for n in names)
-             for part, names in NORM_READERS.items()}
-    down = trained is None or "down" in trained
     attn = q_dim * (2 + 2 * g) * b
-    outputs = h * b * (reads["attention"] + reads["mlp"])
-    if cfg.compiled:
-        norms = 2 * h * b + outputs  # the layer input, o's output; normalised parts recomputed
-    elif model.norm == "rmsnorm":
-        norms = 2 * h * 4 + (2 * h * b if trained is None else 0) + outputs
-    else:
-        norms = 2 * h * b + outputs
-    # gated: gate out, up out (+ act(gate) unless compiled); plain: the activation's input
-    kept = (2 if cfg.compiled else 3) if model.activation in ("swiglu", "geglu") else 1
-    per_f = kept + down  # + the down projection's input when it trains
-    mlp = per_f * _mlp_width(model) * b
-    if model.moe is not None:
-        mlp += model.moe.num_experts * 4  # fp32 router logits
-        mlp += routed_copies_bytes_per_token(model)
-    total = attn + norms + mlp
+    total = attn + _norm_saved_bytes(model, cfg, trained) + _mlp_saved_bytes(model, cfg, trained)
     if not cfg.flash_attention:
         total += eager_softmax_bytes_per_token(model, cfg) * cfg.tp
     if cfg.expand_kv_heads or not cfg.flash_attention:

@@ -281,6 +281,35 @@ def placed_step_seconds(phases: dict[str, float], cfg: TrainConfig, notes: list[
     return max(generation, train) + phases["weight sync"]
 
 
+def _role_phases(rs: tuple[Role, ...], gpu: GpuSpec, cfg: TrainConfig, *, sequences: int,
+                 stack: str, links: Links, platform: PlatformSpec | None) -> dict[str, float]:
+    """Seconds of every role's forward pass over the rollout's ``sequences``, then of every
+    trained role's update."""
+    phases = {}
+    n_train = trainer_gpus(cfg)
+    for r in rs:
+        # Padding-free passes (mean_seq_len) see the role config's tokens per sequence; with
+        # split placement each role's pass runs on its own group's GPUs.
+        gpus = r.cfg.num_gpus if cfg.placement == "split" else n_train
+        phases[f"{r.name} forward"] = forward_seconds(
+            r.model, gpu, r.cfg, tokens=sequences * r.cfg.seq_len, gpus=gpus, stack=stack,
+            links=links, batch=cfg.logprob_batch)
+    for r in rs:
+        if r.trained:
+            phases[f"{r.name} update"] = update_seconds(r, gpu, sequences, platform=platform,
+                                                        stack=stack)
+    return phases
+
+
+def _offload_bytes(rs: tuple[Role, ...], cfg: TrainConfig, side: EngineSide) -> float:
+    """Bytes moved over the host link per iteration: the idle roles' 16-bit state out and back
+    (cfg.offload_idle) and the engine's sleep/wake traffic."""
+    moved = 0.0
+    if cfg.offload_idle:
+        moved += 2 * sum(sum(resident_terms(r, "bf16").values()) for r in rs)
+    return moved + side.sleep_bytes
+
+
 def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
@@ -303,7 +332,6 @@ def estimate_rl_step(
     if decode_efficiency is None:
         decode_efficiency = rollout_decode_efficiency(cfg)
     rs = roles(model, cfg, critic=critic, reward=reward)
-    n_train = trainer_gpus(cfg)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
     tokens = seqs * cfg.seq_len
     if side is None:
@@ -319,22 +347,10 @@ def estimate_rl_step(
             model, gpu, cfg.prompt_len + cfg.response_len, tp=cfg.rollout_tp, platform=platform,
             steps=max_response_len - cfg.response_len, efficiency=decode_efficiency,
             precision=rollout_precision)
-    for r in rs:
-        # Padding-free passes (mean_seq_len) see the role config's tokens per sequence; with
-        # split placement each role's pass runs on its own group's GPUs.
-        gpus = r.cfg.num_gpus if cfg.placement == "split" else n_train
-        phases[f"{r.name} forward"] = forward_seconds(
-            r.model, gpu, r.cfg, tokens=seqs * r.cfg.seq_len, gpus=gpus, stack=stack, links=links,
-            batch=cfg.logprob_batch)
-    for r in rs:
-        if r.trained:
-            phases[f"{r.name} update"] = update_seconds(r, gpu, seqs, platform=platform,
-                                                        stack=stack)
+    phases.update(_role_phases(rs, gpu, cfg, sequences=seqs, stack=stack, links=links,
+                               platform=platform))
     phases["weight sync"] = side.weight_sync_s
-    moved = 0.0
-    if cfg.offload_idle:
-        moved += 2 * sum(sum(resident_terms(r, "bf16").values()) for r in rs)
-    moved += side.sleep_bytes
+    moved = _offload_bytes(rs, cfg, side)
     if moved:
         phases["offload traffic"] = moved / (links.host_link_gbps * 1e9)
     step = placed_step_seconds(phases, cfg, notes)

@@ -28,11 +28,20 @@ import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from planner.catalog.params import count_params, layer_linears, lora_params
+from planner.catalog.params import count_params, layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models.flops import (
+    FlopsPerToken,
+    attention_fwd_flops_per_layer,
+    backward_layers,
+    matmul_params,
+    matmul_precision,
+    peak_tflops,
+    training_flops,
+)
 from planner.models.memory import (
     NF4_BYTES_PER_PARAM,
     params_on_gpu,
@@ -56,197 +65,6 @@ _GPU_PCIE_GEN = {
     "nvlink4": 5, "nvlink4-bridge": 5, "nvlink5": 5, "infinity-fabric": 5, "hccs": 4,
     "roce-100gbe": 4, "roce-200gbe": 5,
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# Peaks
-# ---------------------------------------------------------------------------------------------
-def matmul_precision(gpu: GpuSpec, cfg_precision: str) -> str:
-    """fp8 where the GPU has fp8 tensor cores, fp32 as asked, otherwise 16-bit."""
-    if cfg_precision == "fp8" and gpu.fp8_dense_tflops:
-        return "fp8"
-    return "fp32" if cfg_precision == "fp32" else "bf16"
-
-
-def peak_tflops(gpu: GpuSpec, precision: str) -> float:
-    """Dense peak TFLOPS: fp8 column for fp8; TF32 = half the bf16 peak for fp32 (A100/H100
-    datasheets); bf16 (FP16 tensor on V100/T4, gpus_README) otherwise."""
-    if precision == "fp8" and gpu.fp8_dense_tflops:
-        return gpu.fp8_dense_tflops
-    if precision == "fp32":
-        return gpu.bf16_dense_tflops / 2
-    return gpu.bf16_dense_tflops
-
-
-# ---------------------------------------------------------------------------------------------
-# FLOPs per token (whole model)
-# ---------------------------------------------------------------------------------------------
-@lru_cache(maxsize=1024)
-def layer_matmul_params(model: ModelSpec, layer: int) -> float:
-    """Weight parameters a token multiplies in one layer: every linear, routed experts counted
-    top_k of num_experts times (MoE compute counts active experts, DESIGN.md s.4)."""
-    total = 0.0
-    for lin in layer_linears(model, layer):
-        n = lin.d_in * lin.d_out
-        if lin.group == "expert" and model.moe is not None:
-            total += n * model.moe.experts_per_token
-        else:
-            total += n * lin.count
-    return total
-
-
-def head_matmul_params(model: ModelSpec) -> float:
-    """LM head (vocab x e, tied or not: the logits are a matmul either way) plus OPT-350m's
-    project_in/out (2 e h) when the embedding width differs."""
-    h, e = model.hidden_size, model.word_embed_proj_dim or model.hidden_size
-    return model.vocab_size * e + (2 * e * h if e != h else 0)
-
-
-@lru_cache(maxsize=256)
-def matmul_params(model: ModelSpec) -> float:
-    """N of the 6N rule: active matmul parameters of all layers plus the head."""
-    return sum(layer_matmul_params(model, i) for i in range(model.num_layers)) + head_matmul_params(
-        model
-    )
-
-
-def attention_widths(model: ModelSpec) -> tuple[int, int]:
-    """(q.k width, value width) summed over heads: heads x head_dim each; MLA uses
-    heads x (nope + rope) for scores and heads x v_head_dim for values."""
-    if model.mla is not None:
-        a = model.mla
-        heads = model.num_attention_heads
-        return heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), heads * a.v_head_dim
-    width = model.num_attention_heads * model.head_dim
-    return width, width
-
-
-def attention_fwd_flops_per_layer(model: ModelSpec, seq_len: int, *, causal_skip: bool) -> float:
-    """Forward attention FLOPs per token and layer: 2 x keys x (qk width) for the scores plus
-    2 x keys x (v width) for the weighted sum, keys = seq/2 when a causal kernel skips the
-    masked half (flash attention), seq otherwise (Narayanan et al. 2021 count seq)."""
-    qk, v = attention_widths(model)
-    keys = seq_len / 2 if causal_skip else seq_len
-    return 2 * keys * (qk + v)
-
-
-def backward_layers(model: ModelSpec, cfg: TrainConfig) -> int:
-    """Layers that run a backward pass: all of them, except with 'freeze' tuning (only the last
-    k trainable layers; nothing below them needs a gradient)."""
-    if cfg.method == "freeze":
-        return min(cfg.freeze_trainable_layers, model.num_layers)
-    return model.num_layers
-
-
-@lru_cache(maxsize=1024)
-def _layers_from_top(model: ModelSpec, count: int) -> float:
-    return sum(layer_matmul_params(model, i) for i in range(model.num_layers - count,
-                                                           model.num_layers))
-
-
-def op_sac_recomputed_fraction(model: ModelSpec) -> float:
-    """Share of a layer's matmul FLOPs that op-level selective checkpointing recomputes: the
-    matmuls whose outputs it does not keep (every second one in execution order; routed experts,
-    grouped GEMMs outside the save list, all of theirs; memory.op_sac_bytes_per_token)."""
-    done = again = 0.0
-    position = 0
-    for lin in layer_linears(model, model.num_layers - 1):
-        if lin.group == "expert":
-            flops = lin.d_in * lin.d_out * (model.moe.experts_per_token if model.moe else 1)
-            again += flops
-        else:
-            flops = lin.d_in * lin.d_out * lin.count
-            position += 1
-            again += flops if position % 2 == 0 else 0.0
-        done += flops
-    return again / done
-
-
-@dataclass(frozen=True)
-class FlopsPerToken:
-    """Executed FLOPs per training token for the whole model, by kind."""
-
-    linear_fwd: float
-    linear_bwd: float
-    attention_fwd: float
-    attention_bwd: float
-    recompute_linear: float
-    recompute_attention: float
-    adapter: float
-    model: float  # MFU numerator per token (see MFU_DEFINITION)
-
-    @property
-    def linear(self) -> float:
-        """Work that runs in the matmul precision (fp8 under an fp8 recipe)."""
-        return self.linear_fwd + self.linear_bwd + self.recompute_linear
-
-    @property
-    def sixteen_bit(self) -> float:
-        """Work that stays in 16 bit: attention (fp8 recipes keep bf16 attention) and adapters."""
-        return self.attention_fwd + self.attention_bwd + self.recompute_attention + self.adapter
-
-    @property
-    def total(self) -> float:
-        """FLOPs per token, matmul and 16-bit elementwise together."""
-        return self.linear + self.sixteen_bit
-
-
-def linear_backward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Backward matmul FLOPs per token: input gradient (2 x weights) for every layer on the
-    backward path and the head, weight gradient (2 x weights) for trained weights only. Full
-    training: 4N. LoRA/QLoRA/DoRA skip frozen weight gradients: 2N (Hu et al. 2021).
-    Freeze: input and weight gradients of the last k layers and the head's input gradient."""
-    head = head_matmul_params(model)
-    if cfg.method == "full":
-        return 4 * (matmul_params(model))
-    if cfg.method == "freeze":
-        top = _layers_from_top(model, backward_layers(model, cfg))
-        return 2 * (head + top) + 2 * top
-    return 2 * matmul_params(model)
-
-
-def adapter_flops(model: ModelSpec, cfg: TrainConfig) -> float:
-    """LoRA A and B matmuls: forward 2 x adapter params, backward input + weight gradients
-    4 x adapter params per token (Hu et al. 2021). DoRA's magnitude scaling is elementwise."""
-    if not cfg.is_peft:
-        return 0.0
-    return 6.0 * lora_params(model, cfg.rank, cfg.lora_targets)
-
-
-def training_flops(model: ModelSpec, cfg: TrainConfig) -> FlopsPerToken:
-    """FLOPs per token of one training step on ``cfg.seq_len`` tokens per sequence.
-
-    Attention: flash attention skips the masked half (causal) and its backward recomputes the
-    scores: 2.5x forward (5 matmuls vs 2; Dao et al. 2022); eager attention computes the full
-    square with a 2x backward. Full recomputation repeats the forward of the layers that save
-    activations (Korthikanti et al. 2022); selective recomputation repeats the attention core,
-    which flash attention already recomputes (no extra work then); op-level selective
-    checkpointing repeats the matmuls it does not keep (op_sac_recomputed_fraction).
-    """
-    flash = cfg.flash_attention
-    s, L = cfg.seq_len, model.num_layers
-    nb = backward_layers(model, cfg)
-    attn_layer = attention_fwd_flops_per_layer(model, s, causal_skip=flash)
-    attn_fwd = L * attn_layer
-    attn_bwd = nb * attn_layer * (2.5 if flash else 2.0)
-    linear_fwd = 2 * matmul_params(model)
-    rec_lin = rec_att = 0.0
-    if cfg.checkpointing == "full":
-        rec_lin = 2 * _layers_from_top(model, nb)
-        rec_att = nb * attn_layer
-    elif cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op":
-        rec_lin = 2 * _layers_from_top(model, nb) * op_sac_recomputed_fraction(model)
-    elif cfg.checkpointing == "selective" and not flash:
-        rec_att = nb * attn_layer
-    adapter = adapter_flops(model, cfg)
-    lin_bwd = linear_backward_flops(model, cfg)
-    full_attn = attention_fwd_flops_per_layer(model, s, causal_skip=False)
-    model_flops = linear_fwd + lin_bwd + adapter + (L + 2 * nb) * full_attn
-    return FlopsPerToken(
-        linear_fwd=linear_fwd, linear_bwd=lin_bwd, attention_fwd=attn_fwd,
-        attention_bwd=attn_bwd, recompute_linear=rec_lin, recompute_attention=rec_att,
-        adapter=adapter, model=model_flops,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -734,6 +552,55 @@ def _categories(terms: dict[str, float], raw: dict[str, float],
     }
 
 
+def _assumption_notes(cfg: TrainConfig, links: Links, gpu: GpuSpec, *, prec: str) -> list[str]:
+    """The notes on what the estimate assumed: host spans, a default network or CPU optimizer
+    where no platform is given, and fp8 run in 16 bit on a GPU without fp8 matmuls."""
+    notes: list[str] = host_span_notes(cfg, links)
+    if links.network_assumed and cfg.num_gpus > links.gpus_per_node:
+        notes.append(f"no platform: inter-node network assumed "
+                     f"{DEFAULT_INTER_NODE_GBPS_PER_GPU:g} GB/s per GPU (200 Gb/s)")
+    if links.network_assumed and cfg.offload != "none":
+        notes.append(f"no platform: CPU optimizer assumed {DEFAULT_CPU_CORES_PER_GPU} host cores "
+                     "per GPU")
+    if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
+        notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
+    return notes
+
+
+_COLLECTIVES = ("tp", "cp", "dp", "pp")
+
+
+def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Links, stack: str,
+                  compute: float, virtual_stages: int) -> tuple[dict[str, float], dict[str, float]]:
+    """(exposed, raw): seconds per step of each collective and of the offload PCIe traffic,
+    exposed past what overlaps ``compute`` under ``stack``, and before any overlap."""
+    spans = _spans(cfg, links)
+    ov = dict(eff.OVERLAP[stack])
+    if not _nvlink_class(gpu, cfg.tp):
+        ov["tp"] = 0.0  # comm-GEMM overlap (TE userbuffers) needs NVLink-class peer links
+    comm_bytes = {
+        "tp": tp_bytes_per_step(model, cfg),
+        "cp": cp_bytes_per_step(model, cfg),
+        "dp": dp_bytes_per_step(model, cfg),
+        "pp": pp_bytes_per_step(model, cfg, virtual_stages),
+    }
+    group = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": 2}
+    raw = {
+        f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
+        for k, b in comm_bytes.items()
+    }
+    raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
+    raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
+        links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
+    terms = {f"{k}_comm": exposed(raw[f"{k}_comm"], ov[k], compute) for k in comm_bytes}
+    # the reductions hid behind the backward; what is left of it hides the gather
+    left = max(0.0, ov["dp"] * compute - raw["dp_comm"])
+    terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
+                                if ov["dp"] else 0.0)
+    terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
+    return terms, raw
+
+
 def estimate_throughput(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
@@ -752,13 +619,8 @@ def estimate_throughput(
         raise PlannerError(f"unknown stack {stack!r}; known: {', '.join(eff.STACKS)}")
     links = resolve_links(gpu, platform=platform, gpus_per_node=gpus_per_node,
                           inter_node_gbps=inter_node_gbps)
-    notes: list[str] = host_span_notes(cfg, links)
-    if links.network_assumed and cfg.num_gpus > links.gpus_per_node:
-        notes.append(f"no platform: inter-node network assumed "
-                     f"{DEFAULT_INTER_NODE_GBPS_PER_GPU:g} GB/s per GPU (200 Gb/s)")
-    if links.network_assumed and cfg.offload != "none":
-        notes.append(f"no platform: CPU optimizer assumed {DEFAULT_CPU_CORES_PER_GPU} host cores "
-                     "per GPU")
+    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
+    notes = _assumption_notes(cfg, links, gpu, prec=prec)
     flops = training_flops(model, cfg)
     ref = reference_forward_flops(model, cfg)
     if ref:
@@ -766,43 +628,17 @@ def estimate_throughput(
     # rm/dpo: every example is a (chosen, rejected) pair of sequences.
     tokens_step = cfg.global_batch_size * cfg.sequences_per_example * cfg.seq_len
     per_gpu_tokens = tokens_step / cfg.num_gpus
-    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation
     compute, e_lin = compute_seconds(flops, gpu, cfg, util=util, tokens_per_gpu=per_gpu_tokens)
     bubble = compute * pipeline_bubble_fraction(cfg.pp, cfg.grad_accum, virtual_stages)
-    spans = _spans(cfg, links)
-    ov = dict(eff.OVERLAP[stack])
-    if not _nvlink_class(gpu, cfg.tp):
-        ov["tp"] = 0.0  # comm-GEMM overlap (TE userbuffers) needs NVLink-class peer links
-    comm_bytes = {
-        "tp": tp_bytes_per_step(model, cfg),
-        "cp": cp_bytes_per_step(model, cfg),
-        "dp": dp_bytes_per_step(model, cfg),
-        "pp": pp_bytes_per_step(model, cfg, virtual_stages),
-    }
-    group = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": 2}
-    raw = {
-        f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
-        for k, b in comm_bytes.items()
-    }
-    raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
-    terms = {"compute": compute, "pipeline_bubble": bubble}
-    raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
-        links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
-    for k in comm_bytes:
-        terms[f"{k}_comm"] = exposed(raw[f"{k}_comm"], ov[k], compute)
-    # the reductions hid behind the backward; what is left of it hides the gather
-    left = max(0.0, ov["dp"] * compute - raw["dp_comm"])
-    terms["dp_comm"] += exposed(raw["gather_comm"], ov["gather"], left / ov["dp"]
-                                if ov["dp"] else 0.0)
-    terms["offload_pcie"] = exposed(raw["offload_pcie"], ov["pcie"], compute)
+    comm, raw = _comm_seconds(model, gpu, cfg, links=links, stack=stack, compute=compute,
+                              virtual_stages=virtual_stages)
+    terms = {"compute": compute, "pipeline_bubble": bubble, **comm}
     terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
     step = sum(terms.values())
-    category = _categories(terms, raw, tuple(comm_bytes))
+    category = _categories(terms, raw, _COLLECTIVES)
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
                 for k, v in category.items()})
-    if cfg.precision == "fp8" and prec != "fp8":  # fp16 and bf16 share the 16-bit rate
-        notes.append(f"{gpu.id} has no fp8 matmuls: they run in 16 bit")
     tps = tokens_step / step
     per_gpu = tps / cfg.num_gpus
     mfu = flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12)
@@ -811,22 +647,10 @@ def estimate_throughput(
     if flag:
         notes.append(flag)
     return ThroughputEstimate(
-        step_time_s=step,
-        tokens_per_step=tokens_step,
-        tokens_per_s=tps,
-        tokens_per_s_per_gpu=per_gpu,
-        achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
-        model_tflops_per_gpu=flops.model * per_gpu / 1e12,
-        mfu=mfu,
-        limited_by=limited_by,
-        terms=terms,
-        raw=raw,
-        stack=stack,
-        precision=prec,
-        efficiency=e_lin,
-        num_gpus=cfg.num_gpus,
-        nodes=hosts_for(cfg.num_gpus, links.gpus_per_node),
+        step_time_s=step, tokens_per_step=tokens_step, tokens_per_s=tps,
+        tokens_per_s_per_gpu=per_gpu, achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
+        model_tflops_per_gpu=flops.model * per_gpu / 1e12, mfu=mfu, limited_by=limited_by,
+        terms=terms, raw=raw, stack=stack, precision=prec, efficiency=e_lin,
+        num_gpus=cfg.num_gpus, nodes=hosts_for(cfg.num_gpus, links.gpus_per_node),
         notes=tuple(notes),
     )
-
-

@@ -29,6 +29,7 @@ from planner.catalog.specs import (
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.bands import request_margin
+from planner.models.flops import matmul_precision, peak_tflops, training_flops
 from planner.models.rltime import (
     engine_side,
     gathered_weight_bytes,
@@ -37,12 +38,9 @@ from planner.models.rltime import (
 )
 from planner.models.throughput import (
     forward_flops_per_token,
-    matmul_precision,
-    peak_tflops,
     pipeline_bubble_fraction,
     resolve_links,
     ring_factor,
-    training_flops,
 )
 from planner.models.workloads import (
     Engine,

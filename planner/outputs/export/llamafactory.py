@@ -45,18 +45,12 @@ TEMPLATES = (("qwen", "qwen"), ("llama-3", "llama3"), ("llama-2", "llama2"),
              ("deepseek", "deepseek3"))
 
 
-def export_llamafactory(job: Job, out: _Out) -> ExportResult:
-    """A LLaMA-Factory training config (YAML) for the job."""
+def _llamafactory_tuning(job: Job, out: _Out) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(model keys, method keys) of the fine-tuning method: LoRA/DoRA's rank and targets,
+    QLoRA's bitsandbytes quantization, freeze tuning's trainable layers."""
     cfg = job.cfg
-    if cfg.workload == "grpo":
-        out.refuse("GRPO (LLaMA-Factory stages: pt, sft, rm, dpo, ppo, kto)", RL_HINT)
-    _need_data_parallel(job, out, "LLaMA-Factory trains data parallel only; use --format "
-                                  "torchrun (Megatron-LM arguments)")
-    _offload_optimizer(job, out)
-    stage = LLAMAFACTORY_STAGES[cfg.workload]
-    model: dict[str, Any] = {"model_name_or_path": job.model_path, "trust_remote_code": True}
-    method: dict[str, Any] = {"stage": stage, "do_train": True,
-                              "finetuning_type": "lora" if cfg.is_peft else cfg.method}
+    model: dict[str, Any] = {}
+    method: dict[str, Any] = {}
     if cfg.is_peft:
         targets = _lora_targets(cfg)
         method.update({"lora_rank": cfg.rank, "lora_alpha": cfg.lora_alpha,
@@ -73,14 +67,13 @@ def export_llamafactory(job: Job, out: _Out) -> ExportResult:
     if cfg.method == "freeze":
         method.update({"freeze_trainable_layers": cfg.freeze_trainable_layers,
                        "freeze_trainable_modules": "all"})
-    if cfg.workload == "dpo":
-        method.update(_llamafactory_dpo(job, out))
-    ds = _llamafactory_deepspeed(job, out)
-    if ds:
-        method["deepspeed"] = ds
-    dataset: dict[str, Any] = {"dataset": LLAMAFACTORY_DATA[stage], "template": _template(job),
-                               "cutoff_len": cfg.prompt_len if cfg.is_rl else cfg.seq_len}
-    output = {"output_dir": f"saves/{job.model}/{method['finetuning_type']}/{stage}"}
+    return model, method
+
+
+def _llamafactory_train(job: Job, out: _Out) -> dict[str, Any]:
+    """The train section: batch, clipping, optimizer, checkpointing, kernels, precision and
+    PPO's keys."""
+    cfg = job.cfg
     train: dict[str, Any] = {
         "per_device_train_batch_size": cfg.micro_batch_size,
         "gradient_accumulation_steps": cfg.grad_accum,
@@ -96,6 +89,33 @@ def export_llamafactory(job: Job, out: _Out) -> ExportResult:
         train["torch_compile"] = True
     if cfg.workload == "ppo":
         train.update(_llamafactory_ppo(job, out))
+    return train
+
+
+def export_llamafactory(job: Job, out: _Out) -> ExportResult:
+    """A LLaMA-Factory training config (YAML) for the job."""
+    cfg = job.cfg
+    if cfg.workload == "grpo":
+        out.refuse("GRPO (LLaMA-Factory stages: pt, sft, rm, dpo, ppo, kto)", RL_HINT)
+    _need_data_parallel(job, out, "LLaMA-Factory trains data parallel only; use --format "
+                                  "torchrun (Megatron-LM arguments)")
+    _offload_optimizer(job, out)
+    stage = LLAMAFACTORY_STAGES[cfg.workload]
+    model: dict[str, Any] = {"model_name_or_path": job.model_path, "trust_remote_code": True}
+    method: dict[str, Any] = {"stage": stage, "do_train": True,
+                              "finetuning_type": "lora" if cfg.is_peft else cfg.method}
+    quant, tuned = _llamafactory_tuning(job, out)
+    model.update(quant)
+    method.update(tuned)
+    if cfg.workload == "dpo":
+        method.update(_llamafactory_dpo(job, out))
+    ds = _llamafactory_deepspeed(job, out)
+    if ds:
+        method["deepspeed"] = ds
+    dataset: dict[str, Any] = {"dataset": LLAMAFACTORY_DATA[stage], "template": _template(job),
+                               "cutoff_len": cfg.prompt_len if cfg.is_rl else cfg.seq_len}
+    output = {"output_dir": f"saves/{job.model}/{method['finetuning_type']}/{stage}"}
+    train = _llamafactory_train(job, out)
     _checkpointing_warning(job, out, "gradient checkpointing (LLaMA-Factory's default)")
     if cfg.fsdp:
         _fsdp_offload_warning(job, out)

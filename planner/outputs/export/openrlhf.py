@@ -201,8 +201,9 @@ def _openrlhf_supervised(job: Job, out: _Out) -> list[tuple[str, Any]]:
     return flags
 
 
-def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str, ...],
-                                                tuple[str, ...]]:
+def _openrlhf_placement(job: Job, out: _Out) -> tuple[int, int, list[tuple[str, Any]]]:
+    """(trainer GPUs, vLLM engines, placement flags) of the RL plan's placement; refuses what
+    OpenRLHF cannot place."""
     cfg = job.cfg
     ppo = cfg.workload == "ppo"
     tp = cfg.rollout_tp
@@ -234,6 +235,14 @@ def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str,
         trainer = trainer_gpus(cfg)
         engines = rollout_gpu_count(cfg) // tp
         place = [("--colocate_actor_ref", cfg.reference)]
+    return trainer, engines, place
+
+
+def _openrlhf_role_nodes(job: Job, out: _Out, trainer: int) -> list[tuple[str, Any]]:
+    """The nodes and GPUs per node of every role (split placement: the role's own group;
+    otherwise the ``trainer`` GPUs)."""
+    cfg = job.cfg
+    ppo = cfg.workload == "ppo"
     roles = ["actor"] + (["ref"] if cfg.reference else []) + (["critic"] if ppo else []) + \
         (["reward"] if job.reward_model else [])
     res: list[tuple[str, Any]] = []
@@ -246,6 +255,16 @@ def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str,
             out.refuse(f"{gpus} {name} GPUs on {nodes} nodes (OpenRLHF needs the same GPUs per "
                        "node)", "re-plan with another GPU count")
         res += [(f"--{role}_num_nodes", nodes), (f"--{role}_num_gpus_per_node", per_node)]
+    return res
+
+
+def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str, ...],
+                                                tuple[str, ...]]:
+    cfg = job.cfg
+    ppo = cfg.workload == "ppo"
+    tp = cfg.rollout_tp
+    trainer, engines, place = _openrlhf_placement(job, out)
+    res = _openrlhf_role_nodes(job, out, trainer)
     if job.engine_utilization is None:
         out.warn("the plan has no engine memory fraction: OpenRLHF's default "
                  "--vllm_gpu_memory_utilization (0.95) is left in place")
