@@ -36,7 +36,8 @@ from planner.inputs import (
 )
 from planner.models.bands import memory_headroom, planning_margin
 from planner.models.cost import CostEstimate, Job, define_job, job_cost, job_notes
-from planner.models.memory import GIB, MemoryEstimate, usable_host_ram_gib
+from planner.models.host_ram import usable_host_ram_gib
+from planner.models.memory import GIB, MemoryEstimate
 from planner.models.rltime import workload_throughput
 from planner.models.workloads import estimate_memory
 from planner.outputs import render

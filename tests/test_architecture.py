@@ -167,7 +167,7 @@ LONG_MODULES = {
     "planner.catalog.request": 566,
     "planner.outputs.render": 636,
     "planner.solver.space": 731,
-    "planner.models.memory": 743,
+    "planner.models.memory": 710,
     "planner.validation.validate": 682,
     "planner.models.workloads": 592,
     "planner.solver.tune": 589,

@@ -7,12 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog.load import load_catalog
-from planner.models.memory import (
-    GIB,
-    device_overhead_bytes,
-    phase_terms,
-    reserved_bytes,
-)
+from planner.models.memory import GIB, device_overhead_bytes, phase_terms, reserved_bytes
 from planner.models.workloads import estimate_memory
 from planner.solver.tables import PHASES, activation_reserved_bytes, states_coefficients
 

@@ -11,10 +11,7 @@ from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.flops import attention_fwd_flops_per_layer, matmul_params, peak_tflops
-from planner.models.memory import (
-    GIB,
-    kv_bytes_per_token,
-)
+from planner.models.memory import GIB, kv_bytes_per_token
 from planner.models.throughput import (
     Links,
     forward_flops_per_token,

@@ -360,11 +360,6 @@ def usable_mib(memory_gib: float, margin: float) -> int:
     return int(usable_capacity(memory_gib * 1024, margin))
 
 
-def usable_host_ram_gib(installed_gib: float) -> float:
-    """Host RAM a job may plan to use: the installed RAM less calibration.HOST_RAM_MARGIN."""
-    return installed_gib * (1 - cal.HOST_RAM_MARGIN)
-
-
 def tokens_per_gpu(cfg: TrainConfig) -> int:
     """Tokens of one micro-batch on one GPU (context parallel splits the sequence)."""
     return cfg.micro_batch_size * cfg.seq_len // cfg.cp
@@ -636,34 +631,6 @@ def engine_utilization_to_set(cfg: TrainConfig, est: MemoryEstimate | None) -> f
     if cfg.gpu_memory_utilization is not None or not cfg.is_rl or u is None:
         return cfg.gpu_memory_utilization
     return math.ceil(u * 100) / 100
-
-
-def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> float:
-    """Host RAM of one node: offloaded states of its GPUs (+ pinned staging overhead) plus the
-    resident memory of one process per GPU.
-
-    optimizer offload (DeepSpeed ZeRO-Offload / FSDP CPU offload): fp32 master (4) + moments
-    (state bytes) + fp32 gradients (4) per trainable parameter shard, on the host.
-    optimizer+params: also the 16-bit (QLoRA: 4-bit) weight shard.
-    """
-    ranks = min(gpus_per_node, cfg.num_gpus)
-    offloaded = 0.0
-    if cfg.offload != "none":
-        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
-        master = 0 if cfg.is_peft or cfg.pure_bf16 else 4
-        offloaded += n * (master + optimizer_state_bytes_per_param(model, cfg) + 4)
-    if cfg.offload == "optimizer+params":
-        offloaded += _stored_weight_bytes(model, cfg) / _weight_shards(cfg)
-    if cfg.paged and cfg.offload == "none":
-        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
-        offloaded += n * optimizer_state_bytes_per_param(model, cfg)  # worst case: all paged out
-    offloaded *= 1 + cal.HOST_OFFLOAD_OVERHEAD
-    return ranks * (offloaded + cal.HOST_RAM_PER_PROCESS_GIB * GIB)
-
-
-def _stored_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    onload = cfg.model_copy(update={"offload": "none", "fsdp": False, "zero_stage": 0})
-    return weight_bytes(model, onload, "bf16")
 
 
 FWD_PHASE = "forward/backward"

@@ -42,12 +42,7 @@ from planner.models.flops import (
     peak_tflops,
     training_flops,
 )
-from planner.models.memory import (
-    NF4_BYTES_PER_PARAM,
-    params_on_gpu,
-    state_shards,
-    trainable_on_gpu,
-)
+from planner.models.memory import NF4_BYTES_PER_PARAM, params_on_gpu, state_shards, trainable_on_gpu
 
 MFU_DEFINITION = (
     "model FLOPs (6N full / 4N + 6 x adapter for LoRA-family, N = active matmul params incl. "

@@ -44,6 +44,7 @@ from planner.catalog.specs import GpuSpec, ModelSpec, gpus_per_host
 from planner.errors import PlannerError
 from planner.models import calibration as cal
 from planner.models import efficiency as eff
+from planner.models.host_ram import host_ram_bytes
 from planner.models.memory import (
     BWD_END_PHASE,
     FWD_PHASE,
@@ -53,7 +54,6 @@ from planner.models.memory import (
     adapter_bytes,
     device_overhead_bytes,
     gathered_bytes,
-    host_ram_bytes,
     kv_bytes_per_token,
     layer_activation_bytes_per_token,
     logit_columns,
@@ -512,8 +512,8 @@ def phase_group(cfg: TrainConfig, phase: str) -> str:
 
 def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, *, precision: str,
                       critic: ModelSpec | None = None, reward: ModelSpec | None = None) -> float:
-    """Host RAM of one node, every workload (SFT: memory.host_ram_bytes of its one role): the
-    roles' ZeRO/FSDP offload (memory.host_ram_bytes), the idle
+    """Host RAM of one node, every workload (SFT: host_ram.host_ram_bytes of its one role): the
+    roles' ZeRO/FSDP offload (host_ram.host_ram_bytes), the idle
     states parked on the host with offload_idle, and the sleeping engine's weights (vLLM sleep
     level 1 keeps them in pinned host memory), per GPU on the node."""
     rs = roles(model, cfg, critic=critic, reward=reward)

@@ -23,10 +23,8 @@ from planner.catalog.specs import (
 )
 from planner.models.bands import request_margin
 from planner.models.cost import gpu_purchase_price, rental_usd
-from planner.models.memory import (
-    usable_host_ram_gib,
-    usable_mib,
-)
+from planner.models.host_ram import usable_host_ram_gib
+from planner.models.memory import usable_mib
 from planner.models.rental import bill_usd
 
 

@@ -38,7 +38,8 @@ from planner.catalog.specs import (
 from planner.errors import PlannerError
 from planner.models.bands import request_margin
 from planner.models.cost import define_job, gpu_purchase_price, job_cost
-from planner.models.memory import GIB, usable_host_ram_gib
+from planner.models.host_ram import usable_host_ram_gib
+from planner.models.memory import GIB
 from planner.models.rltime import workload_throughput
 from planner.models.workloads import estimate_memory
 
