@@ -2,7 +2,7 @@
 
 CP-SAT cannot hold the throughput model, so requests whose objective or limits depend on step
 time (time objective, rental, deadline, minimum throughput) are searched here: every feasible
-pair is scored by a lower bound on its objective (space.RowArrays.bounds), and the throughput
+pair is scored by a lower bound on its objective (steptime.RowArrays.bounds), and the throughput
 model runs only while a bound can still reach the best value found. A lower bound per offer
 (``offer_lower_bounds``, from a few hundred row groups at once) orders the offers, and an
 offer's pairs are scored only when its bound comes up in the best-first order: on large
@@ -20,8 +20,10 @@ import numpy as np
 
 from planner.catalog.plan_request import PlanRequest
 from planner.models.cost import Job, define_job
+from planner.solver.rows import Row
 from planner.solver.rules import Need, holds
-from planner.solver.space import PlanSpace, Row, RowArrays
+from planner.solver.space import PlanSpace
+from planner.solver.steptime import RowArrays
 
 ROUNDING = 0.5  # objective values are rounded to integers: a bound may exceed one by this
 

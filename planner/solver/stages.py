@@ -27,9 +27,11 @@ from planner.solver.encoding import (
     hint_cheapest,
 )
 from planner.solver.result import Plan
+from planner.solver.rows import Row, pareto_rows
 from planner.solver.rules import Need, holds, violations
 from planner.solver.search import ROUNDING, needs_timing, request_job, timed_search
-from planner.solver.space import PlanSpace, Row, RowArrays, layout_config, pareto_rows
+from planner.solver.space import PlanSpace
+from planner.solver.steptime import RowArrays, layout_config
 
 
 @dataclass(frozen=True)
