@@ -150,7 +150,6 @@ LONG_FUNCTIONS = {
     "planner.validation.validate.rl_case": 80,
     "planner.outputs.export.openrlhf._openrlhf_rl": 78,
     "planner.models.rltime.estimate_rl_step": 73,
-    "planner.catalog.hfconfig.spec_from_hf_dict": 72,
     "planner.outputs.export.llamafactory.export_llamafactory": 71,
     "planner.catalog.request.validate_workload": 69,
     "planner.outputs.report.memory_svg": 68,
