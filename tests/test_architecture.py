@@ -86,7 +86,8 @@ def test_no_import_circles():
 # module has a floor; a new top-level module must be given one here.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "inputs")),
-    ("schemas", ("catalog.specs", "catalog.request", "catalog.plan_request")),
+    ("schemas", ("catalog.specs", "catalog.request", "catalog.request_checks",
+                 "catalog.plan_request")),
     ("counts", ("catalog.params",)),
     ("catalog", ("catalog",)),
     ("models", ("models",)),
@@ -151,7 +152,6 @@ LONG_FUNCTIONS = {
     "planner.outputs.export.openrlhf._openrlhf_rl": 78,
     "planner.models.rltime.estimate_rl_step": 73,
     "planner.outputs.export.llamafactory.export_llamafactory": 71,
-    "planner.catalog.request.validate_workload": 69,
     "planner.outputs.report.memory_svg": 68,
     "planner.outputs.export.hf.export_accelerate": 68,
     "planner.outputs.render.plan_text": 65,
@@ -165,7 +165,6 @@ MAX_MODULE_LINES = 500
 LONG_MODULES = {
     "planner.cli": 726,
     "planner.models.throughput": 832,
-    "planner.catalog.request": 566,
     "planner.outputs.render": 636,
     "planner.models.memory": 731,
     "planner.validation.validate": 682,

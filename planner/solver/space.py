@@ -342,7 +342,7 @@ def _parallel_domains(request: PlanRequest, model: ModelSpec, profile: Profile, 
                 f"--{axis} {getattr(request, axis)}: --framework {profile.id} does not "
                 f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism; name one that "
                 "does ('planner catalog frameworks', column parallel)")
-    if request.is_rl:  # the RL trainer is data parallel (request.validate_workload)
+    if request.is_rl:  # the RL trainer is data parallel (request_checks.validate_workload)
         return (1,), (1,)
     tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node) \
         if "tp" in parallel else (1,)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from ortools.sat.python import cp_model
 
-from planner.catalog.request import TrainConfig, validate_config
+from planner.catalog.request import TrainConfig
+from planner.catalog.request_checks import validate_config
 from planner.errors import PlannerError
 from planner.models.cost import job_cost
 from planner.models.rltime import workload_throughput

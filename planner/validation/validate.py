@@ -19,7 +19,8 @@ from typing import Any
 
 from planner.catalog.frameworks import Profile, config_fields, default_engine, resolve
 from planner.catalog.load import Catalog, shipped_validation_dir
-from planner.catalog.request import TrainConfig, validate_config, zero_stage_of
+from planner.catalog.request import TrainConfig, zero_stage_of
+from planner.catalog.request_checks import validate_config
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, UnknownNameError
 from planner.inputs import load_file
