@@ -28,7 +28,8 @@ from planner.models.decode import estimate_decode
 from planner.models.rltime import estimate_rl_step
 from planner.models.throughput import ThroughputEstimate, estimate_throughput
 from planner.models.workloads import estimate_memory
-from planner.validation.validate import case_config, case_profile, load_cases, percentile, rl_case
+from planner.validation.case_inputs import case_config, case_profile, rl_case
+from planner.validation.validate import load_cases, percentile
 
 ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
