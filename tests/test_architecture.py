@@ -167,7 +167,6 @@ LONG_MODULES = {
     "planner.models.memory": 731,
     "planner.models.workloads": 592,
     "planner.solver.tune": 589,
-    "planner.validation.validate_throughput": 566,
 }
 
 
