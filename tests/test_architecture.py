@@ -166,7 +166,6 @@ LONG_MODULES = {
     "planner.outputs.render": 636,
     "planner.models.memory": 731,
     "planner.models.workloads": 592,
-    "planner.solver.tune": 589,
 }
 
 
