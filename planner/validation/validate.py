@@ -56,7 +56,7 @@ class CaseResult:
     predicted_range_gib: tuple[float, float] | None
     predicted_fits: bool | None
     reason: str | None
-    assumptions: tuple[str, ...] = ()  # RL/preference mapping choices (validate.rl_case)
+    assumptions: tuple[str, ...] = ()  # RL/preference mapping choices (case_inputs.rl_case)
     framework_version: str | None = None  # the release or commit the measurement ran
 
     @property

@@ -1,10 +1,10 @@
 """Predict the throughput validation cases (``throughput_cases.yaml``) and summarise the error.
 
 Each case is predicted in its own ``metric``: tokens/s per GPU, TFLOP/s per GPU, MFU, time to
-train, step time or cost. Training cases become a TrainConfig through validate.case_config (the
+train, step time or cost. Training cases become a TrainConfig through case_inputs.case_config (the
 memory cases' translation, with its framework defaults); decode cases go through the decode
 model; PPO/GRPO cases through rltime.estimate_rl_step (rl_inputs maps them, with
-validate.rl_case); rm/dpo time cases have no verified total workload and return None. Error
+case_inputs.rl_case); rm/dpo time cases have no verified total workload and return None. Error
 is (predicted - value) / value (../shared/validation/README.md, "How to count error");
 summaries give median and p90 |error| per workload and per stack, decode and RL apart.
 """
@@ -140,7 +140,7 @@ def _max_response_len(case: dict[str, Any], cfg: TrainConfig) -> int | None:
 
 
 def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
-    """(validate.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
+    """(case_inputs.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
     for need in ("gpu", "model"):
         if not case.get(need):
             raise PlannerError(f"case has no {need}" if need == "gpu"
@@ -185,7 +185,7 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         update["placement"] = "separate"
     if case.get("global_batch_size") and extra.get("rollouts_per_step"):
         # NeMo-RL: global_batch_size is the train batch (optimizer steps = rollouts / GBS);
-        # DeepSpeed-Chat's 1024 is only the cap on prompts per iteration (validate.rl_case)
+        # DeepSpeed-Chat's 1024 is only the cap on prompts per iteration (case_inputs.rl_case)
         gpus = cfg.num_gpus - (cfg.num_gpus // 2 if update.get("placement") == "separate"
                                else 0)
         dp = max(1, gpus // (tp * pp))
@@ -287,7 +287,7 @@ def implied_rl_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> floa
 
 def _preference_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
     """A reward-model or DPO training case in its metric: the training step of the pairs
-    (validate.rl_case maps the batch to pairs; DPO adds the reference's forward passes)."""
+    (case_inputs.rl_case maps the batch to pairs; DPO adds the reference's forward passes)."""
     if case["metric"] not in ("tokens_per_sec_per_gpu", "step_time_s"):
         raise PlannerError(f"{case['workload']} metric {case['metric']!r} needs a total "
                            "workload the case does not state")
