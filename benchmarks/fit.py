@@ -25,7 +25,7 @@ What is fitted, in this order (each fit sees the earlier ones applied):
 Where no case is left for a constant (leave-one-source-out), it takes what a user would get
 without it, and ``Fit.fallbacks`` says so: a stack's fp8 class runs as its 16-bit class
 (efficiency.stack_utilisation); a stack without cases takes the default stack's factor
-(validate_throughput.DEFAULT_STACK, the factor of a framework without a measured efficiency),
+(throughput_cases.DEFAULT_STACK, the factor of a framework without a measured efficiency),
 and the default stack without cases the median over every training case left; a serving stack
 the median over every decode case left; the RL rollout engine the serving vLLM factor; a memory
 constant its prior.
@@ -49,9 +49,9 @@ from planner.catalog.load import Catalog, load_catalog
 from planner.models import calibration as cal
 from planner.models import efficiency as eff
 from planner.models.fitted import FILE, fitted
+from planner.validation.throughput_cases import DEFAULT_STACK
 from planner.validation.validate import load_cases, predict_case
 from planner.validation.validate_throughput import (
-    DEFAULT_STACK,
     implied_decode_efficiency,
     implied_rl_decode_efficiency,
     implied_utilisation,

@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit import DEFAULT_DIR, Cases, Fit, applied, fit_constants, fitted_ids, load  # noqa: E402
 
 from planner.catalog.load import Catalog, load_catalog  # noqa: E402
+from planner.validation.throughput_cases import stack_of  # noqa: E402
 from planner.validation.validate import CaseResult, predict_case, summarise  # noqa: E402
 from planner.validation.validate_throughput import (  # noqa: E402
     RL_ENGINE_STACK,
     ThroughputResult,
     error_stats,
     predict_throughput_case,
-    stack_of,
     summarise_throughput,
 )
 

@@ -95,16 +95,16 @@ def split_of(args: str) -> dict[str, float]:
     from ortools.sat.python import cp_model
 
     from planner import cli
-    from planner.solver import solve
+    from planner.solver import solve, steptime
     from planner.solver import space as sp
 
     clock = _Clock()
     clock.wrap(solve, "plan", "plan()")
     clock.wrap(sp, "memory_tables", "memory tables")
     clock.wrap(sp, "candidate_rows", "rows (numpy)")
-    clock.wrap(sp.RowArrays, "__init__", "row columns (numpy)")
-    clock.wrap(sp.RowArrays, "bounds", "bounds (numpy)")
-    clock.wrap(sp, "step_time_us", "step times (model)")
+    clock.wrap(steptime.RowArrays, "__init__", "row columns (numpy)")
+    clock.wrap(steptime.RowArrays, "bounds", "bounds (numpy)")
+    clock.wrap(steptime, "step_time_us", "step times (model)")
     clock.wrap(cp_model.CpSolver, "solve", "CP-SAT")
     previous = gc.get_threshold()
     gc.set_threshold(*cli.GC_THRESHOLDS)  # as cli.main sets it

@@ -40,7 +40,7 @@ from planner.models.memory import (
     optimizer_state_bytes,
     weight_bytes,
 )
-from planner.solver.tune import Pins
+from planner.solver.tune_space import Pins
 
 D16 = {"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 8,
        "num_key_value_heads": 8, "num_hidden_layers": 16, "intermediate_size": 4096,

@@ -17,7 +17,8 @@ from planner.errors import CatalogError, PlannerError, UnknownNameError
 from planner.inputs import FieldErrors, InputError
 from planner.outputs.schema import SCHEMA_VERSION, json_schema
 from planner.solver.result import Binding, Conflict, Plan, PlanResult
-from planner.solver.tune import Pins, TuneResult, tune
+from planner.solver.tune import TuneResult, tune
+from planner.solver.tune_space import Pins
 
 __all__ = [
     # calls

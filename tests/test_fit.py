@@ -118,7 +118,7 @@ def test_no_fitted_factor_implies_more_than_the_achievable_peak(cases, catalog):
     shares of it (at most 1), not corrections of the datasheet."""
     from planner.models import efficiency as eff
     from planner.models.flops import peak_tflops
-    from planner.validation.validate_throughput import training_estimate
+    from planner.validation.throughput_cases import training_estimate
     for stack, classes in eff.STACK_UTILISATION.items():
         assert all(0 < u <= 1 for u in classes.values()), stack
     for ids in eff.STACK_CASES.values():

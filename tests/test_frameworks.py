@@ -10,7 +10,8 @@ from planner.catalog.frameworks import DEFAULT_FRAMEWORK, config_fields, efficie
 from planner.catalog.load import load_catalog
 from planner.catalog.specs import FrameworkFacts, FrameworkSpec
 from planner.errors import CatalogError, PlannerError
-from planner.validation.validate import case_config, predict_case, rl_case
+from planner.validation.case_inputs import case_config, rl_case
+from planner.validation.validate import predict_case
 
 CAT = load_catalog()
 

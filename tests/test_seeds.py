@@ -15,7 +15,7 @@ import yaml
 from planner import TrainConfig, check, load_catalog
 from planner.catalog.load import shipped_validation_dir
 from planner.catalog.params import count_params
-from planner.catalog.request import validate_config
+from planner.catalog.request_checks import validate_config
 from planner.errors import PlannerError
 from planner.fixes import Change, evaluate, evaluate_all, largest_fitting, rank, smallest_fixes
 from planner.models.memory import GIB

@@ -12,8 +12,9 @@ from planner.catalog.plan_request import PlanRequest
 from planner.models.workloads import estimate_memory
 from planner.solver.oracle import enumerate_best
 from planner.solver.solve import plan
-from planner.solver.space import build_space, layout_config
+from planner.solver.space import build_space
 from planner.solver.stages import check_plan, config_of, make_plan, solve_lexicographic
+from planner.solver.steptime import layout_config
 
 CAT = load_catalog()
 RL = dict(prompt_len=256, response_len=256, rollout_batch=16)

@@ -18,11 +18,11 @@ import yaml
 
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.models import efficiency as eff
+from planner.validation.throughput_cases import stack_of
 from planner.validation.validate_throughput import (
     implied_decode_efficiency,
     implied_utilisation,
     predict_throughput_case,
-    stack_of,
     summarise_throughput,
 )
 
@@ -76,7 +76,7 @@ def test_usable_rl_cases_are_predicted(results):
 
 
 def _usable(cases, family):
-    from planner.validation.validate_throughput import family_of
+    from planner.validation.throughput_cases import family_of
 
     return [c for c in cases if c["usable_for_accuracy"] and family_of(c["workload"]) == family]
 

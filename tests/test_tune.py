@@ -12,7 +12,8 @@ from planner.catalog.load import load_catalog
 from planner.catalog.request import TrainConfig
 from planner.cli import main
 from planner.models.memory import GIB
-from planner.solver.tune import Pins, SearchSpace, candidate_configs, ranking
+from planner.solver.tune import ranking
+from planner.solver.tune_space import Pins, SearchSpace, candidate_configs
 
 # Small spaces keep the brute force quick; memory binds inside them on these GPUs.
 RL_SPACE = SearchSpace(micro_batches=(1, 2, 4, 8, 16, 32), rollout_batches=(8, 16, 32),

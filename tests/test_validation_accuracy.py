@@ -98,7 +98,7 @@ def test_qwen_7b_two_gpu_row_is_the_zero3_run_the_memory_model_said():
     from planner.catalog.params import count_params
     from planner.models.memory import GIB
     from planner.models.workloads import estimate_memory
-    from planner.validation.validate import case_config
+    from planner.validation.case_inputs import case_config
 
     cat = load_catalog()
     case = _case("qwen-7b-full-2gpu-256")

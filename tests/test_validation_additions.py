@@ -15,7 +15,8 @@ import yaml
 
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.errors import PlannerError
-from planner.validation.validate import case_additions, load_cases, predict_case, rl_case
+from planner.validation.case_inputs import rl_case
+from planner.validation.validate import case_additions, load_cases, predict_case
 from planner.validation.validation_input import (
     MemoryCase,
     ThroughputCase,

@@ -18,14 +18,9 @@ import pytest
 
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.models.efficiency import RL_ROLLOUT_CASES, RL_ROLLOUT_DECODE_EFFICIENCY
-from planner.validation.validate import (
-    RL_CASE_WORKLOADS,
-    load_cases,
-    predict_case,
-    rl_case,
-    rl_summary,
-)
+from planner.validation.case_inputs import RL_CASE_WORKLOADS, rl_case
 from planner.validation.validate import error_stats as memory_error_stats
+from planner.validation.validate import load_cases, predict_case, rl_summary
 from planner.validation.validate_throughput import (
     error_stats,
     implied_rl_decode_efficiency,

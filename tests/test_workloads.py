@@ -6,7 +6,8 @@ import pytest
 
 from planner.catalog.load import load_catalog
 from planner.catalog.params import count_params
-from planner.catalog.request import TrainConfig, validate_config
+from planner.catalog.request import TrainConfig
+from planner.catalog.request_checks import validate_config
 from planner.errors import PlannerError
 from planner.models.memory import GIB, phase_terms
 from planner.models.workloads import (

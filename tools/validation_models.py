@@ -4,7 +4,7 @@ Reads the case files (default: {memory,throughput}_cases.yaml in the repository'
 else in ../shared/validation beside it), keeps the cases with ``usable_for_accuracy: true``, and
 collects the HF ids in their ``model`` field and in the role fields of ``extra`` (critic,
 reward). Each id is looked up with ``Catalog.model`` after the validation reader's role mapping
-(``validate.ROLE_ARCHITECTURE``).
+(``case_inputs.ROLE_ARCHITECTURE``).
 
     python tools/validation_models.py [CASE_FILE ...]
 
@@ -21,7 +21,7 @@ import yaml
 
 from planner.catalog.load import load_catalog
 from planner.errors import PlannerError
-from planner.validation.validate import ROLE_ARCHITECTURE
+from planner.validation.case_inputs import ROLE_ARCHITECTURE
 
 REPO = Path(__file__).resolve().parents[1]
 VALIDATION_DIRS = (REPO / "validation", REPO.parent / "shared" / "validation")

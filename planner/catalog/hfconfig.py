@@ -127,6 +127,44 @@ def _typed(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
+def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str, Any]:
+    """The ModelSpec fields of a layer's norms, biases and wiring, from config.json keys and
+    the family's known defaults."""
+    return {
+        "norm": "layernorm" if family in {"opt", "gpt_neox", "falcon", "bloom", "mpt"}
+        else "rmsnorm",
+        "attention_bias": bool(_first(
+            cfg, "attention_bias", "qkv_bias",
+            default=family in {"opt", "gpt_neox", "bloom", "qwen2", "qwen2_moe"},
+        )),
+        # q, k and v only: o_proj has no bias in Qwen2, Qwen2-MoE and GLM-4-MoE
+        "attention_out_bias": False if family in _QKV_BIAS_ONLY else None,
+        "mlp_bias": bool(_first(cfg, "mlp_bias", default=family in {"opt", "gpt_neox", "bloom"})),
+        "parallel_attention_mlp": bool(
+            _first(cfg, "use_parallel_residual", "parallel_attn", default=family == "falcon")
+        ),
+        "embedding_norm": family == "bloom",
+        "word_embed_proj_dim": cfg.get("word_embed_proj_dim")
+        if cfg.get("word_embed_proj_dim") not in (None, hidden) else None,
+        "norms_per_layer": _norms_per_layer(cfg, family),
+        # transformers' MPT drops every LayerNorm bias whatever no_bias says (modeling_mpt.py)
+        "layernorm_bias": family != "mpt",
+        "qk_norm": family in {"qwen3", "qwen3_moe"} or bool(cfg.get("use_qk_norm")),
+        "final_norm": not (family == "opt" and (
+            not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),
+    }
+
+
+def _validated(data: dict[str, Any], name: str) -> ModelSpec:
+    """ModelSpec of ``data``; PlannerError listing pydantic's problems else."""
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"field {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                    for err in exc.errors()]
+        raise PlannerError(f"config.json {name!r}: {capped(problems)}") from None
+
+
 def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
     """Map config.json keys to ModelSpec fields; raises PlannerError naming what is missing."""
     cfg = _typed(cfg, name)
@@ -165,39 +203,14 @@ def spec_from_hf_dict(cfg: dict[str, Any], *, name: str) -> ModelSpec:
             cfg, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", default=2048
         ),
         "position_embedding": "alibi" if alibi else "learned" if learned else "rotary",
-        "norm": "layernorm" if family in {"opt", "gpt_neox", "falcon", "bloom", "mpt"}
-        else "rmsnorm",
-        "attention_bias": bool(_first(
-            cfg, "attention_bias", "qkv_bias",
-            default=family in {"opt", "gpt_neox", "bloom", "qwen2", "qwen2_moe"},
-        )),
-        # q, k and v only: o_proj has no bias in Qwen2, Qwen2-MoE and GLM-4-MoE
-        "attention_out_bias": False if family in _QKV_BIAS_ONLY else None,
-        "mlp_bias": bool(_first(cfg, "mlp_bias", default=family in {"opt", "gpt_neox", "bloom"})),
-        "parallel_attention_mlp": bool(
-            _first(cfg, "use_parallel_residual", "parallel_attn", default=family == "falcon")
-        ),
-        "embedding_norm": family == "bloom",
-        "word_embed_proj_dim": cfg.get("word_embed_proj_dim")
-        if cfg.get("word_embed_proj_dim") not in (None, hidden) else None,
-        "norms_per_layer": _norms_per_layer(cfg, family),
-        # transformers' MPT drops every LayerNorm bias whatever no_bias says (modeling_mpt.py)
-        "layernorm_bias": family != "mpt",
-        "qk_norm": family in {"qwen3", "qwen3_moe"} or bool(cfg.get("use_qk_norm")),
-        "final_norm": not (family == "opt" and (
-            not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),
+        **_block_fields(cfg, family, hidden=hidden),
         "moe": _moe(cfg),
         "mla": mla,
         "published_params_b": 1.0,
         "params_source": "computed from the architecture in config.json",
         "source_urls": [f"file:{name}"],
     }
-    try:
-        spec = ModelSpec.model_validate(data)
-    except ValidationError as exc:
-        problems = [f"field {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-                    for err in exc.errors()]
-        raise PlannerError(f"config.json {name!r}: {capped(problems)}") from None
+    spec = _validated(data, name)
     return spec.model_copy(update={"published_params_b": count_params(spec).total / 1e9})
 
 

@@ -22,8 +22,8 @@ from planner.catalog.request import (
     Workload,
     _fill_rl_seq_len,
     _Request,
-    validate_workload,
 )
+from planner.catalog.request_checks import validate_workload
 from planner.catalog.specs import ModelSpec, RolloutEngine
 from planner.errors import PlannerError
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from planner.catalog.frameworks import FrameworkChoice, apply, choose
 from planner.catalog.load import Catalog, load_catalog
-from planner.catalog.request import TrainConfig, fill_role_gpus, validate_config, validate_engine
+from planner.catalog.request import TrainConfig, fill_role_gpus
+from planner.catalog.request_checks import validate_config, validate_engine
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.inputs import check_type

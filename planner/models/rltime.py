@@ -136,7 +136,7 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
 def gathered_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """Stored weight bytes of the shard that each ZeRO-3/FSDP forward micro-step all-gathers
     (before the ring factor; forward_seconds); 0 without weight sharding. The planner's step
-    time bound reads it per strategy (space.RowArrays)."""
+    time bound reads it per strategy (steptime.RowArrays)."""
     if not cfg.shards_weights:
         return 0.0
     return params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
@@ -160,7 +160,7 @@ def update_steps(sequences, micro_batch, dp, *, grad_accum):
     """(optimizer steps, accumulation of each) of an update over ``sequences`` (update_seconds):
     one step per global batch (micro_batch x grad_accum x dp), a shortened accumulation when
     the sequences do not fill them (rounded to nearest, at least 1). Integers or numpy arrays
-    (the planner's step-time bound: space.RowArrays)."""
+    (the planner's step-time bound: steptime.RowArrays)."""
     steps = -(-sequences // (micro_batch * grad_accum * dp))
     return steps, np.minimum(grad_accum, np.maximum(1, np.round(sequences / steps /
                                                                 (micro_batch * dp))))
@@ -233,7 +233,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     own generate, whose batches run to their end), the weight sync into the engines, and a sleeping
     engine's PCIe traffic. Reads of ``cfg`` only the engine layout (workloads.engine:
     placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
-    so the planner times it once per such layout and GPU (space.Timing.engine_side). The
+    so the planner times it once per such layout and GPU (steptime.Timing.engine_side). The
     trainer's own generate (hf-generate) decodes its batches at
     efficiency.HF_GENERATE_DECODE_EFFICIENCY and has no engine to sync or put to sleep."""
     if decode_efficiency is None:
@@ -328,7 +328,7 @@ def estimate_rl_step(
     ``rollout_precision``: "fp8" when the engine serves fp8 weights and KV cache (NeMo-RL's
     FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit.
     ``side``: engine_side of this cfg, GPU, platform, decode efficiency and precision, when the
-    caller already has it (the planner memoises it per engine layout: space.Timing)."""
+    caller already has it (the planner memoises it per engine layout: steptime.Timing)."""
     if decode_efficiency is None:
         decode_efficiency = rollout_decode_efficiency(cfg)
     rs = roles(model, cfg, critic=critic, reward=reward)

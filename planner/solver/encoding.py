@@ -27,6 +27,7 @@ from itertools import combinations
 import numpy as np
 from ortools.sat.python import cp_model
 
+from planner.solver.rows import Row
 from planner.solver.rules import (
     BUDGET,
     GPU_MEMORY,
@@ -41,7 +42,7 @@ from planner.solver.rules import (
     rule,
 )
 from planner.solver.rules import FIT_RULES as RULE_FITS
-from planner.solver.space import PlanSpace, Row, host_sizes, pins
+from planner.solver.space import PlanSpace, host_sizes, pins
 
 SEED = 0
 

@@ -86,7 +86,7 @@ class Offer:
 
 
 def _timing_key(o: Offer) -> tuple[object, ...]:
-    """What of an offer the throughput model reads (space.step_time_us, Timing.rates)."""
+    """What of an offer the throughput model reads (steptime.step_time_us, Timing.rates)."""
     return (o.gpu, o.platform, o.gpus_per_host)
 
 

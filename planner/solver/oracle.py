@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.solver.rows import Row
 from planner.solver.search import job_hours_at, job_steps
-from planner.solver.space import PlanSpace, Row, step_time_us
+from planner.solver.space import PlanSpace
+from planner.solver.steptime import step_time_us
 
 
 @dataclass(frozen=True, order=True)

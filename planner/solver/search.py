@@ -2,7 +2,7 @@
 
 CP-SAT cannot hold the throughput model, so requests whose objective or limits depend on step
 time (time objective, rental, deadline, minimum throughput) are searched here: every feasible
-pair is scored by a lower bound on its objective (space.RowArrays.bounds), and the throughput
+pair is scored by a lower bound on its objective (steptime.RowArrays.bounds), and the throughput
 model runs only while a bound can still reach the best value found. A lower bound per offer
 (``offer_lower_bounds``, from a few hundred row groups at once) orders the offers, and an
 offer's pairs are scored only when its bound comes up in the best-first order: on large
@@ -14,13 +14,16 @@ stages.solve_timed then runs the tie-break chain over those pairs with CP-SAT.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
 from planner.catalog.plan_request import PlanRequest
 from planner.models.cost import Job, define_job
+from planner.solver.rows import Row
 from planner.solver.rules import Need, holds
-from planner.solver.space import PlanSpace, Row, RowArrays
+from planner.solver.space import PlanSpace
+from planner.solver.steptime import RowArrays
 
 ROUNDING = 0.5  # objective values are rounded to integers: a bound may exceed one by this
 
@@ -132,6 +135,73 @@ def offer_lower_bounds(space: PlanSpace, arr: RowArrays, allowed: list[int], *, 
     return out
 
 
+@dataclass(frozen=True)
+class _Goal:
+    """What one timed search minimises and the limits its step times must meet: the request's
+    objective and limits with timed_search's ``drop`` and overrides applied."""
+    space: PlanSpace
+    objective: str
+    steps: float  # optimizer steps of the job (job_steps)
+    budget: float | None
+    deadline: float | None  # hours
+    min_rate: float | None  # tokens per second
+
+    @property
+    def buy_budget(self) -> float | None:
+        """The purchase budget that fits_mask checks (a rental budget is on the job's cost)."""
+        return self.budget if self.space.request.pricing == "buy" else None
+
+    def value(self, oi: int, row: Row, t_us: float) -> float:
+        """The objective value of a pair at step time ``t_us``: step us, whole dollars of a
+        purchase, or milli-dollars of the job's rental."""
+        if self.objective == "time":
+            return t_us
+        usd = plan_usd(self.space, oi, row.num_gpus, hours=job_hours_at(t_us, self.steps))
+        return 1000 * usd if self.space.request.pricing == "rent" else usd
+
+    def time_ok(self, oi: int, row: Row, t_us: float) -> bool:
+        """Whether a pair at step time ``t_us`` meets the deadline, the minimum throughput and
+        a rental budget."""
+        req = self.space.request
+        if self.deadline is not None and job_hours_at(t_us, self.steps) > self.deadline:
+            return False
+        tokens_step = req.sequences_per_step * req.seq_len
+        if self.min_rate is not None and tokens_step / (t_us / 1e6) < self.min_rate:
+            return False
+        if req.pricing != "rent" or self.budget is None:
+            return True
+        usd = self.space.offers[oi].rental_usd(row.num_gpus, job_hours_at(t_us, self.steps))
+        return not 1000 * usd > self.budget * 1000
+
+    def scored(self, oi: int, arr: RowArrays, keep):
+        """(values, step-time bounds, row indices) of the offer's feasible pairs. The bound is
+        lowered by ROUNDING: step times are whole microseconds, rounded to nearest."""
+        space = self.space
+        idx = np.nonzero(fits_mask(space, oi, arr, budget=self.buy_budget) & keep)[0]
+        b = arr.bounds(oi)[idx] - ROUNDING
+        if self.objective == "time":
+            v = b
+        elif space.request.pricing == "rent":
+            v = 1000 * space.offers[oi].rental_usd(arr.num_gpus[idx], job_hours_at(b, self.steps))
+        else:
+            v = space.offers[oi].purchase_usd(arr.num_gpus[idx]).astype(float)
+        return v, b, idx
+
+
+def _goal(space: PlanSpace, *, drop: frozenset[str], objective: str | None,
+          max_hours: float | None, budget_usd: float | None) -> _Goal:
+    """timed_search's goal: the request's objective and limits less ``drop``, with the
+    overrides applied (the tighter of two deadlines)."""
+    req = space.request
+    deadline = None if "max_hours" in drop else req.max_hours
+    if max_hours is not None:
+        deadline = max_hours if deadline is None else min(deadline, max_hours)
+    return _Goal(space=space, objective=objective or req.objective, steps=job_steps(space),
+                 budget=None if "budget" in drop else (budget_usd or req.budget_usd),
+                 deadline=deadline,
+                 min_rate=None if "min_tokens_per_s" in drop else req.min_tokens_per_s)
+
+
 def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
                  drop: frozenset[str] = frozenset(), objective: str | None = None,
                  max_hours: float | None = None, budget_usd: float | None = None,
@@ -145,58 +215,31 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
     min_tokens_per_s); ``objective``, ``max_hours`` and ``budget_usd`` override the request's
     (explanations, the Pareto sweep); ``strategies`` keeps only rows of those strategy indices
     (the alternatives per method)."""
-    req = space.request
-    objective = objective or req.objective
-    steps = job_steps(space)
-    tokens_step = req.sequences_per_step * req.seq_len
-    budget = None if "budget" in drop else (budget_usd or req.budget_usd)
-    deadline = None if "max_hours" in drop else req.max_hours
-    if max_hours is not None:
-        deadline = max_hours if deadline is None else min(deadline, max_hours)
-    min_rate = None if "min_tokens_per_s" in drop else req.min_tokens_per_s
-    buy_budget = budget if req.pricing == "buy" else None
-
-    def rent(oi: int, row: Row, t_us: float) -> float:
-        return 1000 * space.offers[oi].rental_usd(row.num_gpus, job_hours_at(t_us, steps))
-
-    def value(oi: int, row: Row, t_us: float) -> float:
-        if objective == "time":
-            return t_us
-        usd = plan_usd(space, oi, row.num_gpus, hours=job_hours_at(t_us, steps))
-        return 1000 * usd if req.pricing == "rent" else usd  # rental in milli-dollars
-
-    def time_ok(oi: int, row: Row, t_us: float) -> bool:
-        if deadline is not None and job_hours_at(t_us, steps) > deadline:
-            return False
-        if min_rate is not None and tokens_step / (t_us / 1e6) < min_rate:
-            return False
-        return not (req.pricing == "rent" and budget is not None
-                    and rent(oi, row, t_us) > budget * 1000)
-
+    goal = _goal(space, drop=drop, objective=objective, max_hours=max_hours,
+                 budget_usd=budget_usd)
     by_need, arr = space.timing.by_need(rows)
     keep = np.ones(len(by_need), dtype=bool) & space.allows(arr, drop)
     if strategies is not None:
         keep &= np.isin(arr.strategy, list(strategies))
+    low = offer_lower_bounds(space, arr, allowed, keep=keep, objective=goal.objective,
+                             steps=goal.steps, budget=goal.buy_budget)
+    found = _best_first(goal, allowed, low, opener=lambda oi: goal.scored(oi, arr, keep),
+                        by_need=by_need)
+    if not found:
+        return None
+    best = min(val for val, _, _, _ in found)
+    return best, [(oi, r, t) for val, oi, r, t in found if val == best]
 
-    def scored(oi: int):
-        """(values, step-time bounds, row indices) of the offer's feasible pairs. The bound is
-        lowered by ROUNDING: step times are whole microseconds, rounded to nearest."""
-        idx = np.nonzero(fits_mask(space, oi, arr, budget=buy_budget) & keep)[0]
-        b = arr.bounds(oi)[idx] - ROUNDING
-        if objective == "time":
-            v = b
-        elif req.pricing == "rent":
-            v = 1000 * space.offers[oi].rental_usd(arr.num_gpus[idx], job_hours_at(b, steps))
-        else:
-            v = space.offers[oi].purchase_usd(arr.num_gpus[idx]).astype(float)
-        return v, b, idx
 
-    low = offer_lower_bounds(space, arr, allowed, keep=keep, objective=objective, steps=steps,
-                             budget=buy_budget)
-    # Best-first over every offer's pairs, merged lazily: an offer's pairs are scored and
-    # sorted only once its lower bound is below every pair already queued (a heap holds each
-    # open offer's next pair). Ties of the bound are visited in catalog order, as one stable
-    # sort of all pairs would.
+def _best_first(goal: _Goal, allowed: list[int], low: np.ndarray, *, opener,
+                by_need: list[Row]) -> list[tuple[int, int, Row, int]]:
+    """(value, offer, row, step us) of every pair the throughput model timed within the
+    limits, best-first, until no pair left can reach the best value.
+
+    Every offer's pairs are merged lazily: an offer's pairs are scored (``opener``) and sorted
+    only once its lower bound (``low``) is below every pair already queued (a heap holds each
+    open offer's next pair). Ties of the bound are visited in catalog order, as one stable
+    sort of all pairs would."""
     ranked = [k for k in np.argsort(low, kind="stable").tolist() if np.isfinite(low[k])]
     heap: list[tuple[float, int, int]] = []  # (bound value, offer position, rank in offer)
     opened: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -208,7 +251,7 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
             if best is not None and low[k] > best + ROUNDING:
                 nxt = len(ranked)  # every later offer is bounded above the optimum
                 continue
-            v, b, idx = scored(allowed[k])
+            v, b, idx = opener(allowed[k])
             if len(idx):
                 o = np.argsort(v, kind="stable")
                 opened[k] = (v[o], b[o], idx[o])
@@ -221,14 +264,12 @@ def timed_search(space: PlanSpace, allowed: list[int], rows: list[Row], *,
         if j + 1 < len(v):
             heapq.heappush(heap, (float(v[j + 1]), k, j + 1))
         oi, r = allowed[k], by_need[int(idx[j])]
-        if not time_ok(oi, r, b[j]):  # the bound already breaks a time limit
+        if not goal.time_ok(oi, r, b[j]):  # the bound already breaks a time limit
             continue
-        t = space.timing.step_us(oi, r)
-        if not time_ok(oi, r, t):
+        t = goal.space.timing.step_us(oi, r)
+        if not goal.time_ok(oi, r, t):
             continue
-        val = round(value(oi, r, t))
+        val = round(goal.value(oi, r, t))
         found.append((val, oi, r, t))
         best = val if best is None else min(best, val)
-    if best is None:
-        return None
-    return best, [(oi, r, t) for val, oi, r, t in found if val == best]
+    return found

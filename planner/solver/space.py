@@ -5,7 +5,7 @@
 gives the candidate rows (one per strategy x layout x micro-batch that completes the global
 batch), their memory need per GPU and per host, the pins as one mask over them (``allows``),
 and the step times of the throughput model per (offer, row), memoised (``Timing``, with the
-vectorised lower bounds of ``RowArrays`` that the exact search orders by).
+vectorised lower bounds of ``RowArrays`` that the exact search orders by: steptime.py).
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import combinations
-from typing import NamedTuple
 
 import numpy as np
 
-from planner.catalog.frameworks import apply, for_request, plan_shardings, unsupported
+from planner.catalog.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
 from planner.catalog.request import TrainConfig
@@ -27,31 +26,18 @@ from planner.catalog.specs import (
     tensor_parallel_options,
 )
 from planner.errors import PlannerError
-from planner.models import efficiency as eff
 from planner.models.bands import request_margin
-from planner.models.flops import matmul_precision, peak_tflops, training_flops
-from planner.models.rltime import (
-    engine_side,
-    gathered_weight_bytes,
-    update_steps,
-    workload_throughput,
-)
-from planner.models.throughput import (
-    forward_flops_per_token,
-    pipeline_bubble_fraction,
-    resolve_links,
-    ring_factor,
-)
 from planner.models.workloads import (
     Engine,
     engine,
-    roles,
 )
 from planner.solver.hardware import (
     Offer,
     _offers,
     _timing_key,
 )
+from planner.solver.rows import Row, pareto_rows
+from planner.solver.steptime import Timing
 from planner.solver.strategies import (
     MICRO_BATCHES,
     Strategy,
@@ -318,34 +304,11 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     )
     offers, unoffered = _offers(request, catalog)
     per_node = max((o.gpus_per_host for o in offers), default=8)
-    parallel = framework.profile.value("parallelism", ("tp", "pp"))
-    for axis in ("tp", "pp"):
-        if (getattr(request, axis) or 1) > 1 and axis not in parallel:
-            raise PlannerError(
-                f"--{axis} {getattr(request, axis)}: --framework {framework.profile.id} does not "
-                f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism; name one that "
-                "does ('planner catalog frameworks', column parallel)")
-    if request.is_rl:  # the RL trainer is data parallel (request.validate_workload)
-        tps, pps = (1,), (1,)
-    else:
-        tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node) \
-            if "tp" in parallel else (1,)
-        pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8) \
-            if "pp" in parallel else (1,)
+    tps, pps = _parallel_domains(request, model, framework.profile, per_node=per_node)
     mbs = (request.micro_batch_size,) if request.micro_batch_size else tuple(
         m for m in MICRO_BATCHES if m <= request.global_batch_size
     )
-    base = TrainConfig(
-        workload=request.workload, seq_len=request.seq_len, prompt_len=request.prompt_len,
-        response_len=request.response_len, rollout_n=request.rollout_n,
-        rollout_batch=request.rollout_batch,
-        gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
-        precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
-        framework=framework.profile.id,
-        **({"rollout_engine": request.rollout_engine} if request.rollout_engine else {}),
-        **request.fixed,
-    )
-    base = apply(base, framework.profile)
+    base = _base_config(request, framework.profile)
     strategies = tuple(s for s in _strategies(request, _rl_choices(request, model, per_node,
                                                                    base),
                                               plan_shardings(framework.profile))
@@ -367,20 +330,41 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         roles=roles,
     )
 
+def _parallel_domains(request: PlanRequest, model: ModelSpec, profile: Profile, *,
+                      per_node: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The tp and pp degrees to search: the pinned one, or every option the model and the
+    framework's parallelism allow (1 for RL: its trainer is data parallel). A pin of an axis
+    the framework does not run is a PlannerError."""
+    parallel = profile.value("parallelism", ("tp", "pp"))
+    for axis in ("tp", "pp"):
+        if (getattr(request, axis) or 1) > 1 and axis not in parallel:
+            raise PlannerError(
+                f"--{axis} {getattr(request, axis)}: --framework {profile.id} does not "
+                f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism; name one that "
+                "does ('planner catalog frameworks', column parallel)")
+    if request.is_rl:  # the RL trainer is data parallel (request_checks.validate_workload)
+        return (1,), (1,)
+    tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node) \
+        if "tp" in parallel else (1,)
+    pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8) \
+        if "pp" in parallel else (1,)
+    return tps, pps
 
-class Row(NamedTuple):
-    """One candidate layout: strategy, tp, pp, dp, micro-batch, with its integer needs (a named
-    tuple: requests build a few hundred thousand of them)."""
 
-    strategy: int
-    tp: int
-    pp: int
-    dp: int
-    micro_batch: int
-    grad_accum: int
-    num_gpus: int
-    gpu_need_mib: int
-    host_need_mib: tuple[int, ...]  # per entry of PlanSpace.host_sizes
+def _base_config(request: PlanRequest, profile: Profile) -> TrainConfig:
+    """The TrainConfig every row shares: the request's workload and fixed fields, with the
+    framework profile's settings applied."""
+    base = TrainConfig(
+        workload=request.workload, seq_len=request.seq_len, prompt_len=request.prompt_len,
+        response_len=request.response_len, rollout_n=request.rollout_n,
+        rollout_batch=request.rollout_batch,
+        gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
+        precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
+        framework=profile.id,
+        **({"rollout_engine": request.rollout_engine} if request.rollout_engine else {}),
+        **request.fixed,
+    )
+    return apply(base, profile)
 
 
 def host_sizes(space: PlanSpace) -> tuple[int, ...]:
@@ -426,304 +410,3 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
             rows.append(Row(k, tp, pp, d, m, gb // (d * m), g, q, h))
     rows.sort(key=lambda r: r[0])  # strategy-major, as the rows were always listed (stable)
     return rows
-
-
-def pareto_rows(rows: list[Row]) -> list[Row]:
-    """Per (GPUs, tp), the rows whose needs no other row beats in every component; enough to
-    decide feasibility and cost (cost depends on GPUs and the offer only). For a fixed GPU count
-    every host need is min(GPUs, per host) x the same per-rank need, so the needs are ordered
-    like (GPU need, first host need): a 2-D front, found by one sorted sweep."""
-    groups: dict[tuple[int, int], list[Row]] = {}
-    for r in rows:
-        groups.setdefault((r.num_gpus, r.tp), []).append(r)
-    out = []
-    for group in groups.values():
-        group.sort(key=lambda r: (r.gpu_need_mib, r.host_need_mib, r.strategy, r.pp, r.dp,
-                                  -r.micro_batch))
-        best_host = None
-        for r in group:
-            if best_host is None or r.host_need_mib < best_host:
-                out.append(r)
-                best_host = r.host_need_mib
-    return out
-
-
-class Timing:
-    """step_time_us memoised per (offer, row), and the parts of its lower bounds (RowArrays),
-    of a space."""
-
-    def __init__(self, space: PlanSpace) -> None:
-        self._space = space
-        self._steps: dict[tuple[int, Row], int] = {}
-        self._flops: dict[Strategy, tuple[float, float, float, int]] = {}
-        self._flops_of: dict[int, tuple[float, float, float, int]] = {}  # by strategy index
-        self._rates: dict[int, tuple[float, float, float]] = {}
-        self._gen: dict[tuple[object, ...], float] = {}
-        self._generation: dict[tuple[int, tuple[object, ...]], object] = {}
-        self._by_need: dict[int, tuple[list[Row], list[Row], RowArrays]] = {}
-
-    def by_need(self, rows: list[Row]) -> tuple[list[Row], RowArrays]:
-        """``rows`` ordered by GPU need and their RowArrays, kept per row list (the space's own
-        rows are searched repeatedly: plan, binding steps, alternatives, Pareto points)."""
-        hit = self._by_need.get(id(rows))
-        if hit is not None and hit[0] is rows:
-            return hit[1], hit[2]
-        ordered = sorted(rows, key=lambda r: r.gpu_need_mib)
-        arr = RowArrays(self._space, ordered)
-        self._by_need[id(rows)] = (rows, ordered, arr)
-        return ordered, arr
-
-    def strategy_flops(self, row: Row) -> tuple[float, float, float, int]:
-        """_strategy_flops, memoised per strategy up to its rollout TP (the roles' configs
-        drop it: workloads._base)."""
-        if row.strategy not in self._flops_of:
-            key = replace(self._space.strategies[row.strategy], rollout_tp=1)
-            if key not in self._flops:
-                self._flops[key] = _strategy_flops(self._space, row)
-            self._flops_of[row.strategy] = self._flops[key]
-        return self._flops_of[row.strategy]
-
-    def gathered_bytes(self, row: Row) -> float:
-        """Sum over the roles of rltime.gathered_weight_bytes (what a ZeRO-3/FSDP forward
-        micro-step all-gathers), for the step-time bound; per strategy, tp and pp."""
-        cfg = config_for(self._space, row)
-        space = self._space
-        return sum(gathered_weight_bytes(r.model, r.cfg) for r in roles(
-            space.model, cfg, critic=space.roles.critic, reward=space.roles.reward))
-
-    def generation_bytes(self, row: Row) -> float:
-        """_generation_bytes, memoised per engine key."""
-        key = self.engine_key(row)
-        if key not in self._gen:
-            self._gen[key] = _generation_bytes(self._space, row)
-        return self._gen[key]
-
-    def rates(self, offer_idx: int) -> tuple[float, float, float]:
-        """Achievable FLOP/s (matmul precision, 16-bit) and decode bytes/s of an offer's GPU."""
-        if offer_idx not in self._rates:
-            space = self._space
-            gpu = space.offers[offer_idx].gpu
-            prec = matmul_precision(gpu, space.base.effective_precision(gpu))
-            sixteen = "fp32" if prec == "fp32" else "bf16"
-            util = eff.stack_utilisation(space.request.stack, prec)
-            self._rates[offer_idx] = (
-                peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * util,
-                peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
-                gpu.memory_bandwidth_gbps * 1e9 * eff.DECODE_EFFICIENCY["vllm"],
-            )
-        return self._rates[offer_idx]
-
-    def engine_key(self, row: Row) -> tuple[object, ...]:
-        """What the generation phase reads of a row (rltime.generation_seconds): the engine
-        layout of its strategy and its data-parallel degree (GPUs per group)."""
-        return (*engine_layout(self._space.strategies[row.strategy]), row.dp)
-
-    def engine_side(self, offer_idx: int, row: Row):
-        """rltime.engine_side of ``row``'s engine layout on the offer's GPUs, memoised per
-        layout (engine_key) and offer."""
-        key = (offer_idx, self.engine_key(row))
-        if key not in self._generation:
-            space, offer = self._space, self._space.offers[offer_idx]
-            self._generation[key] = engine_side(space.model, offer.gpu, config_for(space, row),
-                                                platform=offer.platform)
-        return self._generation[key]
-
-    def step_us(self, offer_idx: int, row: Row) -> int:
-        """step_time_us of ``row`` on offer ``offer_idx``, memoised."""
-        key = (offer_idx, row)
-        if key not in self._steps:
-            self._steps[key] = step_time_us(self._space, offer_idx, row)
-        return self._steps[key]
-
-
-def step_time_us(space: PlanSpace, offer_idx: int, row: Row) -> int:
-    """Optimizer-step time of ``row`` on the offer's GPUs in microseconds, from the throughput
-    model with the request's stack (the job time is proportional: fixed tokens per step)."""
-    offer = space.offers[offer_idx]
-    side = space.timing.engine_side(offer_idx, row) if space.base.is_rl else None
-    est = workload_throughput(space.model, offer.gpu, config_for(space, row),
-                              platform=offer.platform, stack=space.request.stack,
-                              critic=space.roles.critic, reward=space.roles.reward,
-                              gpus_per_node=offer.gpus_per_host, side=side)
-    return max(1, round(est.step_time_s * 1e6))
-
-
-def config_for(space: PlanSpace, row: Row) -> TrainConfig:
-    """The concrete TrainConfig of one row."""
-    return layout_config(space, row.strategy, num_gpus=row.num_gpus, tp=row.tp, pp=row.pp,
-                         micro_batch=row.micro_batch, grad_accum=row.grad_accum)
-
-
-def layout_config(space: PlanSpace, si: int, *, num_gpus: int, tp: int, pp: int,
-                  micro_batch: int, grad_accum: int) -> TrainConfig:
-    """The concrete TrainConfig of strategy ``si`` on a layout (separate RL placement: half the
-    GPUs run the engines; split: every role and the engines an equal group)."""
-    s = space.strategies[si]
-    group = num_gpus // s.groups
-    return space.base.model_copy(update={
-        **s.config_fields(),
-        "num_gpus": num_gpus, "tp": tp, "pp": pp,
-        "micro_batch_size": micro_batch, "grad_accum": grad_accum,
-        "rollout_gpus": group if s.placement == "separate" else None,
-        "role_gpus": tuple((n, group) for n in s.role_names) if s.placement == "split" else None,
-    })
-
-
-class RowArrays:
-    """Columns of a list of rows (numpy) for scoring them against offers at once: what
-    solve.timed_search needs per (offer, row) pair, millions of pairs on large catalogs.
-
-    ``bounds`` is a lower bound on step_time_us: the throughput model's compute, pipeline-bubble
-    and per-step-overhead terms only (its other terms are >= 0); RL adds every role's forward
-    and update compute and a generation bound (_generation_bytes)."""
-
-    def __init__(self, space: PlanSpace, rows: list[Row]) -> None:
-        self.space, self.rows = space, rows
-        self._bounds: dict[int, np.ndarray] = {}
-        n_rows = len(rows)
-
-        def field(name: str) -> np.ndarray:
-            return np.fromiter((getattr(r, name) for r in rows), dtype=np.int64, count=n_rows)
-
-        def per(values: np.ndarray, of) -> np.ndarray:
-            """of(first row with each value) for every row: a table over the distinct values,
-            taken by their first row (the memoised parts are per strategy or layout)."""
-            uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-            table = np.array([of(rows[i]) for i in first.tolist()], dtype=float)
-            return table[inverse.reshape(-1)] if len(uniq) else np.zeros((0, *table.shape[1:]))
-
-        st, tp, pp, dp, ga = (field(k) for k in ("strategy", "tp", "pp", "dp", "grad_accum"))
-        self.num_gpus = field("num_gpus")  # Offer.purchase_usd
-        self.strategy = st.astype(float)
-        self.gpu_need = field("gpu_need_mib").astype(float)
-        self.tp = tp.astype(float)
-        self.grad_accum = ga.astype(float)
-        self.host_need = np.array([r.host_need_mib for r in rows], dtype=float).reshape(
-            n_rows, len(space.host_sizes))
-        trainers = (dp * tp * pp).astype(float)
-        bubble = per(pp * (MAX_GLOBAL_BATCH + 1) + ga,
-                     lambda r: pipeline_bubble_fraction(r.pp, r.grad_accum))
-        req = space.request
-        tokens = req.sequences_per_step * (space.base.mean_seq_len or req.seq_len)
-        flops = per(st, space.timing.strategy_flops).reshape(n_rows, 4)
-        share = tokens / trainers
-        self.lin = share * flops[:, 0] * (1 + bubble)
-        self.s16 = share * flops[:, 1] * (1 + bubble)
-        self.fixed = np.full(n_rows, eff.STEP_OVERHEAD_S)
-        self.fwd = np.zeros(n_rows)
-        self.gen = np.zeros(n_rows)
-        self.separate = np.zeros(n_rows, dtype=bool)
-        self.groups = np.ones(n_rows)
-        self.trainers = trainers
-        self.fwd_gather = np.zeros(n_rows)
-        if space.base.is_rl:
-            steps = -(-req.sequences_per_step // req.global_batch_size)
-            self.fwd = share * flops[:, 2]
-            # the updates train steps x accumulation x micro-batch x dp sequences (the
-            # accumulation shortened and rounded when the sequences do not fill the global
-            # batches: rltime.update_steps), not always the sampled ones
-            seqs = space.base.rollout_batch * space.base.samples_per_prompt
-            mb = field("micro_batch")
-            n_steps, accum = update_steps(seqs, mb, dp, grad_accum=ga)
-            trained = n_steps * accum * mb * dp / req.sequences_per_step
-            self.lin, self.s16 = self.lin * trained, self.s16 * trained
-            # ZeRO-3/FSDP forward passes all-gather the roles' weights every log-prob
-            # micro-step (rltime.forward_seconds): bytes per trainer GPU before the ring factor,
-            # with at least ceil(sequences / (GPUs x batch)) micro-steps
-            base = space.base
-            seqs = base.rollout_batch * base.samples_per_prompt
-            batch = base.logprob_micro_batch or field("micro_batch")
-            micro_steps = -(-seqs // (dp * tp * pp * batch))
-            self.fwd_gather = micro_steps * per(
-                (st * 4096 + tp) * 4096 + pp, space.timing.gathered_bytes)
-            self.fixed = flops[:, 3] * steps * eff.STEP_OVERHEAD_S
-            layouts = [engine_layout(s) for s in space.strategies]
-            names = sorted(set(layouts))
-            layout = np.array([names.index(k) for k in layouts], dtype=np.int64)[st]
-            # a row of each engine layout and dp (Timing.engine_key): the engine's phases are
-            # timed per layout and offer, exactly (rltime.engine_side)
-            _, first, self.engine_idx = np.unique(layout * (MAX_GLOBAL_BATCH + 1) + dp,
-                                                  return_index=True, return_inverse=True)
-            self.engine_idx = self.engine_idx.reshape(-1)
-            self.engine_rows = [rows[i] for i in first.tolist()]
-            self.gen = np.array([space.timing.generation_bytes(r)
-                                 for r in self.engine_rows])[self.engine_idx]
-            self.separate = np.array([k[0] != "colocate" for k in names], dtype=bool)[layout]
-            # split: the role groups work side by side, so training takes at least the
-            # average over the groups (rltime.split_training_seconds takes the busiest)
-            self.groups = np.array([len(k[2]) or 1 for k in names], dtype=float)[layout]
-
-    def bounds(self, offer_idx: int):
-        """Lower bounds on step_time_us of every row on one offer; RL phases that only the
-        engine layout sets (rltime.engine_side) are exact. Memoised per offer (read only): the
-        timed searches of one request (plan, binding steps, alternatives) share them."""
-        if offer_idx not in self._bounds:
-            self._bounds[offer_idx] = self._bounds_of(offer_idx)
-            self._bounds[offer_idx].flags.writeable = False
-        return self._bounds[offer_idx]
-
-    def _bounds_of(self, offer_idx: int):
-        timing = self.space.timing
-        r_lin, r_16, bandwidth = timing.rates(offer_idx)
-        fwd = self.fwd / r_lin
-        if self.space.base.is_rl:
-            fwd = fwd + self._forward_gather_exposed(offer_idx, fwd)
-        train = (self.lin / r_lin + self.s16 / r_16 + fwd + self.fixed) / self.groups
-        if not self.space.base.is_rl:
-            return train * 1e6
-        sides = [timing.engine_side(offer_idx, r) for r in self.engine_rows]
-        gen, sync, sleep = (np.array(col)[self.engine_idx] for col in zip(
-            *((e.generation_s, e.weight_sync_s, e.sleep_s) for e in sides), strict=True))
-        # rltime.estimate_rl_step: colocated phases add up (a sleeping engine's traffic
-        # among them); apart, the slower of generation and training, plus the weight sync
-        return (np.where(self.separate, np.maximum(train, gen), train + gen + sleep)
-                + sync) * 1e6
-
-
-    def _forward_gather_exposed(self, offer_idx: int, fwd: np.ndarray) -> np.ndarray:
-        """At least the forward passes' weight all-gathers left after overlap, seconds per row
-        (rltime.forward_seconds): summed over the roles, sum_r max(0, raw_r - ov x c_r) >=
-        max(0, sum raw - ov x sum c), and c + max(0, raw - ov x c) grows with c (ov <= 1), so
-        the forward compute bound ``fwd`` may stand for the exact compute."""
-        space = self.space
-        offer = space.offers[offer_idx]
-        links = resolve_links(offer.gpu, platform=offer.platform)  # as rltime.estimate_rl_step
-        gpus, inverse = np.unique(self.trainers, return_inverse=True)
-        per_byte = np.array([ring_factor(int(g), "all-gather") / (
-            links.collective_gbps(int(g), g > links.gpus_per_node) * 1e9)
-            for g in gpus.tolist()])[inverse.reshape(-1)]
-        overlap = eff.OVERLAP[space.request.stack]["dp"]
-        return np.maximum(0.0, self.fwd_gather * per_byte - overlap * fwd)
-
-
-def _strategy_flops(space: PlanSpace, row: Row) -> tuple[float, float, float, int]:
-    """Per token: (matmul-precision, 16-bit) training FLOPs summed over the trained roles,
-    forward FLOPs summed over every role's forward pass, and the number of trained roles."""
-    cfg = config_for(space, row)
-    if not cfg.is_rl:
-        f = training_flops(space.model, cfg)
-        return f.linear, f.sixteen_bit, 0.0, 1
-    rs = roles(space.model, cfg, critic=space.roles.critic, reward=space.roles.reward)
-    lin = sixteen = fwd = 0.0
-    for r in rs:
-        fwd += forward_flops_per_token(r.model, r.cfg.seq_len)  # as rltime.forward_seconds
-        if r.trained:
-            f = training_flops(r.model, r.cfg)
-            lin, sixteen = lin + f.linear, sixteen + f.sixteen_bit
-    return lin, sixteen, fwd, sum(r.trained for r in rs)
-
-
-def _generation_bytes(space: PlanSpace, row: Row) -> float:
-    """Bytes each engine GPU reads while generating, at least: every decoding step of every wave
-    reads the engine's weights once (throughput._decode_step; prefill, KV reads and
-    communication only add time). Divided by the vLLM share of HBM bandwidth: a time bound."""
-    eng = space.engine_at(row.strategy, row.dp)
-    # with a fixed gpu_memory_utilization the waves depend on the GPU: one wave at least; a
-    # continuous-batching engine decodes share / concurrency waves' worth (rltime.engine_side)
-    if space.base.gpu_memory_utilization is not None:
-        waves = 1.0
-    elif space.base.generates_in_trainer:
-        waves = -(-eng.sequences_per_engine // eng.concurrency)
-    else:
-        waves = eng.sequences_per_engine / eng.concurrency
-    return waves * (space.base.response_len or 0) * eng.weights

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from ortools.sat.python import cp_model
 
-from planner.catalog.request import TrainConfig, validate_config
+from planner.catalog.request import TrainConfig
+from planner.catalog.request_checks import validate_config
 from planner.errors import PlannerError
 from planner.models.cost import job_cost
 from planner.models.rltime import workload_throughput
@@ -27,9 +28,11 @@ from planner.solver.encoding import (
     hint_cheapest,
 )
 from planner.solver.result import Plan
+from planner.solver.rows import Row, pareto_rows
 from planner.solver.rules import Need, holds, violations
 from planner.solver.search import ROUNDING, needs_timing, request_job, timed_search
-from planner.solver.space import PlanSpace, Row, RowArrays, layout_config, pareto_rows
+from planner.solver.space import PlanSpace
+from planner.solver.steptime import RowArrays, layout_config
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from planner.catalog.request import (
     SHARDING_FIELDS,
     TrainConfig,
     split_role_names,
-    validate_engine,
 )
+from planner.catalog.request_checks import validate_engine
 from planner.catalog.specs import (
     ModelSpec,
     divisors,
@@ -103,7 +103,7 @@ def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int,
                 base: TrainConfig | None = None) -> list[tuple[str, int, bool]]:
     """(placement, rollout TP, offload_idle) choices of an RL request; one neutral choice
     otherwise, and for the trainer's own generate (it runs colocated, at the trainer's
-    layout, nothing parked: request.validate_engine says so of a pin that differs)."""
+    layout, nothing parked: request_checks.validate_engine says so of a pin that differs)."""
     if not request.is_rl:
         return [("colocate", 1, False)]
     if base is not None and base.generates_in_trainer:
@@ -115,7 +115,7 @@ def _rl_choices(request: PlanRequest, model: ModelSpec, per_node: int,
     rtps = (request.rollout_tp,) if request.rollout_tp else tensor_parallel_options(
         model, per_node)
     idles = (request.offload_idle,) if request.offload_idle is not None else (False, True)
-    # split: no role shares a GPU, so there is nothing idle to move (request._validate_split)
+    # split: no role shares a GPU, so there is nothing idle to move (request_checks._validate_split)
     return [(p, t, i) for p in placements for t in rtps for i in idles
             if not (p == "split" and i)]
 

@@ -205,54 +205,79 @@ def memory_tables(
     # Model states do not depend on checkpointing: strategies that differ only there share them.
     shared: dict[tuple, tuple] = {}
     for si, s in enumerate(strategies):
-        fields = s.config_fields()
-        states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
-                      s.offload_idle)
-        if base.is_rl:  # a vLLM-style engine's parts depend on its TP only; the trainer's
-            # own generate's on the strategy (sharding: gathered weights; method: prefill)
-            ekey = ("engine", si if base.generates_in_trainer else s.rollout_tp)
-            if ekey not in shared:
-                c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(
-                    fields if base.generates_in_trainer else {})})
-                weights, work, per_seq = engine_parts(model, c)
-                shared[ekey] = (_ceil_mib(weights), _ceil_mib(per_seq), _ceil_mib(work))
-            engine[si] = shared[ekey]
+        if base.is_rl:
+            engine[si] = _engine_entry(model, base, s, si=si, shared=shared)
         for tp in tps:
             for pp in pps:
                 for acc in (False, True):
-                    key = (states_key, tp, pp, acc)
-                    if key not in shared:
-                        cfg = base.model_copy(update={
-                            **fields, "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
-                            "micro_batch_size": 1})
-                        coeffs = states_coefficients(model, cfg, precision, roles=roles)
-                        shared[key] = (
-                            None if acc
-                            else host_coefficients(model, cfg, roles, precision=precision),
-                            {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c),
-                                     _ceil_mib(co.e), _ceil_mib(co.k))
-                             for phase, co in coeffs.items()},
-                        )
-                    host_co, per_phase = shared[key]
+                    host_co, per_phase = _states_entry(model, base, s, tp=tp, pp=pp, acc=acc,
+                                                       precision=precision, roles=roles,
+                                                       shared=shared)
                     if not acc:
                         host[(si, tp, pp)] = host_co
                     for phase, abc in per_phase.items():
                         states.setdefault(phase, {})[(si, tp, pp, acc)] = abc
                 for in_flight in range(1, pp + 1):
-                    # the engine's terms are left out (_phases): rollout TP changes nothing
-                    key = (replace(s, rollout_tp=1), tp, pp, in_flight)
-                    if key not in shared:
-                        cfg = _with_dp(base.model_copy(update={
-                            **fields, "tp": tp, "pp": pp, "micro_batch_size": 1,
-                            "grad_accum": in_flight,
-                        }), 1)
-                        shared[key] = {
-                            phase: _ceil_mib(v) for phase, v in activation_reserved_bytes(
-                                model, cfg, precision, roles=roles).items()}
-                    for phase, v in shared[key].items():
+                    for phase, v in _acts_entry(model, base, s, tp=tp, pp=pp,
+                                                in_flight=in_flight, precision=precision,
+                                                roles=roles, shared=shared).items():
                         acts.setdefault(phase, {})[(si, tp, pp, in_flight)] = v
     one, two = device_overhead_bytes(1), device_overhead_bytes(2)
     return MemoryTables(
         states=states, acts=acts, host=host, floor_mib=_ceil_mib(reserved_bytes({})),
         overhead_mib=_ceil_mib(one), multi_gpu_mib=_ceil_mib(two - one), engine=engine,
     )
+
+
+def _engine_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, si: int,
+                  shared: dict) -> tuple[int, int, int]:
+    """An RL strategy's engine (weights, KV per sequence, workspace) MiB, memoised in
+    ``shared``: a vLLM-style engine's parts depend on its TP only; the trainer's own
+    generate's on the strategy (sharding: gathered weights; method: prefill)."""
+    ekey = ("engine", si if base.generates_in_trainer else s.rollout_tp)
+    if ekey not in shared:
+        c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(
+            s.config_fields() if base.generates_in_trainer else {})})
+        weights, work, per_seq = engine_parts(model, c)
+        shared[ekey] = (_ceil_mib(weights), _ceil_mib(per_seq), _ceil_mib(work))
+    return shared[ekey]
+
+
+def _states_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, tp: int, pp: int,
+                  acc: bool, precision: str, roles: RoleModels, shared: dict) -> tuple:
+    """(host coefficients, or None when accumulating; per phase the states coefficients
+    (a, b, c, e, k) in MiB) of a strategy on (tp, pp), memoised in ``shared`` by what model
+    states depend on (not checkpointing)."""
+    states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
+                  s.offload_idle)
+    key = (states_key, tp, pp, acc)
+    if key not in shared:
+        cfg = base.model_copy(update={
+            **s.config_fields(), "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
+            "micro_batch_size": 1})
+        coeffs = states_coefficients(model, cfg, precision, roles=roles)
+        shared[key] = (
+            None if acc else host_coefficients(model, cfg, roles, precision=precision),
+            {phase: (_ceil_mib(co.a), _ceil_mib(co.b), _ceil_mib(co.c),
+                     _ceil_mib(co.e), _ceil_mib(co.k))
+             for phase, co in coeffs.items()},
+        )
+    return shared[key]
+
+
+def _acts_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, tp: int, pp: int,
+                in_flight: int, precision: str, roles: RoleModels,
+                shared: dict) -> dict[str, int]:
+    """Per phase the activation MiB of one micro-batch of a strategy on (tp, pp) with
+    ``in_flight`` micro-batches in flight, memoised in ``shared``; the engine's terms are left
+    out (_phases): rollout TP changes nothing."""
+    key = (replace(s, rollout_tp=1), tp, pp, in_flight)
+    if key not in shared:
+        cfg = _with_dp(base.model_copy(update={
+            **s.config_fields(), "tp": tp, "pp": pp, "micro_batch_size": 1,
+            "grad_accum": in_flight,
+        }), 1)
+        shared[key] = {
+            phase: _ceil_mib(v) for phase, v in activation_reserved_bytes(
+                model, cfg, precision, roles=roles).items()}
+    return shared[key]

@@ -27,7 +27,8 @@ from planner.catalog.offers import (
     rental_offers,
 )
 from planner.catalog.plan_request import PlanRequest
-from planner.catalog.request import LORA_RANKS, SHARDING_FIELDS, TrainConfig, validate_config
+from planner.catalog.request import LORA_RANKS, SHARDING_FIELDS, TrainConfig
+from planner.catalog.request_checks import validate_config
 from planner.catalog.specs import (
     GpuSpec,
     PlatformSpec,

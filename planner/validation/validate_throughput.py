@@ -1,10 +1,10 @@
 """Predict the throughput validation cases (``throughput_cases.yaml``) and summarise the error.
 
 Each case is predicted in its own ``metric``: tokens/s per GPU, TFLOP/s per GPU, MFU, time to
-train, step time or cost. Training cases become a TrainConfig through validate.case_config (the
+train, step time or cost. Training cases become a TrainConfig through case_inputs.case_config (the
 memory cases' translation, with its framework defaults); decode cases go through the decode
 model; PPO/GRPO cases through rltime.estimate_rl_step (rl_inputs maps them, with
-validate.rl_case); rm/dpo time cases have no verified total workload and return None. Error
+case_inputs.rl_case); rm/dpo time cases have no verified total workload and return None. Error
 is (predicted - value) / value (../shared/validation/README.md, "How to count error");
 summaries give median and p90 |error| per workload and per stack, decode and RL apart.
 """
@@ -17,36 +17,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from planner.catalog.frameworks import efficiency_of
-from planner.catalog.load import Catalog, load_catalog
-from planner.catalog.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
-from planner.catalog.specs import GpuSpec, PlatformSpec
+from planner.catalog.load import Catalog
+from planner.catalog.request import TrainConfig
+from planner.catalog.specs import GpuSpec
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
-from planner.models.cost import define_job, rent_cost
-from planner.models.decode import estimate_decode
 from planner.models.rltime import estimate_rl_step
-from planner.models.throughput import ThroughputEstimate, estimate_throughput
+from planner.models.throughput import estimate_throughput
 from planner.models.workloads import estimate_memory
-from planner.validation.validate import case_config, case_profile, load_cases, percentile, rl_case
-
-ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
-PEFT_WORKLOADS = ("lora", "qlora", "dora")
-
-# Serving stack of each inference framework slug (decode cases; efficiency.DECODE_STACKS).
-# Training frameworks take their efficiency from their profile (catalog/frameworks).
-DECODE_STACK: dict[str, str] = {"tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi"}
-# The stack of a training framework whose profile (and bases) state no measured efficiency.
-DEFAULT_STACK = "hf"
-
-# Host platform by GPU form factor, for node size and links (catalog/platforms). GB200 NVL72:
-# the NVLink domain is the 72-GPU rack, so its node size is 72 (gb200-nvl72-tray notes).
-PLATFORM_BY_FORM_FACTOR = {
-    "sxm": "hgx-8gpu-sxm", "superchip": "gb200-nvl72-tray", "oam": "oam-8gpu-server",
-    "pcie-datacenter": "pcie-server-8gpu", "workstation": "workstation-4gpu-trpro-wrx90",
-    "consumer": "workstation-4gpu-trpro-wrx90",
-}
-NVLINK_DOMAIN_GPUS = {"superchip": 72}
+from planner.validation.case_inputs import case_profile, rl_case
+from planner.validation.throughput_cases import (
+    case_platform,
+    decode_value,
+    family_of,
+    memory_style_case,
+    stack_of,
+    training_estimate,
+    training_metric,
+)
+from planner.validation.validate import load_cases, percentile
 
 
 @dataclass(frozen=True)
@@ -74,152 +63,6 @@ class ThroughputResult:
         return (self.predicted - self.measured) / self.measured
 
 
-def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
-    """The case's efficiency stack: a serving stack for decode cases, else the efficiency its
-    framework's profile states or inherits (DEFAULT_STACK where none does, and for a framework
-    without a profile, which training cases report as not modelled). LLaMA-Factory rows run on
-    the Unsloth backend where the row says so."""
-    fw = str(case.get("framework"))
-    if case.get("workload") == "decode" or fw in DECODE_STACK:
-        return DECODE_STACK.get(fw, "vllm")
-    if fw == "llama-factory" and "unsloth" in str(case.get("location", "")).lower():
-        return "unsloth"
-    try:
-        profile = case_profile(case, catalog or load_catalog())
-    except PlannerError:
-        return DEFAULT_STACK
-    return efficiency_of(profile)[0] or DEFAULT_STACK
-
-
-def family_of(workload: str) -> str:
-    """The case family of a workload: decode, rl or training."""
-    if workload == "decode":
-        return "decode"
-    return "rl" if workload in ROLE_WORKLOADS else "training"
-
-
-def _grad_accum(case: dict[str, Any], dp: int) -> int:
-    extra = case.get("extra") or {}
-    if extra.get("grad_accum"):
-        return int(extra["grad_accum"])
-    mb, gbs = case.get("micro_batch_size") or 1, case.get("global_batch_size")
-    if gbs and gbs % (mb * dp) == 0:
-        return gbs // (mb * dp)
-    if gbs:
-        raise PlannerError(f"global batch {gbs} is not a multiple of micro-batch {mb} x dp {dp}")
-    return 1
-
-
-def _memory_style_case(case: dict[str, Any]) -> dict[str, Any]:
-    """The throughput case in the memory schema that validate.case_config reads."""
-    out = dict(case)
-    extra = dict(case.get("extra") or {})
-    workload = case.get("workload")
-    if workload in PEFT_WORKLOADS:
-        out["workload"], out["method"] = "sft", workload
-    out.setdefault("method", None)
-    out["method"] = out.get("method") or "full"
-    out["lora_rank"] = case.get("lora_rank") or extra.get("lora_rank")
-    opt = str(extra.get("optimizer", ""))
-    if "paged-adamw-8bit" in opt:
-        out["optimizer"] = "paged-adamw-8bit"
-    if "in backward" in opt:
-        extra["optimizer_in_bwd"] = True
-    if extra.get("fsdp_cpu_offload"):
-        out["offload"] = "optimizer+params"
-    n = case["num_gpus"]
-    dp = n // ((case.get("tp") or 1) * (case.get("pp") or 1) * (case.get("cp") or 1))
-    extra["grad_accum"] = _grad_accum(case, dp)
-    out["extra"] = extra
-    return out
-
-
-def _platform(
-    gpu: GpuSpec, catalog: Catalog
-) -> tuple[PlatformSpec | None, int | None, float | None]:
-    """(platform, node size, network per node): an NVLink domain larger than the platform
-    (GB200 NVL72) is one node whose network is the sum of its hosts' (per-GPU share kept)."""
-    pid = PLATFORM_BY_FORM_FACTOR.get(gpu.form_factor)
-    platform = catalog.platforms.get(pid) if pid else None
-    domain = NVLINK_DOMAIN_GPUS.get(gpu.form_factor)
-    if platform is None or domain is None:
-        return platform, None, None
-    return platform, domain, platform.inter_node_bandwidth_gbps * domain / platform.max_gpus
-
-
-def training_estimate(
-    case: dict[str, Any], catalog: Catalog, **overrides: float
-) -> tuple[ThroughputEstimate, TrainConfig, GpuSpec]:
-    """The throughput estimate of one training case (PlannerError when not expressible);
-    ``overrides`` (utilisation, step_overhead_s) go to estimate_throughput."""
-    for need in ("gpu", "model", "seq_len"):
-        if not case.get(need):
-            raise PlannerError(f"case has no {need}")
-    mem_case = _memory_style_case(case)
-    pp = mem_case.get("pp") or 1
-    # Megatron splits layers unevenly when pp does not divide them (first/last stages take
-    # fewer, e.g. 126 layers over 8 stages in the MLPerf Llama 3.1 405B configs); TrainConfig
-    # validation asks for equal stages, so the layout is checked at pp = 1 and pp set after.
-    cfg, resolved = case_config({**mem_case, "pp": 1}, catalog)
-    cfg = cfg.model_copy(update={"pp": pp})
-    gpu = catalog.gpu(case["gpu"])
-    platform, per_node, network = _platform(gpu, catalog)
-    vp = int((case.get("extra") or {}).get("vp") or 1)
-    est = estimate_throughput(resolved.spec, gpu, cfg, platform=platform,
-                              stack=stack_of(case, catalog), gpus_per_node=per_node,
-                              inter_node_gbps=network, virtual_stages=vp, **overrides)
-    return est, cfg, gpu
-
-
-def _training_metric(case: dict[str, Any], est: ThroughputEstimate, gpu: GpuSpec) -> float:
-    metric = case["metric"]
-    if metric == "tokens_per_sec_per_gpu":
-        return est.tokens_per_s_per_gpu
-    if metric == "tflops_per_gpu":
-        return est.achieved_tflops_per_gpu
-    if metric == "mfu":
-        return est.mfu
-    if metric == "step_time_s":
-        return est.step_time_s
-    total = (case.get("extra") or {}).get("total_tokens")
-    if not total:
-        raise PlannerError(f"{metric} needs the total workload (extra.total_tokens)")
-    job = define_job(tokens=float(total))
-    if metric == "time_to_train_minutes":
-        return job.tokens / est.tokens_per_s / 60
-    if metric == "cost_usd":
-        cost = rent_cost(gpu, case["num_gpus"], hours=job.tokens / est.tokens_per_s / 3600,
-                         job=job)
-        if cost.usd is None:
-            raise PlannerError(cost.reason or "no price")
-        return cost.usd
-    raise PlannerError(f"unknown metric {metric!r}")
-
-
-def _decode_value(
-    case: dict[str, Any], catalog: Catalog, efficiency: float | None = None
-) -> tuple[float, str]:
-    rl = case.get("rl") or {}
-    if not (rl.get("prompt_len") and rl.get("response_len")):
-        raise PlannerError("decode case without input/output lengths")
-    if case["metric"] != "tokens_per_sec_per_gpu":
-        raise PlannerError(f"decode metric {case['metric']!r} is not modelled")
-    resolved = catalog.model(case["model"])
-    gpu = catalog.gpu(case["gpu"])
-    text = f"{case.get('id')} {case.get('location', '')}".lower()
-    bits = 4 if ("gptq" in text or "awq" in text or resolved.weight_bits == 4) else None
-    if "fp4" in text:
-        raise PlannerError("fp4 weights are not modelled")
-    tp = rl.get("rollout_tp") or case.get("tp") or 1
-    est = estimate_decode(
-        resolved.spec, gpu, prompt_len=int(rl["prompt_len"]),
-        response_len=int(rl["response_len"]), tp=int(tp), batch=case.get("micro_batch_size"),
-        precision=case.get("precision") or "bf16", weight_bits=bits, stack=stack_of(case, catalog),
-        efficiency=efficiency,
-    )
-    return est.output_tokens_per_s / case["num_gpus"], est.limited_by
-
-
 def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> ThroughputResult:
     """Predict ``case`` in its own metric; predicted None with a reason when not modelled."""
     workload = str(case.get("workload"))
@@ -241,12 +84,12 @@ def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> Throughpu
         if not case.get("model"):
             raise PlannerError("no public checkpoint: architecture unknown")
         if family == "decode":
-            value, limit = _decode_value(case, catalog)
+            value, limit = decode_value(case, catalog)
         else:
             if case.get("tp") is None or case.get("pp") is None:
                 raise PlannerError("parallel layout (tp/pp) not stated")
             est, _cfg, gpu = training_estimate(case, catalog)
-            value, limit = _training_metric(case, est, gpu), est.limited_by
+            value, limit = training_metric(case, est, gpu), est.limited_by
     except PlannerError as exc:
         return ThroughputResult(**base, predicted=None, limited_by=None, reason=str(exc))
     return ThroughputResult(**base, predicted=value, limited_by=limit, reason=None)
@@ -297,7 +140,7 @@ def _max_response_len(case: dict[str, Any], cfg: TrainConfig) -> int | None:
 
 
 def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
-    """(validate.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
+    """(case_inputs.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
     for need in ("gpu", "model"):
         if not case.get(need):
             raise PlannerError(f"case has no {need}" if need == "gpu"
@@ -342,7 +185,7 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         update["placement"] = "separate"
     if case.get("global_batch_size") and extra.get("rollouts_per_step"):
         # NeMo-RL: global_batch_size is the train batch (optimizer steps = rollouts / GBS);
-        # DeepSpeed-Chat's 1024 is only the cap on prompts per iteration (validate.rl_case)
+        # DeepSpeed-Chat's 1024 is only the cap on prompts per iteration (case_inputs.rl_case)
         gpus = cfg.num_gpus - (cfg.num_gpus // 2 if update.get("placement") == "separate"
                                else 0)
         dp = max(1, gpus // (tp * pp))
@@ -401,7 +244,7 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
     """rltime.estimate_rl_step of a PPO/GRPO case (``decode_efficiency`` overrides the
     engine's share of the decode roofline; used to calibrate it)."""
     rc, cfg, gpu = rl_inputs(case, catalog)
-    platform, _per_node, _network = _platform(gpu, catalog)
+    platform, _per_node, _network = case_platform(gpu, catalog)
     cap = _max_response_len(case, cfg)
     engine = RL_ENGINE_STACK.get(str(case.get("framework")))
     if decode_efficiency is None and engine:
@@ -444,20 +287,20 @@ def implied_rl_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> floa
 
 def _preference_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
     """A reward-model or DPO training case in its metric: the training step of the pairs
-    (validate.rl_case maps the batch to pairs; DPO adds the reference's forward passes)."""
+    (case_inputs.rl_case maps the batch to pairs; DPO adds the reference's forward passes)."""
     if case["metric"] not in ("tokens_per_sec_per_gpu", "step_time_s"):
         raise PlannerError(f"{case['workload']} metric {case['metric']!r} needs a total "
                            "workload the case does not state")
     for need in ("gpu", "model"):
         if not case.get(need):
             raise PlannerError(f"case has no {need}")
-    rc = rl_case(_memory_style_case(case), catalog)
+    rc = rl_case(memory_style_case(case), catalog)
     gpu = catalog.gpu(case["gpu"])
-    platform, per_node, network = _platform(gpu, catalog)
+    platform, per_node, network = case_platform(gpu, catalog)
     est = estimate_throughput(rc.resolved.spec, gpu, rc.cfg, platform=platform,
                               stack=stack_of(case, catalog), gpus_per_node=per_node,
                               inter_node_gbps=network)
-    return _training_metric(case, est, gpu), est.limited_by
+    return training_metric(case, est, gpu), est.limited_by
 
 
 def _rl_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
@@ -483,7 +326,7 @@ def implied_utilisation(
     for _ in range(40):
         mid = (lo * hi) ** 0.5
         est, _cfg, gpu = training_estimate(case, catalog, utilisation=mid, **kw)
-        value = _training_metric(case, est, gpu)
+        value = training_metric(case, est, gpu)
         too_fast = value < target if slower else value > target
         lo, hi = (lo, mid) if too_fast else (mid, hi)
     return (lo * hi) ** 0.5
@@ -496,7 +339,7 @@ def implied_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> float:
     lo, hi = 0.02, 4.0
     for _ in range(40):
         mid = (lo * hi) ** 0.5
-        value, _limit = _decode_value(case, catalog, efficiency=mid)
+        value, _limit = decode_value(case, catalog, efficiency=mid)
         lo, hi = (lo, mid) if value > target else (mid, hi)
     return (lo * hi) ** 0.5
 

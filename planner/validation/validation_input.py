@@ -76,7 +76,7 @@ class _Extra(_Fields):
     avg_prompt_len: Amount | None = None
     avg_response_len: Amount | None = None
     # DeepSpeed-Chat's --generation_batches: batches of the per-device batch an RL iteration
-    # generates on every GPU (validate.rl_case)
+    # generates on every GPU (case_inputs.rl_case)
     generation_batches: Count | None = None
     # the run used the largest per-device batch that fits, at most global_batch_size prompts
     # per iteration; script_micro_batch where none fits (validate_throughput)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from planner.catalog.load import load_catalog
-from planner.catalog.request import PRECISIONS, TrainConfig, validate_config
+from planner.catalog.request import PRECISIONS, TrainConfig
+from planner.catalog.request_checks import validate_config
 from planner.catalog.specs import ModelSpec
 from planner.errors import PlannerError
 from planner.inputs import FieldErrors, check_tree, short

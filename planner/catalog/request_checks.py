@@ -1,0 +1,191 @@
+"""The checks of a TrainConfig against its model (``validate_config``): layout, workload and
+RL placement, each a PlannerError with a one-line message naming the bad value and what is
+allowed."""
+
+from __future__ import annotations
+
+from planner.catalog.request import (
+    DEFAULT_ROLLOUT_BATCH,
+    DEFAULT_ROLLOUT_ENGINE,
+    SPLIT_ROLES,
+    TRAINER_ENGINES,
+    TrainConfig,
+    format_role_gpus,
+    rollout_gpu_count,
+)
+from planner.catalog.specs import ModelSpec, tensor_parallel_options
+from planner.errors import PlannerError, did_you_mean
+
+
+def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
+    """Structural checks that need the model; raises PlannerError on the first violation."""
+    if cfg.lora_rank is not None and not cfg.is_peft:
+        raise PlannerError(
+            f"--lora-rank {cfg.lora_rank} needs --method lora, dora or qlora (got {cfg.method})"
+        )
+    if cfg.fsdp and cfg.zero_stage:
+        raise PlannerError(f"--fsdp and --zero {cfg.zero_stage} exclude each other; pick one")
+    if cfg.offload == "optimizer+params" and not cfg.shards_weights:
+        raise PlannerError("--offload optimizer+params needs --zero 3 or --fsdp")
+    if cfg.offload != "none" and not (cfg.zero_stage or cfg.fsdp):
+        raise PlannerError(f"--offload {cfg.offload} needs --zero 1, 2 or 3, or --fsdp")
+    if cfg.optimizer_in_backward and cfg.grad_accum > 1:
+        raise PlannerError(
+            f"--optimizer-in-backward needs --grad-accum 1 (got {cfg.grad_accum}): gradients "
+            "are consumed as they are produced"
+        )
+    mp = cfg.tp * cfg.pp * cfg.cp
+    if cfg.num_gpus % mp:
+        raise PlannerError(
+            f"--tp {cfg.tp} x --pp {cfg.pp} x cp {cfg.cp} = {mp} does not divide --num-gpus "
+            f"{cfg.num_gpus}; "
+            f"use a GPU count that is a multiple of {mp}"
+        )
+    if not model.splits_heads(cfg.tp):
+        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
+        raise PlannerError(
+            f"--tp {cfg.tp} must divide the attention heads ({model.num_attention_heads}) and "
+            f"kv heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}"
+        )
+    if cfg.pp > model.num_layers:
+        raise PlannerError(
+            f"--pp {cfg.pp} exceeds the {model.num_layers} layers of {model.id}; at most "
+            f"{model.num_layers} (stages of unequal size are allowed: the largest sets the peak)"
+        )
+    if cfg.seq_len % cfg.cp:
+        raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
+    validate_workload(cfg, model)
+
+
+def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
+    """Checks of the preference/RL options (one line each, naming the bad value)."""
+    if not cfg.is_rl:
+        _validate_not_rl(cfg)
+        return
+    if cfg.mean_seq_len is not None and cfg.prompt_len and cfg.response_len and \
+            cfg.mean_seq_len > cfg.prompt_len + cfg.response_len:
+        raise PlannerError(f"--mean-seq-len {cfg.mean_seq_len} exceeds prompt + response "
+                           f"({cfg.prompt_len + cfg.response_len})")
+    if cfg.prompt_len is None or cfg.response_len is None:
+        raise PlannerError(f"--workload {cfg.workload} needs --prompt-len and --response-len "
+                           "(they replace --seq-len)")
+    if cfg.seq_len != cfg.prompt_len + cfg.response_len:
+        raise PlannerError(f"--seq-len {cfg.seq_len} must equal prompt + response "
+                           f"({cfg.prompt_len} + {cfg.response_len}) for {cfg.workload}")
+    validate_engine(cfg)
+    if cfg.tp != 1 or cfg.pp != 1 or cfg.cp != 1:
+        raise PlannerError(f"{cfg.workload}: the trainer is data parallel (verl FSDP, OpenRLHF "
+                           f"DeepSpeed); tensor/pipeline/context parallel training is not "
+                           f"modelled (got tp {cfg.tp}, pp {cfg.pp}, cp {cfg.cp})")
+    if not model.splits_heads(cfg.rollout_tp):
+        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
+        raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the attention and kv heads "
+                           f"of {model.id}; allowed: {allowed}")
+    _validate_placement(cfg)
+
+
+def _validate_not_rl(cfg: TrainConfig) -> None:
+    """A workload other than PPO/GRPO: no RL option is set (and --precompute-ref only for
+    DPO)."""
+    rl_only = {"--prompt-len": cfg.prompt_len, "--response-len": cfg.response_len,
+               "--mean-seq-len": cfg.mean_seq_len,
+               "--rollout-n": cfg.rollout_n, "--gpu-memory-utilization": cfg.gpu_memory_utilization,
+               "--generate-micro-batch": cfg.generate_micro_batch,
+               "--rollout-engine": (cfg.rollout_engine
+                                    if cfg.rollout_engine != DEFAULT_ROLLOUT_ENGINE else None),
+               "--rollout-gpus": cfg.rollout_gpus,
+               "--role-gpus": format_role_gpus(cfg.role_gpus) if cfg.role_gpus else None}
+    for flag, value in rl_only.items():
+        if value is not None:
+            raise PlannerError(f"{flag} {value} applies to --workload ppo or grpo only "
+                               f"(got {cfg.workload})")
+    if cfg.placement != "colocate" or cfg.rollout_tp != 1:
+        raise PlannerError(f"--placement/--rollout-tp apply to --workload ppo or grpo only "
+                           f"(got {cfg.workload})")
+    rl_flags = {"--logprob-micro-batch": cfg.logprob_micro_batch,
+                "--offload-idle": cfg.offload_idle or None,
+                "--no-engine-sleep": (not cfg.engine_sleep) or None,
+                "--rollout-batch": (cfg.rollout_batch
+                                    if cfg.rollout_batch != DEFAULT_ROLLOUT_BATCH else None)}
+    for flag, value in rl_flags.items():
+        if value is not None:
+            shown = "" if value is True else f" {value}"
+            raise PlannerError(f"{flag}{shown} applies to --workload ppo or grpo only "
+                               f"(got {cfg.workload})")
+    if cfg.precompute_ref and cfg.workload != "dpo":
+        raise PlannerError(f"--precompute-ref applies to --workload dpo only "
+                           f"(got {cfg.workload})")
+
+
+def _validate_placement(cfg: TrainConfig) -> None:
+    """An RL workload's placement: the rollout TP divides the rollout GPUs, --role-gpus only
+    split, --rollout-gpus only apart, and a separate placement leaves GPUs for training."""
+    gen_gpus = rollout_gpu_count(cfg)
+    if gen_gpus % cfg.rollout_tp:
+        raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the {gen_gpus} rollout "
+                           "GPUs")
+    if cfg.role_gpus is not None and cfg.placement != "split":
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)} needs --placement "
+                           "split")
+    if cfg.placement == "split":
+        _validate_split(cfg)
+    elif cfg.placement == "separate":
+        if cfg.num_gpus < 2:
+            raise PlannerError("--placement separate needs at least 2 GPUs (engines and trainer)")
+        if cfg.rollout_gpus is not None and cfg.rollout_gpus >= cfg.num_gpus:
+            raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must leave GPUs for training "
+                               f"(--num-gpus {cfg.num_gpus})")
+    elif cfg.rollout_gpus is not None:
+        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} needs --placement separate or "
+                           "split")
+
+
+def validate_engine(cfg: TrainConfig) -> None:
+    """The rollout engine's options: the trainer's own generate (hf-generate) runs on the
+    training GPUs with the trainer's layout, so the vLLM engine's knobs do not apply to it."""
+    if not cfg.generates_in_trainer:
+        if cfg.generate_micro_batch is not None:
+            raise PlannerError(f"--generate-micro-batch {cfg.generate_micro_batch} applies to "
+                               f"--rollout-engine {', '.join(TRAINER_ENGINES)} (got "
+                               f"{cfg.rollout_engine}: its batch is what its memory holds)")
+        return
+    knobs = {"--placement": cfg.placement if cfg.placement != "colocate" else None,
+             "--rollout-tp": cfg.rollout_tp if cfg.rollout_tp != 1 else None,
+             "--gpu-memory-utilization": cfg.gpu_memory_utilization,
+             "--offload-idle": cfg.offload_idle or None}
+    for flag, value in knobs.items():
+        if value is not None:
+            shown = "" if value is True else f" {value}"
+            raise PlannerError(f"{flag}{shown} does not apply to --rollout-engine "
+                               f"{cfg.rollout_engine}: the trainer generates with its own "
+                               "weights on its own GPUs (colocated, no engine TP or memory "
+                               "fraction, nothing parked on the host)")
+
+
+def _validate_split(cfg: TrainConfig) -> None:
+    """Split placement: every role named once with at least one GPU, the engines the rest."""
+    if cfg.role_gpus is None:
+        raise PlannerError("--placement split needs the GPUs of each role (--role-gpus "
+                           "actor=N,critic=N,...; the CLI and the planner default to equal "
+                           "groups)")
+    names = [n for n, _ in cfg.role_gpus]
+    for name, gpus in cfg.role_gpus:
+        if name not in SPLIT_ROLES:
+            raise PlannerError(f"--role-gpus: {name!r} is not a role"
+                               f"{did_you_mean(name, SPLIT_ROLES)}; roles: "
+                               f"{', '.join(SPLIT_ROLES)}")
+        if gpus < 1:
+            raise PlannerError(f"--role-gpus {name}={gpus}: every role needs at least 1 GPU")
+    if len(set(names)) != len(names) or "actor" not in names:
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)}: name each role once, "
+                           "the actor included")
+    engines = cfg.num_gpus - sum(g for _, g in cfg.role_gpus)
+    if engines < 1:
+        raise PlannerError(f"--role-gpus {format_role_gpus(cfg.role_gpus)} take all "
+                           f"{cfg.num_gpus} GPUs: the rollout engines need GPUs of their own")
+    if cfg.rollout_gpus is not None and cfg.rollout_gpus != engines:
+        raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must be the GPUs --role-gpus "
+                           f"leaves ({engines} of {cfg.num_gpus})")
+    if cfg.offload_idle:
+        raise PlannerError("--offload-idle moves idle roles off shared GPUs; with --placement "
+                           "split every role has GPUs of its own")
