@@ -272,8 +272,8 @@ def tune_cmd(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
         --response-len 256 --rollout-n 16 --require 'rollout_n % micro_batch == 0' \
         --require 'rollout_batch % num_gpus == 0'
     """
-    from planner.solver.tune import tune as tune_search  # deferred: as above
-    from planner.solver.tune_space import Pins  # deferred: each command loads only its own modules
+    from planner.solver.tune import tune as tune_search  # deferred: each command loads only
+    from planner.solver.tune_space import Pins  # its own modules
 
     cfg = _config({**opts, "micro_batch": 1, "grad_accum": 1,
                    "checkpointing": "full" if checkpointing == "auto" else checkpointing})
