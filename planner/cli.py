@@ -63,7 +63,7 @@ from planner.inputs import (
 from planner.models.bands import DEFAULT_CONFIDENCE, case_band, framework_id, request_headroom
 from planner.models.cost import define_job
 from planner.models.efficiency import STACKS
-from planner.outputs import listings, render
+from planner.outputs import listings, render, render_pareto, render_tune
 from planner.outputs.files import STDOUT, check_targets, write_atomic
 from planner.validation.validate import validate_file
 from planner.validation.validate_throughput import is_throughput_file, validate_throughput_file
@@ -286,8 +286,8 @@ def tune_cmd(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
                          stack=stack, platform=platform, critic_model=critic_model,
                          reward_model=reward_model, pins=pins, tie_tolerance=tie_tolerance,
                          requires=requires)
-    doc = render.tune_doc(result)
-    click.echo(render.to_json(doc) if as_json else render.tune_text(doc))
+    doc = render_tune.tune_doc(result)
+    click.echo(render.to_json(doc) if as_json else render_tune.tune_text(doc))
     sys.exit(0 if result.best is not None else 1)
 
 
@@ -331,7 +331,7 @@ def plan_cmd(*, catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html
         from planner.solver.solve import pareto as pareto_sweep  # OR-Tools: only for the solver
 
         points = pareto_sweep(request, catalog, max_points=8) if result.plan else []
-        _write_html(html_path, doc, render.pareto_doc(points))
+        _write_html(html_path, doc, render_pareto.pareto_doc(points))
     click.echo(render.to_json(doc) if as_json else render.plan_text(doc))
     if export is not None:
         _emit_export(export, export_fmt, export_out)
@@ -366,7 +366,7 @@ def pareto_cmd(*, catalogs: tuple[str, ...], as_json: bool, gpus: str | None, ma
     check_targets([("--plot", plot_path), ("--html", html_path)], inputs=_model_file(opts))
     request, catalog = _plan_request(catalogs, gpus, opts)
     points = pareto_sweep(request, catalog, max_points=max_points + 1)  # one more: goes on?
-    doc = render.pareto_doc(points[:max_points], more=len(points) > max_points)
+    doc = render_pareto.pareto_doc(points[:max_points], more=len(points) > max_points)
     points = points[:max_points]
     if plot_path or html_path:  # the cheapest plan and its alternatives: the faint candidates
         from planner.solver.solve import plan as plan_request  # OR-Tools: only for the solver
@@ -378,7 +378,7 @@ def pareto_cmd(*, catalogs: tuple[str, ...], as_json: bool, gpus: str | None, ma
             _written(plot_path, lambda tmp: write_plot(tmp, doc, plan_doc))
         if html_path:
             _write_html(html_path, plan_doc, doc)
-    click.echo(render.to_json(doc) if as_json else render.pareto_text(doc))
+    click.echo(render.to_json(doc) if as_json else render_pareto.pareto_text(doc))
     sys.exit(0 if points else 1)
 
 

@@ -147,17 +147,12 @@ def test_no_import_runs_upward():
 # ones of today, with their lengths: none may grow, and each leaves this list once it is split.
 MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS = {
-    "planner.outputs.report.memory_svg": 68,
-    "planner.outputs.export.hf.export_accelerate": 68,
-    "planner.outputs.render.plan_text": 65,
-    "planner.outputs.export.hf._hf_script_args": 62,
 }
 # Modules may run to MAX_MODULE_LINES lines (issue 16's bar); the longer ones of today likewise.
 MAX_MODULE_LINES = 500
 LONG_MODULES = {
     "planner.cli": 726,
     "planner.models.throughput": 656,
-    "planner.outputs.render": 636,
     "planner.models.memory": 710,
     "planner.models.workloads": 592,
 }

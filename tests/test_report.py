@@ -18,7 +18,7 @@ import pytest
 from planner.catalog.load import load_catalog
 from planner.catalog.plan_request import PlanRequest
 from planner.cli import main
-from planner.outputs import render
+from planner.outputs import render, render_pareto
 from planner.outputs.plot import FRONT_COLOUR, PLAN_COLOUR, chart_points
 from planner.outputs.report import TERM_COLOURS, memory_bars, report_html
 
@@ -37,7 +37,7 @@ def docs() -> dict[str, tuple[dict, dict | None]]:
     cat = load_catalog()
     sft = PlanRequest(**SFT)
     out = {"sft": (render.plan_doc(plan(sft, cat)),
-                   render.pareto_doc(pareto(sft, cat, max_points=4))),
+                   render_pareto.pareto_doc(pareto(sft, cat, max_points=4))),
            "grpo": (render.plan_doc(plan(PlanRequest(**GRPO), cat)), None)}
     broke = PlanRequest(**{**SFT, "budget_usd": 500})
     out["infeasible"] = (render.plan_doc(plan(broke, cat)), {"points": []})

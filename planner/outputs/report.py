@@ -324,21 +324,30 @@ def memory_svg(plan: dict[str, Any], binding: list[dict[str, Any]] | None = None
     if limit is not None and limit < cap:
         out.append(_vline("limit", left + limit * scale, top_pad - 8, axis_y, CAPACITY_COLOUR,
                           f"limit {limit:g} GiB (less the margin)", dashed=True))
-    ly = axis_y + 44
-    for j, (name, gib) in enumerate(legend_items):
-        lx, yy = 20 + (j % cols) * 290, ly + (j // cols) * 18
+    out += _memory_legend(legend_items, colour, y=axis_y + 44, cols=cols,
+                          other_phases=len(bars) > 1)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _memory_legend(items: list[tuple[str, float]], colour: dict[str, str], *, y: float,
+                   cols: int, other_phases: bool) -> list[str]:
+    """The memory chart's legend from ``y`` down: a swatch and GiB per term, ``cols`` a row,
+    and a row for the other phases' totals when ``other_phases``."""
+    out = []
+    for j, (name, gib) in enumerate(items):
+        lx, yy = 20 + (j % cols) * 290, y + (j // cols) * 18
         out.append(f"<rect class=\"swatch\" x=\"{lx}\" y=\"{yy - 10}\" width=\"12\" "
                    f"height=\"12\" fill=\"{colour.get(name, OTHER_PHASE_COLOUR)}\"/>"
                    f"<text x=\"{lx + 18}\" y=\"{yy}\" font-size=\"11\" fill=\"#333\">"
                    f"{_e(name.replace('_', ' '))} {gib:.2f} GiB</text>")
-    if len(bars) > 1:
-        yy = ly + math.ceil(len(legend_items) / cols) * 18
+    if other_phases:
+        yy = y + math.ceil(len(items) / cols) * 18
         out.append(f"<rect class=\"swatch\" x=\"20\" y=\"{yy - 10}\" width=\"12\" height=\"12\" "
                    f"fill=\"{OTHER_PHASE_COLOUR}\"/><text x=\"38\" y=\"{yy}\" font-size=\"11\" "
                    "fill=\"#333\">other phases: their device-level total (terms at the peak "
                    "phase only)</text>")
-    out.append("</svg>")
-    return "".join(out)
+    return out
 
 
 def _vline(cls: str, x: float, y0: float, y1: float, colour: str, label: str, *,

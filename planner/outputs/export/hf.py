@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from planner.catalog.request import TrainConfig
 from planner.outputs.export._common import (
     GRADIENT_CLIPPING,
     ExportResult,
@@ -53,6 +54,30 @@ TORCHRUN_VERSIONS = (f"TRL {TRL_VERSIONS} (checked with 1.16.0's TrlParser) or M
                      f"{MEGATRON_VERSIONS}")
 ACCELERATE_VERSIONS = ("Accelerate 1.x (checked with 1.15.0's ClusterConfig) launching "
                        f"TRL {TRL_VERSIONS}")
+
+
+def _hf_method_pairs(cfg: TrainConfig, *, sharding: bool) -> list[tuple[str, Any]]:
+    """The TRL script's PEFT, DPO and (``sharding``) --fsdp/--deepspeed arguments."""
+    pairs: list[tuple[str, Any]] = []
+    if cfg.is_peft:
+        targets = _lora_targets(cfg)
+        pairs += [("--use_peft", "True"), ("--lora_r", cfg.rank), ("--lora_alpha", cfg.lora_alpha),
+                  ("--lora_target_modules", targets or ["all-linear"]),
+                  ("--use_dora", "True" if cfg.method == "dora" else None)]
+        if cfg.method == "qlora":
+            pairs += [("--load_in_4bit", "True"), ("--bnb_4bit_quant_type", "nf4"),
+                      ("--use_bnb_nested_quant", "True")]
+    if cfg.workload == "dpo":
+        pairs += [("--beta", 0.1),
+                  ("--precompute_ref_log_probs", "True" if cfg.precompute_ref else None)]
+    if sharding:
+        if cfg.fsdp:
+            fsdp = "full_shard auto_wrap" + (" offload" if cfg.offload != "none" else "")
+            pairs.append(("--fsdp", fsdp))
+        elif cfg.zero_stage or cfg.offload != "none":
+            pairs.append(("--deepspeed", f"ds_z{cfg.zero_stage}{_ds_offload_name(cfg)}"
+                                         "_config.json"))
+    return pairs
 
 
 def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[list[str]]]:
@@ -89,25 +114,7 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         ("--torch_compile", "True" if cfg.compiled else None),
         ("--use_liger_kernel", "True" if cfg.chunked_loss else None),
     ]
-    if cfg.is_peft:
-        targets = _lora_targets(cfg)
-        pairs += [("--use_peft", "True"), ("--lora_r", cfg.rank), ("--lora_alpha", cfg.lora_alpha),
-                  ("--lora_target_modules", targets or ["all-linear"]),
-                  ("--use_dora", "True" if cfg.method == "dora" else None)]
-        if cfg.method == "qlora":
-            pairs += [("--load_in_4bit", "True"), ("--bnb_4bit_quant_type", "nf4"),
-                      ("--use_bnb_nested_quant", "True")]
-    if cfg.workload == "dpo":
-        pairs += [("--beta", 0.1),
-                  ("--precompute_ref_log_probs", "True" if cfg.precompute_ref else None)]
-    if sharding:
-        if cfg.fsdp:
-            fsdp = "full_shard auto_wrap" + (" offload" if cfg.offload != "none" else "")
-            pairs.append(("--fsdp", fsdp))
-        elif cfg.zero_stage or cfg.offload != "none":
-            pairs.append(("--deepspeed", f"ds_z{cfg.zero_stage}{_ds_offload_name(cfg)}"
-                                         "_config.json"))
-    groups = _flags(pairs)
+    groups = _flags(pairs + _hf_method_pairs(cfg, sharding=sharding))
     _fp8(job, out)
     _checkpointing_warning(job, out, "gradient_checkpointing")
     if cfg.workload == "pretrain":
@@ -202,15 +209,13 @@ def _megatron_args(job: Job, out: _Out) -> tuple[str, list[list[str]]]:
 # ---------------------------------------------------------------------------------------------
 # Accelerate
 # ---------------------------------------------------------------------------------------------
-def export_accelerate(job: Job, out: _Out) -> ExportResult:
-    """An Accelerate config (YAML) and launch line for the job."""
+def _accelerate_sharding(job: Job, out: _Out) -> dict[str, Any]:
+    """The Accelerate config's distributed_type and its FSDP or DeepSpeed section."""
     cfg = job.cfg
-    _need_not_rl(job, out)
-    _need_data_parallel(job, out, "use --format torchrun (Megatron-LM arguments)")
-    doc: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if cfg.fsdp:
-        doc["distributed_type"] = "FSDP"
-        doc["fsdp_config"] = {
+        _fsdp_offload_warning(job, out)
+        _checkpointing_warning(job, out, "fsdp_activation_checkpointing")
+        return {"distributed_type": "FSDP", "fsdp_config": {
             "fsdp_sharding_strategy": "FULL_SHARD",
             "fsdp_offload_params": cfg.offload != "none",
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
@@ -220,12 +225,9 @@ def export_accelerate(job: Job, out: _Out) -> ExportResult:
             "fsdp_sync_module_states": True,
             "fsdp_use_orig_params": True,
             "fsdp_activation_checkpointing": cfg.checkpointing != "none",
-        }
-        _fsdp_offload_warning(job, out)
-        _checkpointing_warning(job, out, "fsdp_activation_checkpointing")
-    elif cfg.zero_stage or cfg.offload != "none":
-        doc["distributed_type"] = "DEEPSPEED"
-        doc["deepspeed_config"] = {
+        }}
+    if cfg.zero_stage or cfg.offload != "none":
+        return {"distributed_type": "DEEPSPEED", "deepspeed_config": {
             "zero_stage": cfg.zero_stage,
             "offload_optimizer_device": "cpu" if cfg.offload != "none" else "none",
             "offload_param_device": "cpu" if cfg.offload == "optimizer+params" else "none",
@@ -233,9 +235,17 @@ def export_accelerate(job: Job, out: _Out) -> ExportResult:
             "gradient_clipping": GRADIENT_CLIPPING,
             "zero3_init_flag": cfg.zero_stage == 3,
             "zero3_save_16bit_model": cfg.zero_stage == 3,
-        }
-    else:
-        doc["distributed_type"] = "MULTI_GPU" if job.num_gpus > 1 else "NO"
+        }}
+    return {"distributed_type": "MULTI_GPU" if job.num_gpus > 1 else "NO"}
+
+
+def export_accelerate(job: Job, out: _Out) -> ExportResult:
+    """An Accelerate config (YAML) and launch line for the job."""
+    cfg = job.cfg
+    _need_not_rl(job, out)
+    _need_data_parallel(job, out, "use --format torchrun (Megatron-LM arguments)")
+    doc: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "debug": False,
+                           **_accelerate_sharding(job, out)}
     if cfg.pure_bf16:
         out.warn("pure bf16 is not an Accelerate setting: the script loads the model in bf16 "
                  "(--dtype bfloat16 below)")
