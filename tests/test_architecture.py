@@ -154,7 +154,6 @@ LONG_MODULES = {
     "planner.cli": 726,
     "planner.models.throughput": 656,
     "planner.models.memory": 710,
-    "planner.models.workloads": 592,
 }
 
 

@@ -10,11 +10,10 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.request_checks import validate_config
 from planner.errors import PlannerError
 from planner.models.memory import GIB, phase_terms
+from planner.models.rollout import engine, kv_bytes_per_sequence
 from planner.models.workloads import (
     ROLLOUT_PHASE,
-    engine,
     estimate_memory,
-    kv_bytes_per_sequence,
     roles,
     value_model,
     workload_phases,

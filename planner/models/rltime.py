@@ -37,6 +37,7 @@ from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.models import efficiency as eff
 from planner.models.decode import estimate_decode
 from planner.models.memory import GIB
+from planner.models.rollout import Engine, engine, engine_weight_bytes
 from planner.models.throughput import (
     Links,
     elementwise_seconds,
@@ -50,10 +51,7 @@ from planner.models.throughput import (
     stored_bytes_per_param,
 )
 from planner.models.workloads import (
-    Engine,
     Role,
-    engine,
-    engine_weight_bytes,
     phase_group,
     resident_terms,
     roles,

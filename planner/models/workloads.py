@@ -9,7 +9,7 @@ Every workload is a sum of the same memory terms (memory.py) over its roles, pha
   the reference is the base model with the adapters switched off, so it adds no weights
   (PEFT's ``disable_adapter``; TRL, verl and OpenRLHF all do this);
 * the **rollout engine** (vLLM-style; the trainer's own generate, hf-generate, holds no weights
-  of its own: generate_parts) holds 16-bit weights / rollout TP and a KV cache of
+  of its own: rollout.generate_parts) holds 16-bit weights / rollout TP and a KV cache of
   2 x layers x kv_heads x head_dim x 2 B per token (DESIGN.md s.4); with
   ``gpu_memory_utilization`` set it takes that fraction of total memory (vLLM >= 0.7: a
   per-instance budget of weights, activations and KV cache), else just what its share of the
@@ -29,11 +29,9 @@ Reward and value heads output one number per token: no vocabulary logits.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner.catalog.params import count_params
 from planner.catalog.request import (
     TrainConfig,
     format_role_gpus,
@@ -43,7 +41,6 @@ from planner.catalog.request import (
 from planner.catalog.specs import GpuSpec, ModelSpec, gpus_per_host
 from planner.errors import PlannerError
 from planner.models import calibration as cal
-from planner.models import efficiency as eff
 from planner.models.host_ram import host_ram_bytes
 from planner.models.memory import (
     BWD_END_PHASE,
@@ -54,7 +51,6 @@ from planner.models.memory import (
     adapter_bytes,
     device_overhead_bytes,
     gathered_bytes,
-    kv_bytes_per_token,
     layer_activation_bytes_per_token,
     logit_columns,
     master_weight_bytes,
@@ -63,6 +59,7 @@ from planner.models.memory import (
     reserved_bytes,
     weight_bytes,
 )
+from planner.models.rollout import Engine, engine, engine_weight_bytes
 
 ROLLOUT_PHASE = "rollout"
 ENGINE_GROUP = "engine GPUs"
@@ -278,116 +275,6 @@ def _value_head_phases(role: Role, precision: str) -> dict[str, dict[str, float]
         tokens = role.cfg.micro_batch_size * role.cfg.seq_len // role.cfg.cp
         phases[FWD_PHASE]["logits_and_loss"] = tokens * role.model.hidden_size * 2 / role.cfg.tp
     return phases
-
-
-# ---------------------------------------------------------------------------------------------
-# The rollout engine
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Engine:
-    """The rollout generator on one GPU: bytes of weights, KV cache and workspace, and the
-    sequences it decodes at once. A vLLM-style engine holds its own 16-bit weights and a
-    workspace; the trainer's own generate (hf-generate) holds only what generating adds to
-    the resident trainer (generate_parts)."""
-
-    weights: float
-    kv_cache: float
-    workspace: float
-    concurrency: int  # sequences decoded together by one engine
-    sequences_per_engine: int
-    engines: int
-    in_trainer: bool = False  # hf-generate: the trainer's model generates
-
-    @property
-    def total(self) -> float:
-        """Bytes the engine holds on one GPU."""
-        return self.weights + self.kv_cache + self.workspace
-
-    def terms(self) -> dict[str, float]:
-        """The engine's memory terms by name, bytes."""
-        if self.in_trainer:
-            out = {"engine gathered_weights": self.weights, "engine kv_cache": self.kv_cache,
-                   "engine logits_or_prefill": self.workspace}
-            return {k: v for k, v in out.items() if v}
-        return {"engine weights": self.weights, "engine kv_cache": self.kv_cache,
-                "engine workspace": self.workspace}
-
-
-def kv_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Full-length KV cache of one sequence on one GPU: 2 x layers x kv_heads x head_dim x 2 B
-    per token x (prompt + response) / rollout TP (DESIGN.md s.4)."""
-    return kv_bytes_per_token(model) * cfg.seq_len / cfg.rollout_tp
-
-
-def engine_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """16-bit weights of the policy split over rollout TP (QLoRA policies are served from the
-    dequantised 16-bit base as verl/OpenRLHF do when they merge adapters); none for the
-    trainer's own generate, which reads the weights the trainer holds."""
-    if cfg.generates_in_trainer:
-        return 0.0
-    return count_params(model).total * 2 / cfg.rollout_tp
-
-
-def generate_parts(model: ModelSpec, cfg: TrainConfig) -> tuple[float, float, float]:
-    """(gathered weights, KV cache per sequence, transient bytes per sequence) of the trainer's
-    own generate (hf-generate, e.g. TRL GRPOTrainer with use_vllm=False) on one GPU.
-
-    * No second copy of the weights: generate reads the policy the trainer holds. Sharded
-      weights (ZeRO-3/FSDP) are gathered whole for generation (TRL ds3_gather_for_generation
-      defaults to True; FSDP summon_full_params), a full 16-bit copy beside the shards.
-    * KV cache of each sequence at its real final length, prompt + response tokens x
-      memory.kv_bytes_per_token (the cache grows with the sequence: no reserved pool).
-    * Transients, the larger of: the prefill's one-layer working set over the prompt
-      (memory.layer_activation_bytes_per_token, no recomputation) and a decoding step's
-      last-position logits (vocab x GENERATE_LOGIT_BYTES: 16-bit logits, fp32 copy, processed
-      scores, probabilities).
-    The GPU's peak while generating is the trainer's residents + gathered + batch x (KV +
-    transients) (Engine.total at concurrency = batch)."""
-    gathered = count_params(model).total * 2 if cfg.shards_weights else 0.0
-    kv = kv_bytes_per_token(model) * cfg.seq_len
-    prefill = layer_activation_bytes_per_token(
-        model, cfg.model_copy(update={"checkpointing": "none"})) * (cfg.prompt_len or 0)
-    logits = model.vocab_size * cal.GENERATE_LOGIT_BYTES
-    return gathered, kv, max(prefill, logits)
-
-
-def engine_parts(model: ModelSpec, cfg: TrainConfig) -> tuple[float, float, float]:
-    """(weights, workspace, bytes per sequence decoded at once) of the rollout generator on one
-    GPU: a vLLM-style engine's 16-bit weights, ENGINE_WORKSPACE_GIB and full-length KV per
-    sequence; the trainer's own generate, its gathered weights, no workspace and KV +
-    transients per sequence (generate_parts). The one home of both for workloads.engine and
-    the planner's memory tables (space.memory_tables)."""
-    if cfg.generates_in_trainer:
-        gathered, kv, transient = generate_parts(model, cfg)
-        return gathered, 0.0, kv + transient
-    return (engine_weight_bytes(model, cfg), cal.ENGINE_WORKSPACE_GIB * cal.GIB,
-            kv_bytes_per_sequence(model, cfg))
-
-
-def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine:
-    """The engine of ``cfg`` on a GPU of ``capacity`` bytes.
-
-    Each engine (rollout_tp GPUs) generates its share of rollout_batch x rollout_n sequences.
-    With ``gpu_memory_utilization`` u the engine takes u x capacity and decodes as many
-    sequences as its KV cache holds at full length; without it the engine is sized to decode
-    its whole share at once, capped at MAX_DECODE_BATCH (vLLM's max_num_seqs), and the plan
-    reports the u to set. The trainer's own generate (hf-generate) decodes
-    ``generate_micro_batch`` sequences per call (default: the GPU's whole share, as TRL's one
-    generate call over its local generation batch), with no cap."""
-    engines = max(1, rollout_gpu_count(cfg) // cfg.rollout_tp)
-    share = math.ceil(cfg.rollout_batch * cfg.samples_per_prompt / engines)
-    if cfg.generates_in_trainer:
-        gathered, kv, transient = generate_parts(model, cfg)
-        conc = min(share, cfg.generate_micro_batch or share)
-        return Engine(gathered, conc * kv, conc * transient, conc, share, engines, True)
-    weights, work, per_seq = engine_parts(model, cfg)
-    if cfg.gpu_memory_utilization is not None and capacity is not None:
-        pool = cfg.gpu_memory_utilization * capacity
-        kv = max(0.0, pool - weights - work)
-        conc = min(share, eff.MAX_DECODE_BATCH, int(kv // per_seq))
-        return Engine(weights, kv, work, conc, share, engines)
-    conc = min(share, eff.MAX_DECODE_BATCH)
-    return Engine(weights, conc * per_seq, work, conc, share, engines)
 
 
 # ---------------------------------------------------------------------------------------------

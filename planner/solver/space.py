@@ -27,7 +27,7 @@ from planner.catalog.specs import (
 )
 from planner.errors import PlannerError
 from planner.models.bands import request_margin
-from planner.models.workloads import (
+from planner.models.rollout import (
     Engine,
     engine,
 )

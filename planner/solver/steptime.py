@@ -23,13 +23,14 @@ from planner.models.rltime import (
     update_steps,
     workload_throughput,
 )
+from planner.models.rollout import Engine
 from planner.models.throughput import (
     forward_flops_per_token,
     pipeline_bubble_fraction,
     resolve_links,
     ring_factor,
 )
-from planner.models.workloads import Engine, roles
+from planner.models.workloads import roles
 from planner.solver.hardware import Offer
 from planner.solver.rows import Row
 from planner.solver.strategies import Strategy, engine_layout

@@ -33,8 +33,8 @@ from planner.models.memory import (
     reserved_weight,
     steps_by_sub_group,
 )
+from planner.models.rollout import engine_parts
 from planner.models.workloads import (
-    engine_parts,
     workload_host_ram,
     workload_phases,
 )
