@@ -16,7 +16,7 @@ from conftest import tiny_config
 
 from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
-from planner.models import decode, flops
+from planner.models import decode, flops, network
 from planner.models import efficiency as eff
 from planner.models import throughput as tp
 from planner.models.memory import kv_bytes_per_token
@@ -88,7 +88,7 @@ def test_moe_counts_active_experts(cat):
 
 
 def test_links_of_a_pcie_card(gpu):
-    links = tp.resolve_links(gpu)
+    links = network.resolve_links(gpu)
     # PCIe gen4 x16 one way 16 x 1.969 GB/s x 0.62 (nccl-tests over PCIe) = 19.53 GB/s
     assert links.intra_node_gbps == pytest.approx(16 * 1.969 * 0.62)
     # PCIe gen4 x16: 16 x 1.969 x 0.80 = 25.2 GB/s to the host
@@ -100,19 +100,19 @@ def test_links_of_a_pcie_card(gpu):
 
 def test_communication_bytes(tiny):
     # DDP over 4 GPUs: all-reduce of 202,048 x 2 B gradients: 2 x 3/4 x 404,096 = 606,144
-    assert tp.dp_bytes_per_step(tiny, cfg(num_gpus=4)) == pytest.approx(606_144)
+    assert network.dp_bytes_per_step(tiny, cfg(num_gpus=4)) == pytest.approx(606_144)
     # ZeRO-3: gather weights twice + reduce-scatter gradients: 3/4 x 3 x 404,096 = 1.5 x DDP
-    assert tp.dp_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=3)) == pytest.approx(909_216)
+    assert network.dp_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=3)) == pytest.approx(909_216)
     # ZeRO-1: reduce-scatter gradients in the backward (3/4 x 404,096) + gather the updated
     # weights once after the step (3/4 x 404,096): together the DDP volume
-    assert tp.dp_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=1)) == pytest.approx(303_072)
-    assert tp.gather_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=1)) == pytest.approx(
+    assert network.dp_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=1)) == pytest.approx(303_072)
+    assert network.gather_bytes_per_step(tiny, cfg(num_gpus=4, zero_stage=1)) == pytest.approx(
         303_072)
-    assert tp.gather_bytes_per_step(tiny, cfg(num_gpus=4)) == 0.0
+    assert network.gather_bytes_per_step(tiny, cfg(num_gpus=4)) == 0.0
     # TP 2: 4 collectives x 2 layers x 2(2-1)/2 x (8 tokens x 64 x 2 B) = 8,192 per step
-    assert tp.tp_bytes_per_step(tiny, cfg(num_gpus=2, tp=2)) == pytest.approx(8_192)
+    assert network.tp_bytes_per_step(tiny, cfg(num_gpus=2, tp=2)) == pytest.approx(8_192)
     # full recomputation repeats the 2 forward collectives: 6 x 2 x 1,024 = 12,288
-    assert tp.tp_bytes_per_step(tiny, cfg(num_gpus=2, tp=2, checkpointing="full")) == 12_288
+    assert network.tp_bytes_per_step(tiny, cfg(num_gpus=2, tp=2, checkpointing="full")) == 12_288
 
 
 def test_pipeline_bubble():
@@ -273,7 +273,8 @@ def test_a_split_over_hosts_is_shown_with_the_link_it_is_timed_with():
     says nothing."""
     from planner.catalog.load import load_catalog
     from planner.catalog.request import TrainConfig
-    from planner.models.throughput import estimate_throughput, resolve_links
+    from planner.models.network import resolve_links
+    from planner.models.throughput import estimate_throughput
 
     cat = load_catalog()
     model, gpu = cat.model("llama-3.1-8b").spec, cat.gpu("rtx-4090")

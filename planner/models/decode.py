@@ -12,12 +12,8 @@ from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.flops import attention_fwd_flops_per_layer, matmul_params, peak_tflops
 from planner.models.memory import GIB, kv_bytes_per_token
-from planner.models.throughput import (
-    Links,
-    forward_flops_per_token,
-    resolve_links,
-    ring_factor,
-)
+from planner.models.network import Links, resolve_links, ring_factor
+from planner.models.throughput import forward_flops_per_token
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,18 +37,20 @@ from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.models import efficiency as eff
 from planner.models.decode import estimate_decode
 from planner.models.memory import GIB
+from planner.models.network import (
+    Links,
+    params_per_gpu,
+    resolve_links,
+    ring_factor,
+    stored_bytes_per_param,
+)
 from planner.models.rollout import Engine, engine, engine_weight_bytes
 from planner.models.throughput import (
-    Links,
     elementwise_seconds,
     estimate_throughput,
     exposed,
     forward_flops_per_token,
     matmul_fraction_rate,
-    params_per_gpu,
-    resolve_links,
-    ring_factor,
-    stored_bytes_per_param,
 )
 from planner.models.workloads import (
     Role,
@@ -115,7 +117,7 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
     """A forward-only pass over ``tokens`` split over ``gpus``: (2 N + attention) FLOPs per
     token at the 16-bit matmul rate x the stack's utilisation. With ZeRO-3/FSDP every
     micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
-    weights, throughput.dp_bytes_per_step without the backward half and the gradients), hidden
+    weights, network.dp_bytes_per_step without the backward half and the gradients), hidden
     behind compute up to the stack's data-parallel overlap. Unfused elementwise ops add their
     forward traffic (throughput.elementwise_seconds)."""
     compute = tokens / gpus * forward_flops_per_token(model, cfg.seq_len) / \

@@ -30,7 +30,7 @@ from functools import lru_cache
 
 from planner.catalog.params import count_params, layer_linears
 from planner.catalog.request import TrainConfig
-from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, hosts_for
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.flops import (
@@ -42,221 +42,30 @@ from planner.models.flops import (
     peak_tflops,
     training_flops,
 )
-from planner.models.memory import NF4_BYTES_PER_PARAM, params_on_gpu, state_shards, trainable_on_gpu
+from planner.models.memory import state_shards, trainable_on_gpu
+from planner.models.network import (
+    DEFAULT_CPU_CORES_PER_GPU,
+    DEFAULT_INTER_NODE_GBPS_PER_GPU,
+    Links,
+    _grad_bytes,
+    _nvlink_class,
+    _spans,
+    cp_bytes_per_step,
+    dp_bytes_per_step,
+    gather_bytes_per_step,
+    host_span_notes,
+    params_per_gpu,
+    pp_bytes_per_step,
+    resolve_links,
+    stored_bytes_per_param,
+    tp_bytes_per_step,
+)
 
 MFU_DEFINITION = (
     "model FLOPs (6N full / 4N + 6 x adapter for LoRA-family, N = active matmul params incl. "
     "LM head, + 12 x layers x seq x attention width, no recompute) x tokens/s per GPU / dense "
     "peak of the matmul precision"
 )
-# Inter-node bandwidth per GPU when no platform says otherwise: 200 Gb/s per GPU (one HDR
-# InfiniBand port per GPU, A100-era DGX). Stated in the notes of every estimate that uses it.
-DEFAULT_INTER_NODE_GBPS_PER_GPU = 25.0
-# Host CPU cores per GPU when no platform is given (a DGX/HGX host has 112 cores for 8 GPUs).
-DEFAULT_CPU_CORES_PER_GPU = 14
-_PCIE_GBPS_PER_LANE = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}  # one direction, GB/s
-_GPU_PCIE_GEN = {
-    "pcie3": 3, "pcie4": 4, "pcie5": 5, "nvlink2": 3, "nvlink3": 4, "nvlink3-bridge": 4,
-    "nvlink4": 5, "nvlink4-bridge": 5, "nvlink5": 5, "infinity-fabric": 5, "hccs": 4,
-    "roce-100gbe": 4, "roce-200gbe": 5,
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Links
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Links:
-    """Achievable one-way bandwidths one GPU sees, GB/s, and the node size they hold for."""
-
-    gpus_per_node: int
-    intra_node_gbps: float  # collective bus bandwidth inside a node (groups > 2 GPUs)
-    pair_gbps: float  # inside a node for a group of 2 (NVLink bridges join pairs only)
-    inter_node_gbps: float  # per-GPU share of the node's network
-    host_link_gbps: float  # GPU <-> host RAM (PCIe)
-    host_memory_gbps: float  # host RAM bandwidth available to one GPU's CPU optimizer
-    network_assumed: bool = False  # no platform or override gave the inter-node network
-
-    def collective_gbps(self, group: int, spans_nodes: bool) -> float:
-        """Bus bandwidth, GB/s, of a collective over ``group`` GPUs, within a node or not."""
-        if spans_nodes:
-            return min(self.inter_node_gbps, self.intra_node_gbps)
-        return self.pair_gbps if group <= 2 else self.intra_node_gbps
-
-
-def host_span_notes(cfg: TrainConfig, links: Links) -> list[str]:
-    """What a job across hosts is timed with (issue 18: a split over hosts is shown, with the
-    slow link it has): the hosts and how the GPUs fill them, which parallel groups cross the
-    network and at what bandwidth per GPU against the one inside a host."""
-    g, n = links.gpus_per_node, cfg.num_gpus
-    if n <= g:
-        return []
-    hosts = hosts_for(n, g)
-    fill = f"{hosts - 1} x {g} + {n - (hosts - 1) * g}" if n % g else f"{hosts} x {g}"
-    degree = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": cfg.pp}
-    crossing = [k for k, v in _spans(cfg, links).items() if v and degree[k] > 1]
-    where = ", ".join(crossing) or "no"
-    return [f"{n} GPUs on {hosts} hosts of {g} ({fill}"
-            + (", an uneven split" if n % g else "") + f"): {where} group traffic crosses hosts "
-            f"at {links.inter_node_gbps:.1f} GB/s per GPU (inside a host "
-            f"{links.intra_node_gbps:.1f} GB/s), as timed"]
-
-
-def host_link_gbps(gpu: GpuSpec, platform: PlatformSpec | None) -> float:
-    """PCIe one way: the lower generation of GPU and host, x lanes per GPU (platform; 16),
-    x HOST_LINK_EFFICIENCY (pinned copies)."""
-    gen = _GPU_PCIE_GEN.get(gpu.interconnect, 4)
-    lanes = 16
-    if platform is not None:
-        gen, lanes = min(gen, platform.pcie_gen), platform.pcie_lanes_per_gpu
-    return _PCIE_GBPS_PER_LANE[gen] * lanes * eff.HOST_LINK_EFFICIENCY
-
-
-@lru_cache(maxsize=1024)  # pure; the planner's step times ask for the same few GPUs' links
-def resolve_links(
-    gpu: GpuSpec, *, platform: PlatformSpec | None = None, gpus_per_node: int | None = None,
-    inter_node_gbps: float | None = None,
-) -> Links:
-    """Bandwidths from the catalog. ``p2p_bandwidth_gbps`` is bidirectional per GPU, so one
-    way is half of it. NVLink/NVSwitch, Infinity Fabric, HCCS and Gaudi RoCE reach
-    NVLINK_BUS_EFFICIENCY of it; PCIe cards reach PCIE_BUS_EFFICIENCY of the PCIe link (lower
-    generation of card and host, the platform's lanes per GPU); an NVLink bridge joins pairs
-    only, larger groups go over PCIe. Inter-node: the
-    platform's network per node (``inter_node_gbps`` overrides it) shared by its GPUs."""
-    per_node = gpus_per_node or gpus_per_host(gpu, platform)
-    host = host_link_gbps(gpu, platform)
-    pcie = host / eff.HOST_LINK_EFFICIENCY * eff.PCIE_BUS_EFFICIENCY
-    one_way = gpu.p2p_bandwidth_gbps / 2
-    if gpu.interconnect.startswith("pcie"):
-        intra = pair = pcie
-    elif gpu.interconnect.endswith("bridge"):
-        pair, intra = one_way * eff.NVLINK_BUS_EFFICIENCY, pcie
-    else:
-        intra = pair = one_way * eff.NVLINK_BUS_EFFICIENCY
-    if inter_node_gbps is not None:
-        network = inter_node_gbps
-    elif platform is not None:
-        network = platform.inter_node_bandwidth_gbps
-    else:
-        network = DEFAULT_INTER_NODE_GBPS_PER_GPU * per_node
-    inter = network / per_node * eff.NETWORK_BUS_EFFICIENCY
-    cores = platform.cpu_cores if platform else DEFAULT_CPU_CORES_PER_GPU * per_node
-    host_mem = cores * eff.HOST_MEMORY_GBPS_PER_CORE / per_node
-    assumed = platform is None and inter_node_gbps is None
-    return Links(per_node, intra, pair, inter, host, host_mem, assumed)
-
-
-# ---------------------------------------------------------------------------------------------
-# Communication (bytes one GPU sends per step, and seconds)
-# ---------------------------------------------------------------------------------------------
-def ring_factor(n: int, kind: str) -> float:
-    """Bytes each rank sends per byte of message: all-reduce 2(n-1)/n, all-gather and
-    reduce-scatter (n-1)/n (ring algorithms; Patarasuk & Yuan 2009, NCCL)."""
-    if n <= 1:
-        return 0.0
-    return (2 if kind == "all-reduce" else 1) * (n - 1) / n
-
-
-def tp_collectives_per_layer(cfg: TrainConfig, *, has_backward: bool) -> int:
-    """Megatron TP: 2 all-reduces (or reduce-scatter + all-gather with sequence parallel) in the
-    forward of a layer, 2 in its backward, 2 more when the forward is recomputed
-    (Shoeybi et al. 2019; Korthikanti et al. 2022)."""
-    n = 2
-    if has_backward:
-        n += 2 + (2 if cfg.checkpointing == "full" else 0)
-    return n
-
-
-def tp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Per GPU and step: GA x (layers on the stage) x collectives x 2(t-1)/t x (mb x s/cp x h x
-    2 B); activations travel in 16 bit."""
-    if cfg.tp == 1:
-        return 0.0
-    nb = backward_layers(model, cfg)
-    per_layer = (nb * tp_collectives_per_layer(cfg, has_backward=True)
-                 + (model.num_layers - nb) * tp_collectives_per_layer(cfg, has_backward=False))
-    message = cfg.micro_batch_size * cfg.seq_len / cfg.cp * model.hidden_size * 2
-    return cfg.grad_accum * per_layer / cfg.pp * ring_factor(cfg.tp, "all-reduce") * message
-
-
-def cp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Ring attention (context parallel): each layer passes this rank's K and V chunk cp-1 times
-    in forward, and K, V plus their gradients in backward (3x in all; Liu et al. 2023, Megatron
-    context parallelism). KV width per GPU = kv_heads x head_dim / tp, 16 bit."""
-    if cfg.cp == 1:
-        return 0.0
-    kv_width = max(model.num_kv_heads / cfg.tp, 1) * model.head_dim * 2  # K and V
-    chunk = cfg.micro_batch_size * cfg.seq_len / cfg.cp * kv_width * 2
-    return cfg.grad_accum * model.num_layers / cfg.pp * 3 * (cfg.cp - 1) * chunk
-
-
-def pp_bytes_per_step(model: ModelSpec, cfg: TrainConfig, virtual_stages: int) -> float:
-    """Pipeline point-to-point: per micro-batch and stage boundary the activations forward and
-    their gradients backward (mb x s/cp x h x 2 B / tp with sequence parallelism), with v
-    boundaries per stage when interleaved (Narayanan et al. 2021)."""
-    if cfg.pp == 1:
-        return 0.0
-    act = cfg.micro_batch_size * cfg.seq_len / cfg.cp * model.hidden_size * 2 / cfg.tp
-    return cfg.grad_accum * virtual_stages * 2 * act
-
-
-def _grad_bytes(cfg: TrainConfig) -> int:
-    """Gradient element size on the wire: fp32 for PEFT adapters under mixed precision (PEFT
-    keeps adapters in fp32), 16 bit otherwise."""
-    return 4 if cfg.is_peft and not cfg.pure_bf16 else 2
-
-
-def stored_bytes_per_param(cfg: TrainConfig) -> float:
-    """Bytes per weight that ZeRO-3/FSDP all-gather: NF4 for QLoRA, 16 bit otherwise (FSDP
-    gathers in param_dtype)."""
-    return NF4_BYTES_PER_PARAM if cfg.method == "qlora" else 2.0
-
-
-def params_per_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
-    """All parameters of the most loaded tp x pp shard (before ZeRO/FSDP sharding): the memory
-    model's count, so that traffic and memory agree."""
-    return params_on_gpu(model, cfg)
-
-
-def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Data-parallel traffic per GPU and step (G = trainable gradient bytes of the shard,
-    P = its 16-bit weight bytes, d = dp, m = grad_accum):
-
-    DDP: one all-reduce of G per step (accumulation under no_sync): 2(d-1)/d x G.
-    ZeRO-1 / Megatron distributed optimizer: reduce-scatter G once per step: (d-1)/d x G
-    (Rajbhandari et al. 2020); the all-gather of the updated weights after the step is
-    gather_bytes_per_step.
-    ZeRO-2: gradients reduced every micro-batch (DeepSpeed reduces in backward of each
-    micro-step): m x (d-1)/d x G.
-    ZeRO-3 / FSDP: every micro-batch all-gathers all weights of the shard in forward and again
-    in backward and reduce-scatters G: m x (d-1)/d x (2 P_all + G), i.e. 1.5x an all-reduce of
-    the same bytes for full training (ZeRO paper section 7). Frozen weights are gathered too.
-    """
-    d = cfg.dp
-    if d == 1:
-        return 0.0
-    trainable = trainable_on_gpu(model, cfg)
-    g = trainable * _grad_bytes(cfg)
-    m = cfg.grad_accum
-    if cfg.shards_weights:
-        p_all = params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
-        return m * ring_factor(d, "all-gather") * (2 * p_all + g)
-    if cfg.zero_stage == 2:
-        return ring_factor(d, "reduce-scatter") * m * g
-    if cfg.zero_stage == 1:
-        return ring_factor(d, "reduce-scatter") * g
-    return ring_factor(d, "all-reduce") * g
-
-
-def gather_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
-    """ZeRO-1/2 and the distributed optimizer: each rank updates its shard of the weights and
-    all-gathers the updated 16-bit trainable weights once per step, (d-1)/d x P_trainable,
-    after the step (overlapped only where the stack overlaps it: efficiency.OVERLAP gather)."""
-    if cfg.dp == 1 or cfg.shards_weights or cfg.zero_stage not in (1, 2):
-        return 0.0
-    return ring_factor(cfg.dp, "all-gather") * trainable_on_gpu(model, cfg) * 2
-
-
 # ---------------------------------------------------------------------------------------------
 # Offload and memory-bound terms (seconds per step)
 # ---------------------------------------------------------------------------------------------
@@ -457,25 +266,6 @@ class ThroughputEstimate:
             "stack": self.stack,
             "precision": self.precision,
         }
-
-
-def _spans(cfg: TrainConfig, links: Links) -> dict[str, bool]:
-    """Which groups cross node boundaries, with Megatron's rank order tp (innermost), cp, dp,
-    pp (outermost)."""
-    g = links.gpus_per_node
-    return {
-        "tp": cfg.tp > g,
-        "cp": cfg.tp * cfg.cp > g,
-        "dp": cfg.tp * cfg.cp * cfg.dp > g,
-        "pp": cfg.num_gpus > g,
-    }
-
-
-def _nvlink_class(gpu: GpuSpec, group: int) -> bool:
-    """True when a group of ``group`` GPUs talks over a scale-up fabric, not PCIe."""
-    if gpu.interconnect.startswith("pcie"):
-        return False
-    return not (gpu.interconnect.endswith("bridge") and group > 2)
 
 
 def compute_seconds(

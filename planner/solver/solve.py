@@ -17,7 +17,7 @@ from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.plan_request import PlanRequest
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
-from planner.models.throughput import host_span_notes, resolve_links
+from planner.models.network import host_span_notes, resolve_links
 from planner.solver.explain import binding_rules, conflicts, timed_conflicts
 from planner.solver.result import Plan, PlanResult
 from planner.solver.search import (

@@ -17,6 +17,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import efficiency as eff
 from planner.models.flops import matmul_precision, peak_tflops, training_flops
+from planner.models.network import resolve_links, ring_factor
 from planner.models.rltime import (
     engine_side,
     gathered_weight_bytes,
@@ -24,12 +25,7 @@ from planner.models.rltime import (
     workload_throughput,
 )
 from planner.models.rollout import Engine
-from planner.models.throughput import (
-    forward_flops_per_token,
-    pipeline_bubble_fraction,
-    resolve_links,
-    ring_factor,
-)
+from planner.models.throughput import forward_flops_per_token, pipeline_bubble_fraction
 from planner.models.workloads import roles
 from planner.solver.hardware import Offer
 from planner.solver.rows import Row
