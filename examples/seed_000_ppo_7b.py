@@ -19,7 +19,7 @@ from planner import TrainConfig, load_catalog
 from planner.catalog.params import count_params
 from planner.cli import run
 from planner.fixes import Change, evaluate, smallest_fixes
-from planner.models.memory import trainable_params
+from planner.models.states import trainable_params
 
 MODEL, GB = "7b", 1e9
 SETS = [("a100-80gb-sxm", 1), ("a100-80gb-sxm", 2), ("a100-40gb-sxm", 2), ("a100-40gb-sxm", 4),

@@ -30,12 +30,9 @@ from pathlib import Path
 
 from planner import TrainConfig, check, load_catalog, tune
 from planner.cli import run
-from planner.models.memory import (
-    GIB,
-    activation_bytes,
+from planner.models.memory import GIB, activation_bytes, kv_bytes_per_token, logits_bytes
+from planner.models.states import (
     gradient_bytes,
-    kv_bytes_per_token,
-    logits_bytes,
     master_weight_bytes,
     optimizer_state_bytes,
     weight_bytes,

@@ -152,7 +152,6 @@ LONG_FUNCTIONS = {
 MAX_MODULE_LINES = 500
 LONG_MODULES = {
     "planner.cli": 726,
-    "planner.models.memory": 710,
 }
 
 

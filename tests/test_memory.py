@@ -9,6 +9,7 @@ import pytest
 from conftest import tiny_config
 
 from planner.models import memory as mem
+from planner.models import states
 from planner.models.workloads import estimate_memory
 
 DATA = Path(__file__).parent / "data"
@@ -174,7 +175,7 @@ def test_zero_stages_shard_states(tiny, gpu):
 def test_lora_trains_only_adapters(tiny, gpu):
     # rank 4 on q and v: per layer 4*(64+64) + 4*(64+32) = 512 + 384 = 896; 2 layers = 1792
     c = cfg(method="lora", lora_rank=4, lora_targets=("q", "v"))
-    assert mem.trainable_params(tiny, c) == 1792
+    assert states.trainable_params(tiny, c) == 1792
     est = estimate_memory(tiny, gpu, c)
     assert est.terms["adapters"] == 1792 * 4  # fp32 adapters
     assert est.terms["optimizer_states"] == 1792 * 8
@@ -187,18 +188,18 @@ def test_qlora_quantizes_layer_matrices(tiny):
     # the rest (202,048 - 73,728 = 128,320: embeddings, head, norms) in fp32 (PEFT's
     # prepare_model_for_kbit_training), in 16 bit for GPTQ and pure bf16.
     c = cfg(method="qlora", lora_rank=4)
-    expected = 73_728 * mem.NF4_BYTES_PER_PARAM + 128_320 * 4
-    assert mem.weight_bytes(tiny, c, "bf16") == pytest.approx(expected)
+    expected = 73_728 * states.NF4_BYTES_PER_PARAM + 128_320 * 4
+    assert states.weight_bytes(tiny, c, "bf16") == pytest.approx(expected)
     gptq = cfg(method="qlora", lora_rank=4, quant_format="gptq")
-    expected = 73_728 * mem.GPTQ_BYTES_PER_PARAM + 128_320 * 2
-    assert mem.weight_bytes(tiny, gptq, "bf16") == pytest.approx(expected)
+    expected = 73_728 * states.GPTQ_BYTES_PER_PARAM + 128_320 * 2
+    assert states.weight_bytes(tiny, gptq, "bf16") == pytest.approx(expected)
 
 
 def test_dora_adds_magnitude_and_activations(tiny):
     lora = cfg(method="lora", lora_rank=4, lora_targets=("q", "v"))
     dora = cfg(method="dora", lora_rank=4, lora_targets=("q", "v"))
     # magnitude vectors: d_out of q (64) + v (32) per layer, 2 layers = 192
-    assert mem.trainable_params(tiny, dora) - mem.trainable_params(tiny, lora) == 192
+    assert states.trainable_params(tiny, dora) - states.trainable_params(tiny, lora) == 192
     assert mem.layer_activation_bytes_per_token(tiny, dora) > mem.layer_activation_bytes_per_token(
         tiny, lora
     )
@@ -206,11 +207,11 @@ def test_dora_adds_magnitude_and_activations(tiny):
 
 def test_optimizers(tiny):
     # bytes of optimizer state per trainable parameter
-    per = {o: mem.optimizer_state_bytes_per_param(tiny, cfg(optimizer=o))
+    per = {o: states.optimizer_state_bytes_per_param(tiny, cfg(optimizer=o))
            for o in ("adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor")}
     assert per == {"adamw": 8, "adamw-8bit": 2, "sgd": 0, "sgd-momentum": 4,
                    "adafactor": 8 / 64}
-    assert mem.optimizer_state_bytes_per_param(tiny, cfg(pure_bf16=True)) == 4
+    assert states.optimizer_state_bytes_per_param(tiny, cfg(pure_bf16=True)) == 4
 
 
 def test_offload_moves_states_to_host(tiny, gpu):
@@ -261,7 +262,7 @@ def test_uneven_pipeline_stages_take_the_largest_stage(tiny, gpu):
     three = tiny.model_copy(update={"num_layers": 3})
     even = estimate_memory(four, gpu, cfg(num_gpus=2, pp=2)).terms
     uneven = estimate_memory(three, gpu, cfg(num_gpus=2, pp=2)).terms  # stages of 2 and 1
-    assert mem.stage_layers(three, cfg(num_gpus=2, pp=2)) == 2
+    assert states.stage_layers(three, cfg(num_gpus=2, pp=2)) == 2
     assert uneven["activations"] == pytest.approx(even["activations"])
     assert uneven["weights"] == pytest.approx(even["weights"])
 

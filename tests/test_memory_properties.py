@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from planner.catalog.load import load_catalog
 from planner.catalog.request import TrainConfig
-from planner.models import memory as mem
+from planner.models import states
 from planner.models.workloads import estimate_memory
 
 CAT = load_catalog()
@@ -57,8 +57,8 @@ def test_higher_zero_stage_never_holds_more_model_states(cfg):
     for stage in range(4):
         c = cfg.model_copy(update={"zero_stage": stage})
         held.append(
-            mem.weight_bytes(MODEL, c, "bf16") + mem.master_weight_bytes(MODEL, c, "bf16")
-            + mem.optimizer_state_bytes(MODEL, c) + mem.gradient_bytes(MODEL, c, "bf16")
+            states.weight_bytes(MODEL, c, "bf16") + states.master_weight_bytes(MODEL, c, "bf16")
+            + states.optimizer_state_bytes(MODEL, c) + states.gradient_bytes(MODEL, c, "bf16")
         )
     assert held == sorted(held, reverse=True)
     assert held[3] < held[0] or cfg.method != "full"

@@ -69,7 +69,8 @@ def test_zero3_sub_group_cap_is_exact(dp, tp):
     fp32 at a time: 6 B x min(partition, 1e9). The decomposition's min(e/dp, k) reproduces it
     on both sides of the cap (70B: capped below dp = 70 / tp)."""
     from planner.models.calibration import ZERO3_SUB_GROUP_ELEMENTS
-    from planner.models.memory import STEP_PHASE, optimizer_step_bytes, trainable_on_gpu
+    from planner.models.memory import STEP_PHASE
+    from planner.models.states import optimizer_step_bytes, trainable_on_gpu
 
     model = CAT.model("llama-3.1-70b").spec
     c = {"method": "full", "optimizer": "adamw", "shard": "zero3", "offload": "none",

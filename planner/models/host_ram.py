@@ -6,8 +6,8 @@ from __future__ import annotations
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
-from planner.models.memory import (
-    GIB,
+from planner.models.memory import GIB
+from planner.models.states import (
     _weight_shards,
     optimizer_state_bytes_per_param,
     state_shards,

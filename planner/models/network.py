@@ -10,7 +10,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.models import efficiency as eff
 from planner.models.flops import backward_layers
-from planner.models.memory import NF4_BYTES_PER_PARAM, params_on_gpu, trainable_on_gpu
+from planner.models.states import NF4_BYTES_PER_PARAM, params_on_gpu, trainable_on_gpu
 
 # Inter-node bandwidth per GPU when no platform says otherwise: 200 Gb/s per GPU (one HDR
 # InfiniBand port per GPU, A100-era DGX). Stated in the notes of every estimate that uses it.

@@ -42,7 +42,6 @@ from planner.models.flops import (
     peak_tflops,
     training_flops,
 )
-from planner.models.memory import state_shards, trainable_on_gpu
 from planner.models.network import (
     DEFAULT_CPU_CORES_PER_GPU,
     DEFAULT_INTER_NODE_GBPS_PER_GPU,
@@ -60,6 +59,7 @@ from planner.models.network import (
     stored_bytes_per_param,
     tp_bytes_per_step,
 )
+from planner.models.states import state_shards, trainable_on_gpu
 
 MFU_DEFINITION = (
     "model FLOPs (6N full / 4N + 6 x adapter for LoRA-family, N = active matmul params incl. "

@@ -48,18 +48,20 @@ from planner.models.memory import (
     GIB,
     STEP_PHASE,
     MemoryEstimate,
-    adapter_bytes,
     device_overhead_bytes,
-    gathered_bytes,
     layer_activation_bytes_per_token,
     logit_columns,
-    master_weight_bytes,
-    optimizer_state_bytes,
     phase_terms,
     reserved_bytes,
-    weight_bytes,
 )
 from planner.models.rollout import Engine, engine, engine_weight_bytes
+from planner.models.states import (
+    adapter_bytes,
+    gathered_bytes,
+    master_weight_bytes,
+    optimizer_state_bytes,
+    weight_bytes,
+)
 
 ROLLOUT_PHASE = "rollout"
 ENGINE_GROUP = "engine GPUs"

@@ -31,9 +31,9 @@ from planner.models.memory import (
     device_overhead_bytes,
     reserved_bytes,
     reserved_weight,
-    steps_by_sub_group,
 )
 from planner.models.rollout import engine_parts
+from planner.models.states import steps_by_sub_group
 from planner.models.workloads import (
     workload_host_ram,
     workload_phases,
@@ -115,7 +115,7 @@ def states_coefficients(
 ) -> dict[str, StatesCoefficients]:
     """a, b, c (and e, k) of every phase for the choices in ``cfg`` (its num_gpus is ignored).
 
-    ZeRO-3's step temporaries are min(e/dp, k) (memory.steps_by_sub_group): k is their value
+    ZeRO-3's step temporaries are min(e/dp, k) (states.steps_by_sub_group): k is their value
     at dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp."""
     m1, m2, m4 = (
         _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (1, 2, 4)
