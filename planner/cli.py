@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -21,7 +20,6 @@ from planner.catalog.frameworks import resolve
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.catalog.offers import offer_rows, rental_offers
 from planner.catalog.params import count_params
-from planner.catalog.plan_request import PlanRequest
 from planner.catalog.request import (
     CHECKPOINTINGS,
     METHODS,
@@ -29,7 +27,24 @@ from planner.catalog.request import (
     OPTIMIZERS,
     WORKLOADS,
     TrainConfig,
-    parse_role_gpus,
+)
+from planner.cli_config import (
+    _TUNE_FROM_CHECK,
+    _TUNE_SEARCHED,
+    TUNE_OPTIONS,
+    _config,
+    _model_file,
+    _plan_request,
+)
+from planner.cli_files import (
+    _emit_export,
+    _export_target,
+    _framework_format,
+    _pareto_point,
+    _read_plan_json,
+    _validation_report,
+    _write_html,
+    _written,
 )
 from planner.cli_options import (
     CATALOG_OPTION,
@@ -41,32 +56,22 @@ from planner.cli_options import (
     MARGIN_HELP,
     FiniteFloat,
     _choice,
-    _fixed_of,
-    _lora_targets,
     config_options,
     plan_options,
     workload_options,
 )
 from planner.errors import PlannerError
 from planner.inputs import (
-    MAX_FILE_BYTES,
-    FieldErrors,
-    capped,
     check_arg,
     check_confidence,
     check_margin,
-    decode,
-    load_file,
-    parse_json,
     short,
 )
-from planner.models.bands import DEFAULT_CONFIDENCE, case_band, framework_id, request_headroom
+from planner.models.bands import DEFAULT_CONFIDENCE, request_headroom
 from planner.models.cost import define_job
 from planner.models.efficiency import STACKS
 from planner.outputs import listings, render, render_pareto, render_tune
-from planner.outputs.files import STDOUT, check_targets, write_atomic
-from planner.validation.validate import validate_file
-from planner.validation.validate_throughput import is_throughput_file, validate_throughput_file
+from planner.outputs.files import check_targets
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -165,85 +170,6 @@ def check(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
         doc["fixes"] = fixes_doc(found, doc["throughput"]["tokens_per_s"])
     click.echo(render.to_json(doc) if as_json else render.check_text(doc))
     sys.exit(0 if doc["fits"] else 1)
-
-
-# Flags whose default means "as the framework does" (its profile's memory semantics): when
-# the user does not give them, TrainConfig leaves the field to the profile (frameworks.apply).
-SEMANTIC_FLAGS = ("pure_bf16", "fused_optimizer", "chunked_loss", "no_flash_attention")
-
-
-def _config(opts: dict[str, object]) -> TrainConfig:
-    targets = _lora_targets(opts.pop("lora_targets"))
-    ctx = click.get_current_context(silent=True)
-    for name in SEMANTIC_FLAGS:
-        if ctx is not None and name in opts and \
-                ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
-            del opts[name]
-    mapping = {"micro_batch": "micro_batch_size", "no_flash_attention": "flash_attention"}
-    data = {mapping.get(k, k): v for k, v in opts.items()}
-    if "flash_attention" in data:
-        data["flash_attention"] = not data["flash_attention"]
-    kl = data.pop("kl", None)
-    if kl is not None:
-        _check_kl(kl, str(data.get("workload")))
-        data["reference"] = kl > 0
-    data["engine_sleep"] = not data.pop("no_engine_sleep", False)
-    if data.get("rollout_engine") is None:
-        data.pop("rollout_engine", None)  # the framework's default (frameworks.apply)
-    role_gpus = data.pop("role_gpus", None)
-    if role_gpus is not None:
-        data["role_gpus"] = parse_role_gpus(str(role_gpus))
-    seq_len_given = data.get("seq_len") is not None
-    if not seq_len_given:
-        prompt, response = data.get("prompt_len"), data.get("response_len")
-        data["seq_len"] = prompt + response if prompt and response else 2048
-    data["lora_targets"] = targets
-    try:
-        return TrainConfig.model_validate(data)
-    except FieldErrors as exc:
-        raise _flag_error(exc, seq_len_given=seq_len_given) from None
-
-
-def _check_kl(kl: float, workload: str) -> None:
-    """--kl weighs a reference model: DPO, PPO and GRPO have one; other workloads reject it."""
-    if kl < 0:
-        raise PlannerError(f"--kl {kl} must be >= 0 (0 drops the reference model)")
-    if workload not in ("dpo", "ppo", "grpo"):
-        raise PlannerError(f"--kl {kl} applies to --workload dpo, ppo or grpo (got {workload})")
-
-
-# `tune` takes check's options that describe the job (model, GPUs, layout, method, workload),
-# minus the batch settings it searches (own options below, None = searched) and the cost ones.
-_TUNE_SEARCHED = {"checkpointing", "micro_batch", "grad_accum", "rollout_batch", "rollout_n",
-                  "logprob_micro_batch"}
-_TUNE_FROM_CHECK = {"model", "gpu", "memory_margin", "confidence", "stack", "platform",
-                    "critic_model", "reward_model", "catalogs", "as_json",
-                    "no_flash_attention", "kl",
-                    "no_engine_sleep"}
-TUNE_OPTIONS = [
-    click.Option(["--objective"], type=_choice(("throughput", "memory")), default="throughput",
-                 show_default=True,
-                 help="Maximise tokens/s, or fill per-GPU memory up to --memory-target."),
-    click.Option(["--memory-target"], type=FLOAT, default=None,
-                 help="Fraction of GPU memory not to exceed, e.g. 0.875 [default: 1 - margin]."),
-    click.Option(["--checkpointing"], type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
-                 show_default=True, help="Pin activation checkpointing, or search it (auto)."),
-    click.Option(["--micro-batch"], type=INT, default=None, help="Pin the micro-batch."),
-    click.Option(["--grad-accum"], type=INT, default=None, help="Pin gradient accumulation."),
-    click.Option(["--global-batch"], type=INT, default=None,
-                 help="Pin the global batch [RL default: all rollout sequences]."),
-    click.Option(["--rollout-batch"], type=INT, default=None, help="Pin prompts per RL iteration."),
-    click.Option(["--rollout-n"], type=INT, default=None,
-                 help="Pin responses per prompt [searched for GRPO; PPO 1]."),
-    click.Option(["--logprob-micro-batch"], type=INT, default=None,
-                 help="Pin sequences per forward-only micro-step."),
-    click.Option(["--tie-tolerance"], type=FLOAT, default=0.01, show_default=True,
-                 help="Relative gap under which settings tie (then larger micro-batches win)."),
-    click.Option(["--require", "requires"], multiple=True, metavar="EXPR",
-                 help="A rule every candidate keeps, over micro_batch, grad_accum, "
-                      "global_batch, rollout_batch, rollout_n, logprob_micro_batch, num_gpus, "
-                      "dp: e.g. 'rollout_n % micro_batch == 0' (repeatable)."),
-]
 
 
 def _tune_params() -> list[click.Parameter]:
@@ -382,70 +308,6 @@ def pareto_cmd(*, catalogs: tuple[str, ...], as_json: bool, gpus: str | None, ma
     sys.exit(0 if points else 1)
 
 
-def _written(path: str, write, what: str = "") -> None:
-    """Write ``path`` atomically with ``write(temporary path)`` (outputs.write_atomic); an
-    unwritable path is bad input (one line, exit 2)."""
-    try:
-        verb = write_atomic(path, write)
-    except OSError as exc:
-        raise PlannerError(f"cannot write {short(path, 200)}: {exc.strerror or exc}") from None
-    click.echo(f"planner: {verb} {path}{what}", err=True)
-
-
-def _write_html(path: str, plan_doc: dict | None, pareto_doc: dict | None) -> None:
-    from planner.outputs.report import report_html  # deferred: only with --html
-
-    page = report_html(plan_doc, pareto_doc)
-    _written(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
-
-
-def _model_file(opts: dict[str, object]) -> list[str]:
-    """The --model argument when it names a file (config.json): an input outputs must spare."""
-    model = str(opts.get("model") or "")
-    return [model] if model.endswith(".json") else []
-
-
-# TrainConfig / PlanRequest fields whose option is spelled otherwise.
-_FLAG_OF = {"budget_usd": "budget", "time_limit_s": "time-limit", "micro_batch_size": "micro-batch",
-            "global_batch_size": "global-batch", "zero_stage": "zero"}
-
-
-def _flag_error(exc: FieldErrors, *, seq_len_given: bool) -> PlannerError:
-    """A request's field errors as one line naming the flags the user gave, all of them up to
-    inputs.MAX_ERRORS (an RL sequence length the user did not give is --prompt-len +
-    --response-len)."""
-    problems = []
-    for err in exc.errors:
-        field = str(err["loc"][0]) if err["loc"] else "request"
-        name = "--" + _FLAG_OF.get(field, field).replace("_", "-")
-        if field == "seq_len" and not seq_len_given:
-            name = "--prompt-len + --response-len"
-        problems.append(f"{name} {short(err.get('input'))}: {err['msg'].lower()}")
-    return PlannerError(capped(problems))
-
-
-def _plan_request(catalogs: tuple[str, ...], gpus: str | None, opts: dict[str, object]
-                  ) -> tuple[PlanRequest, object]:
-    fixed = _fixed_of(opts)
-    data = {k: v for k, v in opts.items() if v is not None}
-    if fixed:
-        data["fixed"] = fixed
-    kl = data.pop("kl", None)
-    if kl is not None:
-        _check_kl(kl, str(data.get("workload")))
-        data["reference"] = kl > 0
-    if gpus:
-        data["gpus"] = tuple(g.strip() for g in gpus.split(",") if g.strip())
-    try:
-        request = PlanRequest.model_validate(data)
-    except FieldErrors as exc:
-        raise _flag_error(exc, seq_len_given="seq_len" in data) from None
-    catalog = load_catalog(catalogs)
-    for g in request.gpus:
-        catalog.gpu(g)
-    return request, catalog
-
-
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @CATALOG_OPTION
@@ -471,38 +333,6 @@ def validate(files: tuple[str, ...], catalogs: tuple[str, ...], as_json: bool) -
                                       paths, docs, strict=True)]}))
     else:
         click.echo("\n\n".join(docs))
-
-
-def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
-    """One validation file's report: text, or the JSON document {cases, summary}."""
-    if is_throughput_file(path):
-        t_results, t_summary = validate_throughput_file(path, catalog)
-        if not as_json:
-            return listings.throughput_validate_text(t_results, t_summary)
-        cases = [{"id": r.id, "metric": r.metric, "framework": r.framework,
-                  "framework_version": r.framework_version, "usable": r.usable,
-                  "measured": r.measured,
-                  "predicted": None if r.predicted is None else {"value": r.predicted},
-                  "band": case_band("throughput", r.predicted, framework=framework_id(
-                      catalog, r.framework), workload=r.workload,
-                      method=getattr(r, "method", None), metric=r.metric),
-                  "rel_err": r.rel_err, "reason": r.reason} for r in t_results]
-        return {"cases": cases, "summary": t_summary}
-    results, summary = validate_file(path, catalog)
-    if not as_json:
-        return listings.validate_text(results, summary)
-    cases = [{"id": r.id, "kind": r.kind, "framework": r.framework,
-              "framework_version": r.framework_version, "usable": r.usable,
-              "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
-              "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
-                                                  "range_gib": r.predicted_range_gib,
-                                                  "fits": r.predicted_fits},
-              "band": None if r.reason or r.kind != "peak" else case_band(
-                  "memory", r.predicted_gib, framework=framework_id(catalog, r.framework),
-                  workload=r.workload, method=r.method),
-              "rel_err": r.rel_err,
-              "reason": r.reason} for r in results]
-    return {"cases": cases, "summary": summary}
 
 
 @cli.command("catalog")
@@ -600,71 +430,6 @@ def export_cmd(*, fmt: str | None, out: str | None, point: int | None, plan_file
     job = job_of(plan, catalog=catalog)  # the saved document, parsed once
     key = key or check_format(_framework_format(job.cfg, catalog))
     _emit_export(export_plan(job, key, catalog=catalog), key, out)
-
-
-def _framework_format(cfg: Any, catalog: Any) -> str:
-    """The launch format of the framework a plan's config runs on (its profile's
-    launch_format)."""
-    fid = cfg.framework
-    if fid is None:
-        raise PlannerError("the plan names no framework (saved before frameworks existed): "
-                           "give --format")
-    from planner.outputs.export import launch_format_of  # deferred: only for export
-
-    fmt = launch_format_of(resolve(catalog, fid), cfg.workload)
-    if fmt is None:
-        raise PlannerError(f"the planner writes no launch config for framework {fid}'s own "
-                           f"launcher ({cfg.workload}): give --format to write another format's")
-    return fmt
-
-
-def _export_target(opts: dict[str, object]) -> tuple[str | None, str | None]:
-    """plan --export/--out, popped from the request options and checked."""
-    fmt, out = opts.pop("export_fmt", None), opts.pop("export_out", None)
-    if out and not fmt:
-        raise PlannerError(f"--out {out} needs --export FORMAT")
-    if not fmt:
-        return None, None
-    from planner.outputs.export import check_format  # deferred: only when a format is given
-
-    key = check_format(str(fmt))
-    if not out:
-        raise PlannerError(f"--export {key} needs --out PATH (the plan itself goes to stdout)")
-    return key, str(out)
-
-
-def _read_plan_json(path: str) -> object:
-    """A saved plan document through the input boundary (- reads stdin)."""
-    if path != "-":
-        return load_file(path, what="plan document", kind="json")
-    data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") \
-        else sys.stdin.read(MAX_FILE_BYTES + 1).encode("utf-8", "surrogateescape")
-    return parse_json(decode(data, what="plan document on stdin"), what="plan document on stdin")
-
-
-def _pareto_point(doc: object, index: int, name: str) -> object:
-    """Point ``index`` of a saved pareto document."""
-    points = doc.get("points") if isinstance(doc, dict) else None
-    if not isinstance(points, list):
-        raise PlannerError(f"--point {index}: {short(name, 200)} is not a `planner pareto "
-                           "--json` document (no points list)")
-    if not 0 <= index < len(points):
-        raise PlannerError(f"--point {index}: {short(name, 200)} holds points 0.."
-                           f"{len(points) - 1}" if points else f"--point {index}: "
-                           f"{short(name, 200)} holds no point")
-    return points[index]
-
-
-def _emit_export(result, fmt: str, out: str | None) -> None:
-    """An export's warnings and notes to stderr, its config to ``out`` or stdout."""
-    for warning in result.warnings:
-        click.echo(f"planner: warning: {warning}", err=True)
-    for note in result.notes:
-        click.echo(f"planner: note: {note}", err=True)
-    if out in (None, STDOUT):
-        click.echo(result.text, nl=False)
-        return
-    _written(out, lambda tmp: tmp.write_text(result.text, encoding="utf-8"), f" ({fmt})")
 
 
 # A planner process allocates hundreds of thousands of small objects that live to its end

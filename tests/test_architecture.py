@@ -94,7 +94,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("solver", ("solver",)),
     ("outputs", ("outputs",)),
     # clients of the library: they call api.check / solve.plan as a user does
-    ("clients", ("validation", "fixes", "api", "cli_options", "cli")),
+    ("clients", ("validation", "fixes", "api", "cli_options", "cli_config", "cli_files", "cli")),
 )
 
 
@@ -151,7 +151,6 @@ LONG_FUNCTIONS = {
 # Modules may run to MAX_MODULE_LINES lines (issue 16's bar); the longer ones of today likewise.
 MAX_MODULE_LINES = 500
 LONG_MODULES = {
-    "planner.cli": 726,
 }
 
 
