@@ -231,7 +231,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     """Generation (each engine decodes its share at its concurrency, share / concurrency waves
     of one prefill + decoding each: throughput.estimate_decode; whole waves for the trainer's
     own generate, whose batches run to their end), the weight sync into the engines, and a sleeping
-    engine's PCIe traffic. Reads of ``cfg`` only the engine layout (workloads.engine:
+    engine's PCIe traffic. Reads of ``cfg`` only the engine layout (rollout.engine:
     placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
     so the planner times it once per such layout and GPU (steptime.Timing.engine_side). The
     trainer's own generate (hf-generate) decodes its batches at
@@ -326,7 +326,7 @@ def estimate_rl_step(
     efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
     NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
     ``rollout_precision``: "fp8" when the engine serves fp8 weights and KV cache (NeMo-RL's
-    FP8 recipes generate in FP8); the engine's memory (workloads.engine) stays 16-bit.
+    FP8 recipes generate in FP8); the engine's memory (rollout.engine) stays 16-bit.
     ``side``: engine_side of this cfg, GPU, platform, decode efficiency and precision, when the
     caller already has it (the planner memoises it per engine layout: steptime.Timing)."""
     if decode_efficiency is None:

@@ -188,7 +188,7 @@ class PlanSpace:
         return {}
 
     def engine_at(self, si: int, dp: int) -> Engine:
-        """workloads.engine of strategy ``si`` with data-parallel degree dp, sized to its
+        """rollout.engine of strategy ``si`` with data-parallel degree dp, sized to its
         batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine)."""
         s = self.strategies[si]
         key = (*engine_layout(s), dp)

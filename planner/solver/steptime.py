@@ -46,7 +46,7 @@ class TimedSpace(Protocol):
     timing: Timing
 
     def engine_at(self, si: int, dp: int) -> Engine:
-        """workloads.engine of strategy ``si`` with data-parallel degree ``dp``."""
+        """rollout.engine of strategy ``si`` with data-parallel degree ``dp``."""
 
 
 def _column(rows: list[Row], name: str) -> np.ndarray:
