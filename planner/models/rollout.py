@@ -87,7 +87,7 @@ def engine_parts(model: ModelSpec, cfg: TrainConfig) -> tuple[float, float, floa
     """(weights, workspace, bytes per sequence decoded at once) of the rollout generator on one
     GPU: a vLLM-style engine's 16-bit weights, ENGINE_WORKSPACE_GIB and full-length KV per
     sequence; the trainer's own generate, its gathered weights, no workspace and KV +
-    transients per sequence (generate_parts). The one home of both for workloads.engine and
+    transients per sequence (generate_parts). The one home of both for rollout.engine and
     the planner's memory tables (space.memory_tables)."""
     if cfg.generates_in_trainer:
         gathered, kv, transient = generate_parts(model, cfg)
