@@ -35,7 +35,7 @@ RL_WORKLOADS = ("ppo", "grpo")
 ROLLOUT_ENGINES: tuple[str, ...] = RolloutEngine.__args__  # type: ignore[attr-defined]
 # Engines that generate with the trainer's own resident weights (no engine of their own, no
 # reserved memory fraction): Hugging Face generate (TRL's GRPOTrainer with use_vllm=False).
-# The others are modelled as vLLM-style engines (workloads.engine).
+# The others are modelled as vLLM-style engines (rollout.engine).
 TRAINER_ENGINES = ("hf-generate",)
 # The engine of a job whose framework states none (the planner's RL default).
 DEFAULT_ROLLOUT_ENGINE = "vllm"

@@ -94,7 +94,7 @@ def pipeline_parallel_options(model: ModelSpec, *, at_most: int = 16) -> tuple[i
 
 
 def engine_layout(s: Strategy) -> tuple[str, int, tuple[str, ...]]:
-    """What the rollout engine reads of a strategy (workloads.engine, space.engine_at):
+    """What the rollout engine reads of a strategy (rollout.engine, space.engine_at):
     placement, rollout TP and the split roles' groups."""
     return (s.placement, s.rollout_tp, s.role_names)
 
