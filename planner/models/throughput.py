@@ -126,17 +126,22 @@ def dora_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
 
-def _adapted(lin, cfg: TrainConfig) -> bool:
-    return cfg.is_peft and lin.group != "router" and (
-        "all-linear" in cfg.lora_targets or lin.name in cfg.lora_targets)
+def _adapted(lin, peft: bool, targets: tuple[str, ...]) -> bool:
+    return peft and lin.group != "router" and ("all-linear" in targets or lin.name in targets)
 
 
-@lru_cache(maxsize=1024)
 def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
     """HBM bytes per token that the elementwise ops of one layer's forward move when each runs
     as its own kernel (eager Hugging Face modeling code: efficiency.ELEMENTWISE_BYTES). Widths:
     h hidden, q = heads x head_dim, k = kv heads x head_dim, f the MLP width a token passes
     (routed experts: experts_per_token of them, and the shared ones)."""
+    return _eager_layer_bytes(model, cfg.is_peft, tuple(cfg.lora_targets), layer)
+
+
+@lru_cache(maxsize=4096)
+def _eager_layer_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...],
+                       layer: int) -> float:
+    """eager_layer_bytes by what it reads of the config (whether and where adapters sit)."""
     b = eff.ELEMENTWISE_BYTES
     h = model.hidden_size
     q, k = model.num_attention_heads * model.head_dim, model.num_kv_heads * model.head_dim
@@ -151,9 +156,16 @@ def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
         per = model.moe.experts_per_token if lin.group == "expert" and model.moe else lin.count
         if lin.name == "up":  # every MLP (gated or plain) has one "up" output of width f
             total += act * lin.d_out * per
-        if _adapted(lin, cfg):
+        if _adapted(lin, peft, targets):
             total += b["lora_out"] * lin.d_out * per
     return total
+
+
+@lru_cache(maxsize=4096)
+def _eager_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...], start: int,
+                 stop: int) -> float:
+    """Sum of eager_layer_bytes over layers start .. stop - 1 (in layer order)."""
+    return sum(_eager_layer_bytes(model, peft, targets, i) for i in range(start, stop))
 
 
 def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, stack: str,
@@ -165,10 +177,11 @@ def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, sta
     torch.compile."""
     if stack not in eff.EAGER_ELEMENTWISE_STACKS or cfg.compiled:
         return 0.0
-    fwd = sum(eager_layer_bytes(model, cfg, i) for i in range(model.num_layers))
+    peft, targets = cfg.is_peft, tuple(cfg.lora_targets)
+    fwd = _eager_bytes(model, peft, targets, 0, model.num_layers)
     if backward:
-        top = sum(eager_layer_bytes(model, cfg, i) for i in
-                  range(model.num_layers - backward_layers(model, cfg), model.num_layers))
+        top = _eager_bytes(model, peft, targets, model.num_layers - backward_layers(model, cfg),
+                           model.num_layers)
         passes = fwd + eff.ELEMENTWISE_BACKWARD_RATIO * top
         if cfg.checkpointing == "full":
             passes += top
