@@ -25,11 +25,9 @@ def instances_for(offer: OfferSpec, num_gpus):
 
 def bill_usd(offer: OfferSpec, num_gpus, hours):
     """What renting ``num_gpus`` GPUs of ``offer`` for ``hours`` costs: whole instances, each
-    billed max(minimum, hours rounded up to the increment) at the instance rate; elementwise on
-    numpy arrays (the planner's search scores many pairs at once)."""
-    increments = np.ceil(np.asarray(hours) / offer.billing_increment_hours * (1 - _EPS))
-    billed = np.maximum(offer.minimum_hours, increments * offer.billing_increment_hours)
-    usd = instances_for(offer, num_gpus) * offer.usd_per_hour * billed
+    billed as _instance_cost; elementwise on numpy arrays (the planner's search scores many
+    pairs at once)."""
+    usd = instances_for(offer, num_gpus) * _instance_cost(offer, hours)
     return float(usd) if np.ndim(usd) == 0 else usd
 
 
@@ -125,8 +123,8 @@ def cheapest_cover(
     return None if best is None else best[1]
 
 
-def _instance_cost(offer: OfferSpec, hours: float | None) -> float:
-    """One instance: its hourly rate, or its bill for ``hours``."""
+def _instance_cost(offer: OfferSpec, hours):
+    """One instance: its hourly rate, or its bill for ``hours`` (elementwise)."""
     if hours is None:
         return offer.usd_per_hour
     return offer.usd_per_hour * billed_hours(hours, offer.billing_increment_hours,
@@ -177,16 +175,18 @@ def _cover_one_provider(
     return tuple(OfferUse(offers[i], c) for i, c in sorted(counts.items()))
 
 
-def billed_hours(hours: float, increment_hours: float, minimum_hours: float = 0.0) -> float:
-    """Hours billed for ``hours`` of use: max(minimum, ceil(hours / increment) x increment).
+def billed_hours(hours, increment_hours: float, minimum_hours: float = 0.0):
+    """Hours billed for ``hours`` of use: max(minimum, ceil(hours / increment) x increment);
+    elementwise on numpy arrays.
 
     A job of 61 s at a per-minute increment bills 2 minutes; 30 s at a 1-minute minimum bills
     1 minute; 1 h 1 s at an hourly increment bills 2 hours.
     """
-    if hours < 0:
-        raise PlannerError(f"hours must not be negative (got {hours:g})")
-    increments = math.ceil(hours / increment_hours * (1 - _EPS))
-    return max(minimum_hours, increments * increment_hours)
+    h = np.asarray(hours, dtype=float)
+    if np.any(h < 0):
+        raise PlannerError(f"hours must not be negative (got {np.min(h):g})")
+    billed = np.maximum(minimum_hours, np.ceil(h / increment_hours * (1 - _EPS)) * increment_hours)
+    return float(billed) if np.ndim(billed) == 0 else billed
 
 
 @dataclass(frozen=True)
