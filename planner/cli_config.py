@@ -13,11 +13,12 @@ from planner.catalog.request import (
     parse_role_gpus,
 )
 from planner.cli_options import (
+    CONFIG_FLAGS,
     FLOAT,
     INT,
     _choice,
     _fixed_of,
-    _lora_targets,
+    config_field,
 )
 from planner.errors import PlannerError
 from planner.inputs import (
@@ -32,16 +33,14 @@ SEMANTIC_FLAGS = ("pure_bf16", "fused_optimizer", "chunked_loss", "no_flash_atte
 
 
 def _config(opts: dict[str, object]) -> TrainConfig:
-    targets = _lora_targets(opts.pop("lora_targets"))
     ctx = click.get_current_context(silent=True)
     for name in SEMANTIC_FLAGS:
         if ctx is not None and name in opts and \
                 ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
             del opts[name]
-    mapping = {"micro_batch": "micro_batch_size", "no_flash_attention": "flash_attention"}
-    data = {mapping.get(k, k): v for k, v in opts.items()}
-    if "flash_attention" in data:
-        data["flash_attention"] = not data["flash_attention"]
+    fields = dict(config_field(n, opts.pop(n)) for n in CONFIG_FLAGS if n in opts)
+    data = {("micro_batch_size" if k == "micro_batch" else k): v for k, v in opts.items()}
+    data.update(fields)
     kl = data.pop("kl", None)
     if kl is not None:
         _check_kl(kl, str(data.get("workload")))
@@ -56,7 +55,6 @@ def _config(opts: dict[str, object]) -> TrainConfig:
     if not seq_len_given:
         prompt, response = data.get("prompt_len"), data.get("response_len")
         data["seq_len"] = prompt + response if prompt and response else 2048
-    data["lora_targets"] = targets
     try:
         return TrainConfig.model_validate(data)
     except FieldErrors as exc:

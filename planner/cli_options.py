@@ -202,22 +202,32 @@ def _lora_targets(value: object) -> tuple[str, ...]:
     return targets
 
 
+# The CONFIG_OPTIONS' parameter names (config_field maps each to its TrainConfig field).
+CONFIG_FLAGS = ("lora_targets", "precision", "pure_bf16", "paged_optimizer", "fused_optimizer",
+                "compiled", "no_flash_attention", "chunked_loss")
+
+
+def config_field(name: str, value: object) -> tuple[str, object]:
+    """A CONFIG_OPTIONS parameter as its TrainConfig field and value: the LoRA targets parsed,
+    --no-flash-attention as flash_attention off."""
+    if name == "lora_targets":
+        return name, _lora_targets(value)
+    if name == "no_flash_attention":
+        return "flash_attention", not value
+    return name, value
+
+
 def _fixed_of(opts: dict[str, object]) -> dict[str, object]:
     """The CONFIG_OPTIONS the user gave, popped from ``opts``, as TrainConfig fields
     (PlanRequest.fixed); options left at their defaults fix nothing."""
     ctx = click.get_current_context(silent=True)
     fixed: dict[str, object] = {}
-    for name in ("lora_targets", "precision", "pure_bf16", "paged_optimizer",
-                 "fused_optimizer", "compiled", "no_flash_attention", "chunked_loss"):
+    for name in CONFIG_FLAGS:
         value = opts.pop(name, None)
         if ctx is None or ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
             continue
-        if name == "lora_targets":
-            fixed[name] = _lora_targets(value)
-        elif name == "no_flash_attention":
-            fixed["flash_attention"] = not value
-        else:
-            fixed[name] = value
+        field, value = config_field(name, value)
+        fixed[field] = value
     return fixed
 
 
