@@ -13,7 +13,6 @@ import yaml
 
 from planner import TrainConfig, check, load_catalog
 from planner.catalog.plan_request import PlanRequest
-from planner.cli import main
 from planner.models.bands import (
     BANDS_FILE,
     band,
@@ -30,17 +29,11 @@ from planner.models.bands import (
 from planner.models.memory import GIB
 from planner.solver.solve import plan
 from planner.solver.tune import tune
+from tests.test_cli import run
 
 CAT = load_catalog()
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 TABLE = yaml.safe_load(BANDS_FILE.read_text(encoding="utf-8"))
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_conformal_ranks_by_hand():

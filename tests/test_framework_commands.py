@@ -9,18 +9,11 @@ import pytest
 
 from planner import PlanRequest, TrainConfig, check, load_catalog
 from planner.catalog.frameworks import choose
-from planner.cli import main
 from planner.errors import PlannerError
 from planner.solver.solve import plan
+from tests.test_cli import run
 
 CAT = load_catalog()
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_check_names_the_default_framework_and_why(capsys):

@@ -13,18 +13,11 @@ from planner import PlannerError, PlanRequest, TrainConfig
 from planner.api import check
 from planner.catalog.load import load_catalog
 from planner.catalog.plan_request import FIXED_FIELDS
-from planner.cli import main
 from planner.solver.solve import plan
 from planner.validation.reference import reference_optimum
+from tests.test_cli import run
 
 CAT = load_catalog()
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_fixed_fields_are_train_config_fields():

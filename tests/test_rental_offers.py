@@ -14,23 +14,16 @@ from planner.api import check
 from planner.catalog.load import load_catalog
 from planner.catalog.offers import DEFAULT_MAX_GPUS_PER_OFFER, OfferSpec, offer_id, rental_offers
 from planner.catalog.plan_request import PlanRequest
-from planner.cli import main
 from planner.models.rental import bill_usd, billed_hours
 from planner.solver.search import request_job
 from planner.solver.solve import plan
 from planner.solver.space import build_space
 from planner.validation.reference import reference_optimum
+from tests.test_cli import run
 
 CAT = load_catalog()
 OFFER_KEYS = {"provider", "gpus_per_instance", "usd_per_hour", "billing_increment_hours",
               "price_as_of"}
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def _offer(**kw) -> OfferSpec:

@@ -10,10 +10,10 @@ import pytest
 from planner import check, tune
 from planner.catalog.load import load_catalog
 from planner.catalog.request import TrainConfig
-from planner.cli import main
 from planner.models.memory import GIB
 from planner.solver.tune import ranking
 from planner.solver.tune_space import Pins, SearchSpace, candidate_configs
+from tests.test_cli import run
 
 # Small spaces keep the brute force quick; memory binds inside them on these GPUs.
 RL_SPACE = SearchSpace(micro_batches=(1, 2, 4, 8, 16, 32), rollout_batches=(8, 16, 32),
@@ -157,13 +157,6 @@ def test_infeasible_reports_the_closest(catalog):
     assert res.status == "infeasible" and res.best is None and res.runners_up == ()
     assert res.smallest.per_gpu_gib > 24
     assert res.smallest.config.micro_batch_size == 1
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_cli_infeasible_exit_1(capsys):
