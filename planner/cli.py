@@ -213,6 +213,13 @@ def tune_cmd(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
                          reward_model=reward_model, pins=pins, tie_tolerance=tie_tolerance,
                          requires=requires)
     doc = render_tune.tune_doc(result)
+    if result.best is None:
+        from planner.fixes import closest_fixes  # only when nothing fits
+
+        doc["fixes"] = closest_fixes(
+            model, gpu, result.smallest, searched=result.space, catalog=load_catalog(catalogs),
+            margin=memory_margin, confidence=confidence, stack=stack, platform=platform,
+            critic_model=critic_model, reward_model=reward_model)
     click.echo(render.to_json(doc) if as_json else render_tune.tune_text(doc))
     sys.exit(0 if result.best is not None else 1)
 

@@ -16,7 +16,7 @@ rejects (e.g. offload without ZeRO) are kept with the error message instead of a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,10 +183,15 @@ def largest_true(pred: Callable[[int], bool], lo: int, hi: int) -> int | None:
 METHOD_FIDELITY = {"full": 0, "freeze": 1, "dora": 1, "lora": 1, "qlora": 2}
 
 
-def candidate_changes(cfg: TrainConfig) -> list[Change]:
+def candidate_changes(cfg: TrainConfig, *, keep: Collection[str] = ()) -> list[Change]:
     """The changes an out-of-memory configuration can try (seed 004's list: ZeRO-2, ZeRO-3,
     FSDP, LoRA, QLoRA, 8-bit Adam, CPU offload, checkpointing, a smaller micro-batch, a chunked
-    loss), each only where it changes ``cfg``. A shorter sequence is found by ranked_fixes."""
+    loss), each only where it changes ``cfg`` and leaves the fields in ``keep`` alone (tune's
+    searched batch settings). A shorter sequence is found by ranked_fixes."""
+    return [ch for ch in _changes(cfg) if not set(ch.update) & set(keep)]
+
+
+def _changes(cfg: TrainConfig) -> list[Change]:
     out = []
     if cfg.num_gpus > 1 and not cfg.fsdp:
         out += [Change(f"--zero {z}", {"zero_stage": z}) for z in (2, 3) if cfg.zero_stage < z]
@@ -216,14 +221,16 @@ def candidate_changes(cfg: TrainConfig) -> list[Change]:
 
 
 def ranked_fixes(model: str, gpu: str, config: TrainConfig, *, catalog: Catalog | None = None,
-                 max_changes: int = 2, limit: int = 8, **kwargs: Any) -> list[FixResult]:
+                 max_changes: int = 2, limit: int = 8, keep: Collection[str] = (),
+                 **kwargs: Any) -> list[FixResult]:
     """The changes under which ``config`` (as check evaluated it: framework semantics applied)
     fits, each verified by check, ordered by what they cost the user: the job's hours first,
     then the method's fidelity, then memory. Single changes first; pairs only when no single
     change fits (smallest_fixes); the longest sequence that fits as it is, last. A change the
-    framework cannot run is left out (check refuses it)."""
+    framework cannot run is left out (check refuses it); the fields in ``keep`` are not
+    changed."""
     cat = catalog or load_catalog()
-    changes = candidate_changes(config)
+    changes = candidate_changes(config, keep=keep)
     found = smallest_fixes(model, gpu, config, changes=changes, max_changes=1, catalog=cat,
                            **kwargs)
     if not found and max_changes > 1:
@@ -232,7 +239,7 @@ def ranked_fixes(model: str, gpu: str, config: TrainConfig, *, catalog: Catalog 
     found.sort(key=lambda r: (r.hours, METHOD_FIDELITY.get(r.config.method, 3),
                               r.per_gpu_gib, r.name))
     found = found[:limit - 1]
-    if not config.is_rl and config.seq_len > 256:
+    if not config.is_rl and config.seq_len > 256 and "seq_len" not in keep:
         seq = largest_fitting(model, gpu, config, field_name="seq_len", lo=256,
                               hi=config.seq_len - 1, step=256, catalog=cat, **kwargs)
         if seq is not None:
@@ -250,3 +257,25 @@ def fixes_doc(results: Sequence[FixResult], tokens_per_s: float) -> list[dict[st
              "tokens_per_s": r.tokens_per_s, "hours": r.hours,
              "speed_vs_original": r.tokens_per_s / tokens_per_s if tokens_per_s else None}
             for r in results if r.valid]
+
+
+def closest_fixes(model: str, gpu: str, closest: Any, *,
+                  searched: Mapping[str, Collection[Any]],
+                  **kwargs: Any) -> list[dict[str, Any]] | None:
+    """The ranked fixes of tune's closest setting (``closest``: a solver.tune.Candidate) when
+    no searched batch setting fits in memory, as ``fixes_doc`` lists them: changes to what tune
+    does not search (``searched``: tune's values per field, left as tune left them, with full
+    checkpointing where tune tried it, as a rerun with the change would). None when the closest
+    setting fits the GPU as check sees it (tune was held back by its --require rules or a
+    --memory-target, not by the GPU's memory)."""
+    if closest is None or closest.fits:
+        return None
+    base = closest.config
+    if "full" in searched.get("checkpointing", ()):
+        base = _with(base, {"checkpointing": "full"})
+    original = evaluate(model, gpu, base, **kwargs)
+    if original.fits:  # over a --memory-target, not over the GPU: nothing to fix
+        return None
+    keep = {*searched, "micro_batch_size", "grad_accum"}
+    found = ranked_fixes(model, gpu, base, keep=keep, **kwargs)
+    return fixes_doc(found, original.tokens_per_s)

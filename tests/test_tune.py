@@ -306,3 +306,31 @@ def test_rollout_engine_bad_input_exit_2(capsys, extra, needle):
                          "grpo", "--prompt-len", "256", "--response-len", "256", *extra)
     assert code == 2 and not out
     assert needle in err and err.count("\n") == 1
+
+
+def test_cli_infeasible_lists_checked_fixes_outside_the_searched_settings(capsys):
+    """Nothing fits: tune ranks the changes that make its closest setting fit (issue 19: fixes
+    wherever something does not fit), none of them to what tune itself searched."""
+    args = ("tune", "--model", "8b", "--gpu", "h100-sxm", "--num-gpus", "8")
+    code, out, _ = run(capsys, *args, "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["status"] == "infeasible"
+    assert doc["smallest"]["per_gpu_gib"] > doc["capacity_gib"]
+    changes = [" ".join(f["changes"]) for f in doc["fixes"]]
+    assert "--zero 3" in changes and "--method lora" in changes
+    assert all(f["fits"] and f["per_gpu_gib"] <= doc["memory_limit_gib"] for f in doc["fixes"])
+    assert not any("--micro-batch" in c or "--checkpointing" in c for c in changes)
+    hours = [f["hours"] for f in doc["fixes"]]
+    assert hours == sorted(hours)
+    # the fix works: tune with it finds settings
+    code, out, _ = run(capsys, *args, "--zero", "3", "--json")
+    assert code == 0 and json.loads(out)["status"] == "found"
+    code, out, _ = run(capsys, *args)
+    assert code == 1 and "changes that make a setting fit" in out
+
+
+def test_cli_memory_target_unreachable_lists_no_fixes(capsys):
+    """Over a --memory-target but within the GPU: there is nothing to fix."""
+    code, out, _ = run(capsys, "tune", "--model", "0.5b", "--gpu", "v100-16gb",
+                       "--memory-target", "0.2", "--json")
+    assert code == 1 and json.loads(out)["fixes"] is None

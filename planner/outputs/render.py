@@ -140,18 +140,19 @@ def with_bands(doc: dict[str, Any], framework: str | None = None) -> dict[str, A
             "cost": {**doc["cost"], "band": bands["cost_usd"]}}
 
 
-def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
-    """The ranked fixes of a configuration that does not fit (fixes.ranked_fixes)."""
+def fix_lines(fixes: list[dict[str, Any]] | None, *, what: str = "it") -> list[str]:
+    """The ranked fixes of a configuration that does not fit (fixes.ranked_fixes); ``what``
+    names the configuration."""
     if fixes is None:
         return []
     if not fixes:
-        return ["", "no single change or pair of changes makes it fit on this hardware: "
+        return ["", f"no single change or pair of changes makes {what} fit on this hardware: "
                     "more GPUs or a larger GPU ('planner plan')"]
     rows = [[" + ".join(f["changes"]), f"{f['per_gpu_gib']:.1f}",
              f"{f['tokens_per_s']:,.0f}",
              "-" if f["speed_vs_original"] is None else f"{f['speed_vs_original'] - 1:+.0%}",
              f"{f['hours']:,.1f}", "fits" if f["fits"] else "oom"] for f in fixes]
-    return ["", "changes that make it fit, each checked (fastest job first, then the fuller "
+    return ["", f"changes that make {what} fit, each checked (fastest job first, then the fuller "
                 "method):",
             text_table(rows, ["change", "GiB/GPU", "tokens/s", "speed", "hours", "verdict"])]
 
@@ -196,7 +197,7 @@ def check_text(doc: dict[str, Any]) -> str:
     ]
     tail += band_lines("GiB per GPU", mem.get("band"), "{:.1f}")
     tail += [f"note: {n}" for n in mem["notes"]]
-    tail += _fix_lines(doc.get("fixes"))
+    tail += fix_lines(doc.get("fixes"))
     tail += _phase_lines(doc)
     if "throughput" in doc:
         tail += [""] + _speed_lines(doc)

@@ -9,6 +9,7 @@ from planner.outputs.render import (
     _r,
     band_text,
     batch_line,
+    fix_lines,
     job_bands,
     memory_doc,
     text_table,
@@ -97,7 +98,8 @@ def tune_text(doc: dict[str, Any]) -> str:
         return "\n".join([*head, "status     infeasible: no searched batch setting fits",
                           f"closest    {settings_line(low['settings'])}: "
                           f"{low['per_gpu_gib']:.2f} GiB per GPU (peak in {low['peak_phase']})",
-                          f"searched   {doc['searched']['candidates_evaluated']} settings"])
+                          f"searched   {doc['searched']['candidates_evaluated']} settings",
+                          *fix_lines(doc.get("fixes"), what="a setting")])
     tc = TrainConfig.model_validate(doc["config"])
     mem, t = doc["memory"], doc["throughput"]
     u = doc["settings"].get("gpu_memory_utilization")

@@ -327,6 +327,7 @@ class TuneDocument(_Doc):
     smallest: TuneCandidate | None
     searched: Searched
     notes: list[str]
+    fixes: list[Fix] | None = None  # nothing fits: changes that make the closest setting fit
 
 
 DOCUMENTS: dict[str, type[_Doc]] = {"check": CheckDocument, "plan": PlanDocument,
