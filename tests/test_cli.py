@@ -385,14 +385,18 @@ def _with_fix(args: tuple[str, ...], fix: str) -> list[str]:
     """The request's flags with one suggested fix applied: '--flag value' pairs replace the
     request's, 'with budget >= $N' sets the budget; the words in brackets are commentary."""
     words = fix.split(" (")[0].split()
-    new = dict(zip(words[::2], words[1::2], strict=False)) if words[0].startswith("--") else {}
+    new: dict[str, str | None] = {}
+    for i, w in enumerate(words if words[0].startswith("--") else ()):
+        if w.startswith("--"):  # a flag, with its value unless it is a switch
+            nxt = words[i + 1] if i + 1 < len(words) else "--"
+            new[w] = None if nxt.startswith("--") else nxt
     if "with budget >= $" in fix:
         new = {words[0]: words[1], "--budget": fix.split("$")[1].split()[0].replace(",", "")}
     out, it = [], iter(args)
     for flag in it:
         value = next(it)
-        out += [flag, new.pop(flag, value)]
-    return out + [w for kv in new.items() for w in kv]
+        out += [flag, new.pop(flag, None) or value]
+    return out + [w for k, v in new.items() for w in (k, v) if w is not None]
 
 
 def _assert_each_fix_plans(capsys, args: tuple[str, ...], fixes: list[str]) -> list[dict]:

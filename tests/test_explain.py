@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+
+import pytest
+
 from planner.catalog.load import load_catalog
 from planner.catalog.plan_request import PlanRequest
 from planner.solver.explain import _solve_without, binding_rules, conflicts, cost_stage
 from planner.solver.solve import plan
 from planner.solver.space import build_space
+from tests.test_cli import run
 
 CAT = load_catalog()
 SMALL = dict(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,
@@ -88,3 +94,23 @@ def test_gpu_memory_relaxed_one_step_is_the_next_larger_memory():
     assert (r.plan.num_gpus, r.plan.gpu) == (2, "rtx-3090")
     mem = next(b for b in r.binding if b.name == "gpu_memory")
     assert mem.binding and mem.relaxed.startswith("with rtx-3090 with 32 GiB: 1 x rtx-3090")
+
+
+def test_budget_held_up_by_memory_names_the_setting_that_lowers_it(capsys):
+    """A 32k-token 7B job within $3,000: the budget conflict names, beside the budget the
+    request needs as it is, the smaller budget under a memory-saving setting the planner does
+    not search (a chunked loss), solved, and that budget then plans."""
+    code, out, _ = run(capsys, "plan", "--model", "7b", "--budget", "3000", "--seq-len", "32768",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 1
+    fix = next(c["fix"] for c in doc["conflicts"] if c["name"] == "budget")
+    found = re.search(r"or budget >= \$([\d,]+) with --chunked-loss", fix)
+    assert found, fix
+    needed = int(found.group(1).replace(",", ""))
+    as_is = int(re.match(r"budget >= \$([\d,]+)", fix).group(1).replace(",", ""))
+    assert needed < as_is
+    code, out, _ = run(capsys, "plan", "--model", "7b", "--budget", str(needed), "--seq-len",
+                       "32768", "--chunked-loss", "--json")
+    plan = json.loads(out)["plan"]
+    assert code == 0 and plan["cost"]["usd"] == pytest.approx(needed, abs=1)

@@ -253,7 +253,8 @@ STRONGER_SHARDING = ("zero2", "zero3", "fsdp")  # each holds less per GPU than t
 def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
     """Single changes of the request that lower per-GPU memory, in the user's terms: first a
     new value for something the user pinned (the rest kept: a smaller micro-batch, full
-    checkpointing, stronger sharding, a lighter method), then a pin dropped or a limit raised,
+    checkpointing, stronger sharding, a lighter method, a chunked loss), then a pin dropped or a
+    limit raised,
     then a shorter sequence. Each is tried by solving (memory_fixes), never assumed to work;
     the micro-batches are tried largest first, so the first that works is the smallest change."""
     kept: list[tuple[str, dict[str, object]]] = []
@@ -271,6 +272,8 @@ def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
         kept.append(("--offload-idle", {"offload_idle": True}))
     if req.method not in ("auto", "qlora"):
         kept += [(f"--method {m}", {"method": m}) for m in ("lora", "qlora") if m != req.method]
+    if not req.fixed.get("chunked_loss"):
+        kept.append(("--chunked-loss", {"fixed": {**req.fixed, "chunked_loss": True}}))
     dropped: list[tuple[str, dict[str, object]]] = []
     if req.offload not in ("auto",):
         dropped.append(("--offload auto", {"offload": "auto"}))
@@ -357,8 +360,32 @@ def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict
                   f"{_describe(space, name)} cannot be met by any allowed layout (global batch "
                   f"{space.request.global_batch_size}, tp {list(space.tps)}, pp "
                   f"{list(space.pps)})")
-        out.append(Conflict(name, detail, _fix(space, enc, name, catalog)))
+        fix = _fix(space, enc, name, catalog)
+        if name == "budget" and "gpu_memory" in core:
+            fix = _with_memory_change(space, fix, catalog or load_catalog())
+        out.append(Conflict(name, detail, fix))
     return out
+
+
+def _with_memory_change(space: PlanSpace, fix: str, catalog: Catalog) -> str:
+    """A budget that memory holds up: ``fix`` (the budget the request needs as it is) and,
+    when one of memory_relaxations' changes makes the cheapest plan cheaper, the budget with
+    that change (each solved with the budget left open, never assumed; changes that keep the
+    job as asked before a shorter sequence)."""
+    req = space.request
+    if req.objective != "cost":
+        return fix
+    best: tuple[tuple[bool, int], str] | None = None
+    for wording, change in memory_relaxations(req):
+        solved = _plan_of(req, {**change, "budget_usd": None}, catalog)
+        if solved is None or "gpus" in change:
+            continue
+        key = ("seq_len" in change or "response_len" in change, solved[1].values["cost_usd"])
+        if best is None or key < best[0]:  # the job as asked first, then the cheapest
+            best = (key, wording)
+    if best is None or f"${best[0][1]:,}" in fix:
+        return fix
+    return f"{fix}, or budget >= ${best[0][1]:,} with {best[1]}"
 
 
 def _describe(space: PlanSpace, name: str) -> str:
