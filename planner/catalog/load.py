@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from planner.catalog.slugs import SlugMatch, match
 from planner.catalog.specs import FrameworkSpec, GpuSpec, ModelSpec, PlatformSpec
 from planner.errors import CatalogError, PlannerError, UnknownNameError, did_you_mean
 from planner.inputs import MAX_ARG_CHARS, MAX_FILES, InputError, capped, load_file, short
@@ -101,15 +102,14 @@ class Catalog:
         )
 
     def framework(self, name: str) -> FrameworkSpec:
-        """A framework profile by id or alias (case-insensitive)."""
-        key = name.strip().lower()
-        index = _index_frameworks(tuple(self.frameworks.values()))
-        if key in index:
-            return index[key]
-        raise UnknownNameError(
-            f"unknown framework {name!r}{did_you_mean(key, index)}; "
-            "see 'planner catalog frameworks' for the ids"
-        )
+        """A framework profile by id or alias, forgiving as catalog.slugs documents (case,
+        ``_``/space, a trailing version, ``X+deepspeed``-style combined slugs)."""
+        return self.framework_match(name).spec
+
+    def framework_match(self, name: str) -> SlugMatch:
+        """A framework slug matched (slugs.match): the profile, the version the slug carried
+        and the rule that matched; UnknownNameError in one line with the nearest ids."""
+        return match(_name(name, "framework", lower=False), self.frameworks)
 
     def _model_index(self) -> dict[str, ModelSpec]:
         return _index_models(tuple(self.models.values()))
@@ -131,13 +131,6 @@ def _is_dir(text: str) -> bool:
         return Path(text).is_dir()
     except (OSError, ValueError):
         return False
-
-
-@lru_cache(maxsize=8)
-def _index_frameworks(frameworks: tuple[FrameworkSpec, ...]) -> dict[str, FrameworkSpec]:
-    index = {alias.lower(): f for f in frameworks for alias in f.aliases}
-    index.update({f.id: f for f in frameworks})  # ids win over aliases of other entries
-    return index
 
 
 @lru_cache(maxsize=8)

@@ -1,0 +1,161 @@
+"""Framework slugs as users and case files write them, matched to a profile (the one home of
+the forgiving lookup behind ``Catalog.framework``).
+
+The documented rules, applied in this order:
+1. Case, surrounding space, ``_`` and inner spaces do not matter: ``HF_Trainer`` and
+   ``hf trainer`` are ``hf-trainer`` (spaces around ``+`` are dropped: ``trl + peft``).
+2. A trailing version is stripped and kept: ``verl==0.4.1``, ``verl=0.4.1``, ``trl 0.19``,
+   ``trl v0.19``, ``deepspeed@0.15`` (after ``@`` any token, e.g. a commit).
+3. The name is looked up among the profiles' ids and aliases (ids win).
+4. A combined slug ``X+B`` with B a backend (``deepspeed``, ``fsdp`` / ``fsdp1`` / ``fsdp2``,
+   ``peft`` / ``lora``; either order, several backends allowed) resolves to the profile that
+   runs X on B: the profile named ``N+B`` for a name N of X's profile (``hf+deepspeed`` is
+   hf-deepspeed, named ``transformers+deepspeed``), else X's own profile when it runs B
+   (DeepSpeed: a ZeRO stage among its sharding kinds; FSDP: fsdp1 or fsdp2; PEFT: an adapter
+   method), else an error saying X does not run B.
+Anything else is an unknown framework: one line naming the nearest profile ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from planner.catalog.specs import FrameworkSpec
+from planner.errors import UnknownNameError
+
+# Backend words of a combined slug and the backend each names.
+BACKENDS: dict[str, str] = {"deepspeed": "deepspeed", "fsdp": "fsdp", "fsdp1": "fsdp",
+                            "fsdp2": "fsdp", "peft": "peft", "lora": "peft"}
+# What a profile must offer to run a backend: (fact, any of these values).
+_RUNS: dict[str, tuple[str, frozenset[str]]] = {
+    "deepspeed": ("sharding", frozenset({"zero1", "zero2", "zero3"})),
+    "fsdp": ("sharding", frozenset({"fsdp1", "fsdp2"})),
+    "peft": ("methods", frozenset({"lora", "dora", "qlora"})),
+}
+_VERSION = re.compile(r"^(?P<name>.*?)\s*(?:@\s*(?P<ref>[\w.+-]+)"
+                      r"|(?:==?|\s)\s*(?P<num>v?\d[\w.+-]*))$")
+
+
+@dataclass(frozen=True)
+class SlugMatch:
+    """A framework slug matched: the profile, the version the slug carried (None when none)
+    and the rule that matched it ("id or alias", or "X on B")."""
+
+    spec: FrameworkSpec
+    version: str | None
+    rule: str
+
+
+def normalise(name: str) -> str:
+    """Rule 1: lower case; ``_`` and runs of spaces or hyphens as one ``-``; no space or
+    hyphen next to ``+``."""
+    key = re.sub(r"[\s_\-]+", "-", name.strip().lower())
+    return re.sub(r"-*\+-*", "+", key).strip("-")
+
+
+def split_version(name: str) -> tuple[str, str | None]:
+    """Rule 2: (the name without a trailing version, the version or None)."""
+    found = _VERSION.match(name.strip())
+    if not found or not found.group("name").strip():
+        return name.strip(), None
+    version = found.group("ref") or found.group("num").removeprefix("v")
+    return found.group("name").strip(), version
+
+
+@lru_cache(maxsize=8)
+def _index(specs: tuple[FrameworkSpec, ...]) -> dict[str, FrameworkSpec]:
+    """Every profile by its normalised id and aliases."""
+    index = {normalise(alias): f for f in specs for alias in f.aliases}
+    index.update({normalise(f.id): f for f in specs})  # ids win over aliases of other entries
+    return index
+
+
+def _fact(spec: FrameworkSpec, name: str, frameworks: Mapping[str, FrameworkSpec]) -> object:
+    """A fact's value on ``spec`` or the nearest base that states it (None: none does)."""
+    current: FrameworkSpec | None = spec
+    seen: set[str] = set()
+    while current is not None and current.id not in seen:
+        seen.add(current.id)
+        fact = getattr(current.facts, name)
+        if fact is not None:
+            return fact.value
+        current = frameworks.get(current.base) if current.base else None
+    return None
+
+
+def runs(spec: FrameworkSpec, backend: str, frameworks: Mapping[str, FrameworkSpec]) -> bool:
+    """Whether a profile runs a backend (a fact no profile of its chain states restricts
+    nothing, as in frameworks.unsupported)."""
+    fact, wanted = _RUNS[backend]
+    offered = _fact(spec, fact, frameworks)
+    return offered is None or bool(wanted & set(offered))  # type: ignore[arg-type]
+
+
+def _on_backend(spec: FrameworkSpec, backend: str, index: dict[str, FrameworkSpec],
+                frameworks: Mapping[str, FrameworkSpec]) -> FrameworkSpec:
+    """Rule 4 for one backend: the profile running ``spec``'s framework on it."""
+    words = [w for w, b in BACKENDS.items() if b == backend]
+    for name in (spec.id, *spec.aliases):
+        for word in words:
+            named = index.get(f"{normalise(name)}+{word}")
+            if named is not None:
+                return named
+    if runs(spec, backend, frameworks):
+        return spec
+    fact, _ = _RUNS[backend]
+    offered = _fact(spec, fact, frameworks)
+    raise UnknownNameError(f"{spec.id} does not run on {backend} (its {fact}: "
+                           f"{', '.join(offered) or 'none'}) and no profile runs it there")  # type: ignore[arg-type]
+
+
+def _combined(key: str, index: dict[str, FrameworkSpec],
+              frameworks: Mapping[str, FrameworkSpec]) -> FrameworkSpec | None:
+    """Rule 4: a combined slug's profile, None when the slug is not one."""
+    parts = [p for p in key.split("+") if p]
+    heads = [p for p in parts if p not in BACKENDS]
+    if len(parts) < 2 or len(heads) > 1:
+        return None
+    head = heads[0] if heads else parts[0]
+    spec = index.get(head)
+    if spec is None:
+        return None
+    backends = {BACKENDS[p] for p in parts if p != head}
+    for backend in sorted(backends, key=lambda b: b == "peft"):  # the sharding backend first
+        spec = _on_backend(spec, backend, index, frameworks)
+    return spec
+
+
+def nearest_ids(key: str, frameworks: Iterable[FrameworkSpec], *, limit: int = 3) -> list[str]:
+    """The ids of the profiles whose id or alias is closest to ``key`` (the head of a
+    combined slug compared too)."""
+    index = _index(tuple(frameworks))
+    ids: list[str] = []
+    for probe in dict.fromkeys((key, key.split("+")[0])):
+        for close in difflib.get_close_matches(probe, list(index), n=limit * 2, cutoff=0.6):
+            if index[close].id not in ids:
+                ids.append(index[close].id)
+    return ids[:limit]
+
+
+def match(name: str, frameworks: Mapping[str, FrameworkSpec]) -> SlugMatch:
+    """The profile a framework slug names by the module's rules (UnknownNameError: none, in
+    one line with the nearest ids)."""
+    bare, version = split_version(name)
+    key = normalise(bare)
+    index = _index(tuple(frameworks.values()))
+    if key in index:
+        return SlugMatch(index[key], version, "id or alias")
+    try:
+        spec = _combined(key, index, frameworks)
+    except UnknownNameError as err:
+        raise UnknownNameError(f"framework {name.strip()!r}: {err}") from None
+    if spec is not None:
+        return SlugMatch(spec, version, f"{key} on {spec.id}")
+    near = nearest_ids(key, frameworks.values())
+    hint = f" (did you mean: {', '.join(near)}?)" if near else ""
+    raise UnknownNameError(f"unknown framework {name.strip()!r}{hint}; "
+                           "see 'planner catalog frameworks' for the ids")
