@@ -28,6 +28,7 @@ NEW = {
     "roll": "megatron-lm", "areal": "pytorch-fsdp", "skyrl": "pytorch-fsdp",
     "xtuner": "hf-deepspeed", "oumi": "trl", "alignment-handbook": "trl",
     "nemo-aligner": "nemo", "pytorch-lightning": "pytorch-fsdp",
+    "h2o-llmstudio": "hf-trainer",
 }
 
 
@@ -88,6 +89,8 @@ FACTS = [
     ("alignment-handbook", "launch_format", "accelerate"),
     ("nemo-aligner", "rollout_engines", ("megatron",)),
     ("nemo-aligner", "workloads", ("sft", "rm", "dpo", "ppo")),
+    ("h2o-llmstudio", "lora_rank", 4),
+    ("h2o-llmstudio", "sharding", ("none", "ddp", "zero2", "zero3")),
     ("pytorch-lightning", "sharding",
      ("none", "ddp", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")),
 ]
@@ -132,6 +135,7 @@ LAYOUTS = [
     ("alignment-handbook", ["--workload", "dpo", "--num-gpus", "8", "--zero", "3"]),
     ("nemo-aligner", ["--num-gpus", "8", "--tp", "2"]),
     ("pytorch-lightning", ["--num-gpus", "8", "--zero", "2"]),
+    ("h2o-llmstudio", ["--method", "qlora", "--num-gpus", "2"]),
 ]
 
 
