@@ -193,6 +193,17 @@ def test_rule_2_a_trailing_version_is_stripped_and_kept(slug, fid, version):
     assert (found.spec.id, found.version) == (fid, version)
 
 
+@pytest.mark.parametrize(("slug", "fid"), [
+    ("PrimeRL", "prime-rl"), ("NeMoRL", "nemo-rl"), ("MegatronLM", "megatron-lm"),
+    ("volcengine/verl", "verl"), ("OpenRLHF/OpenRLHF", "openrlhf"),
+    ("DeepSpeedChat", "deepspeed-chat"),
+    ("HuggingFace", "hf-trainer"), ("huggingface+deepspeed", "hf-deepspeed"),
+    ("microsoft/DeepSpeed==0.15.4", "deepspeed"),
+])
+def test_aliases_added_for_names_written_without_hyphens_or_as_repositories(slug, fid):
+    assert CAT.framework(slug).id == fid
+
+
 def test_rule_2_leaves_names_that_end_in_digits_alone():
     assert split_version("fsdp2") == ("fsdp2", None)
     assert split_version("qwen finetune") == ("qwen finetune", None)
