@@ -255,3 +255,14 @@ def test_a_case_file_slug_goes_through_the_same_rules():
     case = {"framework": "OpenRLHF==0.8.5"}
     assert case_profile(case, CAT).id == "openrlhf"
     assert case_profile({"framework": "colossalai+deepspeed"}, CAT).id == "colossalai"
+
+
+def test_the_version_a_name_carries_is_kept_in_the_output(capsys):
+    code, out, _ = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--method", "lora",
+                       "--framework", "TorchTune==0.3", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["config"]["framework"] == "torchtune"
+    assert doc["framework"]["id"] == "torchtune" and doc["framework"]["requested_version"] == "0.3"
+    code, out, _ = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--method", "lora",
+                       "--framework", "torchtune", "--json")
+    assert code == 0 and "requested_version" not in json.loads(out)["framework"]

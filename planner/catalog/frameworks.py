@@ -27,11 +27,12 @@ DEFAULT_FRAMEWORK: dict[str, str] = {
 @dataclass(frozen=True)
 class Profile:
     """A framework profile with its inheritance resolved: every fact and the id of the profile
-    that stated it."""
+    that stated it; ``asked_version`` is the version the name carried (``verl==0.4.1``)."""
 
     spec: FrameworkSpec
     facts: dict[str, Fact[Any]]
     origin: dict[str, str]
+    asked_version: str | None = None
 
     @property
     def id(self) -> str:
@@ -56,8 +57,10 @@ class Profile:
 
 
 def resolve(catalog: Catalog, name: str) -> Profile:
-    """The profile named ``name`` (id or alias) with its base chain merged, nearest first."""
-    spec = catalog.framework(name)
+    """The profile named ``name`` (id, alias or a slug by catalog.slugs' rules) with its base
+    chain merged, nearest first."""
+    found = catalog.framework_match(name)
+    spec = found.spec
     facts: dict[str, Fact[Any]] = {}
     origin: dict[str, str] = {}
     current: FrameworkSpec | None = spec
@@ -68,7 +71,7 @@ def resolve(catalog: Catalog, name: str) -> Profile:
                 facts[key] = fact
                 origin[key] = current.id
         current = catalog.frameworks.get(current.base) if current.base else None
-    return Profile(spec, facts, origin)
+    return Profile(spec, facts, origin, found.version)
 
 
 def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str, Any]:
@@ -196,10 +199,14 @@ class FrameworkChoice:
     efficiency_note: str
 
     def summary(self) -> dict[str, Any]:
-        """The choice as a JSON-ready dict: profile id, name, version, reason and efficiency."""
-        return {"id": self.profile.id, "name": self.profile.spec.name,
-                "version": self.profile.spec.version, "reason": self.reason,
-                "efficiency": self.stack, "efficiency_note": self.efficiency_note}
+        """The choice as a JSON-ready dict: profile id, name, version, reason and efficiency
+        (and the version the user's name carried, where it carried one)."""
+        doc = {"id": self.profile.id, "name": self.profile.spec.name,
+               "version": self.profile.spec.version, "reason": self.reason,
+               "efficiency": self.stack, "efficiency_note": self.efficiency_note}
+        if self.profile.asked_version:
+            doc["requested_version"] = self.profile.asked_version
+        return doc
 
 
 # The efficiency a framework without a measured one (itself or its bases) runs at.
