@@ -219,7 +219,16 @@ def test_rule_2_leaves_names_that_end_in_digits_alone():
     ("llama-factory+deepspeed", "llama-factory"), ("axolotl+fsdp", "axolotl"),
     ("unsloth+peft", "unsloth"), ("verl+fsdp", "verl"), ("openrlhf+deepspeed", "openrlhf"),
     ("colossalai+lora", "colossalai"), ("alignment-handbook+deepspeed", "alignment-handbook"),
-    ("XTuner + DeepSpeed==0.15", "xtuner"),
+    ("XTuner + DeepSpeed==0.15", "xtuner"), ("torchtune+qlora", "torchtune"),
+    ("verl+megatron", "verl"), ("megatron-lm+deepspeed", "megatron-deepspeed"),
+    # a rollout engine the framework offers
+    ("verl+vllm", "verl"), ("slime+sglang", "slime"), ("openrlhf+vllm", "openrlhf"),
+    ("verl+sglang+fsdp", "verl"),
+    # rule 5: of two frameworks, the one deriving from the other
+    ("llama-factory+transformers", "llama-factory"),
+    ("Transformers+LLaMA-Factory", "llama-factory"),
+    ("nemo-rl+megatron-core", "nemo-rl"), ("gpt-neox+deepspeed", "gpt-neox"),
+    ("unsloth+trl", "unsloth"),  # an alias: Unsloth runs TRL's trainers
 ])
 def test_rule_4_combined_slugs_resolve_to_the_profile_running_x_on_b(slug, fid):
     assert CAT.framework(slug).id == fid
@@ -229,6 +238,8 @@ def test_rule_4_combined_slugs_resolve_to_the_profile_running_x_on_b(slug, fid):
     ("unsloth+deepspeed", "unsloth does not run on deepspeed (its sharding: none, ddp)"),
     ("nanotron+peft", "nanotron does not run on peft (its methods: full)"),
     ("nanogpt+fsdp", "nanogpt does not run on fsdp"),
+    ("openrlhf+sglang", "openrlhf does not run on sglang (its rollout_engines: vllm)"),
+    ("torchtune+megatron", "torchtune does not run on megatron"),
 ])
 def test_rule_4_a_backend_the_framework_lacks_is_an_error_not_a_fallback(slug, needle):
     with pytest.raises(UnknownNameError) as err:
@@ -239,6 +250,7 @@ def test_rule_4_a_backend_the_framework_lacks_is_an_error_not_a_fallback(slug, n
 @pytest.mark.parametrize(("slug", "nearest"), [
     ("colossal", "colossalai"), ("nanotorn", "nanotron"), ("torchtunes", "torchtune"),
     ("skyrll==0.2", "skyrl"), ("foo+deepspeed", None), ("tensorrt-llm", None),
+    ("verl+openrlhf", None),  # two frameworks, neither derived from the other
 ])
 def test_an_unknown_slug_is_one_line_naming_the_nearest_ids(capsys, slug, nearest):
     with pytest.raises(UnknownNameError) as err:

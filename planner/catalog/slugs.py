@@ -8,11 +8,16 @@ The documented rules, applied in this order:
    ``trl v0.19``, ``deepspeed@0.15`` (after ``@`` any token, e.g. a commit).
 3. The name is looked up among the profiles' ids and aliases (ids win).
 4. A combined slug ``X+B`` with B a backend (``deepspeed``, ``fsdp`` / ``fsdp1`` / ``fsdp2``,
-   ``peft`` / ``lora``; either order, several backends allowed) resolves to the profile that
-   runs X on B: the profile named ``N+B`` for a name N of X's profile (``hf+deepspeed`` is
+   ``megatron``, ``peft`` / ``lora`` / ``qlora`` / ``dora``, the rollout engines ``vllm`` and
+   ``sglang``; either order, several backends allowed) resolves to the profile that runs X on
+   B: the profile named ``N+B`` for a name N of X's profile (``hf+deepspeed`` is
    hf-deepspeed, named ``transformers+deepspeed``), else X's own profile when it runs B
-   (DeepSpeed: a ZeRO stage among its sharding kinds; FSDP: fsdp1 or fsdp2; PEFT: an adapter
-   method), else an error saying X does not run B.
+   (DeepSpeed: a ZeRO stage among its sharding kinds; FSDP: fsdp1 or fsdp2; Megatron: the
+   megatron sharding kind; PEFT: an adapter method; an engine: among its rollout engines),
+   else an error saying X does not run B.
+5. A combined slug of two frameworks where one profile derives from the other
+   (``llama-factory+transformers``, ``nemo-rl+megatron-core``) is the derived one, on the
+   backends the slug also names.
 Anything else is an unknown framework: one line naming the nearest profile ids.
 """
 
@@ -29,12 +34,18 @@ from planner.errors import UnknownNameError
 
 # Backend words of a combined slug and the backend each names.
 BACKENDS: dict[str, str] = {"deepspeed": "deepspeed", "fsdp": "fsdp", "fsdp1": "fsdp",
-                            "fsdp2": "fsdp", "peft": "peft", "lora": "peft"}
-# What a profile must offer to run a backend: (fact, any of these values).
+                            "fsdp2": "fsdp", "megatron": "megatron", "peft": "peft",
+                            "lora": "peft", "qlora": "peft", "dora": "peft", "vllm": "vllm",
+                            "sglang": "sglang"}
+# What a profile must offer to run a backend: (fact, any of these values), in the order
+# combined backends are applied (sharding first, so that X+peft+deepspeed finds X on DeepSpeed).
 _RUNS: dict[str, tuple[str, frozenset[str]]] = {
     "deepspeed": ("sharding", frozenset({"zero1", "zero2", "zero3"})),
     "fsdp": ("sharding", frozenset({"fsdp1", "fsdp2"})),
+    "megatron": ("sharding", frozenset({"megatron"})),
     "peft": ("methods", frozenset({"lora", "dora", "qlora"})),
+    "vllm": ("rollout_engines", frozenset({"vllm"})),
+    "sglang": ("rollout_engines", frozenset({"sglang"})),
 }
 _VERSION = re.compile(r"^(?P<name>.*?)\s*(?:@\s*(?P<ref>[\w.+-]+)"
                       r"|(?:==?|\s)\s*(?P<num>v?\d[\w.+-]*))$")
@@ -112,19 +123,45 @@ def _on_backend(spec: FrameworkSpec, backend: str, index: dict[str, FrameworkSpe
                            f"{', '.join(offered) or 'none'}) and no profile runs it there")  # type: ignore[arg-type]
 
 
+def _chain(spec: FrameworkSpec, frameworks: Mapping[str, FrameworkSpec]) -> list[str]:
+    """The ids of a profile and its bases, nearest first."""
+    ids: list[str] = []
+    current: FrameworkSpec | None = spec
+    while current is not None and current.id not in ids:
+        ids.append(current.id)
+        current = frameworks.get(current.base) if current.base else None
+    return ids
+
+
+def _head(heads: list[str], index: dict[str, FrameworkSpec],
+          frameworks: Mapping[str, FrameworkSpec]) -> FrameworkSpec | None:
+    """The framework a combined slug names: its one non-backend part, or of two the one whose
+    profile derives from the other's (rule 5); None otherwise."""
+    specs = [index.get(h) for h in heads]
+    if not specs or None in specs or len(specs) > 2:
+        return None
+    if len(specs) == 1:
+        return specs[0]
+    first, second = specs
+    if first.id in _chain(second, frameworks):  # type: ignore[union-attr, arg-type]
+        return second
+    if second.id in _chain(first, frameworks):  # type: ignore[union-attr, arg-type]
+        return first
+    return None
+
+
 def _combined(key: str, index: dict[str, FrameworkSpec],
               frameworks: Mapping[str, FrameworkSpec]) -> FrameworkSpec | None:
-    """Rule 4: a combined slug's profile, None when the slug is not one."""
+    """Rules 4 and 5: a combined slug's profile, None when the slug is not one."""
     parts = [p for p in key.split("+") if p]
-    heads = [p for p in parts if p not in BACKENDS]
-    if len(parts) < 2 or len(heads) > 1:
+    if len(parts) < 2:
         return None
-    head = heads[0] if heads else parts[0]
-    spec = index.get(head)
+    heads = [p for p in parts if p not in BACKENDS] or parts[:1]
+    spec = _head(heads, index, frameworks)
     if spec is None:
         return None
-    backends = {BACKENDS[p] for p in parts if p != head}
-    for backend in sorted(backends, key=lambda b: b == "peft"):  # the sharding backend first
+    backends = {BACKENDS[p] for p in parts if p not in heads}
+    for backend in sorted(backends, key=list(_RUNS).index):
         spec = _on_backend(spec, backend, index, frameworks)
     return spec
 
