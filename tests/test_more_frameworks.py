@@ -6,6 +6,7 @@ on each, and each documented slug rule maps the names people write to the profil
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -201,6 +202,36 @@ def test_rule_2_a_trailing_version_is_stripped_and_kept(slug, fid, version):
     ("microsoft/DeepSpeed==0.15.4", "deepspeed"),
 ])
 def test_aliases_added_for_names_written_without_hyphens_or_as_repositories(slug, fid):
+    assert CAT.framework(slug).id == fid
+
+
+@pytest.mark.parametrize(("slug", "fid"), [
+    ("trl-deepspeed", "hf-deepspeed"), ("HF_Trainer-DeepSpeed", "hf-deepspeed"),
+    ("accelerate-deepspeed", "hf-deepspeed"), ("torchtune-lora", "torchtune"),
+    ("transformers-peft", "hf-trainer"), ("deepspeed-zero3", "deepspeed"),
+    ("colossalai-zero2", "colossalai"), ("verl-megatron", "verl"),
+    ("verl-grpo", "verl"), ("verl+grpo", "verl"), ("OpenRLHF-PPO==0.8", "openrlhf"),
+    ("trl-grpo+deepspeed", "hf-deepspeed"), ("prime-rl-sft", "prime-rl"),
+    # ids that end in such words stay themselves
+    ("megatron-deepspeed", "megatron-deepspeed"), ("ms-swift-megatron", "ms-swift-megatron"),
+    ("hf-deepspeed", "hf-deepspeed"), ("accelerate-fsdp", "accelerate-fsdp"),
+])
+def test_rule_6_trailing_backend_and_workload_words(slug, fid):
+    assert CAT.framework(slug).id == fid
+
+
+@pytest.mark.parametrize("slug", ["sft", "grpo+sft", "lora", "torchtunes-lora"])
+def test_rule_6_words_alone_name_no_framework(slug):
+    with pytest.raises(UnknownNameError, match=f"unknown framework '{re.escape(slug)}'"):
+        CAT.framework(slug)
+
+
+@pytest.mark.parametrize(("slug", "fid"), [
+    ("fsdp2", "pytorch-fsdp"), ("DDP", "pytorch-fsdp"), ("torchrun", "pytorch-fsdp"),
+    ("nemo2", "nemo"), ("NeMo 2.0", "nemo"), ("mcore", "megatron-lm"),
+    ("huggingface-trainer", "hf-trainer"),
+])
+def test_plain_pytorch_and_other_common_names(slug, fid):
     assert CAT.framework(slug).id == fid
 
 

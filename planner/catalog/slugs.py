@@ -18,6 +18,11 @@ The documented rules, applied in this order:
 5. A combined slug of two frameworks where one profile derives from the other
    (``llama-factory+transformers``, ``nemo-rl+megatron-core``) is the derived one, on the
    backends the slug also names.
+6. In a name that is no id or alias, a trailing ``-B`` with B a backend word is ``+B``
+   (``trl-deepspeed`` is ``trl+deepspeed``, ``torchtune-lora`` is ``torchtune+lora``; the
+   words ``zero``, ``zero1``-``zero3`` also name DeepSpeed), and a trailing workload or
+   ``full`` (``-sft``, ``-rm``, ``-dpo``, ``-ppo``, ``-grpo``, ``-pretrain``) is dropped, as
+   is such a word standing alone between ``+`` (``verl-grpo`` and ``verl+grpo`` are verl).
 Anything else is an unknown framework: one line naming the nearest profile ids.
 """
 
@@ -36,7 +41,10 @@ from planner.errors import UnknownNameError
 BACKENDS: dict[str, str] = {"deepspeed": "deepspeed", "fsdp": "fsdp", "fsdp1": "fsdp",
                             "fsdp2": "fsdp", "megatron": "megatron", "peft": "peft",
                             "lora": "peft", "qlora": "peft", "dora": "peft", "vllm": "vllm",
-                            "sglang": "sglang"}
+                            "sglang": "sglang", "zero": "deepspeed", "zero1": "deepspeed",
+                            "zero2": "deepspeed", "zero3": "deepspeed"}
+# Words of a slug that name the job rather than the framework (rule 6): dropped.
+DROPPED = frozenset({"pretrain", "sft", "rm", "dpo", "ppo", "grpo", "full"})
 # What a profile must offer to run a backend: (fact, any of these values), in the order
 # combined backends are applied (sharding first, so that X+peft+deepspeed finds X on DeepSpeed).
 _RUNS: dict[str, tuple[str, frozenset[str]]] = {
@@ -178,12 +186,33 @@ def nearest_ids(key: str, frameworks: Iterable[FrameworkSpec], *, limit: int = 3
     return ids[:limit]
 
 
+def _split_words(key: str, index: dict[str, FrameworkSpec]) -> str:
+    """Rule 6: each ``+`` part that is no id or alias loses its trailing workload words and
+    has its trailing backend words made parts of their own; a part that is only such a
+    word is dropped (a backend word kept)."""
+    parts: list[str] = []
+    for part in key.split("+"):
+        tail: list[str] = []
+        while part not in index and "-" in part:
+            head, word = part.rsplit("-", 1)
+            if word not in BACKENDS and word not in DROPPED:
+                break
+            part = head
+            if word in BACKENDS:
+                tail.insert(0, word)
+        if part in index or part not in DROPPED:
+            parts.append(part)
+        parts.extend(tail)
+    return "+".join(p for p in parts if p)
+
+
 def match(name: str, frameworks: Mapping[str, FrameworkSpec]) -> SlugMatch:
     """The profile a framework slug names by the module's rules (UnknownNameError: none, in
     one line with the nearest ids)."""
     bare, version = split_version(name)
-    key = normalise(bare)
     index = _index(tuple(frameworks.values()))
+    key = normalise(bare)
+    key = key if key in index else _split_words(key, index)
     if key in index:
         return SlugMatch(index[key], version, "id or alias")
     try:
