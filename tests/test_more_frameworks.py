@@ -200,8 +200,12 @@ def test_rule_2_a_trailing_version_is_stripped_and_kept(slug, fid, version):
     ("DeepSpeedChat", "deepspeed-chat"),
     ("HuggingFace", "hf-trainer"), ("huggingface+deepspeed", "hf-deepspeed"),
     ("microsoft/DeepSpeed==0.15.4", "deepspeed"),
+    # plain PyTorch loops and other common names
+    ("fsdp2", "pytorch-fsdp"), ("DDP", "pytorch-fsdp"), ("torchrun", "pytorch-fsdp"),
+    ("nemo2", "nemo"), ("NeMo 2.0", "nemo"), ("mcore", "megatron-lm"),
+    ("huggingface-trainer", "hf-trainer"),
 ])
-def test_aliases_added_for_names_written_without_hyphens_or_as_repositories(slug, fid):
+def test_aliases_added_for_common_names_and_repositories(slug, fid):
     assert CAT.framework(slug).id == fid
 
 
@@ -224,15 +228,6 @@ def test_rule_6_trailing_backend_and_workload_words(slug, fid):
 def test_rule_6_words_alone_name_no_framework(slug):
     with pytest.raises(UnknownNameError, match=f"unknown framework '{re.escape(slug)}'"):
         CAT.framework(slug)
-
-
-@pytest.mark.parametrize(("slug", "fid"), [
-    ("fsdp2", "pytorch-fsdp"), ("DDP", "pytorch-fsdp"), ("torchrun", "pytorch-fsdp"),
-    ("nemo2", "nemo"), ("NeMo 2.0", "nemo"), ("mcore", "megatron-lm"),
-    ("huggingface-trainer", "hf-trainer"),
-])
-def test_plain_pytorch_and_other_common_names(slug, fid):
-    assert CAT.framework(slug).id == fid
 
 
 def test_rule_2_leaves_names_that_end_in_digits_alone():
