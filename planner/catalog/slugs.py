@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from planner.catalog.specs import FrameworkSpec
 from planner.errors import UnknownNameError
@@ -93,17 +94,21 @@ def _index(specs: tuple[FrameworkSpec, ...]) -> dict[str, FrameworkSpec]:
     return index
 
 
-def _fact(spec: FrameworkSpec, name: str, frameworks: Mapping[str, FrameworkSpec]) -> object:
-    """A fact's value on ``spec`` or the nearest base that states it (None: none does)."""
+def _lineage(spec: FrameworkSpec,
+             frameworks: Mapping[str, FrameworkSpec]) -> list[FrameworkSpec]:
+    """A profile and its bases, nearest first."""
+    chain: list[FrameworkSpec] = []
     current: FrameworkSpec | None = spec
-    seen: set[str] = set()
-    while current is not None and current.id not in seen:
-        seen.add(current.id)
-        fact = getattr(current.facts, name)
-        if fact is not None:
-            return fact.value
+    while current is not None and current.id not in {c.id for c in chain}:
+        chain.append(current)
         current = frameworks.get(current.base) if current.base else None
-    return None
+    return chain
+
+
+def _fact(spec: FrameworkSpec, name: str, frameworks: Mapping[str, FrameworkSpec]) -> Any:
+    """A fact's value on ``spec`` or the nearest base that states it (None: none does)."""
+    stated = (getattr(s.facts, name) for s in _lineage(spec, frameworks))
+    return next((fact.value for fact in stated if fact is not None), None)
 
 
 def runs(spec: FrameworkSpec, backend: str, frameworks: Mapping[str, FrameworkSpec]) -> bool:
@@ -111,7 +116,7 @@ def runs(spec: FrameworkSpec, backend: str, frameworks: Mapping[str, FrameworkSp
     nothing, as in frameworks.unsupported)."""
     fact, wanted = _RUNS[backend]
     offered = _fact(spec, fact, frameworks)
-    return offered is None or bool(wanted & set(offered))  # type: ignore[arg-type]
+    return offered is None or bool(wanted & set(offered))
 
 
 def _on_backend(spec: FrameworkSpec, backend: str, index: dict[str, FrameworkSpec],
@@ -128,32 +133,22 @@ def _on_backend(spec: FrameworkSpec, backend: str, index: dict[str, FrameworkSpe
     fact, _ = _RUNS[backend]
     offered = _fact(spec, fact, frameworks)
     raise UnknownNameError(f"{spec.id} does not run on {backend} (its {fact}: "
-                           f"{', '.join(offered) or 'none'}) and no profile runs it there")  # type: ignore[arg-type]
-
-
-def _chain(spec: FrameworkSpec, frameworks: Mapping[str, FrameworkSpec]) -> list[str]:
-    """The ids of a profile and its bases, nearest first."""
-    ids: list[str] = []
-    current: FrameworkSpec | None = spec
-    while current is not None and current.id not in ids:
-        ids.append(current.id)
-        current = frameworks.get(current.base) if current.base else None
-    return ids
+                           f"{', '.join(offered) or 'none'}) and no profile runs it there")
 
 
 def _head(heads: list[str], index: dict[str, FrameworkSpec],
           frameworks: Mapping[str, FrameworkSpec]) -> FrameworkSpec | None:
     """The framework a combined slug names: its one non-backend part, or of two the one whose
     profile derives from the other's (rule 5); None otherwise."""
-    specs = [index.get(h) for h in heads]
-    if not specs or None in specs or len(specs) > 2:
+    specs = [index[h] for h in heads if h in index]
+    if len(specs) != len(heads) or not 1 <= len(specs) <= 2:
         return None
     if len(specs) == 1:
         return specs[0]
     first, second = specs
-    if first.id in _chain(second, frameworks):  # type: ignore[union-attr, arg-type]
+    if first.id in {s.id for s in _lineage(second, frameworks)}:
         return second
-    if second.id in _chain(first, frameworks):  # type: ignore[union-attr, arg-type]
+    if second.id in {s.id for s in _lineage(first, frameworks)}:
         return first
     return None
 
