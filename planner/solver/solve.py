@@ -19,6 +19,7 @@ from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.network import host_span_notes, resolve_links
 from planner.solver.explain import binding_rules, conflicts, timed_conflicts
+from planner.solver.hardware import unoffered_text
 from planner.solver.result import Plan, PlanResult
 from planner.solver.search import (
     job_hours_at,
@@ -72,7 +73,7 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
     if solved is None or result is None:
         conflicting = (timed_conflicts(space, catalog) if needs_timing(request)
                        else conflicts(space, catalog))
-        notes = ("not offered: " + "; ".join(space.unoffered),) if space.unoffered else ()
+        notes = ("not offered: " + unoffered_text(space.unoffered),) if space.unoffered else ()
         return PlanResult(status="infeasible", plan=None, conflicts=tuple(conflicting),
                           notes=notes)
     notes = []
