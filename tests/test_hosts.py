@@ -106,11 +106,18 @@ def test_cost_buys_two_workstations_a_deadline_buys_the_rig(capsys):
     # and a deadline between the two times makes the cheapest plan that meets it the rig
     args = ("--model", "7b", "--gpus", "rtx-4090", "--num-gpus", "8", "--method", "lora",
             "--tokens", "1e8")
-    cheap = _plan(capsys, *args)["plan"]
-    fast = _plan(capsys, *args, "--objective", "time")["plan"]
+    cheap_doc, fast_doc = _plan(capsys, *args), _plan(capsys, *args, "--objective", "time")
+    cheap, fast = cheap_doc["plan"], fast_doc["plan"]
     assert cheap["num_hosts"] == 2 and fast["num_hosts"] == 1 and fast["platform"] == RIG
     assert cheap["cost"]["usd"] < fast["cost"]["usd"]
     assert fast["time_hours"] < cheap["time_hours"]
+    # the two-host plan names the one-host plan and its figures (those of the fastest plan)
+    note = next(n for n in cheap_doc["notes"] if n.startswith("one host: "))
+    assert note.startswith(f"one host: {RIG} holds all 8 GPUs; the best plan on one is 8 x "
+                           f"rtx-4090 in 1 x {RIG}, ${fast['cost']['usd']:,.0f}, "
+                           f"{fast['time_hours']:,.1f} h against ${cheap['cost']['usd']:,.0f}, "
+                           f"{cheap['time_hours']:,.1f} h on 2 hosts")
+    assert not any(n.startswith("one host: ") for n in fast_doc["notes"])
     deadline = (fast["time_hours"] + cheap["time_hours"]) / 2
     met = _plan(capsys, *args, "--max-hours", f"{deadline:.1f}")["plan"]
     assert met["platform"] == RIG and met["cost"]["usd"] == fast["cost"]["usd"]
