@@ -252,11 +252,18 @@ class PlatformSpec(_Frozen):
     notes: str = ""
 
 
+PCIE_CARD_FORM_FACTORS: frozenset[str] = frozenset({"consumer", "workstation", "pcie-datacenter"})
+
+
 def gpus_per_host(gpu: GpuSpec, platform: PlatformSpec | None) -> int:
-    """GPUs one host holds: the fewer of the platform's slots and the GPU's node size (the GPU's
-    node size alone without a platform: a rented instance, an unnamed host)."""
+    """GPUs one host holds. A PCIe card goes in any of the platform's slots: the platform's
+    slot count (an 8-slot rig holds 8 RTX 4090s). A module (SXM, OAM, superchip) sits on a
+    baseboard of its generation: the fewer of the platform's slots and the module's node size.
+    Without a platform (a rented instance, an unnamed host): the GPU's node size."""
     if platform is None:
         return gpu.max_gpus_per_node
+    if gpu.form_factor in PCIE_CARD_FORM_FACTORS:
+        return platform.max_gpus
     return min(platform.max_gpus, gpu.max_gpus_per_node)
 
 
