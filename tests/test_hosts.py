@@ -137,3 +137,21 @@ def test_owned_cards_are_planned_in_one_host(capsys):
                 "--num-gpus", "6", "--global-batch", "66", "--tokens", "1e8")
     assert doc["plan"]["num_hosts"] == 1
     assert not any("hosts of" in n for n in doc["notes"])
+
+
+def test_check_on_owned_cards_assumes_one_host_that_holds_them(capsys):
+    """Cards the user owns sit in their machine: check runs 6 RTX 4090s on the platform that
+    holds all 6 in one host (no uneven split over a network); a purchase is priced as plan
+    prices it, on the hosts that cost least for the 6 (two 4-GPU workstations)."""
+    from tests.test_cli import run
+
+    args = ("check", "--model", "llama-3.1-8b", "--workload", "rm", "--gpu", "rtx-4090",
+            "--num-gpus", "6", "--method", "lora", "--json")
+    _, out, _ = run(capsys, *args, "--pricing", "owned")
+    owned = json.loads(out)
+    assert owned["platform"] == "rig-8gpu-epyc-romed8"
+    assert not any("hosts of" in n for n in owned["throughput"]["notes"])
+    _, out, _ = run(capsys, *args)
+    bought = json.loads(out)
+    assert bought["platform"] == "workstation-4gpu-epyc-rome"
+    assert any("6 GPUs on 2 hosts of 4" in n for n in bought["throughput"]["notes"])
