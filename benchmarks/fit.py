@@ -95,7 +95,7 @@ STATED = {
     "Hugging Face elementwise ops (transformers modeling_llama.py, peft LoRA)",
     "efficiency.EAGER_ELEMENTWISE_STACKS": "framework facts (which stacks fuse norms, rotary "
     "and activations)",
-    "validate_throughput.RL_ENGINE_STACK[deepspeed-chat]": "DeepSpeed-Chat's hybrid engine "
+    "rltime.ENGINE_DECODE_STACK[deepspeed-hybrid]": "DeepSpeed-Chat's hybrid engine "
     "takes the serving vLLM factor (no case isolates it)",
     "calibration.ZERO_BUCKET_ELEMENTS, ZERO3_SUB_GROUP_ELEMENTS, GATHERED_UNITS, LOSS_CHUNKS":
         "framework configuration facts (DeepSpeed / torchtune defaults)",

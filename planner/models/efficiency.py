@@ -295,7 +295,7 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
 # modelled physics. Fitted on RL_ROLLOUT_CASES by benchmarks/fit.py (with the fitted trainer
 # factors in place; planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
-# DeepSpeed-Chat's hybrid engine is no vLLM engine (validate_throughput.RL_ENGINE_STACK).
+# DeepSpeed-Chat's hybrid engine is no vLLM engine (rltime.ENGINE_DECODE_STACK).
 RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
 RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",

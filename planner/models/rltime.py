@@ -205,13 +205,30 @@ def tail_waves(cfg: TrainConfig, waves: int) -> int:
     return waves if cfg.generates_in_trainer else min(waves, 1)
 
 
+# Rollout engines that are no vLLM engine, as the serving stack whose decode efficiency
+# (efficiency.DECODE_EFFICIENCY) they take inside an iteration. DeepSpeed-Chat's hybrid engine
+# (deepspeed/runtime/hybrid_engine.py @ deepspeedai/DeepSpeed b4876b7) decodes with
+# DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token answers; no case
+# isolates it, so it takes the serving roofline share of vLLM (assumed).
+ENGINE_DECODE_STACK: dict[str, str] = {"deepspeed-hybrid": "vllm"}
+
+
 def rollout_decode_efficiency(cfg: TrainConfig) -> float:
     """The generator's share of the decode roofline inside an RL iteration: the trainer's own
-    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY) or a vLLM-style engine
+    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY), an engine that takes a serving
+    stack's (ENGINE_DECODE_STACK), or a vLLM-style engine
     (efficiency.RL_ROLLOUT_DECODE_EFFICIENCY)."""
     if cfg.generates_in_trainer:
         return eff.HF_GENERATE_DECODE_EFFICIENCY
+    if cfg.rollout_engine in ENGINE_DECODE_STACK:
+        return eff.DECODE_EFFICIENCY[ENGINE_DECODE_STACK[cfg.rollout_engine]]
     return eff.RL_ROLLOUT_DECODE_EFFICIENCY
+
+
+def reads_rollout_factor(cfg: TrainConfig) -> bool:
+    """The iteration's generation is timed with efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a
+    vLLM-style engine, or the trainer's generate that takes the same factor)."""
+    return cfg.rollout_engine not in ENGINE_DECODE_STACK
 
 
 class EngineSide(NamedTuple):
