@@ -1,0 +1,112 @@
+"""Issue 17: what an RL framework does with a case's fields is its profile's, not a table in the
+validation reader. A user's framework profile (a catalog overlay) with the same facts gets the
+same behaviour as the shipped one; planner/validation holds no framework-keyed table."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.catalog.load import load_catalog, shipped_validation_dir
+from planner.models import rltime
+from planner.validation.throughput_cases import stack_of
+from planner.validation.validate import load_cases
+from planner.validation.validate_throughput import reads_rollout_factor, rl_estimate, rl_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {c["id"]: c for c in load_cases(shipped_validation_dir() / "throughput_cases.yaml")}
+OFF_POLICY = "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy"
+VERL_PPO = "verl_amd_ppo_deepseek7b_8xMI300"
+DSCHAT = "dschat_log_ppo_opt1.3b_critic350m_16xV100"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def _overlay(tmp_path: Path, fid: str, facts: dict) -> object:
+    """A catalog with a user's profile ``fid`` holding ``facts`` (every fact with a source)."""
+    folder = tmp_path / "frameworks"
+    folder.mkdir(parents=True)
+    doc = {"id": fid, "name": fid, "version": "test", "base": "megatron-lm",
+           "facts": {k: {"value": v, "source": "test"} for k, v in facts.items()}}
+    (folder / f"{fid}.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return load_catalog([tmp_path])
+
+
+def test_engine_memory_share_and_off_policy_placement_come_from_the_profile(catalog, tmp_path):
+    """The NeMo-RL off-policy case generates on separate GPUs with the 0.6 memory share its
+    profile states; the same case under a user's profile with other facts follows those."""
+    case = CASES[OFF_POLICY]
+    _rc, cfg, _gpu = rl_inputs(case, catalog)
+    assert (cfg.placement, cfg.gpu_memory_utilization) == ("separate", 0.6)
+    mine = _overlay(tmp_path, "my-rl", {
+        "workloads": ["grpo"], "rl_placements": ["colocate", "separate"],
+        "rollout_engines": ["vllm"], "rollout_memory_utilization": 0.45})
+    _rc, cfg, _gpu = rl_inputs({**case, "framework": "my-rl"}, mine)
+    # no off_policy_placement: the off-policy run stays colocated
+    assert (cfg.placement, cfg.gpu_memory_utilization) == ("colocate", 0.45)
+    shipped = rl_estimate(case, catalog).step_time_s
+    same = _overlay(tmp_path / "b", "my-rl", {
+        "workloads": ["grpo"], "rl_placements": ["colocate", "separate"],
+        "rollout_engines": ["vllm"], "rollout_memory_utilization": 0.6,
+        "off_policy_placement": "separate", "fp8_generation": True})
+    assert rl_estimate({**case, "framework": "my-rl"}, same).step_time_s == pytest.approx(shipped)
+
+
+def test_a_batch_of_prompts_per_iteration_is_the_profiles_fact(catalog, tmp_path):
+    """verl's train batch counts the prompts of one iteration (global batch / n); a profile
+    without that fact leaves the planner's default rollout batch."""
+    case = CASES[VERL_PPO]
+    _rc, cfg, _gpu = rl_inputs(case, catalog)
+    assert cfg.rollout_batch * cfg.samples_per_prompt == case["global_batch_size"]
+    plain = _overlay(tmp_path, "plain-rl", {"workloads": ["ppo"], "rollout_engines": ["vllm"]})
+    _rc, other, _gpu = rl_inputs({**case, "framework": "plain-rl"}, plain)
+    assert other.rollout_batch != cfg.rollout_batch
+
+
+def test_the_hybrid_engine_takes_its_serving_factor_by_engine_not_by_framework(catalog):
+    """DeepSpeed-Chat's cases generate with the profile's deepspeed-hybrid engine, which takes
+    the serving vLLM factor (rltime.ENGINE_DECODE_STACK), not the fitted rollout factor."""
+    _rc, cfg, _gpu = rl_inputs(CASES[DSCHAT], catalog)
+    assert cfg.rollout_engine == "deepspeed-hybrid"
+    assert not reads_rollout_factor(CASES[DSCHAT], catalog)
+    assert reads_rollout_factor(CASES[VERL_PPO], catalog)
+    vllm = cfg.model_copy(update={"rollout_engine": "vllm"})
+    assert rltime.rollout_decode_efficiency(cfg) != rltime.rollout_decode_efficiency(vllm)
+
+
+def test_a_backend_named_by_the_run_sets_its_stack(catalog):
+    """LLaMA-Factory's rows on its Unsloth backend take Unsloth's efficiency (the profile's
+    backends fact), the others the profile's own."""
+    rows = [c for c in CASES.values() if c.get("framework") == "llama-factory"]
+    stacks = {("unsloth" in str(c.get("location", "")).lower()): stack_of(c, catalog)
+              for c in rows}
+    assert stacks == {True: "unsloth", False: "hf"}
+
+
+def _framework_names() -> set[str]:
+    names = set()
+    for path in (ROOT / "catalog" / "frameworks").glob("*.yaml"):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        names |= {doc["id"], *doc.get("aliases", ())}
+    return names
+
+
+def test_no_framework_keyed_table_in_the_validation_reader():
+    """No string constant in planner/validation names a framework profile (or alias) unless it
+    is also a word of another vocabulary (a sharding kind, a stack, an engine: fsdp, megatron,
+    deepspeed, unsloth, hf). Behaviour of a framework is its profile's."""
+    generic = {"fsdp", "megatron", "deepspeed", "unsloth", "hf", "vllm"}
+    names = _framework_names() - generic
+    found = []
+    for path in sorted((ROOT / "planner" / "validation").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and node.value in names:
+                found.append(f"{path.name}:{node.lineno} {node.value!r}")
+    assert names and not found, found
