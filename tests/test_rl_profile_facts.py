@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from planner.catalog.load import load_catalog, shipped_validation_dir
+from planner.catalog.request import TrainConfig
 from planner.models import rltime
 from planner.validation.throughput_cases import stack_of
 from planner.validation.validate import load_cases
@@ -110,3 +111,54 @@ def test_no_framework_keyed_table_in_the_validation_reader():
                     and node.value in names:
                 found.append(f"{path.name}:{node.lineno} {node.value!r}")
     assert names and not found, found
+
+
+def test_an_eager_engine_decodes_no_faster_than_its_host_launches_kernels():
+    """Without CUDA graphs a decoding step takes at least layers x EAGER_HOST_S_PER_LAYER: a
+    small model whose GPU step is far shorter decodes at the host floor (steps x floor), a
+    large one at its GPU roofline (the floor does not bind), and CUDA graphs lift the floor."""
+    from planner.models.decode import EAGER_HOST_S_PER_LAYER, eager_host_floor_s, estimate_decode
+
+    cat = load_catalog()
+    small, big, gpu = cat.model("qwen3-0.6b").spec, cat.model("qwen2.5-7b").spec, cat.gpu(
+        "h100-sxm")
+    floor = eager_host_floor_s(small)
+    assert floor == pytest.approx(small.num_layers * EAGER_HOST_S_PER_LAYER)
+    kw = dict(prompt_len=128, response_len=64, batch=1, stack="vllm")
+    graphs = estimate_decode(small, gpu, **kw)
+    eager = estimate_decode(small, gpu, host_floor_s=floor, **kw)
+    assert graphs.decode_s < 64 * floor  # the GPU step is shorter than the host's
+    assert eager.decode_s == pytest.approx(64 * floor)
+    assert eager.limited_by == "host kernel launches"
+    wide = dict(prompt_len=512, response_len=64, batch=256, stack="vllm")
+    assert estimate_decode(big, gpu, host_floor_s=eager_host_floor_s(big), **wide).decode_s \
+        == pytest.approx(estimate_decode(big, gpu, **wide).decode_s)
+
+
+def test_the_eager_floor_follows_the_engine_and_the_profile(catalog, tmp_path):
+    """DeepSpeed's hybrid engine and HF generate are eager whatever the framework; a vLLM
+    engine is eager where its framework's profile says enforce_eager (verl 0.4), and a
+    user's profile with the same fact gets the same generation time."""
+    from planner.catalog.frameworks import apply, resolve
+
+    model = catalog.model("qwen3-0.6b").spec
+    base = TrainConfig(workload="grpo", num_gpus=8, prompt_len=256, response_len=512,
+                       micro_batch_size=4, rollout_batch=64)
+    assert rltime.rollout_host_floor_s(model, base) == 0.0
+    for engine in rltime.EAGER_ENGINES:
+        cfg = base.model_copy(update={"rollout_engine": engine})
+        assert rltime.rollout_host_floor_s(model, cfg) > 0
+    assert apply(base, resolve(catalog, "verl")).rollout_eager
+    assert not apply(base, resolve(catalog, "nemo-rl")).rollout_eager
+    case = CASES[VERL_PPO]
+    shipped = rl_estimate(case, catalog)
+    mine = _overlay(tmp_path, "my-verl", {
+        "workloads": ["ppo"], "rollout_engines": ["vllm"], "batch_counts_prompts": True,
+        "idle_offload": True, "rollout_enforce_eager": True, "efficiency": "hf"})
+    assert rl_estimate({**case, "framework": "my-verl"}, mine).phases["generation"] \
+        == pytest.approx(shipped.phases["generation"])
+    graphs = _overlay(tmp_path / "g", "my-verl", {
+        "workloads": ["ppo"], "rollout_engines": ["vllm"], "batch_counts_prompts": True,
+        "idle_offload": True, "rollout_enforce_eager": False, "efficiency": "hf"})
+    assert rl_estimate({**case, "framework": "my-verl"}, graphs).phases["generation"] \
+        < shipped.phases["generation"]

@@ -382,6 +382,9 @@ class FrameworkFacts(_Frozen):
     backends: Fact[tuple[str, ...]] | None = Field(
         default=None, description="profiles it runs on when a run names them (a backend "
         "switch, e.g. LLaMA-Factory's use_unsloth)")
+    rollout_enforce_eager: Fact[bool] | None = Field(
+        default=None, description="RL: its vLLM engine runs with enforce_eager (no CUDA graphs: "
+        "every decoding step waits for the host to launch its kernels)")
 
 
 class FrameworkSpec(_Frozen):

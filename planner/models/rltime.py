@@ -35,7 +35,7 @@ import numpy as np
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.models import efficiency as eff
-from planner.models.decode import estimate_decode
+from planner.models.decode import eager_host_floor_s, estimate_decode
 from planner.models.memory import GIB
 from planner.models.network import (
     Links,
@@ -177,22 +177,24 @@ def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
 @lru_cache(maxsize=8192)
 def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, *, steps: int, tp: int,
                  platform: PlatformSpec | None, efficiency: float | None = None,
-                 precision: str = "bf16") -> float:
+                 precision: str = "bf16", host_floor_s: float = 0.0) -> float:
     """Decoding ``steps`` more tokens of one sequence from ``context`` tokens on: each step
-    bandwidth bound on the engine's weights (/tp) and that sequence's KV cache
-    (throughput.estimate_decode at batch 1, no prefill)."""
+    bandwidth bound on the engine's weights (/tp) and that sequence's KV cache, or by an eager
+    engine's host (decode.estimate_decode at batch 1, no prefill)."""
     dec = estimate_decode(model, gpu, prompt_len=context, response_len=steps, tp=tp, batch=1,
-                          platform=platform, efficiency=efficiency, precision=precision)
+                          platform=platform, efficiency=efficiency, precision=precision,
+                          host_floor_s=host_floor_s)
     return dec.decode_s
 
 
 @lru_cache(maxsize=8192)
 def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len: int, tp: int,
                   batch: int, platform: PlatformSpec | None,
-                  efficiency: float | None = None, precision: str = "bf16") -> float:
+                  efficiency: float | None = None, precision: str = "bf16",
+                  host_floor_s: float = 0.0) -> float:
     dec = estimate_decode(model, gpu, prompt_len=prompt_len, response_len=response_len, tp=tp,
                           batch=batch, platform=platform, efficiency=efficiency,
-                          precision=precision)
+                          precision=precision, host_floor_s=host_floor_s)
     return dec.prefill_s + dec.decode_s
 
 
@@ -223,6 +225,23 @@ def rollout_decode_efficiency(cfg: TrainConfig) -> float:
     if cfg.rollout_engine in ENGINE_DECODE_STACK:
         return eff.DECODE_EFFICIENCY[ENGINE_DECODE_STACK[cfg.rollout_engine]]
     return eff.RL_ROLLOUT_DECODE_EFFICIENCY
+
+
+# Engines that decode without CUDA graphs whatever the framework sets: DeepSpeed's hybrid engine
+# generates through the actor module's own generate with its inference kernels injected, no
+# graph capture (deepspeed/runtime/hybrid_engine.py @ deepspeedai/DeepSpeed b4876b7; CUDA-graph
+# decode for it is first proposed in deepspeedai/DeepSpeed#8352), and Hugging Face generate
+# runs eager PyTorch unless compiled (transformers generation/utils.py: the dynamic cache).
+EAGER_ENGINES = ("deepspeed-hybrid", "hf-generate")
+
+
+def rollout_host_floor_s(model: ModelSpec, cfg: TrainConfig) -> float:
+    """The shortest decoding step of the iteration's generator: an eager engine's host floor
+    (decode.eager_host_floor_s) for EAGER_ENGINES and for a vLLM-style engine its framework
+    runs with enforce_eager (cfg.rollout_eager); 0 with CUDA graphs."""
+    if cfg.rollout_engine in EAGER_ENGINES or cfg.rollout_eager:
+        return eager_host_floor_s(model)
+    return 0.0
 
 
 def reads_rollout_factor(cfg: TrainConfig) -> bool:
@@ -258,8 +277,10 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     eng = engine(model, cfg, gpu.memory_gib * GIB)
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
+    floor = rollout_host_floor_s(model, cfg)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
-                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision)
+                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision,
+                         floor)
     links = resolve_links(gpu, platform=platform)
     weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
     spans = cfg.num_gpus > links.gpus_per_node
@@ -363,7 +384,7 @@ def estimate_rl_step(
         phases["generation tail"] = tail_waves(cfg, waves) * tail_seconds(
             model, gpu, cfg.prompt_len + cfg.response_len, tp=cfg.rollout_tp, platform=platform,
             steps=max_response_len - cfg.response_len, efficiency=decode_efficiency,
-            precision=rollout_precision)
+            precision=rollout_precision, host_floor_s=rollout_host_floor_s(model, cfg))
     phases.update(_role_phases(rs, gpu, cfg, sequences=seqs, stack=stack, links=links,
                                platform=platform))
     phases["weight sync"] = side.weight_sync_s
