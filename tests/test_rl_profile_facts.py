@@ -162,3 +162,23 @@ def test_the_eager_floor_follows_the_engine_and_the_profile(catalog, tmp_path):
         "idle_offload": True, "rollout_enforce_eager": False, "efficiency": "hf"})
     assert rl_estimate({**case, "framework": "my-verl"}, graphs).phases["generation"] \
         < shipped.phases["generation"]
+
+
+def test_responses_of_unequal_length_read_more_kv_per_token():
+    """The maximum-entropy length distribution with a mean and a cap: uniform at mean = cap/2
+    (E[L^2] = cap^2/3), exponential when the cap is far (2 mean^2), all at the cap when the
+    mean is the cap; the KV context offset is Var(L) / (2 mean), and it slows a
+    continuous-batching engine's generation only where the cap exceeds the mean."""
+    assert rltime.length_second_moment(500, 1000) == pytest.approx(1000**2 / 3, rel=1e-3)
+    assert rltime.length_second_moment(100, 1e6) == pytest.approx(2 * 100**2, rel=1e-3)
+    assert rltime.length_second_moment(1000, 1000) == pytest.approx(1000**2)
+    assert rltime.length_context_offset(500, 1000) == pytest.approx(1000 / 12, rel=1e-3)
+    assert rltime.length_context_offset(500, None) == 0.0
+    cat = load_catalog()
+    model, gpu = cat.model("qwen2.5-7b").spec, cat.gpu("h100-sxm")
+    cfg = TrainConfig(workload="grpo", num_gpus=8, prompt_len=256, response_len=512,
+                      micro_batch_size=4, rollout_batch=256, rollout_n=4)
+    same = rltime.engine_side(model, gpu, cfg, platform=None)
+    capped = rltime.engine_side(model, gpu, cfg, platform=None, max_response_len=2048)
+    assert capped.generation_s > same.generation_s
+    assert rltime.engine_side(model, gpu, cfg, platform=None, max_response_len=512) == same

@@ -108,7 +108,7 @@ def _decode_step(
     return gpu_t, bound
 
 
-def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: int, span: float,
+def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: float, span: float,
                      segments: int, tp: int, batch: int, weights: float, kv_bytes: float,
                      bw_eff: float, peak_flops: float, links: Links, host_floor_s: float = 0.0
                      ) -> tuple[float, list[str], list[float]]:
@@ -133,7 +133,7 @@ def estimate_decode(
     batch: int | None = None, precision: str = "bf16", weight_bits: int | None = None,
     kv_bits: int | None = None, stack: str = "vllm", memory_fraction: float = 0.9,
     platform: PlatformSpec | None = None, segments: int = 16, efficiency: float | None = None,
-    host_floor_s: float = 0.0,
+    host_floor_s: float = 0.0, context_offset: float = 0.0,
 ) -> DecodeEstimate:
     """Offline generation throughput of ``batch`` sequences (None: as many as fit).
 
@@ -144,6 +144,8 @@ def estimate_decode(
     says otherwise, the KV cache) in 8 bit. ``efficiency`` replaces the stack's calibrated
     roofline share (efficiency.DECODE_EFFICIENCY; used to calibrate it). ``host_floor_s``: the
     shortest decoding step an eager engine's host allows (eager_host_floor_s; 0 with CUDA graphs).
+    ``context_offset``: tokens added to every decoding step's context (the KV reads of responses
+    of unequal length: rltime.length_context_offset); the prefill is not affected.
     """
     if stack not in eff.DECODE_STACKS:
         raise PlannerError(f"unknown decode stack {stack!r}; known: {', '.join(eff.DECODE_STACKS)}")
@@ -164,7 +166,8 @@ def estimate_decode(
     fwd = forward_flops_per_token(model, prompt_len)
     prefill = batch * prompt_len * fwd / tp / (peak * 1e12 * c_eff)
     decode, bounds, steps = _decode_segments(
-        model, gpu, prompt_len=prompt_len, span=response_len / segments, segments=segments,
+        model, gpu, prompt_len=prompt_len + context_offset, span=response_len / segments,
+        segments=segments,
         tp=tp, batch=batch, weights=wbytes, kv_bytes=kvb, bw_eff=bw_eff,
         peak_flops=peak * 1e12 * c_eff, links=links, host_floor_s=host_floor_s)
     total = prefill + decode

@@ -290,7 +290,7 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # Share of the decode roofline a vLLM rollout engine reaches inside an RL iteration
 # (rltime's generation and generation-tail phases), which is far below offline serving: the
 # implied values of the usable NeMo-RL GRPO step times (validate_throughput.
-# implied_rl_decode_efficiency, every other phase as modelled) are 0.15-0.27, median below;
+# implied_rl_decode_efficiency, every other phase as modelled) are 0.17-0.32, median below;
 # they cannot be told apart from slow phases elsewhere in the iteration (the source gives no
 # per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
 # modelled physics. Fitted on RL_ROLLOUT_CASES by benchmarks/fit.py (with the fitted trainer

@@ -191,11 +191,50 @@ def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, *, steps: int, tp
 def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len: int, tp: int,
                   batch: int, platform: PlatformSpec | None,
                   efficiency: float | None = None, precision: str = "bf16",
-                  host_floor_s: float = 0.0) -> float:
+                  host_floor_s: float = 0.0, context_offset: float = 0.0) -> float:
     dec = estimate_decode(model, gpu, prompt_len=prompt_len, response_len=response_len, tp=tp,
                           batch=batch, platform=platform, efficiency=efficiency,
-                          precision=precision, host_floor_s=host_floor_s)
+                          precision=precision, host_floor_s=host_floor_s,
+                          context_offset=context_offset)
     return dec.prefill_s + dec.decode_s
+
+
+def _truncated_exponential(u: float) -> tuple[float, float]:
+    """(E[X], E[X^2]) of the density proportional to exp(-u x) on [0, 1]; u < 0 rises (the
+    mirror image of -u); near u = 0 its first-order series (the closed form cancels there)."""
+    if abs(u) < 1e-2:
+        return 0.5 - u / 12, 1 / 3 - u / 12
+    if u < 0:
+        m1, m2 = _truncated_exponential(-u)
+        return 1 - m1, 1 - 2 * m1 + m2
+    e = math.exp(-u)
+    return 1 / u - e / (1 - e), (2 / u**2 - e * (1 + 2 / u + 2 / u**2)) / (1 - e)
+
+
+def length_second_moment(mean: float, cap: float) -> float:
+    """E[L^2] of response lengths whose mean and cap are all that is known: the maximum-entropy
+    distribution on [0, cap] with that mean (density proportional to exp(-a x): falling where
+    mean < cap / 2, rising above; Jaynes 1957, "Information Theory and Statistical Mechanics",
+    Phys. Rev. 106, s.2), a found by bisection (the mean falls as a grows)."""
+    if mean >= cap:
+        return float(cap) ** 2
+    lo, hi = -1e7, 1e7
+    for _ in range(120):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _truncated_exponential(mid)[0] * cap > mean else (lo, mid)
+    return _truncated_exponential((lo + hi) / 2)[1] * cap * cap
+
+
+def length_context_offset(mean: float, cap: int | None) -> float:
+    """Tokens to add to the mean context of a continuous-batching engine's decoding steps when
+    the responses vary in length (mean ``mean``, none longer than ``cap``): a response of L
+    tokens reads its KV cache over L steps at contexts up to L, so the steps' KV reads grow
+    with E[L^2] / 2, not mean^2 / 2: the average context of a decoded token is
+    E[L^2] / (2 mean) = mean / 2 + Var(L) / (2 mean). 0 when every response has the mean
+    length (no cap above it)."""
+    if not cap or cap <= mean or mean <= 0:
+        return 0.0
+    return max(0.0, (length_second_moment(mean, cap) - mean * mean) / (2 * mean))
 
 
 def tail_waves(cfg: TrainConfig, waves: int) -> int:
@@ -263,7 +302,8 @@ class EngineSide(NamedTuple):
 
 def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                 platform: PlatformSpec | None, decode_efficiency: float | None = None,
-                rollout_precision: str = "bf16") -> EngineSide:
+                rollout_precision: str = "bf16", max_response_len: int | None = None
+                ) -> EngineSide:
     """Generation (each engine decodes its share at its concurrency, share / concurrency waves
     of one prefill + decoding each: throughput.estimate_decode; whole waves for the trainer's
     own generate, whose batches run to their end), the weight sync into the engines, and a sleeping
@@ -278,9 +318,13 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
     floor = rollout_host_floor_s(model, cfg)
+    # responses of unequal length (a cap above the mean) read more KV per decoded token in a
+    # continuous-batching engine; the trainer's own generate keeps whole batches (tail_waves)
+    offset = 0.0 if cfg.generates_in_trainer else length_context_offset(
+        cfg.response_len or 1, max_response_len)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
                          cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision,
-                         floor)
+                         floor, offset)
     links = resolve_links(gpu, platform=platform)
     weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
     spans = cfg.num_gpus > links.gpus_per_node
@@ -374,7 +418,7 @@ def estimate_rl_step(
     tokens = seqs * cfg.seq_len
     if side is None:
         side = engine_side(model, gpu, cfg, platform=platform, decode_efficiency=decode_efficiency,
-                           rollout_precision=rollout_precision)
+                           rollout_precision=rollout_precision, max_response_len=max_response_len)
     eng, waves = side.engine, side.waves
     notes = []
     conc = max(1, eng.concurrency)
