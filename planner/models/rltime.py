@@ -392,6 +392,22 @@ def _offload_bytes(rs: tuple[Role, ...], cfg: TrainConfig, side: EngineSide) -> 
     return moved + side.sleep_bytes
 
 
+def generation_notes(model: ModelSpec, cfg: TrainConfig, eng: Engine, *, waves: int) -> list[str]:
+    """What the generation phase assumed: an eager engine's host floor
+    (rollout_host_floor_s) and the waves of an engine that cannot hold its whole share."""
+    notes = []
+    floor = rollout_host_floor_s(model, cfg)
+    if floor:
+        notes.append(f"{cfg.rollout_engine} decodes without CUDA graphs"
+                     f"{' (enforce_eager)' if cfg.rollout_eager else ''}: each decoding step "
+                     f"takes at least {floor * 1e3:.1f} ms, the host launching {model.num_layers} "
+                     "layers' kernels")
+    if eng.concurrency < eng.sequences_per_engine:
+        notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
+                     f"wave(s) of {max(1, eng.concurrency)}")
+    return notes
+
+
 def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
@@ -436,9 +452,7 @@ def estimate_rl_step(
     if moved:
         phases["offload traffic"] = moved / (links.host_link_gbps * 1e9)
     step = placed_step_seconds(phases, cfg, notes)
-    if eng.concurrency < eng.sequences_per_engine:
-        notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
-                     f"wave(s) of {conc}")
+    notes += generation_notes(model, cfg, eng, waves=waves)
     return RLStepEstimate(
         step_time_s=step,
         phases=phases,
