@@ -60,7 +60,7 @@ from planner.validation.validate_throughput import (
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT / "validation"
-FITTED_PATH = ROOT / "planner" / FILE
+FITTED_PATH = ROOT / "planner" / "models" / FILE
 DIGITS = 3  # fitted factors are written rounded to this many decimals
 
 # Memory constant -> (grid, prior). Bytes per logit element alive at the loss peak are whole
@@ -95,7 +95,7 @@ STATED = {
     "Hugging Face elementwise ops (transformers modeling_llama.py, peft LoRA)",
     "efficiency.EAGER_ELEMENTWISE_STACKS": "framework facts (which stacks fuse norms, rotary "
     "and activations)",
-    "validate_throughput.RL_ENGINE_STACK[deepspeed-chat]": "DeepSpeed-Chat's hybrid engine "
+    "rltime.ENGINE_DECODE_STACK[deepspeed-hybrid]": "DeepSpeed-Chat's hybrid engine "
     "takes the serving vLLM factor (no case isolates it)",
     "calibration.ZERO_BUCKET_ELEMENTS, ZERO3_SUB_GROUP_ELEMENTS, GATHERED_UNITS, LOSS_CHUNKS":
         "framework configuration facts (DeepSpeed / torchtune defaults)",
@@ -383,7 +383,7 @@ def case_counts(cases: Cases) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
-    ap.add_argument("--write", action="store_true", help=f"write planner/{FILE}")
+    ap.add_argument("--write", action="store_true", help=f"write planner/models/{FILE}")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     cases = load(args.folder)

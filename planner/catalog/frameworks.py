@@ -137,7 +137,7 @@ SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_i
                    "loss_holds_logits",
                    "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
-                   "fsdp_no_sync", "rollout_engine")
+                   "fsdp_no_sync", "rollout_engine", "rollout_eager")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:
@@ -246,6 +246,7 @@ def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
     fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
     if cfg.is_rl:
         fields["rollout_engine"] = default_engine(profile, cfg)
+        fields["rollout_eager"] = bool(profile.value("rollout_enforce_eager"))
     update = {k: v for k, v in fields.items() if k not in cfg.model_fields_set}
     return cfg.model_copy(update=update) if update else cfg
 

@@ -208,6 +208,9 @@ class TrainConfig(_Request):
         "vLLM-style engine (vllm, sglang, deepspeed-hybrid, megatron) or the trainer's own "
         "model (hf-generate); set from the framework profile unless given"
     )
+    rollout_eager: bool = Field(
+        default=False, exclude=True, description="RL: the vLLM-style engine decodes without "
+        "CUDA graphs (the framework's enforce_eager; set from its profile, not written out)")
     generate_micro_batch: int | None = Field(
         default=None, gt=0, description="hf-generate: sequences per generate call on one GPU; "
         "None = the GPU's whole share of the iteration (TRL generates its local generation "

@@ -6,7 +6,7 @@ in the shipped catalog comes with a source (``source_urls`` / ``*_source``); see
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -376,6 +376,22 @@ class FrameworkFacts(_Frozen):
     # speed
     efficiency: Fact[str] | None = Field(
         default=None, description="the calibrated efficiency (efficiency.STACK_UTILISATION key)")
+    # RL engine and batch semantics (read by validate_throughput.rl_inputs and the RL time model)
+    rollout_memory_utilization: Fact[Annotated[float, Field(gt=0, le=1)]] | None = Field(
+        default=None, description="RL: the gpu_memory_utilization its rollout "
+        "engine's config sets when the job states none")
+    off_policy_placement: Fact[PlacementKind] | None = Field(
+        default=None, description="RL: where an off-policy (asynchronous) run generates: "
+        "separate, engines on GPUs of their own pipelined with training")
+    batch_counts_prompts: Fact[bool] | None = Field(
+        default=None, description="RL: its train batch size is the prompts of one iteration, "
+        "each sampled n times (a run's global batch of sequences / n prompts per iteration)")
+    backends: Fact[tuple[str, ...]] | None = Field(
+        default=None, description="profiles it runs on when a run names them (a backend "
+        "switch, e.g. LLaMA-Factory's use_unsloth)")
+    rollout_enforce_eager: Fact[bool] | None = Field(
+        default=None, description="RL: its vLLM engine runs with enforce_eager (no CUDA graphs: "
+        "every decoding step waits for the host to launch its kernels)")
 
 
 class FrameworkSpec(_Frozen):

@@ -290,12 +290,12 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # Share of the decode roofline a vLLM rollout engine reaches inside an RL iteration
 # (rltime's generation and generation-tail phases), which is far below offline serving: the
 # implied values of the usable NeMo-RL GRPO step times (validate_throughput.
-# implied_rl_decode_efficiency, every other phase as modelled) are 0.15-0.27, median below;
+# implied_rl_decode_efficiency, every other phase as modelled) are 0.17-0.32, median below;
 # they cannot be told apart from slow phases elsewhere in the iteration (the source gives no
 # per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
 # modelled physics. Fitted on RL_ROLLOUT_CASES by benchmarks/fit.py (with the fitted trainer
 # factors in place; planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
-# DeepSpeed-Chat's hybrid engine is no vLLM engine (validate_throughput.RL_ENGINE_STACK).
+# DeepSpeed-Chat's hybrid engine is no vLLM engine (rltime.ENGINE_DECODE_STACK).
 RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
 RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
