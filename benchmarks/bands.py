@@ -31,6 +31,7 @@ from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.models.bands import (  # noqa: E402
     BANDS_FILE,
     DEFAULT_CONFIDENCE,
+    SCORES,
     TIMED_METRICS,
     framework_id,
     group_keys,
@@ -82,14 +83,14 @@ def table(found: dict[str, list[Ratio]]) -> dict[str, Any]:
     return {kind: groups(rows) for kind, rows in sorted(found.items())}
 
 
-def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE
+def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE, score: str = "tails"
              ) -> list[tuple[Ratio, str, bool, bool]]:
     """(case, group its band came from, measured value inside, measured value at or below the
-    upper edge): each case against the band of the other sources' ratios alone; group "none"
-    (outside) where no group had enough."""
+    upper edge): each case against the band (``score``: bands.SCORES) of the other sources'
+    ratios alone; group "none" (outside) where no group had enough."""
     out = []
     for row in rows:
-        found = select(groups([r for r in rows if r.source != row.source]), row.keys, p)
+        found = select(groups([r for r in rows if r.source != row.source]), row.keys, p, score)
         ratio = round(row.ratio, 4)
         out.append((row, found[0] if found else "none",
                     bool(found and found[1] <= ratio <= found[2]),
@@ -112,7 +113,7 @@ def report(found: dict[str, list[Ratio]]) -> list[str]:
     family and own group."""
     lines = []
     for kind, rows in sorted(found.items()):
-        results = coverage(rows)
+        results = coverage(rows, score=SCORES[kind])
         inside, below = sum(r[2] for r in results), sum(r[3] for r in results)
         lines.append(f"{kind}: measured value inside the p{round(100 * DEFAULT_CONFIDENCE)} "
                      f"band of the other sources for {inside} of {len(results)} cases "
