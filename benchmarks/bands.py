@@ -5,12 +5,13 @@
 
 Each usable case (memory peaks; training and RL throughput, a time metric as its rate) is
 predicted with every fitted constant refitted without its own source (loso.loso); its ratio
-measured / predicted joins its groups (planner.models.bands.group_keys). The file holds each group's
-sorted ratios; planner.models.bands takes the split-conformal band of the most specific group with
-enough cases. Coverage: every case's measured value is tested against the band built from the
+measured / predicted joins its groups (planner.models.bands.group_keys). The file holds each
+group's sorted ratios; planner.models.bands takes the split-conformal band of the most specific
+group with enough cases (two-tailed for memory, by the absolute log ratio for throughput:
+bands.SCORES). Coverage: every case's measured value is tested against the band built from the
 other sources' ratios alone (its own group where they are enough, else its family, else the
-pool), the band a user would have been given before that source was known; printed per group
-and overall, at p = 0.9.
+pool), the band a user would have been given before that source was known; printed per group and
+overall, at p = 0.9.
 """
 
 from __future__ import annotations
