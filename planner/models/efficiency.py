@@ -86,13 +86,19 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 # apart from 16-bit rows), i.e. fitted on those cases; STACK_CASES lists them. The values are
 # computed by benchmarks/fit.py and read from planner/models/fitted.yaml (never edited by hand). The
 # spread inside a stack is the model's honest error: e.g. torchtune's single-GPU rows imply
-# 0.83-1.37 (above 1: faster than the datasheet peak allows with the recorded settings), its
-# 8x A100 rows 0.59-0.77.
+# 0.82-1.33, its 8x A100 rows 0.59-0.77. A case implying more than 1 (faster than the achievable
+# matmul rate allows with its recorded settings) sets no factor (fit.py MAX_IMPLIED_UTILISATION).
 #   megatron fp8: the NeMo/MLPerf rows (implied 0.43-0.72).
 #   deepspeed: 3 MLPerf LoRA rows (implied 0.35-0.69; end-to-end rates incl. evaluation) and
 #       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.58), with the eager elementwise
 #       traffic (ELEMENTWISE_BYTES) timed apart (0.33-0.64 and 0.52 without it).
-#   fsdp: 8 torchtune README rows (implied 0.59-1.37).
+#   fsdp: 8 torchtune README rows (implied 0.59-1.33); the RTX A6000 full (1.17), RTX 4090
+#       LoRA (1.15) and RTX A6000 LoRA (1.33) rows set no factor. Not a counting artefact: the
+#       recipes count batch["tokens"].numel() (every packed position, padding included) per
+#       rank and divide by the wall time between optimizer steps, each closed by a
+#       running_loss.item() sync (recipes/lora_finetune_single_device.py and
+#       full_finetune_distributed.py @ pytorch/torchtune 30b8519e8, the commit that added the
+#       README table): no token is counted twice and no GPU work is left out of the time.
 #   hf: 2 LLaMA-Factory HF-backend rows (implied 0.45, 0.46 with the eager elementwise traffic
 #       timed apart; 0.37, 0.38 without it, against Unsloth's 0.62 on the same row).
 #   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
