@@ -91,7 +91,8 @@ def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE, score: str = "tai
     ratios alone; group "none" (outside) where no group had enough."""
     out = []
     for row in rows:
-        found = select(groups([r for r in rows if r.source != row.source]), row.keys, p, score)
+        others = groups([r for r in rows if r.source != row.source])
+        found = select(others, row.keys, p, score=score)
         ratio = round(row.ratio, 4)
         out.append((row, found[0] if found else "none",
                     bool(found and found[1] <= ratio <= found[2]),

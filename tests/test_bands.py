@@ -49,19 +49,19 @@ def test_conformal_ranks_by_hand():
 
 def test_log_band_by_hand():
     # 9 ratios at p = 0.9: rank ceil(10 x 0.9) = 9, the largest |log r|; 8 are too few
-    assert log_rank(9, 0.9) == 9 and min_cases(0.9, "log") == 9
+    assert log_rank(9, 0.9) == 9 and min_cases(0.9, score="log") == 9
     ratios = [0.5, 0.8, 0.9, 1.0, 1.0, 1.1, 1.2, 1.3, 1.6]  # |log|: 0.5 -> 0.693 the largest
-    name, lo, hi, n = select({"g": ratios}, ("g",), 0.9, "log")
+    name, lo, hi, n = select({"g": ratios}, ("g",), 0.9, score="log")
     assert (name, n) == ("g", 9)
     assert hi == pytest.approx(2.0) and lo == pytest.approx(0.5)  # exp(0.693) = 2, 1 / 2
-    assert select({"g": ratios[:8]}, ("g",), 0.9, "log") is None
+    assert select({"g": ratios[:8]}, ("g",), 0.9, score="log") is None
     # 19 ratios: rank ceil(20 x 0.9) = 18, the second largest |log r|
     many = [1.0] * 17 + [1.5, 3.0]
-    assert select({"g": many}, ("g",), 0.9, "log")[2] == pytest.approx(1.5)
+    assert select({"g": many}, ("g",), 0.9, score="log")[2] == pytest.approx(1.5)
     # the rate band of a throughput prediction uses the log score over the file's ratios
     b = band("throughput", 100.0, framework="nobody", workload="sft", method="full")
     group = b["group"].removeprefix("throughput/")
-    _, r_lo, r_hi, _ = select(TABLE["throughput"], (group,), 0.9, "log")
+    _, r_lo, r_hi, _ = select(TABLE["throughput"], (group,), 0.9, score="log")
     assert b["hi"] == pytest.approx(100 * r_hi) and b["lo"] == pytest.approx(100 / r_hi)
     assert r_lo == pytest.approx(1 / r_hi)
 

@@ -105,7 +105,7 @@ def _edges(ratios: list[float], p: float, score: str) -> tuple[float, float]:
     return ratios[lo - 1], ratios[hi - 1]
 
 
-def select(groups: dict[str, list[float]], keys: tuple[str, ...], p: float,
+def select(groups: dict[str, list[float]], keys: tuple[str, ...], p: float, *,
            score: str = "tails") -> tuple[str, float, float, int] | None:
     """(group, r_lo, r_hi, cases) of the first group of ``keys`` with a finite band at p under
     ``score`` (SCORES); None where none has enough cases."""
@@ -124,7 +124,8 @@ def _table() -> dict[str, Any]:
 def ratio_band(kind: str, *, framework: str, workload: str, method: str | None,
                p: float = DEFAULT_CONFIDENCE) -> tuple[str, float, float, int] | None:
     """select() over the bands file's ``kind`` ("memory" or "throughput") for a job."""
-    return select(_table()[kind], group_keys(framework, workload, method), p, SCORES[kind])
+    return select(_table()[kind], group_keys(framework, workload, method), p,
+                  score=SCORES[kind])
 
 
 def band(kind: str, value: float, *, framework: str, workload: str, method: str | None,
