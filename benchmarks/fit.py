@@ -25,9 +25,10 @@ What is fitted, in this order (each fit sees the earlier ones applied):
 
 Where no case is left for a constant (leave-one-source-out), it takes what a user would get
 without it, and ``Fit.fallbacks`` says so: a stack's fp8 class runs as its 16-bit class
-(efficiency.stack_utilisation); a stack without cases takes the default stack's factor
+(efficiency.stack_utilisation); a stack without cases takes its base's factor
+(efficiency.STACK_BASE: its framework profile's base), else the default stack's
 (throughput_cases.DEFAULT_STACK, the factor of a framework without a measured efficiency),
-and the default stack without cases the median over every training case left; a serving stack
+and a base without cases the median over every training case left; a serving stack
 the median over every decode case left; the RL rollout engine the serving vLLM factor; a memory
 constant its prior.
 """
@@ -262,7 +263,7 @@ def stack_factors(groups: dict[tuple[str, str], list[dict[str, Any]]], catalog: 
 
     groups = {k: physical(cs, catalog, overhead) for k, cs in groups.items()}
     fitted_ = {k: med(cs) for k, cs in groups.items() if cs}
-    left = [c for cs in groups.values() for c in cs]
+    left = unique(groups)
     table: dict[str, dict[str, float]] = {}
     fallbacks = []
     for (stack, cls), cs in groups.items():
@@ -272,14 +273,20 @@ def stack_factors(groups: dict[tuple[str, str], list[dict[str, Any]]], catalog: 
         if cls == "fp8":
             table.setdefault(stack, {})
             fallbacks.append(f"stack_utilisation.{stack}.fp8: its 16-bit factor")
-        elif (DEFAULT_STACK, cls) in fitted_:
-            table.setdefault(stack, {})[cls] = fitted_[(DEFAULT_STACK, cls)]
-            fallbacks.append(f"stack_utilisation.{stack}.{cls}: {DEFAULT_STACK}'s")
+        elif (base := eff.STACK_BASE.get(stack, DEFAULT_STACK), cls) in fitted_:
+            table.setdefault(stack, {})[cls] = fitted_[(base, cls)]
+            fallbacks.append(f"stack_utilisation.{stack}.{cls}: {base}'s")
         else:
             pool = [c for c in left if precision_class(c) == cls] or left
             table.setdefault(stack, {})[cls] = med(pool)
             fallbacks.append(f"stack_utilisation.{stack}.{cls}: median of all training cases")
     return table, fallbacks
+
+
+def unique(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The cases of ``groups``, each once (a case may set two stacks: its framework's and the
+    base it pools into, efficiency.STACK_CASES)."""
+    return list({c["id"]: c for cs in groups.values() for c in cs}.values())
 
 
 def training_groups(cases: Cases, exclude: frozenset[str]) -> dict[
@@ -301,7 +308,7 @@ def fit_training(cases: Cases, catalog: Catalog, exclude: frozenset[str],
     """(step overhead, stack factors, fallbacks): the grid overhead whose refitted factors
     give the lowest mean |error| over the training cases left (ties: the smaller)."""
     groups = training_groups(cases, exclude)
-    left = [c for cs in groups.values() for c in cs]
+    left = unique(groups)
     trials = []
     for overhead in STEP_OVERHEAD_GRID:
         table, fallbacks = stack_factors(groups, catalog, overhead)
@@ -389,7 +396,7 @@ def case_counts(cases: Cases) -> dict[str, int]:
     """Flat constant name -> how many cases set it."""
     out = {f"calibration.{k}": len(v) for k, v in cal.FITTED_CASES.items()}
     out["efficiency.rl_rollout_decode_efficiency"] = len(eff.RL_ROLLOUT_CASES)
-    out["efficiency.step_overhead_s"] = sum(len(v) for v in eff.STACK_CASES.values())
+    out["efficiency.step_overhead_s"] = len({i for v in eff.STACK_CASES.values() for i in v})
     for s, v in eff.DECODE_CASES.items():
         out[f"efficiency.decode_efficiency.{s}"] = len(v)
     for (s, cls), cs in training_groups(cases, frozenset()).items():
@@ -412,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{k:48} {old.get(k, '-')!s:>8} {v!s:>8}  {counts.get(k, 0)}{mark}")
     print(f"\nset no factor (implied utilisation above {MAX_IMPLIED_UTILISATION:g}):")
     overhead = fit.values["efficiency"]["step_overhead_s"]
-    for c in (c for cs in training_groups(cases, frozenset()).values() for c in cs):
+    for c in unique(training_groups(cases, frozenset())):
         if not physical([c], catalog, overhead):
             print(f"  {c['id']}: {implied(c, catalog, overhead):.2f}")
     print("\nnot fitted (stated):")

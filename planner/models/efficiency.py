@@ -30,7 +30,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec
 from planner.models.fitted import fitted
 
-Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth", "prime-rl"]
+Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth", "prime-rl", "torchtune"]
 DecodeStack = Literal["tensorrt-llm", "vllm", "tgi"]
 STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
 DECODE_STACKS: tuple[str, ...] = DecodeStack.__args__  # type: ignore[attr-defined]
@@ -92,19 +92,23 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 #   deepspeed: 3 MLPerf LoRA rows (implied 0.35-0.69; end-to-end rates incl. evaluation) and
 #       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.58), with the eager elementwise
 #       traffic (ELEMENTWISE_BYTES) timed apart (0.33-0.64 and 0.52 without it).
-#   fsdp: 8 torchtune README rows (implied 0.59-1.33); the RTX A6000 full (1.17), RTX 4090
-#       LoRA (1.15) and RTX A6000 LoRA (1.33) rows set no factor. Not a counting artefact: the
-#       recipes count batch["tokens"].numel() (every packed position, padding included) per
+#   torchtune: 8 torchtune README rows (implied 0.59-1.33); the RTX A6000 full (1.17), RTX
+#       4090 LoRA (1.15) and RTX A6000 LoRA (1.33) rows set no factor. Not a counting artefact:
+#       the recipes count batch["tokens"].numel() (every packed position, padding included) per
 #       rank and divide by the wall time between optimizer steps, each closed by a
 #       running_loss.item() sync (recipes/lora_finetune_single_device.py and
 #       full_finetune_distributed.py @ pytorch/torchtune 30b8519e8, the commit that added the
 #       README table): no token is counted twice and no GPU work is left out of the time.
+#   fsdp: the base of the frameworks that train on PyTorch FSDP2 without cases of their own
+#       (pytorch-fsdp, and through it torchtitan, LitGPT, LLM Foundry, NeMo AutoModel): every
+#       case of the frameworks measured on FSDP2, torchtune's and prime-rl's (one evidence pool
+#       for the runtime they share, rather than one framework's rows standing for it).
 #   hf: 2 LLaMA-Factory HF-backend rows (implied 0.45, 0.46 with the eager elementwise traffic
 #       timed apart; 0.37, 0.38 without it, against Unsloth's 0.62 on the same row).
 #   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
 #   prime-rl: 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
 #       implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
-#       imply half of torchtune's: kept apart rather than pooled.
+#       imply half of torchtune's: each framework keeps its own factor; fsdp pools both.
 # Stated, not fitted (STATED_UTILISATION): megatron bf16. No usable bf16 Megatron case; from the
 # published Megatron-LM A100 MFUs (megatron_readme_mfu_22b/175b/530b/1t_A100: 0.415, 0.514,
 # 0.56, 0.563; not usable, no public checkpoint) as MFU / MAMF(A100 SXM 0.87) / (1 - ~5 %
@@ -119,6 +123,17 @@ def utilisation_table(fitted: dict[str, dict[str, float]]) -> dict[str, dict[str
 
 STACK_UTILISATION: dict[str, dict[str, float]] = utilisation_table(
     _FITTED["stack_utilisation"])
+_TORCHTUNE_CASES = (
+    "torchtune_llama31_8b_full_1x4090", "torchtune_llama31_8b_full_1xA6000",
+    "torchtune_llama31_8b_lora_1x4090", "torchtune_llama31_8b_lora_1xA6000",
+    "torchtune_llama31_8b_qlora_1x4090", "torchtune_llama31_70b_full_8xA100",
+    "torchtune_llama31_70b_lora_8xA100", "torchtune_llama31_405b_qlora_8xA100",
+)
+_PRIME_RL_CASES = (
+    "primerl_qwen3_0.6b_sft_full_8k_1xH100", "primerl_qwen3_0.6b_sft_full_16k_1xH100",
+    "primerl_qwen3_4b_sft_full_16k_8xH100", "primerl_qwen3_30b_a3b_sft_full_16k_8xH200",
+    "primerl_qwen3_0.6b_sft_full_8k_1xA6000",
+)
 STACK_CASES: dict[str, tuple[str, ...]] = {
     "megatron": (
         "mlperf40_lora70b_8xH100_nemo-tps", "mlperf40_lora70b_8xH200_nemo-tps",
@@ -136,20 +151,19 @@ STACK_CASES: dict[str, tuple[str, ...]] = {
         "mlperf40_lora70b_64xA100_deepspeed-tps", "mlperf40_lora70b_8xH100_deepspeed-tps",
         "mlperf40_lora70b_32xH100_deepspeed-tps", "dschat_log_sft_opt1.3b_16xV100",
     ),
-    "fsdp": (
-        "torchtune_llama31_8b_full_1x4090", "torchtune_llama31_8b_full_1xA6000",
-        "torchtune_llama31_8b_lora_1x4090", "torchtune_llama31_8b_lora_1xA6000",
-        "torchtune_llama31_8b_qlora_1x4090", "torchtune_llama31_70b_full_8xA100",
-        "torchtune_llama31_70b_lora_8xA100", "torchtune_llama31_405b_qlora_8xA100",
-    ),
+    "torchtune": _TORCHTUNE_CASES,
+    "fsdp": _TORCHTUNE_CASES + _PRIME_RL_CASES,
     "hf": ("llamafactory_llama2_7b_lora_hf_1xA100", "llamafactory_llama2_7b_qlora_hf_1xA100"),
     "unsloth": ("llamafactory_llama2_7b_lora_unsloth_fa2_1xA100",),
-    "prime-rl": (
-        "primerl_qwen3_0.6b_sft_full_8k_1xH100", "primerl_qwen3_0.6b_sft_full_16k_1xH100",
-        "primerl_qwen3_4b_sft_full_16k_8xH100", "primerl_qwen3_30b_a3b_sft_full_16k_8xH200",
-        "primerl_qwen3_0.6b_sft_full_8k_1xA6000",
-    ),
+    "prime-rl": _PRIME_RL_CASES,
 }
+# Stacks fitted on the pooled cases of others: the runtime several measured frameworks share.
+STACK_POOLS: dict[str, tuple[str, ...]] = {"fsdp": ("torchtune", "prime-rl")}
+# The stack whose factor a stack takes when it has no case (leave-one-source-out; a framework
+# whose rows are withheld): its framework profile's base (catalog/frameworks: torchtune's base
+# pytorch-fsdp runs fsdp, unsloth's hf-trainer runs hf; tests/test_fit.py checks it against the
+# catalog). Stacks not named take the default (validation.throughput_cases.DEFAULT_STACK).
+STACK_BASE: dict[str, str] = {"torchtune": "fsdp", "unsloth": "hf"}
 
 
 def stack_utilisation(stack: str, precision: str) -> float:
@@ -211,6 +225,7 @@ OVERLAP: dict[str, dict[str, float]] = {
     "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
     "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
     "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "torchtune": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
 }
 
 # ---------------------------------------------------------------------------------------------
