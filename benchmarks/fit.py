@@ -105,6 +105,8 @@ STATED = {
     "Hugging Face elementwise ops (transformers modeling_llama.py, peft LoRA)",
     "efficiency.EAGER_ELEMENTWISE_STACKS": "framework facts (which stacks fuse norms, rotary "
     "and activations)",
+    "efficiency.LORA_GEMM_BYTES, LORA_FUSED_COMBINE_BYTES": "byte counts of LoRA's low-rank "
+    "matmuls and scale-add (peft, torchtune LoRA layers)",
     "validate_throughput.RL_ENGINE_STACK[deepspeed-chat]": "DeepSpeed-Chat's hybrid engine "
     "takes the serving vLLM factor (no case isolates it)",
     "calibration.ZERO_BUCKET_ELEMENTS, ZERO3_SUB_GROUP_ELEMENTS, GATHERED_UNITS, LOSS_CHUNKS":

@@ -270,6 +270,23 @@ ELEMENTWISE_BACKWARD_RATIO = 1.5
 # FSDP rows (torchtune README) and prime-rl under torch.compile. A compiled config
 # (TrainConfig.compiled) fuses them on any stack.
 EAGER_ELEMENTWISE_STACKS: tuple[str, ...] = ("hf", "deepspeed")
+# LoRA's low-rank matmuls are memory-bound on every stack (r FLOPs per byte moved, far below any
+# GPU's ridge point): x -> A x (r wide) -> B (A x) runs as two extra GEMMs beside the frozen
+# one, in peft (src/peft/tuners/lora/layer.py Linear.forward @ huggingface/peft 5d602fdbf:
+# result + lora_B(lora_A(dropout(x))) * scaling), torchtune (torchtune/modules/peft/lora.py
+# LoRALinear.forward @ pytorch/torchtune 30b8519e8) and NeMo's adapters alike; no stack fuses
+# them into the frozen GEMM. HBM bytes per token and adapted matrix, per element of its input
+# width (d_in) and output width (d_out), 16-bit activations, the r-wide tensors neglected:
+#   forward: A reads x (2 d_in), B writes its output (2 d_out);
+#   backward: dB and the gradient into A's output each read the output gradient (2 + 2 d_out),
+#       dA reads x again (2 d_in), the input gradient through A is written (2 d_in) and added
+#       to the frozen path's (read 2 + 2, write 2: 6 d_in): 10 d_in + 4 d_out.
+# Where the stack fuses elementwise ops (not EAGER_ELEMENTWISE_STACKS, or compiled) the scale
+# and the add into the frozen output are one kernel: read both outputs, write the sum (6 d_out)
+# forward, the scaled gradient (read 2, write 2: 4 d_out) backward; eager stacks count them as
+# ELEMENTWISE_BYTES["lora_out"]. Arithmetic from the code named, not fitted.
+LORA_GEMM_BYTES = {"forward": (2.0, 2.0), "backward": (10.0, 4.0)}  # (per d_in, per d_out)
+LORA_FUSED_COMBINE_BYTES = {"forward": 6.0, "backward": 4.0}  # per d_out
 # CPU optimizer step (ZeRO-Offload CPU-Adam, FSDP CPU offload): host-memory roofline over the
 # same 28-30 B per parameter, at HOST_MEMORY_GBPS_PER_CORE x cores (DDR4/DDR5 servers: 8-12
 # channels x ~25 GB/s over 32-64 cores per socket ~ 3-6 GB/s per core).
