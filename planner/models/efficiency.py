@@ -235,6 +235,12 @@ OVERLAP: dict[str, dict[str, float]] = {
 HBM_EFFICIENCY = 0.80
 # bitsandbytes/torchao NF4 dequantisation per weight and pass: read 0.5 B codes (+ constants),
 # write the 2 B bf16 copy the matmul then reads: ~2.5 B of extra traffic per quantized weight.
+# Checked at bitsandbytes-foundation/bitsandbytes 95f9af30: a training micro-batch (M > 1536
+# rows) takes the dequantize + F.linear path of gemm_4bit (backends/cuda/ops.py,
+# _gemm_4bit_custom_max_m; the fused 4-bit kernel serves small-M inference only), and
+# MatMul4Bit.backward dequantizes again for the input gradient (autograd/_functions.py): one
+# dequantisation per forward, recomputed forward and backward. Double quantisation adds 1 B of
+# 8-bit absmax per 64-weight block (0.016 B per weight), within the rounding of 2.5.
 DEQUANT_BYTES_PER_PARAM = 2.5
 # DoRA (PEFT): per adapted weight and forward, W + s*B@A is materialised (read 2 B, write 2 B)
 # and its column norms read it again (2 B): 6 B per adapted weight per pass.
