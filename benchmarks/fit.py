@@ -87,7 +87,7 @@ STEP_OVERHEAD_GRID: tuple[float, ...] = tuple(round(0.025 * i, 3) for i in range
 # memory-bound terms: no share of that rate reproduces it, so it sets no factor (issue 18: no
 # factor may rest on more than the achievable peak). It is still predicted and counted in every
 # accuracy figure. 2026-11-25: three torchtune README rows (RTX A6000 full 1.17, RTX 4090 LoRA
-# 1.15, RTX A6000 LoRA 1.33).
+# 1.18, RTX A6000 LoRA 1.39; 1.17 / 1.15 / 1.33 before LoRA's matmul traffic was timed).
 MAX_IMPLIED_UTILISATION = 1.0
 
 # Constants that are not fitted, and why (printed by main; the rest of calibration.py and

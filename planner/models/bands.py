@@ -20,7 +20,8 @@ Lei et al.'s split conformal algorithm (section 2.2) taken in log space: q = the
 ceil((n + 1) p)-th smallest |log r| of the group's n ratios, band [P / q, P * q]; it needs 9
 ratios at p = 0.9, so groups of one framework qualify sooner. Measured on leave-one-source-out
 predictions (benchmarks/bands.py, 2026-11-25): throughput 54 of 61 cases inside (88.5 %) against
-50 (82.0 %) with the two-tailed band; memory 46 of 52 (88.5 %) two-tailed, 45 (86.5 %) by log.
+50 (82.0 %) with the two-tailed band (53, 86.9 %, once LoRA's matmul traffic was timed); memory
+46 of 52 (88.5 %) two-tailed, 45 (86.5 %) by log.
 
 Planning at confidence p puts the band's upper memory edge P * r_(k_hi) within the GPU:
 usable capacity = capacity x (1 - margin) / headroom, headroom = max(1, r_(k_hi))

@@ -86,14 +86,15 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 # apart from 16-bit rows), i.e. fitted on those cases; STACK_CASES lists them. The values are
 # computed by benchmarks/fit.py and read from planner/models/fitted.yaml (never edited by hand). The
 # spread inside a stack is the model's honest error: e.g. torchtune's single-GPU rows imply
-# 0.82-1.33, its 8x A100 rows 0.59-0.77. A case implying more than 1 (faster than the achievable
+# 0.82-1.39, its 8x A100 rows 0.59-0.77. A case implying more than 1 (faster than the achievable
 # matmul rate allows with its recorded settings) sets no factor (fit.py MAX_IMPLIED_UTILISATION).
-#   megatron fp8: the NeMo/MLPerf rows (implied 0.43-0.72).
+#   megatron fp8: the NeMo/MLPerf rows (implied 0.42-0.80 with LoRA's matmul traffic timed
+#       apart, LORA_GEMM_BYTES; 0.43-0.72 without it).
 #   deepspeed: 3 MLPerf LoRA rows (implied 0.35-0.69; end-to-end rates incl. evaluation) and
 #       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.58), with the eager elementwise
 #       traffic (ELEMENTWISE_BYTES) timed apart (0.33-0.64 and 0.52 without it).
-#   torchtune: 8 torchtune README rows (implied 0.59-1.33); the RTX A6000 full (1.17), RTX
-#       4090 LoRA (1.15) and RTX A6000 LoRA (1.33) rows set no factor. Not a counting artefact:
+#   torchtune: 8 torchtune README rows (implied 0.59-1.39); the RTX A6000 full (1.17), RTX
+#       4090 LoRA (1.18) and RTX A6000 LoRA (1.39) rows set no factor. Not a counting artefact:
 #       the recipes count batch["tokens"].numel() (every packed position, padding included) per
 #       rank and divide by the wall time between optimizer steps, each closed by a
 #       running_loss.item() sync (recipes/lora_finetune_single_device.py and
@@ -103,9 +104,11 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 #       (pytorch-fsdp, and through it torchtitan, LitGPT, LLM Foundry, NeMo AutoModel): every
 #       case of the frameworks measured on FSDP2, torchtune's and prime-rl's (one evidence pool
 #       for the runtime they share, rather than one framework's rows standing for it).
-#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.45, 0.46 with the eager elementwise traffic
-#       timed apart; 0.37, 0.38 without it, against Unsloth's 0.62 on the same row).
-#   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
+#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.47, 0.48 with the eager elementwise and
+#       LoRA matmul traffic timed apart; 0.37, 0.38 without either, against Unsloth's 0.62 on
+#       the same row).
+#   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.71; 0.62 before LoRA's matmul
+#       traffic was timed apart): in-sample by construction.
 #   prime-rl: 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
 #       implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
 #       imply half of torchtune's: each framework keeps its own factor; fsdp pools both.
