@@ -202,7 +202,8 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
         per_layer = _layer_input_bytes(model, cfg)
         if op_sac:
             per_layer += op_sac_bytes_per_token(model, cfg) * tokens
-        return layers * per_layer * in_flight + recompute_working_set_bytes(model, cfg)
+        kept = layers * per_layer * in_flight
+        return kept + backward_working_set_bytes_per_token(model, cfg) * tokens
     saved = layer_activation_bytes_per_token(model, cfg)
     if cfg.checkpointing == "selective" and not cfg.flash_attention:
         saved -= eager_softmax_bytes_per_token(model, cfg)
@@ -339,35 +340,11 @@ def backward_end_activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     return backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg) + kept
 
 
-def recompute_working_set_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """The part of activation_bytes that exists only while one layer is recomputed and
-    back-propagated (full or op-level selective checkpointing): that layer's backward working
-    set; 0 where nothing is recomputed."""
-    op_sac = cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op"
-    if cfg.checkpointing != "full" and not op_sac:
-        return 0.0
-    return backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg)
-
-
-def forward_activation_bytes(model: ModelSpec, cfg: TrainConfig, loss: float) -> float:
-    """The activations of the forward/backward phase next to ``loss`` bytes of loss buffers.
-
-    The loss buffers (logits_bytes, or a value head's output) live from the loss until its
-    backward has produced the gradient of the last layer's output; only then does that layer's
-    recomputation start. So the recompute working set and the loss buffers are never alive
-    together, and the phase holds the kept inputs plus the larger of the two: activations =
-    activation_bytes - min(working set, loss), which with ``loss`` added gives
-    kept + max(working set, loss). Without recomputation every saved tensor is alive at the
-    loss, and nothing is taken off."""
-    return activation_bytes(model, cfg) - min(recompute_working_set_bytes(model, cfg), loss)
-
-
 def activation_phase_terms(model: ModelSpec, cfg: TrainConfig) -> dict[str, dict[str, float]]:
     """The activation and loss-buffer terms of each phase of phase_terms (no dp dependence)."""
-    loss = logits_bytes(model, cfg)
     return {
-        FWD_PHASE: {"activations": forward_activation_bytes(model, cfg, loss),
-                    "logits_and_loss": loss},
+        FWD_PHASE: {"activations": activation_bytes(model, cfg),
+                    "logits_and_loss": logits_bytes(model, cfg)},
         BWD_END_PHASE: {"activations": backward_end_activation_bytes(model, cfg)},
         STEP_PHASE: {},
     }

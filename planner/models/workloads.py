@@ -49,7 +49,6 @@ from planner.models.memory import (
     STEP_PHASE,
     MemoryEstimate,
     device_overhead_bytes,
-    forward_activation_bytes,
     layer_activation_bytes_per_token,
     logit_columns,
     phase_terms,
@@ -276,9 +275,7 @@ def _value_head_phases(role: Role, precision: str) -> dict[str, dict[str, float]
     phases = phase_terms(role.model, role.cfg, precision)
     if role.value_head:
         tokens = role.cfg.micro_batch_size * role.cfg.seq_len // role.cfg.cp
-        head = tokens * role.model.hidden_size * 2 / role.cfg.tp
-        phases[FWD_PHASE]["logits_and_loss"] = head
-        phases[FWD_PHASE]["activations"] = forward_activation_bytes(role.model, role.cfg, head)
+        phases[FWD_PHASE]["logits_and_loss"] = tokens * role.model.hidden_size * 2 / role.cfg.tp
     return phases
 
 
