@@ -126,3 +126,20 @@ def test_unsloths_78k_token_row_fits_24_gb_and_hf_does_not(shipped):
                 {"loss_token_chunk_gib": None, "chunked_loss": True}):
         est = estimate_memory(resolved.spec, gpu, cfg.model_copy(update=off))
         assert not est.fits(), off
+
+
+def test_a_case_stating_plain_checkpointing_or_whole_logits_gets_them(shipped):
+    """The case's own statements win over the profile: extra.offloaded_checkpointing false keeps
+    every layer input on the GPU, extra.chunked_ce false computes the whole logits."""
+    from planner.validation.case_inputs import case_config
+
+    cases = {c["id"]: c for c in load_cases(shipped_validation_dir() / "memory_cases.yaml")}
+    case = cases["unsloth-bench-llama3.1-8b-qlora-unsloth-24gb"]
+    cfg, _ = case_config(case, shipped)
+    assert cfg.offload_checkpoints and cfg.loss_token_chunk_gib == 4.0
+    plain = {**case, "extra": {**case["extra"], "offloaded_checkpointing": False,
+                               "chunked_ce": False}}
+    cfg, _ = case_config(plain, shipped)
+    assert not cfg.offload_checkpoints and cfg.loss_token_chunk_gib is None
+    assert not cfg.chunked_loss and cfg.lm_head_vocab_chunk is None
+    assert predict_case(plain, shipped).predicted_fits is False

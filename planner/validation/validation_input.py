@@ -61,6 +61,7 @@ class _Extra(_Fields):
     optimizer_in_bwd: bool | None = None
     compile: bool | None = None
     chunked_ce: bool | None = None
+    offloaded_checkpointing: bool | None = None
     fsdp_cpu_offload: bool | None = None
     reward_model: Text | None = None
     critic_reward_model: Text | None = None
