@@ -127,6 +127,10 @@ def test_validate_json_carries_framework_and_version():
     doc = json.loads(res.output)
     row = next(c for c in doc["cases"] if c["id"] == "verl-tune-qwen2-7b-grpo-2xh800")
     assert row["framework"] == "verl" and "c62e7ac" in row["framework_version"]
+    assert row["corrected"] == []
+    fixed = next(c for c in doc["cases"] if c["id"] == "torchtune2024-llama2-7b-lora-2x4090")
+    assert fixed["corrected"] == ["grad_checkpointing", "outcome"]
+    assert fixed["measured"]["peak_gib"] == pytest.approx(16.2e9 / 2**30, abs=1e-3)
     verl = doc["summary"]["by_framework"]["verl"]
     assert any("49b08e9" in v for v in verl["versions"]) and verl["unstated"] > 0
 
