@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
 
 from planner.inputs import MAX_STRING
 
@@ -305,8 +305,10 @@ CheckpointingKind = Literal["none", "full", "selective"]
 AttentionKind = Literal["flash", "sdpa-expanded-kv", "eager"]
 # fp32: logits upcast to fp32 for the loss; fp32-under-autocast: upcast only under autocast
 # (16-bit under DeepSpeed's engine); 16bit: no upcast; chunked: the loss over token chunks of
-# the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices.
-LossKind = Literal["fp32", "fp32-held", "fp32-under-autocast", "16bit", "chunked", "vocab-fused"]
+# the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices;
+# token-fused: the head fused with the loss over token chunks, the gradient taken in forward.
+LossKind = Literal["fp32", "fp32-held", "fp32-under-autocast", "16bit", "chunked", "vocab-fused",
+                   "token-fused"]
 
 
 class Fact(BaseModel, Generic[T]):
@@ -392,6 +394,16 @@ class FrameworkFacts(_Frozen):
     rollout_enforce_eager: Fact[bool] | None = Field(
         default=None, description="RL: its vLLM engine runs with enforce_eager (no CUDA graphs: "
         "every decoding step waits for the host to launch its kernels)")
+    # memory semantics added for issue 17's Unsloth profile
+    offload_checkpoints: Fact[bool] | None = Field(
+        default=None, description="full checkpointing keeps each layer's saved input in host "
+        "RAM and reloads it for that layer's recomputation")
+    fused_lora_kernels: Fact[bool] | None = Field(
+        default=None, description="LoRA layers run as fused autograd functions that save their "
+        "inputs (and a gated MLP's gate and up outputs) and write gradients in place")
+    loss_token_chunk_gib: Fact[PositiveFloat] | None = Field(
+        default=None, description="token-fused loss: the most GiB of fp32 logits one "
+        "token chunk may hold")
 
 
 class FrameworkSpec(_Frozen):
