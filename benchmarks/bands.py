@@ -5,12 +5,13 @@
 
 Each usable case (memory peaks; training and RL throughput, a time metric as its rate) is
 predicted with every fitted constant refitted without its own source (loso.loso); its ratio
-measured / predicted joins its groups (planner.models.bands.group_keys). The file holds each group's
-sorted ratios; planner.models.bands takes the split-conformal band of the most specific group with
-enough cases. Coverage: every case's measured value is tested against the band built from the
+measured / predicted joins its groups (planner.models.bands.group_keys). The file holds each
+group's sorted ratios; planner.models.bands takes the split-conformal band of the most specific
+group with enough cases (two-tailed for memory, by the absolute log ratio for throughput:
+bands.SCORES). Coverage: every case's measured value is tested against the band built from the
 other sources' ratios alone (its own group where they are enough, else its family, else the
-pool), the band a user would have been given before that source was known; printed per group
-and overall, at p = 0.9.
+pool), the band a user would have been given before that source was known; printed per group and
+overall, at p = 0.9.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.models.bands import (  # noqa: E402
     BANDS_FILE,
     DEFAULT_CONFIDENCE,
+    SCORES,
     TIMED_METRICS,
     framework_id,
     group_keys,
@@ -82,14 +84,15 @@ def table(found: dict[str, list[Ratio]]) -> dict[str, Any]:
     return {kind: groups(rows) for kind, rows in sorted(found.items())}
 
 
-def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE
+def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE, score: str = "tails"
              ) -> list[tuple[Ratio, str, bool, bool]]:
     """(case, group its band came from, measured value inside, measured value at or below the
-    upper edge): each case against the band of the other sources' ratios alone; group "none"
-    (outside) where no group had enough."""
+    upper edge): each case against the band (``score``: bands.SCORES) of the other sources'
+    ratios alone; group "none" (outside) where no group had enough."""
     out = []
     for row in rows:
-        found = select(groups([r for r in rows if r.source != row.source]), row.keys, p)
+        others = groups([r for r in rows if r.source != row.source])
+        found = select(others, row.keys, p, score=score)
         ratio = round(row.ratio, 4)
         out.append((row, found[0] if found else "none",
                     bool(found and found[1] <= ratio <= found[2]),
@@ -112,7 +115,7 @@ def report(found: dict[str, list[Ratio]]) -> list[str]:
     family and own group."""
     lines = []
     for kind, rows in sorted(found.items()):
-        results = coverage(rows)
+        results = coverage(rows, score=SCORES[kind])
         inside, below = sum(r[2] for r in results), sum(r[3] for r in results)
         lines.append(f"{kind}: measured value inside the p{round(100 * DEFAULT_CONFIDENCE)} "
                      f"band of the other sources for {inside} of {len(results)} cases "

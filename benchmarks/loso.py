@@ -30,10 +30,10 @@ from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.validation.throughput_cases import stack_of  # noqa: E402
 from planner.validation.validate import CaseResult, predict_case, summarise  # noqa: E402
 from planner.validation.validate_throughput import (  # noqa: E402
-    RL_ENGINE_STACK,
     ThroughputResult,
     error_stats,
     predict_throughput_case,
+    reads_rollout_factor,
     summarise_throughput,
 )
 
@@ -78,7 +78,7 @@ def on_fallback(case: dict[str, Any], fit: Fit, catalog: Catalog) -> bool:
         return any(f.startswith("calibration.") for f in fit.fallbacks)
     stack = stack_of(case, catalog)
     keys = [f"stack_utilisation.{stack}.", f"decode_efficiency.{stack}:"]
-    if case.get("workload") in ("ppo", "grpo") and case.get("framework") not in RL_ENGINE_STACK:
+    if case.get("workload") in ("ppo", "grpo") and reads_rollout_factor(case, catalog):
         keys.append("rl_rollout_decode_efficiency")
     return any(f.startswith(k) for f in fit.fallbacks for k in keys)
 

@@ -106,7 +106,8 @@ def evaluate(
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config=config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
-    plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform)
+    plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform,
+                        num_gpus=cfg.num_gpus)
     critic, reward = role_models(cat, cfg, critic_model, reward_model=reward_model)
     if pricing == "rent" and platform is None and power_usd_per_kwh is None:
         est, tput, cost = _rented_job(cat, resolved.spec, gpu_spec, cfg, stack=stack, job=job,

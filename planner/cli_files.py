@@ -62,6 +62,7 @@ def _validation_report(path: Path, catalog: Any, as_json: bool) -> Any:
         return listings.validate_text(results, summary)
     cases = [{"id": r.id, "kind": r.kind, "framework": r.framework,
               "framework_version": r.framework_version, "usable": r.usable,
+              "corrected": list(r.corrected),
               "measured": {"peak_gib": r.measured_gib, "measured_as": r.measured_as},
               "predicted": None if r.reason else {"peak_gib": r.predicted_gib,
                                                   "range_gib": r.predicted_range_gib,

@@ -463,25 +463,28 @@ def test_memory_fixes_change_the_pinned_value_first_and_really_plan(capsys):
 
 
 def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
-    # issue 19 item 5: 7 owned RTX 3090s were pipelined pp=7 over 2 hosts without a word. The
-    # note names the best plan without pipelining; its figures are those of that plan
+    # issue 19 item 5: 7 owned RTX 3090s were pipelined pp=7 over 2 hosts without a word (an
+    # 8-slot host now holds 7; 14 span two). The note names the best plan without pipelining;
+    # its figures are those of that plan
     args = ("--model", "7b", "--pricing", "owned", "--gpus", "rtx-3090", "--tokens", "1e8",
             "--method", "full", "--framework", "torchtitan")
-    doc = _plan_json(capsys, *args, "--num-gpus", "7")
+    n = 14  # global batch 64 has no flat split over 14 GPUs (dp 14, or dp 7 x tp 2)
+    doc = _plan_json(capsys, *args, "--num-gpus", str(n))
     p = doc["plan"]
     assert p["pp"] > 1 and p["num_hosts"] > 1
     note = next(n for n in doc["notes"] if n.startswith("pipeline: "))
     flat_n = int(note.split("without pipelining: ")[1].split(" x ")[0])
     flat = _plan_json(capsys, *args, "--num-gpus", str(flat_n), "--pp", "1")["plan"]
-    assert flat_n < 7 and f"{flat['time_hours']:,.1f} h against {p['time_hours']:,.1f} h" in note
+    assert flat_n < n and f"{flat['time_hours']:,.1f} h against {p['time_hours']:,.1f} h" in note
     assert ("it is faster" in note) == (p["time_hours"] < flat["time_hours"])
-    assert "7 GPUs have no plan without pipelining" in note
-    for k in range(flat_n + 1, 7):  # the counts between have no flat plan: that is the reason
+    assert f"{n} GPUs have no plan without pipelining" in note
+    for k in range(flat_n + 1, n):  # the counts between have no flat plan: that is the reason
         code, _, _ = run(capsys, "plan", *args, "--num-gpus", str(k), "--pp", "1")
         assert code == 1
-    # a purchase: the same request with --pp 1 is the comparison
+    # a purchase: the same request with --pp 1 is the comparison (4 GPUs pinned: the budget
+    # buys two 2-GPU desktops, not the 8-slot rig)
     args = ("--model", "7b", "--budget", "8000", "--gpus", "rtx-3090", "--method", "full",
-            "--framework", "torchtitan")
+            "--framework", "torchtitan", "--num-gpus", "4")
     doc = _plan_json(capsys, *args)
     p, note = doc["plan"], next(n for n in doc["notes"] if n.startswith("pipeline: "))
     flat = _plan_json(capsys, *args, "--pp", "1")["plan"]

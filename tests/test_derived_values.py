@@ -35,8 +35,10 @@ def test_lora_alpha_is_twice_the_rank():
     assert TrainConfig(method="qlora", lora_rank=64).lora_alpha == 128
 
 
-def test_gpus_per_host_is_the_smaller_of_platform_and_node(cat):
-    gpu = cat.gpu("test-gpu")  # max_gpus_per_node 8
+def test_gpus_per_host_is_the_smaller_of_platform_and_node_for_modules(cat):
+    # a module sits on a baseboard of its generation; a PCIe card fills every slot
+    # (tests/test_hosts.py)
+    gpu = cat.gpu("test-gpu").model_copy(update={"form_factor": "sxm"})  # max_gpus_per_node 8
     assert gpus_per_host(gpu, None) == 8
     plat = next(iter(load_catalog().platforms.values()))
     assert gpus_per_host(gpu, plat.model_copy(update={"max_gpus": 4})) == 4

@@ -126,3 +126,36 @@ def test_no_fitted_factor_implies_more_than_the_achievable_peak(cases, catalog):
             est, _cfg, gpu = training_estimate(cases.throughput[i], catalog)
             ceiling = peak_tflops(gpu, est.precision) * eff.matmul_fraction(gpu, est.precision)
             assert est.achieved_tflops_per_gpu <= ceiling, i
+
+
+def test_a_stack_without_cases_falls_back_to_its_profiles_base(catalog):
+    """efficiency.STACK_BASE says what the catalog says: the profile whose own efficiency is
+    the stack has a base whose efficiency is STACK_BASE[stack]; a pooled stack pools stacks
+    that exist."""
+    from planner.catalog.frameworks import efficiency_of, resolve
+    from planner.models import efficiency as eff
+
+    base_of = {f: spec.base for f, spec in catalog.frameworks.items() if spec.base}
+    own = {efficiency_of(p)[0]: p.id for p in (resolve(catalog, f) for f in base_of)
+           if p.inherited("efficiency") is None}
+    for stack, base in eff.STACK_BASE.items():
+        framework = own[stack]
+        assert efficiency_of(resolve(catalog, base_of[framework]))[0] == base, stack
+    for stack, members in eff.STACK_POOLS.items():
+        assert set(members) <= set(eff.STACKS) and stack in eff.STACKS
+        pooled = {i for m in members for i in eff.STACK_CASES[m]}
+        assert pooled == set(eff.STACK_CASES[stack]), stack
+
+
+def test_withheld_torchtune_rows_take_the_fsdp_base_fitted_on_the_rest(catalog):
+    """Leaving torchtune's source out, its stack takes the pooled FSDP2 base, which is then
+    fitted on prime-rl's rows alone."""
+    from planner.models import efficiency as eff
+
+    cases = fit.load()
+    held = frozenset(eff.STACK_CASES["torchtune"])
+    result = fit.fit_constants(cases, catalog, exclude=held)
+    table = result.values["efficiency"]["stack_utilisation"]
+    assert table["torchtune"]["bf16"] == table["fsdp"]["bf16"]
+    assert "stack_utilisation.torchtune.bf16: fsdp's" in result.fallbacks
+    assert table["fsdp"]["bf16"] == table["prime-rl"]["bf16"]  # the same five rows left

@@ -429,3 +429,12 @@ def test_catalog_offers_lists_one_row_per_offer(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].split()[:2] == ["gpu", "offer"]
     assert sum(line.startswith("b200 ") for line in lines) == len(rows)
+
+
+def test_unoffered_gpus_are_grouped_by_reason():
+    from planner.solver.hardware import unoffered_text
+
+    text = unoffered_text(["a10: no price", "l40s: no priced host platform takes pcie GPUs",
+                           "t4: no price"])
+    assert text == "no price: a10, t4; no priced host platform takes pcie GPUs: l40s"
+    assert unoffered_text([]) == ""

@@ -50,10 +50,39 @@ def test_every_addition_names_a_case_of_its_framework():
 def test_additions_set_only_schema_fields():
     fields = set(MemoryCase.model_fields) | set(ThroughputCase.model_fields)
     for case_id, add in case_additions().cases.items():
-        assert set(add.set) <= fields, (case_id, set(add.set) - fields)
-        assert set(add.set.get("rl") or {}) <= set(_Rl.model_fields), case_id
-        # extra keys are open in the shared schema; the ones the project adds are typed
-        assert set(add.set.get("extra") or {}) <= set(_Extra.model_fields), case_id
+        for part in (add.set, add.correct):
+            assert set(part) <= fields, (case_id, set(part) - fields)
+            assert set(part.get("rl") or {}) <= set(_Rl.model_fields), case_id
+            # extra keys are open in the shared schema; the ones the project adds are typed
+            assert set(part.get("extra") or {}) <= set(_Extra.model_fields), case_id
+
+
+def test_a_correction_replaces_what_the_case_states_and_is_listed():
+    add = parse_additions({"schema_version": 1, "cases": {"c1": {
+        "framework": "fw", "evidence": "e", "set": {"extra": {"chunked_ce": False}},
+        "correct": {"grad_checkpointing": "full", "outcome": {"peak_gib": 15.0}}}}}, what="t")
+    case = {"id": "c1", "framework": "fw", "grad_checkpointing": "none", "seq_len": 512,
+            "outcome": {"kind": "peak", "peak_gib": 16.2, "measured_as": "unknown"}}
+    (out,) = with_additions([case], add)
+    assert out["grad_checkpointing"] == "full" and out["seq_len"] == 512
+    assert out["outcome"] == {"kind": "peak", "peak_gib": 15.0, "measured_as": "unknown"}
+    assert out["extra"] == {"chunked_ce": False}
+    assert out["corrected"] == ["grad_checkpointing", "outcome"]
+    assert case["grad_checkpointing"] == "none"  # the input case is not mutated
+
+
+def test_torchtune_readings_before_the_gib_logger_are_converted_from_gb():
+    """torchtune logged peak memory in decimal GB (get_memory_stats / 1e9) until it switched to
+    GiB on 2024-08-15: the May 2024 README rows are GB, converted by their corrections."""
+    raw = _raw(FILES[0])
+    cases = {c["id"]: c for c in load_cases(DATA / FILES[0])}
+    for case_id, add in case_additions().cases.items():
+        if not case_id.startswith("torchtune2024-") or "outcome" not in add.correct:
+            continue
+        stated = raw[case_id]["outcome"]["peak_gib"]
+        assert cases[case_id]["outcome"]["peak_gib"] == pytest.approx(
+            stated * 1e9 / 2**30, abs=1e-3), case_id
+        assert cases[case_id]["extra"]["chunked_ce"] is False, case_id
 
 
 def test_the_case_keeps_what_it_states_and_mappings_merge():
@@ -98,6 +127,10 @@ def test_validate_json_carries_framework_and_version():
     doc = json.loads(res.output)
     row = next(c for c in doc["cases"] if c["id"] == "verl-tune-qwen2-7b-grpo-2xh800")
     assert row["framework"] == "verl" and "c62e7ac" in row["framework_version"]
+    assert row["corrected"] == []
+    fixed = next(c for c in doc["cases"] if c["id"] == "torchtune2024-llama2-7b-lora-2x4090")
+    assert fixed["corrected"] == ["grad_checkpointing", "outcome"]
+    assert fixed["measured"]["peak_gib"] == pytest.approx(16.2e9 / 2**30, abs=1e-3)
     verl = doc["summary"]["by_framework"]["verl"]
     assert any("49b08e9" in v for v in verl["versions"]) and verl["unstated"] > 0
 
@@ -122,7 +155,9 @@ def test_a_case_stating_its_dschat_settings_runs_with_them(catalog):
 def test_no_behaviour_in_the_reader_is_keyed_on_a_source():
     """Issue 17's acceptance: no URL or issue reference in validate*.py (behaviour keyed on a
     source), and no DeepSpeed-Chat script table in the reader."""
-    for path in sorted((ROOT / "planner").glob("validate*.py")):
+    paths = sorted((ROOT / "planner" / "validation").glob("*.py"))
+    assert paths  # the readers moved into planner/validation: the glob must find them
+    for path in paths:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"github\.com|issues/", text), path.name
         assert "DSCHAT" not in text and "run_1.3b.sh" not in text, path.name

@@ -89,10 +89,13 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     if loss is not None:
         out["chunked_loss"] = loss == "chunked"
         out["loss_holds_logits"] = loss == "fp32-held"
-        out["loss_in_fp32"] = loss in ("fp32", "fp32-held", "chunked", "vocab-fused") or (
+        out["loss_in_fp32"] = loss in ("fp32", "fp32-held", "chunked", "vocab-fused",
+                                       "token-fused") or (
             loss == "fp32-under-autocast" and not sharded)
         out["lm_head_vocab_chunk"] = (profile.value("loss_vocab_chunk")
                                       if loss == "vocab-fused" else None)
+        out["loss_token_chunk_gib"] = (profile.value("loss_token_chunk_gib")
+                                       if loss == "token-fused" else None)
     if workload in ("dpo", "ppo", "grpo") and profile.value("logprobs") is not None:
         # the log-prob passes set the loss buffers of preference and RL training
         out["loss_in_fp32"] = profile.value("logprobs") == "fp32"
@@ -102,7 +105,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["fp32_trained_weights"] = profile.value("frozen_base_dtype") == "fp32"
     if profile.value("selective_checkpointing") is not None:
         out["selective_checkpointing"] = profile.value("selective_checkpointing")
-    for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync"):
+    for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
+                "fused_lora_kernels"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out
@@ -140,7 +144,8 @@ SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_i
                    "loss_holds_logits",
                    "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
-                   "fsdp_no_sync", "rollout_engine")
+                   "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
+                   "fused_lora_kernels", "loss_token_chunk_gib")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:
@@ -253,6 +258,7 @@ def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
     fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
     if cfg.is_rl:
         fields["rollout_engine"] = default_engine(profile, cfg)
+        fields["rollout_eager"] = bool(profile.value("rollout_enforce_eager"))
     update = {k: v for k, v in fields.items() if k not in cfg.model_fields_set}
     return cfg.model_copy(update=update) if update else cfg
 

@@ -208,6 +208,9 @@ class TrainConfig(_Request):
         "vLLM-style engine (vllm, sglang, deepspeed-hybrid, megatron) or the trainer's own "
         "model (hf-generate); set from the framework profile unless given"
     )
+    rollout_eager: bool = Field(
+        default=False, exclude=True, description="RL: the vLLM-style engine decodes without "
+        "CUDA graphs (the framework's enforce_eager; set from its profile, not written out)")
     generate_micro_batch: int | None = Field(
         default=None, gt=0, description="hf-generate: sequences per generate call on one GPU; "
         "None = the GPU's whole share of the iteration (TRL generates its local generation "
@@ -241,6 +244,19 @@ class TrainConfig(_Request):
     engine_sleep: bool = Field(
         default=True, description="RL colocated: the engine frees its KV cache and offloads its "
         "weights while training runs (vLLM sleep mode, verl free_cache_engine)"
+    )
+    offload_checkpoints: bool = Field(
+        default=False, description="full checkpointing keeps each layer's saved input in host "
+        "RAM, reloading it for the layer's recomputation (Unsloth's offloaded checkpointing)"
+    )
+    fused_lora_kernels: bool = Field(
+        default=False, description="LoRA layers as fused autograd functions saving only their "
+        "inputs (and a gated MLP's gate and up outputs), gradients written in place (Unsloth)"
+    )
+    loss_token_chunk_gib: float | None = Field(
+        default=None, gt=0, description="head and loss fused over token chunks of at most this "
+        "many GiB of fp32 logits, the gradient taken in the forward pass (Unsloth's fused "
+        "cross-entropy); None: not fused over tokens"
     )
 
     @model_validator(mode="before")

@@ -10,30 +10,37 @@ from planner.catalog.frameworks import FrameworkChoice, apply, choose
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import TrainConfig, fill_role_gpus
 from planner.catalog.request_checks import validate_config, validate_engine
-from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.errors import PlannerError
 from planner.inputs import check_type
 
 
-def default_platform(gpu: GpuSpec, catalog: Catalog) -> PlatformSpec | None:
-    """The cheapest priced host platform that takes ``gpu`` (None if no priced host does)."""
+def default_platform(gpu: GpuSpec, catalog: Catalog, *, num_gpus: int = 1
+                     ) -> PlatformSpec | None:
+    """The priced host platform that takes ``gpu`` whose hosts for ``num_gpus`` GPUs cost
+    least (then the cheaper host; None if no priced host takes the GPU)."""
     hosts = [p for p in catalog.platforms.values()
              if gpu.form_factor in p.form_factors and p.price_usd is not None]
-    return min(hosts, key=lambda p: (p.price_usd, p.id), default=None)
+    return min(hosts, key=lambda p: (hosts_for(num_gpus, gpus_per_host(gpu, p)) * p.price_usd,
+                                     p.price_usd, p.id), default=None)
 
 
 def job_platform(gpu: GpuSpec, catalog: Catalog, *, pricing: str,
-                 platform: str | None = None) -> PlatformSpec | None:
+                 platform: str | None = None, num_gpus: int = 1) -> PlatformSpec | None:
     """The host platform a job of ``check`` runs on, as ``plan`` prices it: the one named;
     else for a rental none (the provider's instance is the host, space._offers' rental
     offers: GPUs per node from the GPU, network and CPU defaults of the throughput model);
-    else the cheapest priced host that takes the GPU (default_platform)."""
+    for hardware the user owns, the platform that holds the ``num_gpus`` GPUs on the fewest
+    hosts (then the cheapest, priced before unpriced: the user's machine, not a purchase);
+    else the priced host whose hosts for ``num_gpus`` GPUs cost least (default_platform)."""
     if platform:
         return catalog.platform(platform)
-    if pricing == "owned":  # the user's host: the platforms that take the GPU, priced or not
-        return min((p for p in catalog.platforms.values() if gpu.form_factor in p.form_factors),
-                   key=lambda p: (p.price_usd is None, p.price_usd or 0.0, p.id), default=None)
-    return None if pricing == "rent" else default_platform(gpu, catalog)
+    if pricing == "owned":
+        takes = (p for p in catalog.platforms.values() if gpu.form_factor in p.form_factors)
+        return min(takes, key=lambda p: (hosts_for(num_gpus, gpus_per_host(gpu, p)),
+                                         p.price_usd is None, p.price_usd or 0.0, p.id),
+                   default=None)
+    return None if pricing == "rent" else default_platform(gpu, catalog, num_gpus=num_gpus)
 
 
 def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,

@@ -6,9 +6,9 @@ in the shipped catalog comes with a source (``source_urls`` / ``*_source``); see
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
 
 from planner.inputs import MAX_STRING
 
@@ -252,11 +252,18 @@ class PlatformSpec(_Frozen):
     notes: str = ""
 
 
+PCIE_CARD_FORM_FACTORS: frozenset[str] = frozenset({"consumer", "workstation", "pcie-datacenter"})
+
+
 def gpus_per_host(gpu: GpuSpec, platform: PlatformSpec | None) -> int:
-    """GPUs one host holds: the fewer of the platform's slots and the GPU's node size (the GPU's
-    node size alone without a platform: a rented instance, an unnamed host)."""
+    """GPUs one host holds. A PCIe card goes in any of the platform's slots: the platform's
+    slot count (an 8-slot rig holds 8 RTX 4090s). A module (SXM, OAM, superchip) sits on a
+    baseboard of its generation: the fewer of the platform's slots and the module's node size.
+    Without a platform (a rented instance, an unnamed host): the GPU's node size."""
     if platform is None:
         return gpu.max_gpus_per_node
+    if gpu.form_factor in PCIE_CARD_FORM_FACTORS:
+        return platform.max_gpus
     return min(platform.max_gpus, gpu.max_gpus_per_node)
 
 
@@ -298,8 +305,10 @@ CheckpointingKind = Literal["none", "full", "selective"]
 AttentionKind = Literal["flash", "sdpa-expanded-kv", "eager"]
 # fp32: logits upcast to fp32 for the loss; fp32-under-autocast: upcast only under autocast
 # (16-bit under DeepSpeed's engine); 16bit: no upcast; chunked: the loss over token chunks of
-# the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices.
-LossKind = Literal["fp32", "fp32-held", "fp32-under-autocast", "16bit", "chunked", "vocab-fused"]
+# the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices;
+# token-fused: the head fused with the loss over token chunks, the gradient taken in forward.
+LossKind = Literal["fp32", "fp32-held", "fp32-under-autocast", "16bit", "chunked", "vocab-fused",
+                   "token-fused"]
 
 
 class Fact(BaseModel, Generic[T]):
@@ -369,6 +378,32 @@ class FrameworkFacts(_Frozen):
     # speed
     efficiency: Fact[str] | None = Field(
         default=None, description="the calibrated efficiency (efficiency.STACK_UTILISATION key)")
+    # RL engine and batch semantics (read by validate_throughput.rl_inputs and the RL time model)
+    rollout_memory_utilization: Fact[Annotated[float, Field(gt=0, le=1)]] | None = Field(
+        default=None, description="RL: the gpu_memory_utilization its rollout "
+        "engine's config sets when the job states none")
+    off_policy_placement: Fact[PlacementKind] | None = Field(
+        default=None, description="RL: where an off-policy (asynchronous) run generates: "
+        "separate, engines on GPUs of their own pipelined with training")
+    batch_counts_prompts: Fact[bool] | None = Field(
+        default=None, description="RL: its train batch size is the prompts of one iteration, "
+        "each sampled n times (a run's global batch of sequences / n prompts per iteration)")
+    backends: Fact[tuple[str, ...]] | None = Field(
+        default=None, description="profiles it runs on when a run names them (a backend "
+        "switch, e.g. LLaMA-Factory's use_unsloth)")
+    rollout_enforce_eager: Fact[bool] | None = Field(
+        default=None, description="RL: its vLLM engine runs with enforce_eager (no CUDA graphs: "
+        "every decoding step waits for the host to launch its kernels)")
+    # memory semantics added for issue 17's Unsloth profile
+    offload_checkpoints: Fact[bool] | None = Field(
+        default=None, description="full checkpointing keeps each layer's saved input in host "
+        "RAM and reloads it for that layer's recomputation")
+    fused_lora_kernels: Fact[bool] | None = Field(
+        default=None, description="LoRA layers run as fused autograd functions that save their "
+        "inputs (and a gated MLP's gate and up outputs) and write gradients in place")
+    loss_token_chunk_gib: Fact[PositiveFloat] | None = Field(
+        default=None, description="token-fused loss: the most GiB of fp32 logits one "
+        "token chunk may hold")
 
 
 class FrameworkSpec(_Frozen):

@@ -155,9 +155,9 @@ def buy_cost(
         notes.append(f"host price as of {platform.price_as_of}")
         slots = hosts * gpus_per_host(gpu, platform)
         if slots >= 4 * num_gpus:
-            notes.append(f"the {platform.id} host{'s' if hosts != 1 else ''} bought hold "
-                         f"{slots} GPUs for the {num_gpus} planned: a chassis mostly empty, its "
-                         "price counted in full")
+            notes.append(f"the {platform.id} host{'s' if hosts != 1 else ''} bought "
+                         f"hold{'' if hosts != 1 else 's'} {slots} GPUs for the {num_gpus} "
+                         "planned: a chassis mostly empty, its price counted in full")
         notes += stale_price_notes([(f"host platform {platform.id}", platform.price_as_of)])
     else:
         covers += "; GPUs only (no host platform given)"

@@ -15,10 +15,28 @@ from planner.models.memory import GIB, kv_bytes_per_token
 from planner.models.network import Links, resolve_links, ring_factor
 from planner.models.throughput import forward_flops_per_token
 
-
 # ---------------------------------------------------------------------------------------------
 # Decoding (generation) and prefill
 # ---------------------------------------------------------------------------------------------
+# Host time per layer of one decoding step of an engine that runs without CUDA graphs (eager
+# PyTorch: the CPU launches every kernel of the step, one layer after another, and the GPU
+# waits for it once its own work is shorter). Measured: GPT-2 (12 layers), batch 1, 32 new
+# tokens after a 128-token prompt, bf16 on one H200, eager, no cache: 144.0 ms (DeepSpeed
+# HybridEngine), 154.1 ms (vLLM enforce_eager), 156.0 ms (SGLang); with CUDA graphs 41.8 ms
+# (vLLM) and 33.2 ms (SGLang) (https://github.com/deepspeedai/DeepSpeed/pull/8352, "Controlled
+# Rollout Performance Attribution on NVIDIA H200", 2026-09-22). GPT-2's own GPU work at batch 1
+# is ~0.05 ms a step (0.25 GB of weights at 4.8 TB/s), so the eager steps are host time:
+# 144.0 ms / 32 / 12 = 0.375 ms per layer (the HybridEngine row; vLLM's 0.40). One host
+# measured: a slower host is slower still.
+EAGER_HOST_S_PER_LAYER = 144.0e-3 / 32 / 12
+
+
+def eager_host_floor_s(model: ModelSpec) -> float:
+    """The shortest decoding step of an eager engine (no CUDA graphs) on ``model``: its layers
+    x EAGER_HOST_S_PER_LAYER."""
+    return model.num_layers * EAGER_HOST_S_PER_LAYER
+
+
 def weight_bytes_per_param(precision: str, weight_bits: int | None = None) -> float:
     """Stored inference weights: 4-bit checkpoints 0.5 B (+ group scales, GPTQ/AWQ 128-groups
     ~0.52 B), fp8 1 B, 16-bit 2 B."""
@@ -61,10 +79,11 @@ def max_decode_batch(
 
 def _decode_step(
     model: ModelSpec, gpu: GpuSpec, *, tp: int, batch: int, context: float, weights: float,
-    kv_bytes: float, bw_eff: float, peak_flops: float, links: Links,
+    kv_bytes: float, bw_eff: float, peak_flops: float, links: Links, host_floor_s: float = 0.0,
 ) -> tuple[float, str]:
     """One decoding step: max(bytes / (bandwidth x eff), FLOPs / achievable FLOP/s) + the TP
-    all-reduces.
+    all-reduces, and at least ``host_floor_s`` (an eager engine's host launching the step's
+    kernels ahead of the GPU: eager_host_floor_s).
     Bytes = weights on the GPU + batch x context x KV per token / tp; FLOPs = batch x (2 N_active
     + attention over the context) / tp. With tp > 1, 2 all-reduces per layer of batch x h x 2 B
     at ALLREDUCE_LATENCY_S each plus their bytes."""
@@ -83,12 +102,15 @@ def _decode_step(
     bound = "memory bandwidth" if mem_t >= comp_t else "compute"
     if comm_t > max(mem_t, comp_t):
         bound = "communication"
-    return max(mem_t, comp_t) + comm_t, bound
+    gpu_t = max(mem_t, comp_t) + comm_t
+    if host_floor_s > gpu_t:
+        return host_floor_s, "host kernel launches"
+    return gpu_t, bound
 
 
-def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: int, span: float,
+def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: float, span: float,
                      segments: int, tp: int, batch: int, weights: float, kv_bytes: float,
-                     bw_eff: float, peak_flops: float, links: Links
+                     bw_eff: float, peak_flops: float, links: Links, host_floor_s: float = 0.0
                      ) -> tuple[float, list[str], list[float]]:
     """(seconds, bounds, step times) of decoding ``segments`` spans of ``span`` tokens each,
     every span at its midpoint context (midpoint rule); the rest as _decode_step takes them."""
@@ -98,7 +120,8 @@ def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: int, span: f
     for k in range(segments):
         ctx = prompt_len + (k + 0.5) * span
         t, b = _decode_step(model, gpu, tp=tp, batch=batch, context=ctx, weights=weights,
-                            kv_bytes=kv_bytes, bw_eff=bw_eff, peak_flops=peak_flops, links=links)
+                            kv_bytes=kv_bytes, bw_eff=bw_eff, peak_flops=peak_flops, links=links,
+                            host_floor_s=host_floor_s)
         decode += t * span
         bounds.append(b)
         steps.append(t)
@@ -110,6 +133,7 @@ def estimate_decode(
     batch: int | None = None, precision: str = "bf16", weight_bits: int | None = None,
     kv_bits: int | None = None, stack: str = "vllm", memory_fraction: float = 0.9,
     platform: PlatformSpec | None = None, segments: int = 16, efficiency: float | None = None,
+    host_floor_s: float = 0.0, context_offset: float = 0.0,
 ) -> DecodeEstimate:
     """Offline generation throughput of ``batch`` sequences (None: as many as fit).
 
@@ -118,7 +142,10 @@ def estimate_decode(
     or, at large batch, by compute (DESIGN.md s.4). The sum over steps is a midpoint rule over
     ``segments`` equal spans of the response. fp8 serving stores weights (and, unless kv_bits
     says otherwise, the KV cache) in 8 bit. ``efficiency`` replaces the stack's calibrated
-    roofline share (efficiency.DECODE_EFFICIENCY; used to calibrate it).
+    roofline share (efficiency.DECODE_EFFICIENCY; used to calibrate it). ``host_floor_s``: the
+    shortest decoding step an eager engine's host allows (eager_host_floor_s; 0 with CUDA graphs).
+    ``context_offset``: tokens added to every decoding step's context (the KV reads of responses
+    of unequal length: rltime.length_context_offset); the prefill is not affected.
     """
     if stack not in eff.DECODE_STACKS:
         raise PlannerError(f"unknown decode stack {stack!r}; known: {', '.join(eff.DECODE_STACKS)}")
@@ -139,9 +166,10 @@ def estimate_decode(
     fwd = forward_flops_per_token(model, prompt_len)
     prefill = batch * prompt_len * fwd / tp / (peak * 1e12 * c_eff)
     decode, bounds, steps = _decode_segments(
-        model, gpu, prompt_len=prompt_len, span=response_len / segments, segments=segments,
+        model, gpu, prompt_len=prompt_len + context_offset, span=response_len / segments,
+        segments=segments,
         tp=tp, batch=batch, weights=wbytes, kv_bytes=kvb, bw_eff=bw_eff,
-        peak_flops=peak * 1e12 * c_eff, links=links)
+        peak_flops=peak * 1e12 * c_eff, links=links, host_floor_s=host_floor_s)
     total = prefill + decode
     out = batch * response_len / total
     return DecodeEstimate(

@@ -30,7 +30,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec
 from planner.models.fitted import fitted
 
-Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth", "prime-rl"]
+Stack = Literal["megatron", "deepspeed", "fsdp", "hf", "unsloth", "prime-rl", "torchtune"]
 DecodeStack = Literal["tensorrt-llm", "vllm", "tgi"]
 STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
 DECODE_STACKS: tuple[str, ...] = DecodeStack.__args__  # type: ignore[attr-defined]
@@ -86,19 +86,32 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 # apart from 16-bit rows), i.e. fitted on those cases; STACK_CASES lists them. The values are
 # computed by benchmarks/fit.py and read from planner/models/fitted.yaml (never edited by hand). The
 # spread inside a stack is the model's honest error: e.g. torchtune's single-GPU rows imply
-# 0.83-1.37 (above 1: faster than the datasheet peak allows with the recorded settings), its
-# 8x A100 rows 0.59-0.77.
-#   megatron fp8: the NeMo/MLPerf rows (implied 0.43-0.72).
+# 0.82-1.39, its 8x A100 rows 0.59-0.77. A case implying more than 1 (faster than the achievable
+# matmul rate allows with its recorded settings) sets no factor (fit.py MAX_IMPLIED_UTILISATION).
+#   megatron fp8: the NeMo/MLPerf rows (implied 0.42-0.80 with LoRA's matmul traffic timed
+#       apart, LORA_GEMM_BYTES; 0.43-0.72 without it).
 #   deepspeed: 3 MLPerf LoRA rows (implied 0.35-0.69; end-to-end rates incl. evaluation) and
 #       DeepSpeed-Chat's step-1 OPT-1.3b log on 16 V100s (0.58), with the eager elementwise
 #       traffic (ELEMENTWISE_BYTES) timed apart (0.33-0.64 and 0.52 without it).
-#   fsdp: 8 torchtune README rows (implied 0.59-1.37).
-#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.45, 0.46 with the eager elementwise traffic
-#       timed apart; 0.37, 0.38 without it, against Unsloth's 0.62 on the same row).
-#   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.63): in-sample by construction.
+#   torchtune: 8 torchtune README rows (implied 0.59-1.39); the RTX A6000 full (1.17), RTX
+#       4090 LoRA (1.18) and RTX A6000 LoRA (1.39) rows set no factor. Not a counting artefact:
+#       the recipes count batch["tokens"].numel() (every packed position, padding included) per
+#       rank and divide by the wall time between optimizer steps, each closed by a
+#       running_loss.item() sync (recipes/lora_finetune_single_device.py and
+#       full_finetune_distributed.py @ pytorch/torchtune 30b8519e8, the commit that added the
+#       README table): no token is counted twice and no GPU work is left out of the time.
+#   fsdp: the base of the frameworks that train on PyTorch FSDP2 without cases of their own
+#       (pytorch-fsdp, and through it torchtitan, LitGPT, LLM Foundry, NeMo AutoModel): every
+#       case of the frameworks measured on FSDP2, torchtune's and prime-rl's (one evidence pool
+#       for the runtime they share, rather than one framework's rows standing for it).
+#   hf: 2 LLaMA-Factory HF-backend rows (implied 0.47, 0.48 with the eager elementwise and
+#       LoRA matmul traffic timed apart; 0.37, 0.38 without either, against Unsloth's 0.62 on
+#       the same row).
+#   unsloth: one LLaMA-Factory Unsloth+FA2 row (implied 0.71; 0.62 before LoRA's matmul
+#       traffic was timed apart): in-sample by construction.
 #   prime-rl: 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
 #       implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
-#       imply half of torchtune's: kept apart rather than pooled.
+#       imply half of torchtune's: each framework keeps its own factor; fsdp pools both.
 # Stated, not fitted (STATED_UTILISATION): megatron bf16. No usable bf16 Megatron case; from the
 # published Megatron-LM A100 MFUs (megatron_readme_mfu_22b/175b/530b/1t_A100: 0.415, 0.514,
 # 0.56, 0.563; not usable, no public checkpoint) as MFU / MAMF(A100 SXM 0.87) / (1 - ~5 %
@@ -113,6 +126,17 @@ def utilisation_table(fitted: dict[str, dict[str, float]]) -> dict[str, dict[str
 
 STACK_UTILISATION: dict[str, dict[str, float]] = utilisation_table(
     _FITTED["stack_utilisation"])
+_TORCHTUNE_CASES = (
+    "torchtune_llama31_8b_full_1x4090", "torchtune_llama31_8b_full_1xA6000",
+    "torchtune_llama31_8b_lora_1x4090", "torchtune_llama31_8b_lora_1xA6000",
+    "torchtune_llama31_8b_qlora_1x4090", "torchtune_llama31_70b_full_8xA100",
+    "torchtune_llama31_70b_lora_8xA100", "torchtune_llama31_405b_qlora_8xA100",
+)
+_PRIME_RL_CASES = (
+    "primerl_qwen3_0.6b_sft_full_8k_1xH100", "primerl_qwen3_0.6b_sft_full_16k_1xH100",
+    "primerl_qwen3_4b_sft_full_16k_8xH100", "primerl_qwen3_30b_a3b_sft_full_16k_8xH200",
+    "primerl_qwen3_0.6b_sft_full_8k_1xA6000",
+)
 STACK_CASES: dict[str, tuple[str, ...]] = {
     "megatron": (
         "mlperf40_lora70b_8xH100_nemo-tps", "mlperf40_lora70b_8xH200_nemo-tps",
@@ -130,20 +154,19 @@ STACK_CASES: dict[str, tuple[str, ...]] = {
         "mlperf40_lora70b_64xA100_deepspeed-tps", "mlperf40_lora70b_8xH100_deepspeed-tps",
         "mlperf40_lora70b_32xH100_deepspeed-tps", "dschat_log_sft_opt1.3b_16xV100",
     ),
-    "fsdp": (
-        "torchtune_llama31_8b_full_1x4090", "torchtune_llama31_8b_full_1xA6000",
-        "torchtune_llama31_8b_lora_1x4090", "torchtune_llama31_8b_lora_1xA6000",
-        "torchtune_llama31_8b_qlora_1x4090", "torchtune_llama31_70b_full_8xA100",
-        "torchtune_llama31_70b_lora_8xA100", "torchtune_llama31_405b_qlora_8xA100",
-    ),
+    "torchtune": _TORCHTUNE_CASES,
+    "fsdp": _TORCHTUNE_CASES + _PRIME_RL_CASES,
     "hf": ("llamafactory_llama2_7b_lora_hf_1xA100", "llamafactory_llama2_7b_qlora_hf_1xA100"),
     "unsloth": ("llamafactory_llama2_7b_lora_unsloth_fa2_1xA100",),
-    "prime-rl": (
-        "primerl_qwen3_0.6b_sft_full_8k_1xH100", "primerl_qwen3_0.6b_sft_full_16k_1xH100",
-        "primerl_qwen3_4b_sft_full_16k_8xH100", "primerl_qwen3_30b_a3b_sft_full_16k_8xH200",
-        "primerl_qwen3_0.6b_sft_full_8k_1xA6000",
-    ),
+    "prime-rl": _PRIME_RL_CASES,
 }
+# Stacks fitted on the pooled cases of others: the runtime several measured frameworks share.
+STACK_POOLS: dict[str, tuple[str, ...]] = {"fsdp": ("torchtune", "prime-rl")}
+# The stack whose factor a stack takes when it has no case (leave-one-source-out; a framework
+# whose rows are withheld): its framework profile's base (catalog/frameworks: torchtune's base
+# pytorch-fsdp runs fsdp, unsloth's hf-trainer runs hf; tests/test_fit.py checks it against the
+# catalog). Stacks not named take the default (validation.throughput_cases.DEFAULT_STACK).
+STACK_BASE: dict[str, str] = {"torchtune": "fsdp", "unsloth": "hf"}
 
 
 def stack_utilisation(stack: str, precision: str) -> float:
@@ -205,6 +228,7 @@ OVERLAP: dict[str, dict[str, float]] = {
     "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
     "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
     "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "torchtune": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +238,12 @@ OVERLAP: dict[str, dict[str, float]] = {
 HBM_EFFICIENCY = 0.80
 # bitsandbytes/torchao NF4 dequantisation per weight and pass: read 0.5 B codes (+ constants),
 # write the 2 B bf16 copy the matmul then reads: ~2.5 B of extra traffic per quantized weight.
+# Checked at bitsandbytes-foundation/bitsandbytes 95f9af30: a training micro-batch (M > 1536
+# rows) takes the dequantize + F.linear path of gemm_4bit (backends/cuda/ops.py,
+# _gemm_4bit_custom_max_m; the fused 4-bit kernel serves small-M inference only), and
+# MatMul4Bit.backward dequantizes again for the input gradient (autograd/_functions.py): one
+# dequantisation per forward, recomputed forward and backward. Double quantisation adds 1 B of
+# 8-bit absmax per 64-weight block (0.016 B per weight), within the rounding of 2.5.
 DEQUANT_BYTES_PER_PARAM = 2.5
 # DoRA (PEFT): per adapted weight and forward, W + s*B@A is materialised (read 2 B, write 2 B)
 # and its column norms read it again (2 B): 6 B per adapted weight per pass.
@@ -249,6 +279,23 @@ ELEMENTWISE_BACKWARD_RATIO = 1.5
 # FSDP rows (torchtune README) and prime-rl under torch.compile. A compiled config
 # (TrainConfig.compiled) fuses them on any stack.
 EAGER_ELEMENTWISE_STACKS: tuple[str, ...] = ("hf", "deepspeed")
+# LoRA's low-rank matmuls are memory-bound on every stack (r FLOPs per byte moved, far below any
+# GPU's ridge point): x -> A x (r wide) -> B (A x) runs as two extra GEMMs beside the frozen
+# one, in peft (src/peft/tuners/lora/layer.py Linear.forward @ huggingface/peft 5d602fdbf:
+# result + lora_B(lora_A(dropout(x))) * scaling), torchtune (torchtune/modules/peft/lora.py
+# LoRALinear.forward @ pytorch/torchtune 30b8519e8) and NeMo's adapters alike; no stack fuses
+# them into the frozen GEMM. HBM bytes per token and adapted matrix, per element of its input
+# width (d_in) and output width (d_out), 16-bit activations, the r-wide tensors neglected:
+#   forward: A reads x (2 d_in), B writes its output (2 d_out);
+#   backward: dB and the gradient into A's output each read the output gradient (2 + 2 d_out),
+#       dA reads x again (2 d_in), the input gradient through A is written (2 d_in) and added
+#       to the frozen path's (read 2 + 2, write 2: 6 d_in): 10 d_in + 4 d_out.
+# Where the stack fuses elementwise ops (not EAGER_ELEMENTWISE_STACKS, or compiled) the scale
+# and the add into the frozen output are one kernel: read both outputs, write the sum (6 d_out)
+# forward, the scaled gradient (read 2, write 2: 4 d_out) backward; eager stacks count them as
+# ELEMENTWISE_BYTES["lora_out"]. Arithmetic from the code named, not fitted.
+LORA_GEMM_BYTES = {"forward": (2.0, 2.0), "backward": (10.0, 4.0)}  # (per d_in, per d_out)
+LORA_FUSED_COMBINE_BYTES = {"forward": 6.0, "backward": 4.0}  # per d_out
 # CPU optimizer step (ZeRO-Offload CPU-Adam, FSDP CPU offload): host-memory roofline over the
 # same 28-30 B per parameter, at HOST_MEMORY_GBPS_PER_CORE x cores (DDR4/DDR5 servers: 8-12
 # channels x ~25 GB/s over 32-64 cores per socket ~ 3-6 GB/s per core).
@@ -290,12 +337,12 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # Share of the decode roofline a vLLM rollout engine reaches inside an RL iteration
 # (rltime's generation and generation-tail phases), which is far below offline serving: the
 # implied values of the usable NeMo-RL GRPO step times (validate_throughput.
-# implied_rl_decode_efficiency, every other phase as modelled) are 0.15-0.27, median below;
+# implied_rl_decode_efficiency, every other phase as modelled) are 0.17-0.32, median below;
 # they cannot be told apart from slow phases elsewhere in the iteration (the source gives no
 # per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
 # modelled physics. Fitted on RL_ROLLOUT_CASES by benchmarks/fit.py (with the fitted trainer
 # factors in place; planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
-# DeepSpeed-Chat's hybrid engine is no vLLM engine (validate_throughput.RL_ENGINE_STACK).
+# DeepSpeed-Chat's hybrid engine is no vLLM engine (rltime.ENGINE_DECODE_STACK).
 RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
 RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
@@ -309,7 +356,9 @@ RL_ROLLOUT_CASES: tuple[str, ...] = (
 # continuous batching: a batch runs until its longest response ends. No measured case of HF
 # generate in an RL iteration: assumed equal to the vLLM engine's in-iteration share
 # (RL_ROLLOUT_DECODE_EFFICIENCY), which flatters generate (no CUDA graphs: kernel launches
-# add to every step of a small model).
+# add to every step of a small model). One measured serving point supports the per-step part:
+# default generate, LLaMA-7B fp16, one A10G, batch 1, 23.15 tokens/s, implies 0.96 of vLLM's
+# offline share (tests/test_hf_generate.py, with its source); none exists at RL batch sizes.
 HF_GENERATE_DECODE_EFFICIENCY: float = RL_ROLLOUT_DECODE_EFFICIENCY
 # Largest batch a serving engine schedules at once when memory allows more: vLLM's
 # max_num_seqs default is 256 (engine arguments); the same cap is used for the others.

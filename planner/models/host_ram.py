@@ -6,10 +6,11 @@ from __future__ import annotations
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
-from planner.models.memory import GIB
+from planner.models.memory import GIB, _layer_input_bytes
 from planner.models.states import (
     _weight_shards,
     optimizer_state_bytes_per_param,
+    stage_layers,
     state_shards,
     trainable_on_gpu,
     weight_bytes,
@@ -40,8 +41,18 @@ def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> fl
     if cfg.paged and cfg.offload == "none":
         n = trainable_on_gpu(model, cfg) / state_shards(cfg)
         offloaded += n * optimizer_state_bytes_per_param(model, cfg)  # worst case: all paged out
+    offloaded += offloaded_checkpoint_bytes(model, cfg)
     offloaded *= 1 + cal.HOST_OFFLOAD_OVERHEAD
     return ranks * (offloaded + cal.HOST_RAM_PER_PROCESS_GIB * GIB)
+
+
+def offloaded_checkpoint_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Checkpointed layer inputs an offloaded checkpointing (cfg.offload_checkpoints) keeps in
+    host RAM for one GPU: every layer's 16-bit input of the micro-batch (memory.activation_bytes
+    keeps only the reloaded ones on the GPU); 0 otherwise."""
+    if not (cfg.offload_checkpoints and cfg.checkpointing == "full"):
+        return 0.0
+    return stage_layers(model, cfg) * _layer_input_bytes(model, cfg)
 
 
 def _stored_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:

@@ -124,17 +124,47 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     q_dim = model.num_attention_heads * model.head_dim
     trained = _trained_matrices(model, cfg)
     attn = q_dim * (2 + 2 * g) * b
-    total = attn + _norm_saved_bytes(model, cfg, trained) + _mlp_saved_bytes(model, cfg, trained)
+    if _fused_lora(model, cfg):
+        total = attn + _fused_lora_saved_bytes(model)
+    else:
+        total = attn + _norm_saved_bytes(model, cfg, trained) \
+            + _mlp_saved_bytes(model, cfg, trained)
     if not cfg.flash_attention:
         total += eager_softmax_bytes_per_token(model, cfg) * cfg.tp
     if cfg.expand_kv_heads or not cfg.flash_attention:
         total += 2 * q_dim * (1 - g) * b
-    if cfg.is_peft:
+    if cfg.is_peft and not _fused_lora(model, cfg):
         adapted = adapted_linears(model, cfg)
         total += sum(cnt * cfg.rank * b for _, _, cnt in adapted)
         if cfg.method == "dora":
             total += sum(cnt * d_out * b for _, d_out, cnt in adapted)
     return total / cfg.tp
+
+
+FUSED_LORA_MATRICES = frozenset({"q", "k", "v", "o", "gate", "up", "down"})
+
+
+def _fused_lora(model: ModelSpec, cfg: TrainConfig) -> bool:
+    """The layer runs as fused LoRA kernels (cfg.fused_lora_kernels): a dense gated-MLP layer
+    with adapters on all seven matrices, the case in which Unsloth swaps its autograd functions
+    in (unslothai/unsloth@015bdef unsloth/models/llama.py FastLlamaModel.patch_peft_model: MLP,
+    QKV and O paths when every matrix of the group has a LoRA, without dropout or bias)."""
+    if not (cfg.fused_lora_kernels and cfg.is_peft) or model.moe is not None:
+        return False
+    if model.activation not in ("swiglu", "geglu") or model.norm != "rmsnorm":
+        return False
+    return FUSED_LORA_MATRICES.issubset(_trained_matrices(model, cfg) or ())
+
+
+def _fused_lora_saved_bytes(model: ModelSpec) -> float:
+    """What a layer of fused LoRA kernels saves per token besides attention's q, k, v and
+    output (unslothai/unsloth@015bdef unsloth/kernels): each fast RMSNorm its 16-bit input and
+    fp32 inverse RMS (rms_layernorm.py Fast_RMS_Layernorm: save_for_backward(X, W, r)), LoRA_QKV
+    and LoRA_MLP their 16-bit input (the normalised input; fast_lora.py), LoRA_MLP the gate and
+    up outputs e and g; LoRA_W (o) saves the attention output, counted with attention. The
+    A-projections are recomputed in backward, never saved: 2 x (2h + 4) + 2 x 2h + 2 x 2f."""
+    h, f = model.hidden_size, _mlp_width(model)
+    return 2 * (2 * h + 4) + 2 * 2 * h + 2 * 2 * f
 
 
 def routed_copies_bytes_per_token(model: ModelSpec) -> float:
@@ -180,6 +210,10 @@ def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> 
     trained = _trained_matrices(model, cfg)
     down = trained is None or "down" in trained
     extra = (grads - down) * f_bytes / cfg.tp
+    if _fused_lora(model, cfg):
+        # LoRA_MLP.backward: DW = dY @ down^T (f-wide) is new; the activation's backward
+        # writes h, df, de over DW, e, g and dX over X (unsloth/kernels/fast_lora.py)
+        extra = f_bytes / cfg.tp
     return layer_activation_bytes_per_token(model, cfg) + extra
 
 
@@ -202,12 +236,28 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
         per_layer = _layer_input_bytes(model, cfg)
         if op_sac:
             per_layer += op_sac_bytes_per_token(model, cfg) * tokens
-        kept = layers * per_layer * in_flight
+        kept = _kept_layers(model, cfg, layers) * per_layer * in_flight
         return kept + backward_working_set_bytes_per_token(model, cfg) * tokens
     saved = layer_activation_bytes_per_token(model, cfg)
     if cfg.checkpointing == "selective" and not cfg.flash_attention:
         saved -= eager_softmax_bytes_per_token(model, cfg)
     return layers * saved * tokens * in_flight
+
+
+# Layer inputs an offloaded checkpointing keeps on the GPU: the one reloaded for the layer being
+# recomputed and the next one copied in behind it (unslothai/unsloth-zoo@ce232d6
+# unsloth_zoo/gradient_checkpointing.py: Unsloth_Offloaded_Gradient_Checkpointer saves
+# hidden_states.to("cpu", non_blocking=True) and reloads it in backward; the buffered variant
+# double-buffers the reloads, DOUBLE_BUFFER_HEADROOM).
+OFFLOADED_INPUTS_ON_GPU = 2
+
+
+def _kept_layers(model: ModelSpec, cfg: TrainConfig, layers: int) -> int:
+    """Layers whose checkpointed input is on the GPU at the start of backward: all of the
+    stage's, or with offloaded checkpoints (full checkpointing) the reloaded ones."""
+    if cfg.offload_checkpoints and cfg.checkpointing == "full":
+        return min(layers, OFFLOADED_INPUTS_ON_GPU)
+    return layers
 
 
 def eager_softmax_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -264,6 +314,8 @@ def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     allocated whole in the weight's 16-bit dtype (torch.zeros_like(weight): vocab x h x 2 B,
     also when the head is frozen)."""
     tokens = tokens_per_gpu(cfg)
+    if cfg.loss_token_chunk_gib:
+        return token_fused_loss_bytes(model, cfg)
     if cfg.lm_head_vocab_chunk:
         fused = tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
     else:
@@ -278,6 +330,28 @@ def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     else:
         per = cal.LOGIT_BYTES_16BIT_LOSS
     return tokens * logit_columns(model, cfg) * per + tokens * model.hidden_size * 2 + fused
+
+
+def loss_token_chunks(model: ModelSpec, cfg: TrainConfig) -> int:
+    """Token chunks of a token-fused loss: the whole fp32 logits over the chunk target
+    (cfg.loss_token_chunk_gib), rounded up to a multiple of 4, 1 where they fit one chunk
+    (unslothai/unsloth-zoo@ce232d6 unsloth_zoo/fused_losses/cross_entropy_loss.py
+    get_chunk_size, whose target is half the free memory, at most 4 GiB)."""
+    whole = tokens_per_gpu(cfg) * logit_columns(model, cfg) * 4 / GIB
+    exact = whole / cfg.loss_token_chunk_gib
+    return 1 if exact <= 1.0 else 4 * math.ceil(exact / 4)
+
+
+def token_fused_loss_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """A head fused with its loss over token chunks, the gradient taken chunk by chunk in the
+    forward pass (Unsloth's UnslothFusedLoss: torch.func.grad_and_value per chunk): one chunk's
+    logits and loss buffers (LOGIT_BYTES_UNCHUNKED per element, as a whole-vocabulary fp32
+    loss), the gradient of the hidden states it fills (16-bit, every token) and the final-norm
+    output (2h bytes per token each)."""
+    tokens = tokens_per_gpu(cfg)
+    chunk = math.ceil(tokens / loss_token_chunks(model, cfg))
+    return chunk * logit_columns(model, cfg) * cal.LOGIT_BYTES_UNCHUNKED \
+        + 2 * tokens * model.hidden_size * 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,11 +414,29 @@ def backward_end_activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     return backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg) + kept
 
 
+def forward_activation_bytes(model: ModelSpec, cfg: TrainConfig, loss: float) -> float:
+    """The activations of the forward/backward phase next to ``loss`` bytes of loss buffers.
+
+    A token-fused loss (cfg.loss_token_chunk_gib) takes its gradient in the forward pass and
+    frees its chunk buffers before the forward returns, so they are never alive with the
+    working set of the first layer recomputed in backward: the phase holds the kept inputs and
+    the larger of the two (activation_bytes - min(working set, loss), ``loss`` added by the
+    caller). Other losses are counted with the whole working set, as measured."""
+    acts = activation_bytes(model, cfg)
+    recomputes = cfg.checkpointing == "full" or (
+        cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op")
+    if not (cfg.loss_token_chunk_gib and recomputes):
+        return acts
+    working = backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg)
+    return acts - min(working, loss)
+
+
 def activation_phase_terms(model: ModelSpec, cfg: TrainConfig) -> dict[str, dict[str, float]]:
     """The activation and loss-buffer terms of each phase of phase_terms (no dp dependence)."""
+    loss = logits_bytes(model, cfg)
     return {
-        FWD_PHASE: {"activations": activation_bytes(model, cfg),
-                    "logits_and_loss": logits_bytes(model, cfg)},
+        FWD_PHASE: {"activations": forward_activation_bytes(model, cfg, loss),
+                    "logits_and_loss": loss},
         BWD_END_PHASE: {"activations": backward_end_activation_bytes(model, cfg)},
         STEP_PHASE: {},
     }

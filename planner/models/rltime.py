@@ -35,7 +35,7 @@ import numpy as np
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.models import efficiency as eff
-from planner.models.decode import estimate_decode
+from planner.models.decode import eager_host_floor_s, estimate_decode
 from planner.models.memory import GIB
 from planner.models.network import (
     Links,
@@ -177,23 +177,64 @@ def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
 @lru_cache(maxsize=8192)
 def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, *, steps: int, tp: int,
                  platform: PlatformSpec | None, efficiency: float | None = None,
-                 precision: str = "bf16") -> float:
+                 precision: str = "bf16", host_floor_s: float = 0.0) -> float:
     """Decoding ``steps`` more tokens of one sequence from ``context`` tokens on: each step
-    bandwidth bound on the engine's weights (/tp) and that sequence's KV cache
-    (throughput.estimate_decode at batch 1, no prefill)."""
+    bandwidth bound on the engine's weights (/tp) and that sequence's KV cache, or by an eager
+    engine's host (decode.estimate_decode at batch 1, no prefill)."""
     dec = estimate_decode(model, gpu, prompt_len=context, response_len=steps, tp=tp, batch=1,
-                          platform=platform, efficiency=efficiency, precision=precision)
+                          platform=platform, efficiency=efficiency, precision=precision,
+                          host_floor_s=host_floor_s)
     return dec.decode_s
 
 
 @lru_cache(maxsize=8192)
 def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len: int, tp: int,
                   batch: int, platform: PlatformSpec | None,
-                  efficiency: float | None = None, precision: str = "bf16") -> float:
+                  efficiency: float | None = None, precision: str = "bf16",
+                  host_floor_s: float = 0.0, context_offset: float = 0.0) -> float:
     dec = estimate_decode(model, gpu, prompt_len=prompt_len, response_len=response_len, tp=tp,
                           batch=batch, platform=platform, efficiency=efficiency,
-                          precision=precision)
+                          precision=precision, host_floor_s=host_floor_s,
+                          context_offset=context_offset)
     return dec.prefill_s + dec.decode_s
+
+
+def _truncated_exponential(u: float) -> tuple[float, float]:
+    """(E[X], E[X^2]) of the density proportional to exp(-u x) on [0, 1]; u < 0 rises (the
+    mirror image of -u); near u = 0 its first-order series (the closed form cancels there)."""
+    if abs(u) < 1e-2:
+        return 0.5 - u / 12, 1 / 3 - u / 12
+    if u < 0:
+        m1, m2 = _truncated_exponential(-u)
+        return 1 - m1, 1 - 2 * m1 + m2
+    e = math.exp(-u)
+    return 1 / u - e / (1 - e), (2 / u**2 - e * (1 + 2 / u + 2 / u**2)) / (1 - e)
+
+
+def length_second_moment(mean: float, cap: float) -> float:
+    """E[L^2] of response lengths whose mean and cap are all that is known: the maximum-entropy
+    distribution on [0, cap] with that mean (density proportional to exp(-a x): falling where
+    mean < cap / 2, rising above; Jaynes 1957, "Information Theory and Statistical Mechanics",
+    Phys. Rev. 106, s.2), a found by bisection (the mean falls as a grows)."""
+    if mean >= cap:
+        return float(cap) ** 2
+    lo, hi = -1e7, 1e7
+    for _ in range(120):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _truncated_exponential(mid)[0] * cap > mean else (lo, mid)
+    return _truncated_exponential((lo + hi) / 2)[1] * cap * cap
+
+
+def length_context_offset(mean: float, cap: int | None) -> float:
+    """Tokens to add to the mean context of a continuous-batching engine's decoding steps when
+    the responses vary in length (mean ``mean``, none longer than ``cap``): a response of L
+    tokens reads its KV cache over L steps at contexts up to L, so the steps' KV reads grow
+    with E[L^2] / 2, not mean^2 / 2: the average context of a decoded token is
+    E[L^2] / (2 mean) = mean / 2 + Var(L) / (2 mean). 0 when every response has the mean
+    length (no cap above it)."""
+    if not cap or cap <= mean or mean <= 0:
+        return 0.0
+    return max(0.0, (length_second_moment(mean, cap) - mean * mean) / (2 * mean))
 
 
 def tail_waves(cfg: TrainConfig, waves: int) -> int:
@@ -205,13 +246,47 @@ def tail_waves(cfg: TrainConfig, waves: int) -> int:
     return waves if cfg.generates_in_trainer else min(waves, 1)
 
 
+# Rollout engines that are no vLLM engine, as the serving stack whose decode efficiency
+# (efficiency.DECODE_EFFICIENCY) they take inside an iteration. DeepSpeed-Chat's hybrid engine
+# (deepspeed/runtime/hybrid_engine.py @ deepspeedai/DeepSpeed b4876b7) decodes with
+# DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token answers; no case
+# isolates it, so it takes the serving roofline share of vLLM (assumed).
+ENGINE_DECODE_STACK: dict[str, str] = {"deepspeed-hybrid": "vllm"}
+
+
 def rollout_decode_efficiency(cfg: TrainConfig) -> float:
     """The generator's share of the decode roofline inside an RL iteration: the trainer's own
-    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY) or a vLLM-style engine
+    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY), an engine that takes a serving
+    stack's (ENGINE_DECODE_STACK), or a vLLM-style engine
     (efficiency.RL_ROLLOUT_DECODE_EFFICIENCY)."""
     if cfg.generates_in_trainer:
         return eff.HF_GENERATE_DECODE_EFFICIENCY
+    if cfg.rollout_engine in ENGINE_DECODE_STACK:
+        return eff.DECODE_EFFICIENCY[ENGINE_DECODE_STACK[cfg.rollout_engine]]
     return eff.RL_ROLLOUT_DECODE_EFFICIENCY
+
+
+# Engines that decode without CUDA graphs whatever the framework sets: DeepSpeed's hybrid engine
+# generates through the actor module's own generate with its inference kernels injected, no
+# graph capture (deepspeed/runtime/hybrid_engine.py @ deepspeedai/DeepSpeed b4876b7; CUDA-graph
+# decode for it is first proposed in deepspeedai/DeepSpeed#8352), and Hugging Face generate
+# runs eager PyTorch unless compiled (transformers generation/utils.py: the dynamic cache).
+EAGER_ENGINES = ("deepspeed-hybrid", "hf-generate")
+
+
+def rollout_host_floor_s(model: ModelSpec, cfg: TrainConfig) -> float:
+    """The shortest decoding step of the iteration's generator: an eager engine's host floor
+    (decode.eager_host_floor_s) for EAGER_ENGINES and for a vLLM-style engine its framework
+    runs with enforce_eager (cfg.rollout_eager); 0 with CUDA graphs."""
+    if cfg.rollout_engine in EAGER_ENGINES or cfg.rollout_eager:
+        return eager_host_floor_s(model)
+    return 0.0
+
+
+def reads_rollout_factor(cfg: TrainConfig) -> bool:
+    """The iteration's generation is timed with efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a
+    vLLM-style engine, or the trainer's generate that takes the same factor)."""
+    return cfg.rollout_engine not in ENGINE_DECODE_STACK
 
 
 class EngineSide(NamedTuple):
@@ -227,7 +302,8 @@ class EngineSide(NamedTuple):
 
 def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                 platform: PlatformSpec | None, decode_efficiency: float | None = None,
-                rollout_precision: str = "bf16") -> EngineSide:
+                rollout_precision: str = "bf16", max_response_len: int | None = None
+                ) -> EngineSide:
     """Generation (each engine decodes its share at its concurrency, share / concurrency waves
     of one prefill + decoding each: throughput.estimate_decode; whole waves for the trainer's
     own generate, whose batches run to their end), the weight sync into the engines, and a sleeping
@@ -241,8 +317,14 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     eng = engine(model, cfg, gpu.memory_gib * GIB)
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
+    floor = rollout_host_floor_s(model, cfg)
+    # responses of unequal length (a cap above the mean) read more KV per decoded token in a
+    # continuous-batching engine; the trainer's own generate keeps whole batches (tail_waves)
+    offset = 0.0 if cfg.generates_in_trainer else length_context_offset(
+        cfg.response_len or 1, max_response_len)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
-                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision)
+                         cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision,
+                         floor, offset)
     links = resolve_links(gpu, platform=platform)
     weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
     spans = cfg.num_gpus > links.gpus_per_node
@@ -310,6 +392,22 @@ def _offload_bytes(rs: tuple[Role, ...], cfg: TrainConfig, side: EngineSide) -> 
     return moved + side.sleep_bytes
 
 
+def generation_notes(model: ModelSpec, cfg: TrainConfig, eng: Engine, *, waves: int) -> list[str]:
+    """What the generation phase assumed: an eager engine's host floor
+    (rollout_host_floor_s) and the waves of an engine that cannot hold its whole share."""
+    notes = []
+    floor = rollout_host_floor_s(model, cfg)
+    if floor:
+        notes.append(f"{cfg.rollout_engine} decodes without CUDA graphs"
+                     f"{' (enforce_eager)' if cfg.rollout_eager else ''}: each decoding step "
+                     f"takes at least {floor * 1e3:.1f} ms, the host launching {model.num_layers} "
+                     "layers' kernels")
+    if eng.concurrency < eng.sequences_per_engine:
+        notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
+                     f"wave(s) of {max(1, eng.concurrency)}")
+    return notes
+
+
 def estimate_rl_step(
     model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, platform: PlatformSpec | None = None,
     stack: str = "hf", critic: ModelSpec | None = None, reward: ModelSpec | None = None,
@@ -336,7 +434,7 @@ def estimate_rl_step(
     tokens = seqs * cfg.seq_len
     if side is None:
         side = engine_side(model, gpu, cfg, platform=platform, decode_efficiency=decode_efficiency,
-                           rollout_precision=rollout_precision)
+                           rollout_precision=rollout_precision, max_response_len=max_response_len)
     eng, waves = side.engine, side.waves
     notes = []
     conc = max(1, eng.concurrency)
@@ -346,7 +444,7 @@ def estimate_rl_step(
         phases["generation tail"] = tail_waves(cfg, waves) * tail_seconds(
             model, gpu, cfg.prompt_len + cfg.response_len, tp=cfg.rollout_tp, platform=platform,
             steps=max_response_len - cfg.response_len, efficiency=decode_efficiency,
-            precision=rollout_precision)
+            precision=rollout_precision, host_floor_s=rollout_host_floor_s(model, cfg))
     phases.update(_role_phases(rs, gpu, cfg, sequences=seqs, stack=stack, links=links,
                                platform=platform))
     phases["weight sync"] = side.weight_sync_s
@@ -354,9 +452,7 @@ def estimate_rl_step(
     if moved:
         phases["offload traffic"] = moved / (links.host_link_gbps * 1e9)
     step = placed_step_seconds(phases, cfg, notes)
-    if eng.concurrency < eng.sequences_per_engine:
-        notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
-                     f"wave(s) of {conc}")
+    notes += generation_notes(model, cfg, eng, waves=waves)
     return RLStepEstimate(
         step_time_s=step,
         phases=phases,

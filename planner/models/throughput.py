@@ -6,7 +6,8 @@ A training step on one GPU takes
   + pipeline bubble            compute x (p-1)/(v*m)               (Narayanan et al. 2021)
   + exposed communication      sum over tp/cp/dp/pp of max(0, raw - overlap x compute)
   + offload                    PCIe copies (partly overlapped) + CPU optimizer (exposed)
-  + memory-bound terms         QLoRA dequantisation, DoRA weight norms, GPU optimizer step
+  + memory-bound terms         QLoRA dequantisation, DoRA weight norms, GPU optimizer step,
+                               unfused elementwise ops and LoRA's low-rank matmuls (traffic.py)
 
 Each term is one function below with its formula and source. FLOPs per token follow Kaplan et al.
 2020 (6N: 2N forward, 4N backward) and Narayanan et al. 2021, "Efficient Large-Scale Language
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from planner.catalog.params import count_params, layer_linears
 from planner.catalog.request import TrainConfig
@@ -36,7 +36,6 @@ from planner.models import efficiency as eff
 from planner.models.flops import (
     FlopsPerToken,
     attention_fwd_flops_per_layer,
-    backward_layers,
     matmul_params,
     matmul_precision,
     peak_tflops,
@@ -60,6 +59,7 @@ from planner.models.network import (
     tp_bytes_per_step,
 )
 from planner.models.states import state_shards, trainable_on_gpu
+from planner.models.traffic import adapter_seconds, elementwise_seconds
 
 MFU_DEFINITION = (
     "model FLOPs (6N full / 4N + 6 x adapter for LoRA-family, N = active matmul params incl. "
@@ -124,71 +124,6 @@ def dora_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
     passes = 1 + (1 if cfg.checkpointing == "full" else 0)
     traffic = cfg.grad_accum * passes * adapted * eff.DORA_BYTES_PER_PARAM
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
-
-
-def _adapted(lin, peft: bool, targets: tuple[str, ...]) -> bool:
-    return peft and lin.group != "router" and ("all-linear" in targets or lin.name in targets)
-
-
-def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
-    """HBM bytes per token that the elementwise ops of one layer's forward move when each runs
-    as its own kernel (eager Hugging Face modeling code: efficiency.ELEMENTWISE_BYTES). Widths:
-    h hidden, q = heads x head_dim, k = kv heads x head_dim, f the MLP width a token passes
-    (routed experts: experts_per_token of them, and the shared ones)."""
-    return _eager_layer_bytes(model, cfg.is_peft, tuple(cfg.lora_targets), layer)
-
-
-@lru_cache(maxsize=4096)
-def _eager_layer_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...],
-                       layer: int) -> float:
-    """eager_layer_bytes by what it reads of the config (whether and where adapters sit)."""
-    b = eff.ELEMENTWISE_BYTES
-    h = model.hidden_size
-    q, k = model.num_attention_heads * model.head_dim, model.num_kv_heads * model.head_dim
-    norm = b["rmsnorm"] if model.norm == "rmsnorm" else b["layernorm"]
-    total = model.norms_per_layer * norm * h + 2 * b["residual_add"] * h
-    if model.position_embedding == "rotary":
-        total += b["rotary"] * (q + k)
-    if model.qk_norm:
-        total += b["rmsnorm"] * (q + k)
-    act = b["gated_act"] if model.activation in ("swiglu", "geglu") else b["act"]
-    for lin in layer_linears(model, layer):
-        per = model.moe.experts_per_token if lin.group == "expert" and model.moe else lin.count
-        if lin.name == "up":  # every MLP (gated or plain) has one "up" output of width f
-            total += act * lin.d_out * per
-        if _adapted(lin, peft, targets):
-            total += b["lora_out"] * lin.d_out * per
-    return total
-
-
-@lru_cache(maxsize=4096)
-def _eager_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...], start: int,
-                 stop: int) -> float:
-    """Sum of eager_layer_bytes over layers start .. stop - 1 (in layer order)."""
-    return sum(_eager_layer_bytes(model, peft, targets, i) for i in range(start, stop))
-
-
-def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, stack: str,
-                        tokens: float, backward: bool = True) -> float:
-    """Unfused elementwise traffic (norms, rotary, activation, residual adds, LoRA scale-add)
-    of ``tokens`` on one GPU: forward, recomputed forward (full checkpointing) and backward
-    (efficiency.ELEMENTWISE_BACKWARD_RATIO x forward) at the streaming HBM rate. Zero for
-    stacks whose kernels fuse them (not in efficiency.EAGER_ELEMENTWISE_STACKS) and under
-    torch.compile."""
-    if stack not in eff.EAGER_ELEMENTWISE_STACKS or cfg.compiled:
-        return 0.0
-    peft, targets = cfg.is_peft, tuple(cfg.lora_targets)
-    fwd = _eager_bytes(model, peft, targets, 0, model.num_layers)
-    if backward:
-        top = _eager_bytes(model, peft, targets, model.num_layers - backward_layers(model, cfg),
-                           model.num_layers)
-        passes = fwd + eff.ELEMENTWISE_BACKWARD_RATIO * top
-        if cfg.checkpointing == "full":
-            passes += top
-    else:
-        passes = fwd
-    return tokens * passes / (cfg.tp * cfg.pp) / (
-        gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
 
 def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
@@ -331,6 +266,7 @@ def _serial_terms(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str, 
         "dequantize": dequant_seconds(model, gpu, cfg),
         "dora_norms": dora_seconds(model, gpu, cfg),
         "elementwise": elementwise_seconds(model, gpu, cfg, stack=stack, tokens=tokens_per_gpu),
+        "adapters": adapter_seconds(model, gpu, cfg, stack=stack, tokens=tokens_per_gpu),
         "optimizer_step": optimizer_step_seconds(model, gpu, cfg),
         "step_overhead": eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s,
     }
@@ -343,7 +279,7 @@ def _categories(terms: dict[str, float], raw: dict[str, float],
         "compute": terms["compute"] + terms["pipeline_bubble"],
         "communication": sum(raw[f"{k}_comm"] for k in comm_kinds) + raw["gather_comm"],
         "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"]
-        + terms["elementwise"],
+        + terms["elementwise"] + terms["adapters"],
         "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
         # host-side time that no GPU work hides (efficiency.STEP_OVERHEAD_S)
         "per-step overhead": terms["step_overhead"],

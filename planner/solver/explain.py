@@ -19,6 +19,7 @@ from planner.catalog.plan_request import PlanRequest
 from planner.errors import PlannerError
 from planner.models.bands import request_margin
 from planner.solver.encoding import Encoding, build, cp_solver, hint_cheapest
+from planner.solver.hardware import unoffered_text
 from planner.solver.result import SLACK_TIGHT, Binding, Conflict, Plan
 from planner.solver.rules import RULES, rule, usage_at
 from planner.solver.search import job_hours_at, job_steps, needs_timing, plan_usd, timed_search
@@ -335,7 +336,7 @@ def _plan_of(req: PlanRequest, change: dict[str, object], catalog: Catalog
 def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict]:
     """A minimal set of the request's rules that cannot hold together, each with its fix."""
     if not space.offers:
-        return [Conflict("gpus", "no GPU type can be offered: " + "; ".join(space.unoffered),
+        return [Conflict("gpus", "no GPU type can be offered: " + unoffered_text(space.unoffered),
                          "allow GPU types with a price (--gpus), or add prices with --catalog")]
     enc = cost_stage(space)
     if enc is None:

@@ -170,3 +170,13 @@ def _dominates(a: Offer, b: Offer) -> bool:
     first = (x.provider, x.instance_type, x.region or "") < \
         (y.provider, y.instance_type, y.region or "")
     return keys_a != keys_b or a.host_ram_mib != b.host_ram_mib or first
+
+
+def unoffered_text(unoffered: tuple[str, ...] | list[str]) -> str:
+    """The GPUs left out ("gpu: reason" each, _offers) grouped by reason, in first-seen order:
+    'no price: a10, t4; no priced host platform takes oam GPUs: mi300x'."""
+    by_reason: dict[str, list[str]] = {}
+    for entry in unoffered:
+        gpu, _, reason = entry.partition(": ")
+        by_reason.setdefault(reason, []).append(gpu)
+    return "; ".join(f"{reason}: {', '.join(gpus)}" for reason, gpus in by_reason.items())

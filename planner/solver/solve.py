@@ -15,10 +15,12 @@ from dataclasses import dataclass, replace
 from planner.catalog.frameworks import DEFAULT_FRAMEWORK, auto_candidates
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.plan_request import PlanRequest
+from planner.catalog.specs import gpus_per_host
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.network import host_span_notes, resolve_links
 from planner.solver.explain import binding_rules, conflicts, timed_conflicts
+from planner.solver.hardware import unoffered_text
 from planner.solver.result import Plan, PlanResult
 from planner.solver.search import (
     job_hours_at,
@@ -72,7 +74,7 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
     if solved is None or result is None:
         conflicting = (timed_conflicts(space, catalog) if needs_timing(request)
                        else conflicts(space, catalog))
-        notes = ("not offered: " + "; ".join(space.unoffered),) if space.unoffered else ()
+        notes = ("not offered: " + unoffered_text(space.unoffered),) if space.unoffered else ()
         return PlanResult(status="infeasible", plan=None, conflicts=tuple(conflicting),
                           notes=notes)
     notes = []
@@ -86,6 +88,8 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
             offer.gpu, platform=offer.platform, gpus_per_node=offer.gpus_per_host))
     if result.config.pp > 1 and result.num_hosts > 1:
         notes.append(_pipeline_note(request, catalog, result))
+    if result.num_hosts > 1 and request.pricing == "buy":
+        notes += _one_host_note(request, catalog, result)
     return PlanResult(status=solved.status, plan=result,
                       binding=tuple(binding_rules(space, result)),
                       alternatives=tuple(alternatives(space, result)), notes=tuple(notes))
@@ -197,6 +201,26 @@ def _pipeline_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
             f"pipelining: {flat.num_gpus} x {flat.gpu} (dp={flat.config.dp} tp="
             f"{flat.config.tp}), {cost}{flat.time_hours:,.1f} h against "
             f"{best.time_hours:,.1f} h{fewer}")
+
+
+def _one_host_note(request: PlanRequest, catalog: Catalog, best: Plan) -> list[str]:
+    """A purchase split over hosts while a priced platform of the catalog holds all its GPUs
+    (issue 19 item 5, hosts sized to the GPU count): the best plan on such one host, the same
+    request with the GPU type and count pinned, its price and time against the plan's."""
+    gpu = catalog.gpu(best.gpu)
+    roomy = {k: p for k, p in catalog.platforms.items()
+             if gpu.form_factor in p.form_factors and p.price_usd is not None
+             and gpus_per_host(gpu, p) >= best.num_gpus}
+    if not roomy:
+        return []
+    hold = f"{', '.join(roomy)} hold{'s' if len(roomy) == 1 else ''} all {best.num_gpus} GPUs"
+    one = _best_plan(request.model_copy(update={"num_gpus": best.num_gpus, "gpus": (best.gpu,)}),
+                     replace(catalog, platforms=roomy))
+    if one is None:
+        return [f"one host: {hold}, but no plan on one fits the request"]
+    return [f"one host: {hold}; the best plan on one is {one.num_gpus} x {one.gpu} in 1 x "
+            f"{one.platform}, ${one.cost_usd:,.0f}, {one.time_hours:,.1f} h against "
+            f"${best.cost_usd:,.0f}, {best.time_hours:,.1f} h on {best.num_hosts} hosts"]
 
 
 def _better_by(request: PlanRequest, best: Plan, other: Plan) -> str:

@@ -89,13 +89,16 @@ def case_profile(case: dict[str, Any], catalog: Catalog) -> Profile:
 
 def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict[str, Any]:
     """The TrainConfig fields a case takes from its framework's profile, with the case's own
-    statements winning: extra.chunked_ce, extra.fused_lm_head_chunk_size and the weight dtypes
+    statements winning: extra.chunked_ce (false: the whole logits, no fused head),
+    extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size and the weight dtypes
     (extra.master_weights_dtype / frozen_base_weights_dtype)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
     if "chunked_ce" in extra and not extra["chunked_ce"]:
-        sem["lm_head_vocab_chunk"] = None
+        sem["lm_head_vocab_chunk"] = sem["loss_token_chunk_gib"] = None
+    if extra.get("offloaded_checkpointing") is not None:
+        sem["offload_checkpoints"] = bool(extra["offloaded_checkpointing"])
     if _vocab_chunk(case):
         sem["lm_head_vocab_chunk"] = _vocab_chunk(case)
     if extra.get("master_weights_dtype") or extra.get("frozen_base_weights_dtype"):

@@ -6,22 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.catalog.frameworks import efficiency_of
+from planner.catalog.frameworks import efficiency_of, resolve
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
 from planner.catalog.specs import GpuSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.models.cost import define_job, rent_cost
 from planner.models.decode import estimate_decode
+from planner.models.efficiency import DECODE_STACKS
 from planner.models.throughput import ThroughputEstimate, estimate_throughput
 from planner.validation.case_inputs import case_config, case_profile
 
 ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
 
-# Serving stack of each inference framework slug (decode cases; efficiency.DECODE_STACKS).
-# Training frameworks take their efficiency from their profile (catalog/frameworks).
-DECODE_STACK: dict[str, str] = {"tensorrt-llm": "tensorrt-llm", "vllm": "vllm", "tgi": "tgi"}
+# A decode case names its serving stack as its framework (efficiency.DECODE_STACKS); one that
+# names none of them is timed as vLLM. Training frameworks take their efficiency from their
+# profile (catalog/frameworks).
+DEFAULT_DECODE_STACK = "vllm"
 # The stack of a training framework whose profile (and bases) state no measured efficiency.
 DEFAULT_STACK = "hf"
 
@@ -38,17 +40,22 @@ NVLINK_DOMAIN_GPUS = {"superchip": 72}
 def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
     """The case's efficiency stack: a serving stack for decode cases, else the efficiency its
     framework's profile states or inherits (DEFAULT_STACK where none does, and for a framework
-    without a profile, which training cases report as not modelled). LLaMA-Factory rows run on
-    the Unsloth backend where the row says so."""
+    without a profile, which training cases report as not modelled). A run on one of the
+    profile's backends (a backend its location names, e.g. LLaMA-Factory's Unsloth rows) takes
+    that backend's."""
     fw = str(case.get("framework"))
-    if case.get("workload") == "decode" or fw in DECODE_STACK:
-        return DECODE_STACK.get(fw, "vllm")
-    if fw == "llama-factory" and "unsloth" in str(case.get("location", "")).lower():
-        return "unsloth"
+    if case.get("workload") == "decode" or fw in DECODE_STACKS:
+        return fw if fw in DECODE_STACKS else DEFAULT_DECODE_STACK
+    catalog = catalog or load_catalog()
     try:
-        profile = case_profile(case, catalog or load_catalog())
+        profile = case_profile(case, catalog)
     except PlannerError:
         return DEFAULT_STACK
+    location = str(case.get("location", "")).lower()
+    for backend in profile.value("backends") or ():
+        if backend in location:
+            profile = resolve(catalog, backend)
+            break
     return efficiency_of(profile)[0] or DEFAULT_STACK
 
 

@@ -58,6 +58,8 @@ class CaseResult:
     reason: str | None
     assumptions: tuple[str, ...] = ()  # RL/preference mapping choices (case_inputs.rl_case)
     framework_version: str | None = None  # the release or commit the measurement ran
+    # fields validation/case_additions.yaml corrects (what the case's source contradicts)
+    corrected: tuple[str, ...] = ()
 
     @property
     def rel_err(self) -> float | None:
@@ -128,6 +130,7 @@ def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
         "measured_as": outcome.get("measured_as"),
         "capacity_gib": case.get("gpu_memory_gib"),
         "framework_version": case.get("framework_version"),
+        "corrected": tuple(case.get("corrected") or ()),
     }
     if kind == "throughput":
         return CaseResult(**base, predicted_gib=None, predicted_range_gib=None,

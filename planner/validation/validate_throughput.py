@@ -17,11 +17,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from planner.catalog.frameworks import Profile, default_engine
 from planner.catalog.load import Catalog
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec
 from planner.errors import PlannerError
-from planner.models import efficiency as eff
+from planner.models import rltime
 from planner.models.rltime import estimate_rl_step
 from planner.models.throughput import estimate_throughput
 from planner.models.workloads import estimate_memory
@@ -98,25 +99,16 @@ def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> Throughpu
 # ---------------------------------------------------------------------------------------------
 # PPO / GRPO iterations and preference training
 # ---------------------------------------------------------------------------------------------
-# NeMo-RL's performance table gives the mean prompt + response length per sequence
-# (extra.avg_gen_seq_len) but not the split. OpenMathInstruct-2 problems with NeMo-RL's math
-# prompt template are short; 200 prompt tokens is assumed (not read from a source) and the rest
-# of the mean is response. Only the prefill/decode split of generation depends on it.
-NEMO_RL_PROMPT_TOKENS = 200
-# NeMo-RL's vLLM generation config: gpu_memory_utilization 0.6, max_model_len the
-# max_total_sequence_length (examples/configs/grpo_math_1B.yaml @ NVIDIA-NeMo/RL 00294d9,
-# policy.generation.vllm_cfg, which the larger recipes inherit); the performance table's
-# cases state no other value.
-NEMO_RL_GPU_MEMORY_UTILIZATION = 0.6
-# Frameworks whose RL iterations pipeline generation with training on separate GPUs when the
-# case says the run is off-policy (NeMo-RL async GRPO: generation workers apart from training).
-OFF_POLICY_SEPARATE = ("nemo-rl",)
-# Frameworks whose cases' global batch is the sequences of one iteration: verl's
-# data.train_batch_size is the "batch size sampled for one training iteration" in prompts, each
-# sampled rollout.n times (docs/examples/config.rst @ volcengine/verl 883213d), so a verl case
-# without a separate prompt count generates global batch / n prompts (its units: sequences),
-# not the planner's default rollout batch.
-ITERATION_GLOBAL_BATCH = ("verl",)
+# A case that gives only the mean prompt + response length per sequence (extra.avg_gen_seq_len,
+# as NeMo-RL's performance table does) and not the split: its prompts are taken as 200 tokens
+# (assumed, not read from a source: OpenMathInstruct-2 problems with a math prompt template are
+# short) and the rest of the mean as response. Only the prefill/decode split of generation
+# depends on it.
+PROMPT_TOKENS_OF_A_MEAN_ONLY_CASE = 200
+# What a framework's RL runs do with the case's fields is its profile's (catalog/frameworks):
+# the engine's memory share (rollout_memory_utilization), where an off-policy run generates
+# (off_policy_placement), whether its train batch counts the prompts of one iteration
+# (batch_counts_prompts) and its rollout engine (rollout_engines; rltime reads the engine).
 PROMPT_KEYS = ("train_batch_size_prompts", "batch_size_prompts", "train_batch_size",
                "rollouts_per_step")
 
@@ -139,19 +131,15 @@ def _max_response_len(case: dict[str, Any], cfg: TrainConfig) -> int | None:
     return None
 
 
-def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
-    """(case_inputs.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case."""
-    for need in ("gpu", "model"):
-        if not case.get(need):
-            raise PlannerError(f"case has no {need}" if need == "gpu"
-                               else "no public checkpoint: architecture unknown")
+def _rollout_fields(case: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """The case's rl block with its lengths (the logged means where it has them, the prompt /
+    response split of a mean-only case), engine TP and the profile's engine memory share."""
     extra = case.get("extra") or {}
     rl = dict(case.get("rl") or {})
-    mem = dict(case)
     if not rl.get("prompt_len") and extra.get("avg_gen_seq_len"):
         total = int(extra["avg_gen_seq_len"])
-        rl["prompt_len"] = NEMO_RL_PROMPT_TOKENS
-        rl["response_len"] = total - NEMO_RL_PROMPT_TOKENS
+        rl["prompt_len"] = PROMPT_TOKENS_OF_A_MEAN_ONLY_CASE
+        rl["response_len"] = total - PROMPT_TOKENS_OF_A_MEAN_ONLY_CASE
     if not rl.get("prompt_len"):
         raise PlannerError("rollout lengths unknown")
     if _logged_means(case):
@@ -160,32 +148,51 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         rl["prompt_len"] = round(float(extra["avg_prompt_len"]))
         rl["response_len"] = round(float(extra["avg_response_len"]))
     rl["rollout_tp"] = rl.get("rollout_tp") or extra.get("generation_tp")
-    if case.get("framework") == "nemo-rl" and rl.get("gpu_memory_utilization") is None:
-        # the engine's KV cache is what NeMo-RL's vLLM config leaves it, not sized to the share
-        rl["gpu_memory_utilization"] = NEMO_RL_GPU_MEMORY_UTILIZATION
-    mem["rl"] = rl
-    mem.setdefault("method", None)
-    if case.get("framework") in ITERATION_GLOBAL_BATCH and case.get("global_batch_size") \
+    if rl.get("gpu_memory_utilization") is None:
+        # the engine holds the KV cache its framework's config leaves it, not one sized to
+        # the share (None where the profile states no default)
+        rl["gpu_memory_utilization"] = profile.value("rollout_memory_utilization")
+    return rl
+
+
+def _iteration_extra(case: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """extra with the prompts of one iteration where the profile says its train batch counts
+    them (batch_counts_prompts: global batch of sequences / rollout n)."""
+    extra = dict(case.get("extra") or {})
+    if profile.value("batch_counts_prompts") and case.get("global_batch_size") \
             and not any(extra.get(k) for k in PROMPT_KEYS):
-        prompts = int(case["global_batch_size"]) // int(rl.get("rollout_n") or 1)
-        extra = {**extra, "train_batch_size": max(1, prompts)}
+        n = int((case.get("rl") or {}).get("rollout_n") or 1)
+        extra["train_batch_size"] = max(1, int(case["global_batch_size"]) // n)
+    return extra
+
+
+def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig, GpuSpec]:
+    """(case_inputs.RLCase, trainer config with the case's tp/pp, GPU) of a PPO/GRPO time case:
+    the case's fields, and what its framework's profile does with them."""
+    for need in ("gpu", "model"):
+        if not case.get(need):
+            raise PlannerError(f"case has no {need}" if need == "gpu"
+                               else "no public checkpoint: architecture unknown")
+    profile = case_profile(case, catalog)
+    rl = _rollout_fields(case, profile)
+    extra = _iteration_extra(case, profile)
     if extra.get("rollouts_per_step"):
         # only the product prompts x samples enters the model
         rl["rollout_n"] = 1
-        extra = {**extra, "train_batch_size": int(extra["rollouts_per_step"])}
-    mem["extra"] = extra
+        extra["train_batch_size"] = int(extra["rollouts_per_step"])
+    mem = {**case, "rl": rl, "extra": extra, "method": case.get("method")}
     rc = rl_case(mem, catalog, for_time=True)
     if extra.get("largest_fitting_batch") and not case.get("micro_batch_size"):
         rc = largest_fitting_batch(mem, rc, catalog)
     cfg = rc.cfg
     tp, pp = case.get("tp") or 1, case.get("pp") or 1
-    update: dict[str, Any] = {}
-    if "off-policy" in str(extra.get("policy", "")) and case.get("framework") in \
-            OFF_POLICY_SEPARATE:
-        update["placement"] = "separate"
+    update: dict[str, Any] = {"rollout_engine": default_engine(profile, cfg),
+                              "rollout_eager": bool(profile.value("rollout_enforce_eager"))}
+    if "off-policy" in str(extra.get("policy", "")) and profile.value("off_policy_placement"):
+        update["placement"] = profile.value("off_policy_placement")
     if case.get("global_batch_size") and extra.get("rollouts_per_step"):
-        # NeMo-RL: global_batch_size is the train batch (optimizer steps = rollouts / GBS);
-        # DeepSpeed-Chat's 1024 is only the cap on prompts per iteration (case_inputs.rl_case)
+        # global_batch_size is the train batch (optimizer steps = rollouts / GBS); a
+        # generation-batch cap (extra.generation_batches) is read by case_inputs.rl_case
         gpus = cfg.num_gpus - (cfg.num_gpus // 2 if update.get("placement") == "separate"
                                else 0)
         dp = max(1, gpus // (tp * pp))
@@ -229,16 +236,6 @@ def largest_fitting_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> An
         f"{case.get('global_batch_size')} per iteration",))
 
 
-# Generation engine of each RL framework where it is not a vLLM engine (whose in-iteration
-# efficiency is efficiency.RL_ROLLOUT_DECODE_EFFICIENCY), as the serving stack whose
-# efficiency.DECODE_EFFICIENCY it takes (read when used): DeepSpeed-Chat's hybrid engine
-# decodes with DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token
-# answers; no case isolates it, so it takes the serving roofline share of vLLM (assumed; its
-# 12 cases would imply 0.22-0.66, median 0.49, with two cases unreachable). Whether FP8 rows
-# also generate in FP8 is the profile's fp8_generation fact.
-RL_ENGINE_STACK: dict[str, str] = {"deepspeed-chat": "vllm"}
-
-
 def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
                 decode_efficiency: float | None = None) -> Any:
     """rltime.estimate_rl_step of a PPO/GRPO case (``decode_efficiency`` overrides the
@@ -246,9 +243,6 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
     rc, cfg, gpu = rl_inputs(case, catalog)
     platform, _per_node, _network = case_platform(gpu, catalog)
     cap = _max_response_len(case, cfg)
-    engine = RL_ENGINE_STACK.get(str(case.get("framework")))
-    if decode_efficiency is None and engine:
-        decode_efficiency = eff.DECODE_EFFICIENCY[engine]
     # NeMo-RL's FP8 tables state "Precision: Generation FP8, Training FP8"
     fp8_gen = case.get("precision") == "fp8" and bool(
         case_profile(case, catalog).value("fp8_generation"))
@@ -257,6 +251,15 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
                             max_response_len=cap,
                             decode_efficiency=decode_efficiency,
                             rollout_precision="fp8" if fp8_gen else "bf16")
+
+
+def reads_rollout_factor(case: dict[str, Any], catalog: Catalog) -> bool:
+    """A PPO/GRPO case whose generation is timed with the fitted in-iteration rollout factor
+    (rltime.reads_rollout_factor of its engine); False where its inputs are not modelled."""
+    try:
+        return rltime.reads_rollout_factor(rl_inputs(case, catalog)[1])
+    except PlannerError:
+        return False
 
 
 def _rl_metric(case: dict[str, Any], est: Any) -> float:

@@ -61,6 +61,7 @@ class _Extra(_Fields):
     optimizer_in_bwd: bool | None = None
     compile: bool | None = None
     chunked_ce: bool | None = None
+    offloaded_checkpointing: bool | None = None
     fsdp_cpu_offload: bool | None = None
     reward_model: Text | None = None
     critic_reward_model: Text | None = None
@@ -150,14 +151,17 @@ class ThroughputCase(_Case):
 
 class _Addition(BaseModel):
     """Fields the project adds to one published case (validation/case_additions.yaml): what
-    the case's source states but the shared case file does not carry. ``framework`` guards
-    the match (a case of another framework with the same id is left alone); ``evidence``
-    says where each added value was read."""
+    the case's source states but the shared case file does not carry (``set``: fills fields
+    the case leaves null or out), and what the source contradicts in the case (``correct``:
+    replaces the case's own values; mappings merge key by key). ``framework`` guards the
+    match (a case of another framework with the same id is left alone); ``evidence`` says
+    where each added or corrected value was read."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     framework: Text
     evidence: Text
-    set: dict[str, Any]
+    set: dict[str, Any] = Field(default_factory=dict)
+    correct: dict[str, Any] = Field(default_factory=dict)
 
 
 class CaseAdditions(BaseModel):
@@ -184,16 +188,27 @@ def _fill(own: Any, added: Any) -> Any:
     return added if own is None else own
 
 
+def _override(own: Any, correct: Any) -> Any:
+    """``correct`` over ``own``: the corrected values win, mappings merge by key."""
+    if isinstance(own, dict) and isinstance(correct, dict):
+        return {**own, **{k: _override(own.get(k), v) for k, v in correct.items()}}
+    return correct
+
+
 def with_additions(cases: list[dict[str, Any]], additions: CaseAdditions) -> list[dict[str, Any]]:
-    """Each case with the project's additions for its id filled in where the case itself is
-    silent (a field the case states keeps its value), the evidence under ``additions``."""
+    """Each case with the project's additions for its id: ``set`` filled in where the case
+    itself is silent (a field the case states keeps its value), then ``correct`` replacing
+    what the case states; the evidence under ``additions``, the corrected top-level fields
+    under ``corrected``."""
     out = []
     for case in cases:
         add = additions.cases.get(str(case.get("id")))
         if add is None or case.get("framework") != add.framework:
             out.append(case)
             continue
-        out.append({**_fill(case, add.set), "additions": add.evidence})
+        filled = _override(_fill(case, add.set), add.correct)
+        out.append({**filled, "additions": add.evidence,
+                    **({"corrected": sorted(add.correct)} if add.correct else {})})
     return out
 
 
