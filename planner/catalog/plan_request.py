@@ -3,15 +3,33 @@ open; its bounds and the checks that make contradictory or impossible pins bad i
 
 from __future__ import annotations
 
+from itertools import product
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from planner.catalog.domains import (
+    AUTO_CHECKPOINTINGS,
+    AUTO_METHODS,
+    AUTO_OPTIMIZERS,
+    ZERO_SHARDINGS,
+    Choice,
+    Domains,
+    method_rank_domain,
+    pinned_or,
+    placement_domain,
+    rank_domain,
+    sharding_domain,
+)
 from planner.catalog.request import (
+    DEFAULT_LORA_RANK,
     DEFAULT_ROLLOUT_BATCH,
     DEFAULT_ROLLOUT_N,
+    OFFLOADS,
     PAIRWISE_WORKLOADS,
+    PLACEMENTS,
     RL_WORKLOADS,
+    SHARDING_FIELDS,
     Checkpointing,
     Method,
     Offload,
@@ -23,8 +41,8 @@ from planner.catalog.request import (
     _fill_rl_seq_len,
     _Request,
 )
-from planner.catalog.request_checks import validate_workload
-from planner.catalog.specs import ModelSpec, RolloutEngine
+from planner.catalog.request_checks import layout_error, validate_workload
+from planner.catalog.specs import ModelSpec, RolloutEngine, tensor_parallel_options
 from planner.errors import PlannerError
 
 Objective = Literal["cost", "time"]
@@ -173,6 +191,32 @@ class PlanRequest(_Request):
             return self.rollout_batch * n
         return self.global_batch_size * (2 if self.workload in PAIRWISE_WORKLOADS else 1)
 
+    def domains(self, *, model: ModelSpec, per_node: int,
+                shardings: tuple[str, ...] = ZERO_SHARDINGS,
+                trainer_generates: bool = False) -> Domains:
+        """The searched TrainConfig fields, each pinned (one value) or open (its values in
+        preference order), outermost first (domains.choices). ``shardings``: the labels the
+        framework runs; ``per_node``: the largest host, which bounds the engines' TP;
+        ``trainer_generates``: RL generating with the trainer's own weights, colocated at the
+        trainer's layout with nothing parked (request_checks.validate_engine)."""
+        methods = ("full",) if self.workload == "pretrain" else AUTO_METHODS  # every weight
+        rl = self.is_rl and not trainer_generates
+        placements = pinned_or(self.placement, PLACEMENTS) if rl else ("colocate",)
+        return {
+            ("method", "lora_rank"): method_rank_domain(pinned_or(self.method, methods),
+                                                        rank_domain(self.lora_rank)),
+            "optimizer": pinned_or(self.optimizer, AUTO_OPTIMIZERS),
+            ("zero_stage", "fsdp"): sharding_domain(pinned_or(self.sharding, shardings)),
+            "offload": pinned_or(self.offload, OFFLOADS),
+            "checkpointing": pinned_or(self.checkpointing, AUTO_CHECKPOINTINGS),
+            ("placement", "role_gpus"): placement_domain(
+                placements, workload=self.workload, reference=self.reference,
+                has_reward=self.reward_model is not None),
+            "rollout_tp": pinned_or(self.rollout_tp, tensor_parallel_options(model, per_node))
+            if rl else (1,),
+            "offload_idle": pinned_or(self.offload_idle, (False, True)) if rl else (False,),
+        }
+
 
 def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     """Contradictory or impossible pins are bad input (exit 2), not infeasibility."""
@@ -196,11 +240,7 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
                            f"--pricing buy (got {req.pricing})")
     if isinstance(req.lora_rank, int) and req.lora_rank <= 0:
         raise PlannerError(f"--lora-rank {req.lora_rank} must be a positive integer or auto")
-    if req.lora_rank is not None and req.method in ("full", "freeze"):
-        raise PlannerError(
-            f"--lora-rank {req.lora_rank} needs --method lora, dora, qlora or auto "
-            f"(got {req.method})"
-        )
+    _validate_pinned_layout(req)
     if req.tp is not None and not model.splits_heads(req.tp):
         raise PlannerError(
             f"--tp {req.tp} must divide the attention heads ({model.num_attention_heads}) and kv "
@@ -217,11 +257,24 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:
         raise PlannerError(f"--micro-batch {req.micro_batch_size} does not divide --global-batch "
                            f"{req.global_batch_size}")
-    if req.offload == "optimizer+params" and req.sharding not in (None, "zero3", "fsdp"):
-        raise PlannerError("--offload optimizer+params needs --sharding zero3 or fsdp")
-    if req.offload == "optimizer" and req.sharding == "none":
-        raise PlannerError("--offload optimizer needs ZeRO or FSDP sharding")
     _validate_plan_workload(req, model)
+
+
+def _validate_pinned_layout(req: PlanRequest) -> None:
+    """The pins of method, rank, sharding and offload under TrainConfig's own combination rules
+    (request_checks.layout_error): bad input when no value of the open ones satisfies them,
+    named by the first rule the pins break."""
+    ranks = (None, DEFAULT_LORA_RANK) if req.lora_rank is None else (req.lora_rank,)
+    errors = []
+    for method, rank, (zero_stage, fsdp), offload in product(
+            pinned_or(req.method, Method.__args__), ranks,  # type: ignore[attr-defined]
+            sharding_domain(pinned_or(req.sharding, tuple(SHARDING_FIELDS))),
+            pinned_or(req.offload, OFFLOADS)):
+        error = layout_error(Choice(method, rank, "adamw", zero_stage, fsdp, offload, "none"))
+        if error is None:
+            return
+        errors.append(error)
+    raise PlannerError(errors[0])
 
 
 def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:

@@ -17,10 +17,12 @@ from itertools import combinations
 
 import numpy as np
 
+from planner.catalog.domains import MICRO_BATCHES, Choice, choices, pipeline_parallel_options
 from planner.catalog.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
 from planner.catalog.request import TrainConfig
+from planner.catalog.request_checks import validate_engine
 from planner.catalog.specs import (
     ModelSpec,
     tensor_parallel_options,
@@ -38,15 +40,6 @@ from planner.solver.hardware import (
 )
 from planner.solver.rows import Row, pareto_rows
 from planner.solver.steptime import Timing
-from planner.solver.strategies import (
-    MICRO_BATCHES,
-    Strategy,
-    _rl_choices,
-    _strategies,
-    engine_layout,
-    pipeline_parallel_options,
-    runs_strategy,
-)
 from planner.solver.tables import (
     NO_ROLES,
     ROLLOUT_PHASE,
@@ -66,7 +59,7 @@ class PlanSpace:
     request: PlanRequest
     offers: tuple[Offer, ...]
     unoffered: tuple[str, ...]  # GPU ids left out, with the reason
-    strategies: tuple[Strategy, ...]
+    strategies: tuple[Choice, ...]  # the candidates of the searched fields (domains.Choice)
     tps: tuple[int, ...]
     pps: tuple[int, ...]
     micro_batches: tuple[int, ...]
@@ -162,7 +155,7 @@ class PlanSpace:
         return gb // (dp * mb) if gb % (dp * mb) == 0 else None
 
     def num_gpus(self, si, tp: int, pp: int, *, dp):
-        """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Strategy.groups).
+        """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Choice.groups).
         Elementwise on numpy arrays of strategies and dp."""
         apart = self._strategy_arrays["apart"][si]
         n = np.where(apart > 0, apart * dp, tp * pp * dp)
@@ -172,7 +165,7 @@ class PlanSpace:
     def _strategy_arrays(self) -> dict[str, np.ndarray]:
         """Per strategy: GPU groups when placed apart (0: colocated), engine layout index
         (engine_layout), engine weights, KV MiB per sequence and workspace (MemoryTables)."""
-        layouts = [engine_layout(s) for s in self.strategies]
+        layouts = [s.engine_layout for s in self.strategies]
         names = sorted(set(layouts))
         engine = np.array([self.memory.engine.get(i, (0, 0, 0))
                            for i in range(len(self.strategies))], dtype=np.int64).reshape(-1, 3)
@@ -191,11 +184,11 @@ class PlanSpace:
         """rollout.engine of strategy ``si`` with data-parallel degree dp, sized to its
         batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine)."""
         s = self.strategies[si]
-        key = (*engine_layout(s), dp)
+        key = (*s.engine_layout, dp)
         if key not in self._engines:
-            fields = s.config_fields()
             cfg = _with_dp(self.base.model_copy(update={
-                k: fields[k] for k in ("rollout_tp", "placement", "role_gpus")}), dp)
+                "rollout_tp": s.rollout_tp, "placement": s.placement, "role_gpus": s.role_gpus}),
+                dp)
             self._engines[key] = engine(self.model, cfg, None)
         return self._engines[key]
 
@@ -309,10 +302,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         m for m in MICRO_BATCHES if m <= request.global_batch_size
     )
     base = _base_config(request, framework.profile)
-    strategies = tuple(s for s in _strategies(request, _rl_choices(request, model, per_node,
-                                                                   base),
-                                              plan_shardings(framework.profile))
-                       if runs_strategy(framework.profile, base, s))
+    strategies = _choices(request, model, framework.profile, base=base, per_node=per_node)
     if not strategies:
         raise PlannerError(f"--framework {framework.profile.id} runs none of the requested "
                            "layouts: " + "; ".join(unsupported(framework.profile, base)))
@@ -329,6 +319,23 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         memory=memory_tables(model, base, strategies, tps=tps, pps=pps, roles=roles),
         roles=roles,
     )
+
+def _choices(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
+             per_node: int) -> tuple[Choice, ...]:
+    """The candidates of the searched fields: the product of the request's domains under the
+    combination rules (domains.choices), those the framework runs (on several GPUs, its
+    sharding as a multi-GPU job). RL generating in the trainer: the pins checked as the engine's
+    options (validate_engine)."""
+    if request.is_rl and base.generates_in_trainer:
+        validate_engine(base.model_copy(update={
+            "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
+            "offload_idle": bool(request.offload_idle)}))
+    domains = request.domains(model=model, per_node=per_node,
+                              shardings=plan_shardings(profile),
+                              trainer_generates=base.generates_in_trainer)
+    return tuple(c for c in choices(domains) if not unsupported(
+        profile, base.model_copy(update={**c._asdict(), "num_gpus": 2})))
+
 
 def _parallel_domains(request: PlanRequest, model: ModelSpec, profile: Profile, *,
                       per_node: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
