@@ -113,11 +113,14 @@ def pipeline_parallel_options(model: ModelSpec, *, at_most: int = 16) -> tuple[i
 
 
 def choices(domains: Mapping[Key, tuple[Any, ...]]) -> tuple[Choice, ...]:
-    """Every combination of the domains (the first key outermost, so earlier values of
-    earlier keys come first) that the combination rules accept."""
-    keys = [(k,) if isinstance(k, str) else k for k in domains]
+    """Every combination of the domains of Choice fields (the first key outermost, so earlier
+    values of earlier keys come first) that the combination rules accept; the other domains
+    (the layout's tp, pp and micro-batch) are the space's own axes."""
+    picked = {k: v for k, v in domains.items()
+              if set((k,) if isinstance(k, str) else k) <= set(Choice._fields)}
+    keys = [(k,) if isinstance(k, str) else k for k in picked]
     out = []
-    for combo in product(*domains.values()):
+    for combo in product(*picked.values()):
         fields: dict[str, Any] = {}
         for names, value in zip(keys, combo, strict=True):
             fields.update(zip(names, (value,) if len(names) == 1 else value, strict=True))

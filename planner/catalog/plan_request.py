@@ -12,11 +12,13 @@ from planner.catalog.domains import (
     AUTO_CHECKPOINTINGS,
     AUTO_METHODS,
     AUTO_OPTIMIZERS,
+    MICRO_BATCHES,
     ZERO_SHARDINGS,
     Choice,
     Domains,
     method_rank_domain,
     pinned_or,
+    pipeline_parallel_options,
     placement_domain,
     rank_domain,
     sharding_domain,
@@ -79,6 +81,12 @@ MAX_GLOBAL_BATCH = 65_536
 # choices, open or pinned).
 FIXED_FIELDS = ("precision", "pure_bf16", "paged_optimizer", "fused_optimizer", "compiled",
                 "flash_attention", "chunked_loss", "lora_targets")
+
+
+# PlanRequest fields that are TrainConfig fields of the same name and meaning: every candidate
+# configuration has them as they are (PlanRequest.job_fields).
+JOB_FIELDS = ("workload", "seq_len", "prompt_len", "response_len", "rollout_n", "rollout_batch",
+              "gpu_memory_utilization", "reference", "precompute_ref", "mean_seq_len")
 
 
 class PlanRequest(_Request):
@@ -191,14 +199,28 @@ class PlanRequest(_Request):
             return self.rollout_batch * n
         return self.global_batch_size * (2 if self.workload in PAIRWISE_WORKLOADS else 1)
 
+    def job_fields(self) -> dict[str, Any]:
+        """The TrainConfig fields the request sets as they are (JOB_FIELDS, and the rollout
+        engine when named)."""
+        out = {k: getattr(self, k) for k in JOB_FIELDS}
+        return out | ({"rollout_engine": self.rollout_engine} if self.rollout_engine else {})
+
     def domains(self, *, model: ModelSpec, per_node: int,
-                shardings: tuple[str, ...] = ZERO_SHARDINGS,
-                trainer_generates: bool = False) -> Domains:
+                shardings: tuple[str, ...] = ZERO_SHARDINGS, parallel: tuple[str, ...] = (
+                    "tp", "pp"), trainer_generates: bool = False) -> Domains:
         """The searched TrainConfig fields, each pinned (one value) or open (its values in
-        preference order), outermost first (domains.choices). ``shardings``: the labels the
-        framework runs; ``per_node``: the largest host, which bounds the engines' TP;
-        ``trainer_generates``: RL generating with the trainer's own weights, colocated at the
-        trainer's layout with nothing parked (request_checks.validate_engine)."""
+        preference order): the candidates' fields outermost first (domains.choices), then the
+        layout's tp, pp and micro-batch. ``shardings`` and ``parallel``: the sharding labels
+        and model-parallel axes the framework runs; ``per_node``: the largest host, which
+        bounds the TP degrees; ``trainer_generates``: RL generating with the trainer's own
+        weights, colocated at the trainer's layout with nothing parked
+        (request_checks.validate_engine)."""
+        return {**self._choice_domains(model=model, per_node=per_node, shardings=shardings,
+                                       trainer_generates=trainer_generates),
+                **self._layout_domains(model=model, per_node=per_node, parallel=parallel)}
+
+    def _choice_domains(self, *, model: ModelSpec, per_node: int, shardings: tuple[str, ...],
+                        trainer_generates: bool) -> Domains:
         methods = ("full",) if self.workload == "pretrain" else AUTO_METHODS  # every weight
         rl = self.is_rl and not trainer_generates
         placements = pinned_or(self.placement, PLACEMENTS) if rl else ("colocate",)
@@ -215,6 +237,21 @@ class PlanRequest(_Request):
             "rollout_tp": pinned_or(self.rollout_tp, tensor_parallel_options(model, per_node))
             if rl else (1,),
             "offload_idle": pinned_or(self.offload_idle, (False, True)) if rl else (False,),
+        }
+
+    def _layout_domains(self, *, model: ModelSpec, per_node: int,
+                        parallel: tuple[str, ...]) -> Domains:
+        """tp and pp: 1 for RL (its trainer is data parallel: validate_workload) and for an
+        axis the framework does not run, else every degree that splits the heads within a
+        host and every pp that divides the layers up to 8; micro-batches up to the global
+        batch."""
+        tps = tensor_parallel_options(model, per_node) if "tp" in parallel else (1,)
+        pps = pipeline_parallel_options(model, at_most=8) if "pp" in parallel else (1,)
+        return {
+            "tp": (1,) if self.is_rl else pinned_or(self.tp, tps),
+            "pp": (1,) if self.is_rl else pinned_or(self.pp, pps),
+            "micro_batch_size": pinned_or(self.micro_batch_size, tuple(
+                m for m in MICRO_BATCHES if m <= self.global_batch_size)),
         }
 
 
@@ -283,13 +320,8 @@ def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
         raise PlannerError(f"--rollout-tp {req.rollout_tp} exceeds --max-gpus {req.max_gpus}: "
                            "an engine runs on that many GPUs")
     probe = TrainConfig(
-        workload=req.workload, seq_len=req.seq_len, prompt_len=req.prompt_len,
-        response_len=req.response_len, rollout_n=req.rollout_n,
-        rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
-        reference=req.reference, precompute_ref=req.precompute_ref,
-        mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
+        **req.job_fields(), placement=req.placement or "colocate",
         rollout_tp=req.rollout_tp or 1, offload_idle=bool(req.offload_idle),
-        **({"rollout_engine": req.rollout_engine} if req.rollout_engine else {}),
         num_gpus=max(2, 2 * (req.rollout_tp or 1)),
         # split: the space sizes the groups (space._with_dp); the probe gives the engines
         # rollout_tp GPUs and the actor the rest

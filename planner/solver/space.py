@@ -17,7 +17,7 @@ from itertools import combinations
 
 import numpy as np
 
-from planner.catalog.domains import MICRO_BATCHES, Choice, choices, pipeline_parallel_options
+from planner.catalog.domains import Choice, Domains, choices
 from planner.catalog.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
@@ -25,7 +25,6 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.request_checks import validate_engine
 from planner.catalog.specs import (
     ModelSpec,
-    tensor_parallel_options,
 )
 from planner.errors import PlannerError
 from planner.models.bands import request_margin
@@ -297,12 +296,10 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     )
     offers, unoffered = _offers(request, catalog)
     per_node = max((o.gpus_per_host for o in offers), default=8)
-    tps, pps = _parallel_domains(request, model, framework.profile, per_node=per_node)
-    mbs = (request.micro_batch_size,) if request.micro_batch_size else tuple(
-        m for m in MICRO_BATCHES if m <= request.global_batch_size
-    )
     base = _base_config(request, framework.profile)
-    strategies = _choices(request, model, framework.profile, base=base, per_node=per_node)
+    domains = _domains(request, model, framework.profile, base=base, per_node=per_node)
+    strategies = _choices(domains, framework.profile, base=base)
+    tps, pps, mbs = domains["tp"], domains["pp"], domains["micro_batch_size"]
     if not strategies:
         raise PlannerError(f"--framework {framework.profile.id} runs none of the requested "
                            "layouts: " + "; ".join(unsupported(framework.profile, base)))
@@ -320,28 +317,11 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         roles=roles,
     )
 
-def _choices(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
-             per_node: int) -> tuple[Choice, ...]:
-    """The candidates of the searched fields: the product of the request's domains under the
-    combination rules (domains.choices), those the framework runs (on several GPUs, its
-    sharding as a multi-GPU job). RL generating in the trainer: the pins checked as the engine's
-    options (validate_engine)."""
-    if request.is_rl and base.generates_in_trainer:
-        validate_engine(base.model_copy(update={
-            "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
-            "offload_idle": bool(request.offload_idle)}))
-    domains = request.domains(model=model, per_node=per_node,
-                              shardings=plan_shardings(profile),
-                              trainer_generates=base.generates_in_trainer)
-    return tuple(c for c in choices(domains) if not unsupported(
-        profile, base.model_copy(update={**c._asdict(), "num_gpus": 2})))
-
-
-def _parallel_domains(request: PlanRequest, model: ModelSpec, profile: Profile, *,
-                      per_node: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The tp and pp degrees to search: the pinned one, or every option the model and the
-    framework's parallelism allow (1 for RL: its trainer is data parallel). A pin of an axis
-    the framework does not run is a PlannerError."""
+def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
+             per_node: int) -> Domains:
+    """The request's domains on this framework (PlanRequest.domains): its sharding labels and
+    parallel axes; a pin of an axis it does not run is a PlannerError, and RL pins are checked
+    as the engine's options when the trainer generates (validate_engine)."""
     parallel = profile.value("parallelism", ("tp", "pp"))
     for axis in ("tp", "pp"):
         if (getattr(request, axis) or 1) > 1 and axis not in parallel:
@@ -349,28 +329,25 @@ def _parallel_domains(request: PlanRequest, model: ModelSpec, profile: Profile, 
                 f"--{axis} {getattr(request, axis)}: --framework {profile.id} does not "
                 f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism; name one that "
                 "does ('planner catalog frameworks', column parallel)")
-    if request.is_rl:  # the RL trainer is data parallel (request_checks.validate_workload)
-        return (1,), (1,)
-    tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node) \
-        if "tp" in parallel else (1,)
-    pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8) \
-        if "pp" in parallel else (1,)
-    return tps, pps
+    if request.is_rl and base.generates_in_trainer:
+        validate_engine(base.model_copy(update={
+            "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
+            "offload_idle": bool(request.offload_idle)}))
+    return request.domains(model=model, per_node=per_node, shardings=plan_shardings(profile),
+                           parallel=parallel, trainer_generates=base.generates_in_trainer)
+
+
+def _choices(domains: Domains, profile: Profile, *, base: TrainConfig) -> tuple[Choice, ...]:
+    """The candidates of the searched fields (domains.choices) that the framework runs (on
+    several GPUs, its sharding as a multi-GPU job)."""
+    return tuple(c for c in choices(domains) if not unsupported(
+        profile, base.model_copy(update={**c._asdict(), "num_gpus": 2})))
 
 
 def _base_config(request: PlanRequest, profile: Profile) -> TrainConfig:
     """The TrainConfig every row shares: the request's workload and fixed fields, with the
     framework profile's settings applied."""
-    base = TrainConfig(
-        workload=request.workload, seq_len=request.seq_len, prompt_len=request.prompt_len,
-        response_len=request.response_len, rollout_n=request.rollout_n,
-        rollout_batch=request.rollout_batch,
-        gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
-        precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
-        framework=profile.id,
-        **({"rollout_engine": request.rollout_engine} if request.rollout_engine else {}),
-        **request.fixed,
-    )
+    base = TrainConfig(**request.job_fields(), framework=profile.id, **request.fixed)
     return apply(base, profile)
 
 
