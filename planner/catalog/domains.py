@@ -12,7 +12,6 @@ and cheap to compare, as the space memoises per candidate).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import product
 from typing import Any, NamedTuple
 
 from planner.catalog.request import (
@@ -56,7 +55,7 @@ class Choice(NamedTuple):
     @property
     def role_names(self) -> tuple[str, ...]:
         """Split placement: the roles with GPUs of their own; otherwise none."""
-        return tuple(n for n, _ in self.role_gpus or ())
+        return () if self.role_gpus is None else tuple(n for n, _ in self.role_gpus)
 
     @property
     def groups(self) -> int:
@@ -116,15 +115,26 @@ def choices(domains: Mapping[Key, tuple[Any, ...]]) -> tuple[Choice, ...]:
     """Every combination of the domains of Choice fields (the first key outermost, so earlier
     values of earlier keys come first) that the combination rules accept; the other domains
     (the layout's tp, pp and micro-batch) are the space's own axes."""
-    picked = {k: v for k, v in domains.items()
-              if set((k,) if isinstance(k, str) else k) <= set(Choice._fields)}
-    keys = [(k,) if isinstance(k, str) else k for k in picked]
-    out = []
-    for combo in product(*picked.values()):
-        fields: dict[str, Any] = {}
-        for names, value in zip(keys, combo, strict=True):
-            fields.update(zip(names, (value,) if len(names) == 1 else value, strict=True))
-        c = Choice(**fields)
-        if choice_error(c) is None:
-            out.append(c)
-    return tuple(out)
+    names: list[str] = []
+    parts: list[tuple[tuple[Any, ...], ...]] = []  # per key, its values as tuples of fields
+    for key, values in domains.items():
+        fields = (key,) if isinstance(key, str) else key
+        if set(fields) <= set(Choice._fields):
+            names += fields
+            parts.append(tuple((v,) for v in values) if isinstance(key, str) else values)
+    # in Choice's field order (PlanRequest.domains keeps it) a combination is the tuple itself
+    make = Choice._make if names == list(Choice._fields) else \
+        (lambda flat: Choice(**dict(zip(names, flat, strict=True))))
+    half = len(parts) // 2
+    heads, tails = _flat_product(parts[:half]), _flat_product(parts[half:])
+    # joined one at a time: a rejected combination is dropped as it is made
+    return tuple(c for c in (make(h + t) for h in heads for t in tails)
+                 if choice_error(c) is None)
+
+
+def _flat_product(parts: list[tuple[tuple[Any, ...], ...]]) -> list[tuple[Any, ...]]:
+    """The product of ``parts``, each combination one flat tuple, the first part outermost."""
+    out: list[tuple[Any, ...]] = [()]
+    for values in parts:
+        out = [c + v for c in out for v in values]
+    return out
