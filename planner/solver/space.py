@@ -1,11 +1,14 @@
 """The planner's decision space: a request resolved against the catalog.
 
-``build_space`` turns a PlanRequest into a PlanSpace: the offers (hardware.py), the strategies
-(strategies.py), the tp / pp / micro-batch domains and the memory tables (tables.py). The space
-gives the candidate rows (one per strategy x layout x micro-batch that completes the global
-batch), their memory need per GPU and per host, the pins as one mask over them (``allows``),
-and the step times of the throughput model per (offer, row), memoised (``Timing``, with the
-vectorised lower bounds of ``RowArrays`` that the exact search orders by: steptime.py).
+``build_space`` turns a PlanRequest into a PlanSpace: the offers (hardware.py), the request's
+domains (PlanRequest.domains: every searched TrainConfig field pinned or open), the candidates of
+the searched fields they span (``strategies``: domains.Choice, the product filtered by the
+combination rules and by what the framework runs), the tp / pp / micro-batch axes and the memory
+tables (tables.py). The space gives the candidate rows (one per strategy x layout x micro-batch
+that completes the global batch), their memory need per GPU and per host, the pins as one mask
+over them (``allows``), and the step times of the throughput model per (offer, row), memoised
+(``Timing``, with the vectorised lower bounds of ``RowArrays`` that the exact search orders by:
+steptime.py).
 """
 
 from __future__ import annotations
