@@ -98,3 +98,19 @@ def test_contradictory_pins_break_train_config_rules_with_their_message(pins, me
                                   dict(method="qlora", lora_rank=8, offload="optimizer")])
 def test_pins_an_open_field_can_satisfy_are_accepted(pins):
     validate_plan_request(PlanRequest(model="7b", **pins), CAT.model("7b").spec)
+
+
+@pytest.mark.parametrize(("pins", "fields"), [
+    (dict(tp=3), dict(tp=3, num_gpus=3)),
+    (dict(tp=2, pp=2, num_gpus=6), dict(tp=2, pp=2, num_gpus=6)),
+])
+def test_parallel_pins_fail_with_check_s_message(pins, fields):
+    """A plan's tp pin and its model-parallel GPUs break the same rules as check's config, with
+    the same one line."""
+    model = CAT.model("7b").spec
+    with pytest.raises(PlannerError) as plan_err:
+        validate_plan_request(PlanRequest(model="7b", **pins), model)
+    with pytest.raises(PlannerError) as check_err:
+        validate_config(TrainConfig(**fields), model)
+    assert str(plan_err.value) == str(check_err.value)
+    assert "allowed" in str(plan_err.value) or "does not divide --num-gpus" in str(plan_err.value)

@@ -43,7 +43,12 @@ from planner.catalog.request import (
     _fill_rl_seq_len,
     _Request,
 )
-from planner.catalog.request_checks import layout_error, validate_workload
+from planner.catalog.request_checks import (
+    layout_error,
+    model_parallel_error,
+    tp_error,
+    validate_workload,
+)
 from planner.catalog.specs import ModelSpec, RolloutEngine, tensor_parallel_options
 from planner.errors import PlannerError
 
@@ -278,17 +283,15 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     if isinstance(req.lora_rank, int) and req.lora_rank <= 0:
         raise PlannerError(f"--lora-rank {req.lora_rank} must be a positive integer or auto")
     _validate_pinned_layout(req)
-    if req.tp is not None and not model.splits_heads(req.tp):
-        raise PlannerError(
-            f"--tp {req.tp} must divide the attention heads ({model.num_attention_heads}) and kv "
-            f"heads ({model.num_kv_heads}) of {model.id}"
-        )
-    if req.pp is not None and model.num_layers % req.pp:
+    error = tp_error(req.tp, model) if req.tp is not None else None
+    if error:
+        raise PlannerError(error)
+    if req.pp is not None and model.num_layers % req.pp:  # the plan's stages are equal
         raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
-    mp = (req.tp or 1) * (req.pp or 1)
-    if req.num_gpus is not None and req.num_gpus % mp:
-        raise PlannerError(f"--tp {req.tp or 1} x --pp {req.pp or 1} = {mp} does not divide "
-                           f"--num-gpus {req.num_gpus}")
+    error = model_parallel_error(tp=req.tp or 1, pp=req.pp or 1, num_gpus=req.num_gpus) \
+        if req.num_gpus is not None else None
+    if error:
+        raise PlannerError(error)
     if req.num_gpus is not None and req.num_gpus > req.max_gpus:
         raise PlannerError(f"--num-gpus {req.num_gpus} exceeds --max-gpus {req.max_gpus}")
     if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:

@@ -30,19 +30,10 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
             f"--optimizer-in-backward needs --grad-accum 1 (got {cfg.grad_accum}): gradients "
             "are consumed as they are produced"
         )
-    mp = cfg.tp * cfg.pp * cfg.cp
-    if cfg.num_gpus % mp:
-        raise PlannerError(
-            f"--tp {cfg.tp} x --pp {cfg.pp} x cp {cfg.cp} = {mp} does not divide --num-gpus "
-            f"{cfg.num_gpus}; "
-            f"use a GPU count that is a multiple of {mp}"
-        )
-    if not model.splits_heads(cfg.tp):
-        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
-        raise PlannerError(
-            f"--tp {cfg.tp} must divide the attention heads ({model.num_attention_heads}) and "
-            f"kv heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}"
-        )
+    error = model_parallel_error(tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, num_gpus=cfg.num_gpus) or \
+        tp_error(cfg.tp, model)
+    if error:
+        raise PlannerError(error)
     if cfg.pp > model.num_layers:
         raise PlannerError(
             f"--pp {cfg.pp} exceeds the {model.num_layers} layers of {model.id}; at most "
@@ -51,6 +42,25 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
     validate_workload(cfg, model)
+
+
+def model_parallel_error(*, tp: int, pp: int, cp: int = 1, num_gpus: int) -> str | None:
+    """The model-parallel GPUs of one replica (tp x pp x cp) divide the GPU count."""
+    mp = tp * pp * cp
+    if num_gpus % mp == 0:
+        return None
+    shown = f" x cp {cp}" if cp != 1 else ""
+    return (f"--tp {tp} x --pp {pp}{shown} = {mp} does not divide --num-gpus {num_gpus}; use a "
+            f"GPU count that is a multiple of {mp}")
+
+
+def tp_error(tp: int, model: ModelSpec) -> str | None:
+    """A tensor-parallel degree splits every attention and kv head of the model evenly."""
+    if model.splits_heads(tp):
+        return None
+    allowed = list(tensor_parallel_options(model, model.num_kv_heads))
+    return (f"--tp {tp} must divide the attention heads ({model.num_attention_heads}) and kv "
+            f"heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}")
 
 
 def layout_error(c: Any) -> str | None:
