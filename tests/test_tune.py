@@ -334,3 +334,15 @@ def test_bad_pins_and_domains_are_one_line_errors(catalog, pins, space, needle):
     with pytest.raises(PlannerError, match=needle):
         tune(model="qwen2.5-0.5b", gpu="v100-16gb", config=TrainConfig(), catalog=catalog,
              pins=pins, space=space)
+
+
+def test_accumulation_pin_with_the_optimizer_in_the_backward_is_check_s_error(catalog):
+    cfg = TrainConfig(optimizer_in_backward=True)
+    with pytest.raises(PlannerError) as err:
+        tune(model="qwen2.5-0.5b", gpu="v100-16gb", config=cfg, catalog=catalog,
+             pins={"grad_accum": 4})
+    with pytest.raises(PlannerError) as same:
+        check(model="qwen2.5-0.5b", gpu="v100-16gb", config=cfg.model_copy(
+            update={"grad_accum": 4}), catalog=catalog)
+    assert str(err.value) == str(same.value)
+    assert "--optimizer-in-backward needs --grad-accum 1 (got 4)" in str(err.value)

@@ -22,14 +22,9 @@ from planner.errors import PlannerError, did_you_mean
 
 def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
     """Structural checks that need the model; raises PlannerError on the first violation."""
-    error = layout_error(cfg)
+    error = layout_error(cfg) or accumulation_error(cfg)
     if error:
         raise PlannerError(error)
-    if cfg.optimizer_in_backward and cfg.grad_accum > 1:
-        raise PlannerError(
-            f"--optimizer-in-backward needs --grad-accum 1 (got {cfg.grad_accum}): gradients "
-            "are consumed as they are produced"
-        )
     error = model_parallel_error(tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, num_gpus=cfg.num_gpus) or \
         tp_error(cfg.tp, model)
     if error:
@@ -42,6 +37,16 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
     validate_workload(cfg, model)
+
+
+def accumulation_error(c: Any) -> str | None:
+    """The optimizer stepped in the backward pass consumes each gradient as it is produced:
+    no accumulation (a TrainConfig, or any object with its optimizer_in_backward and
+    grad_accum)."""
+    if c.optimizer_in_backward and c.grad_accum > 1:
+        return (f"--optimizer-in-backward needs --grad-accum 1 (got {c.grad_accum}): gradients "
+                "are consumed as they are produced")
+    return None
 
 
 def model_parallel_error(*, tp: int, pp: int, cp: int = 1, num_gpus: int) -> str | None:

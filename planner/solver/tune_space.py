@@ -17,6 +17,7 @@ from planner.catalog.request import (
     TrainConfig,
     rollout_gpu_count,
 )
+from planner.catalog.request_checks import accumulation_error
 from planner.errors import PlannerError
 from planner.inputs import check_type
 from planner.models.workloads import trainer_gpus
@@ -138,8 +139,9 @@ def _check_pins(base: TrainConfig, pins: Mapping[str, Any]) -> None:
     if g is not None and m is not None and a is not None and m * a * dp != g:
         raise PlannerError(f"--micro-batch {m} x --grad-accum {a} x dp {dp} = {m * a * dp} "
                            f"is not --global-batch {g}")
-    if base.optimizer_in_backward and a not in (None, 1):
-        raise PlannerError(f"--optimizer-in-backward needs --grad-accum 1 (got {a})")
+    error = accumulation_error(base.model_copy(update={"grad_accum": a})) if a else None
+    if error:
+        raise PlannerError(error)
     if base.is_rl and "rollout_batch" in pins and "rollout_n" in pins:
         _check_rollout_pins(base, pins)
 
