@@ -198,14 +198,14 @@ def tune_cmd(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
         --response-len 256 --rollout-n 16 --require 'rollout_n % micro_batch == 0' \
         --require 'rollout_batch % num_gpus == 0'
     """
-    from planner.solver.tune import tune as tune_search  # deferred: each command loads only
-    from planner.solver.tune_space import Pins  # its own modules
+    from planner.solver.tune import tune as tune_search  # deferred: each command loads its own
 
     cfg = _config({**opts, "micro_batch": 1, "grad_accum": 1,
                    "checkpointing": "full" if checkpointing == "auto" else checkpointing})
-    pins = Pins(micro_batch=micro_batch, grad_accum=grad_accum, global_batch=global_batch,
-                rollout_batch=rollout_batch, rollout_n=rollout_n,
-                logprob_micro_batch=logprob_micro_batch, checkpointing=checkpointing)
+    pins = {"micro_batch_size": micro_batch, "grad_accum": grad_accum,
+            "global_batch_size": global_batch, "rollout_batch": rollout_batch,
+            "rollout_n": rollout_n, "logprob_micro_batch": logprob_micro_batch,
+            "checkpointing": checkpointing}
     result = tune_search(model=model, gpu=gpu, config=cfg, catalog=load_catalog(catalogs),
                          objective=objective, memory_target=memory_target, margin=memory_margin,
                          confidence=confidence,

@@ -10,6 +10,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from planner.api import check
+from planner.catalog.domains import MICRO_BATCHES, choices
 from planner.catalog.load import load_catalog
 from planner.catalog.plan_request import MAX_GPUS, PlanRequest
 from planner.errors import PlannerError
@@ -26,7 +27,6 @@ from planner.solver.stages import (
     objective_magnitude,
     run_solver,
 )
-from planner.solver.strategies import MICRO_BATCHES, _rl_choices, _strategies
 from planner.validation.reference import differential, pinned, random_request, reference_optimum
 
 CAT = load_catalog()
@@ -113,7 +113,7 @@ def _widest_stages(m: cp_model.CpModel, time_span: tuple[int, int]):
     req = PlanRequest(model="8b", workload="ppo", prompt_len=512, response_len=512,
                       method="auto", lora_rank="auto", optimizer="auto", max_gpus=MAX_GPUS)
     model = CAT.model(req.model).spec
-    strategies = _strategies(req, _rl_choices(req, model, 8))
+    strategies = choices(req.domains(model=model, per_node=8))
     offers, _ = _offers(req, CAT)
     spans = [("time", time_span), ("num_gpus", (1, MAX_GPUS)),
              ("strategy", (0, len(strategies) - 1)), ("offer", (0, len(offers) - 1)),

@@ -139,8 +139,8 @@ def test_pareto_matches_an_enumerated_sweep():
               for i, o in enumerate(space.offers)}
     got = [(round(p.cost_usd), p.num_gpus, offers[(p.gpu, p.platform)],
             space.strategies.index(next(s for s in space.strategies
-                                        if s.config_fields() == {k: getattr(p.config, k) for k
-                                                                 in s.config_fields()})))
+                                        if s._asdict() == {k: getattr(p.config, k) for k
+                                                           in s._fields})))
            for p in points]
     assert len(expected) >= 3 and got == expected
 

@@ -10,15 +10,16 @@ import pytest
 from planner import check, tune
 from planner.catalog.load import load_catalog
 from planner.catalog.request import TrainConfig
+from planner.errors import PlannerError
 from planner.models.memory import GIB
 from planner.solver.tune import ranking
-from planner.solver.tune_space import Pins, SearchSpace, candidate_configs
+from planner.solver.tune_space import Pins, candidate_configs
 from tests.test_cli import run
 
 # Small spaces keep the brute force quick; memory binds inside them on these GPUs.
-RL_SPACE = SearchSpace(micro_batches=(1, 2, 4, 8, 16, 32), rollout_batches=(8, 16, 32),
-                       rollout_ns=(2, 4, 8), logprob_micro_batches=(1, 4, 16, 64))
-SFT_SPACE = SearchSpace(micro_batches=(1, 2, 3, 4, 6, 8, 12, 16), accumulations=(1, 2, 4, 8))
+RL_SPACE = {"micro_batch_size": (1, 2, 4, 8, 16, 32), "rollout_batch": (8, 16, 32),
+            "rollout_n": (2, 4, 8), "logprob_micro_batch": (1, 4, 16, 64)}
+SFT_SPACE = {"micro_batch_size": (1, 2, 3, 4, 6, 8, 12, 16), "grad_accum": (1, 2, 4, 8)}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def grpo(**kw) -> TrainConfig:
     return TrainConfig(**{**base, **kw})
 
 
-def brute_force(kw: dict, pins: Pins, space: SearchSpace, catalog, memory_target=None):
+def brute_force(kw: dict, pins, space: dict, catalog, memory_target=None):
     """Evaluate every candidate of the unpruned set with the same pure models."""
     from planner.solver.tune import _problem
 
@@ -50,9 +51,9 @@ CASES = [
     ("ppo 0.5b global pinned", {"model": "qwen2.5-0.5b", "gpu": "v100-32gb",
                                 "config": TrainConfig(workload="ppo", prompt_len=256,
                                                       response_len=256, seq_len=512)},
-     Pins(global_batch=16), RL_SPACE),
+     {"global_batch_size": 16}, RL_SPACE),
     ("sft 0.5b full open global", {"model": "qwen2.5-0.5b", "gpu": "v100-16gb",
-                                   "config": TrainConfig(seq_len=2048)}, Pins(), SFT_SPACE),
+                                   "config": TrainConfig(seq_len=2048)}, {}, SFT_SPACE),
     ("sft 1.5b 4 gpus zero2 global 48", {"model": "qwen2.5-1.5b", "gpu": "rtx-4090",
                                          "config": TrainConfig(num_gpus=4, zero_stage=2,
                                                                seq_len=4096)},
@@ -243,7 +244,7 @@ def test_required_rules_are_kept_and_the_search_still_equals_brute_force(catalog
     from planner.solver.tune import _problem
 
     kw = {"model": "qwen2.5-0.5b", "gpu": "v100-32gb", "config": grpo(num_gpus=2, fsdp=True)}
-    pins = Pins(rollout_n=8)
+    pins = {"rollout_n": 8}
     res = tune(catalog=catalog, pins=pins, space=RL_SPACE, requires=SEED_001_RULES, **kw)
     rules = tuple(parse(r) for r in SEED_001_RULES)
     assert res.status == "found" and all_hold(rules, res.best.config)
@@ -334,3 +335,42 @@ def test_cli_memory_target_unreachable_lists_no_fixes(capsys):
     code, out, _ = run(capsys, "tune", "--model", "0.5b", "--gpu", "v100-16gb",
                        "--memory-target", "0.2", "--json")
     assert code == 1 and json.loads(out)["fixes"] is None
+
+
+def test_pins_by_field_name_equal_the_compatible_pins(catalog):
+    """Pins (the CLI's names) and a mapping of TrainConfig fields are one pin set: the same
+    candidates and the same answer; the searched domains show each pin as its one value."""
+    base = TrainConfig(num_gpus=2, zero_stage=1)
+    old = Pins(micro_batch=2, global_batch=32, checkpointing="full")
+    new = {"micro_batch_size": 2, "global_batch_size": 32, "checkpointing": "full"}
+    assert candidate_configs(base, old, SFT_SPACE) == candidate_configs(base, new, SFT_SPACE)
+    assert [c.micro_batch_size for c in candidate_configs(base, new, SFT_SPACE)] == [2]
+    kw = {"model": "qwen2.5-0.5b", "gpu": "v100-16gb", "config": base, "catalog": catalog}
+    a, b = tune(pins=old, **kw), tune(pins=new, **kw)
+    assert a.best.config == b.best.config and a.space == b.space
+    assert b.space["micro_batch_size"] == (2,) and b.space["global_batch_size"] == (32,)
+    assert "grad_accum" not in b.space  # the accumulation follows from the pinned total
+
+
+@pytest.mark.parametrize(("pins", "space", "needle"), [
+    ({"micro_batch": 2}, None, "pin 'micro_batch' is not one of micro_batch_size"),
+    ({"grad_accum": 0}, None, "--grad-accum 0 must be a positive integer"),
+    ({"checkpointing": "some"}, None, "--checkpointing 'some' is not one of auto"),
+    ({}, {"micro_batches": (1,)}, "space field 'micro_batches' is not one of"),
+])
+def test_bad_pins_and_domains_are_one_line_errors(catalog, pins, space, needle):
+    with pytest.raises(PlannerError, match=needle):
+        tune(model="qwen2.5-0.5b", gpu="v100-16gb", config=TrainConfig(), catalog=catalog,
+             pins=pins, space=space)
+
+
+def test_accumulation_pin_with_the_optimizer_in_the_backward_is_check_s_error(catalog):
+    cfg = TrainConfig(optimizer_in_backward=True)
+    with pytest.raises(PlannerError) as err:
+        tune(model="qwen2.5-0.5b", gpu="v100-16gb", config=cfg, catalog=catalog,
+             pins={"grad_accum": 4})
+    with pytest.raises(PlannerError) as same:
+        check(model="qwen2.5-0.5b", gpu="v100-16gb", config=cfg.model_copy(
+            update={"grad_accum": 4}), catalog=catalog)
+    assert str(err.value) == str(same.value)
+    assert "--optimizer-in-backward needs --grad-accum 1 (got 4)" in str(err.value)

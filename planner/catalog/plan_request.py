@@ -3,15 +3,35 @@ open; its bounds and the checks that make contradictory or impossible pins bad i
 
 from __future__ import annotations
 
+from itertools import product
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from planner.catalog.domains import (
+    AUTO_CHECKPOINTINGS,
+    AUTO_METHODS,
+    AUTO_OPTIMIZERS,
+    MICRO_BATCHES,
+    ZERO_SHARDINGS,
+    Choice,
+    Domains,
+    method_rank_domain,
+    pinned_or,
+    pipeline_parallel_options,
+    placement_domain,
+    rank_domain,
+    sharding_domain,
+)
 from planner.catalog.request import (
+    DEFAULT_LORA_RANK,
     DEFAULT_ROLLOUT_BATCH,
     DEFAULT_ROLLOUT_N,
+    OFFLOADS,
     PAIRWISE_WORKLOADS,
+    PLACEMENTS,
     RL_WORKLOADS,
+    SHARDING_FIELDS,
     Checkpointing,
     Method,
     Offload,
@@ -23,8 +43,13 @@ from planner.catalog.request import (
     _fill_rl_seq_len,
     _Request,
 )
-from planner.catalog.request_checks import validate_workload
-from planner.catalog.specs import ModelSpec, RolloutEngine
+from planner.catalog.request_checks import (
+    layout_error,
+    model_parallel_error,
+    tp_error,
+    validate_workload,
+)
+from planner.catalog.specs import ModelSpec, RolloutEngine, tensor_parallel_options
 from planner.errors import PlannerError
 
 Objective = Literal["cost", "time"]
@@ -61,6 +86,12 @@ MAX_GLOBAL_BATCH = 65_536
 # choices, open or pinned).
 FIXED_FIELDS = ("precision", "pure_bf16", "paged_optimizer", "fused_optimizer", "compiled",
                 "flash_attention", "chunked_loss", "lora_targets")
+
+
+# PlanRequest fields that are TrainConfig fields of the same name and meaning: every candidate
+# configuration has them as they are (PlanRequest.job_fields).
+JOB_FIELDS = ("workload", "seq_len", "prompt_len", "response_len", "rollout_n", "rollout_batch",
+              "gpu_memory_utilization", "reference", "precompute_ref", "mean_seq_len")
 
 
 class PlanRequest(_Request):
@@ -173,6 +204,61 @@ class PlanRequest(_Request):
             return self.rollout_batch * n
         return self.global_batch_size * (2 if self.workload in PAIRWISE_WORKLOADS else 1)
 
+    def job_fields(self) -> dict[str, Any]:
+        """The TrainConfig fields the request sets as they are (JOB_FIELDS, and the rollout
+        engine when named)."""
+        out = {k: getattr(self, k) for k in JOB_FIELDS}
+        return out | ({"rollout_engine": self.rollout_engine} if self.rollout_engine else {})
+
+    def domains(self, *, model: ModelSpec, per_node: int,
+                shardings: tuple[str, ...] = ZERO_SHARDINGS, parallel: tuple[str, ...] = (
+                    "tp", "pp"), trainer_generates: bool = False) -> Domains:
+        """The searched TrainConfig fields, each pinned (one value) or open (its values in
+        preference order): the candidates' fields outermost first (domains.choices), then the
+        layout's tp, pp and micro-batch. ``shardings`` and ``parallel``: the sharding labels
+        and model-parallel axes the framework runs; ``per_node``: the largest host, which
+        bounds the TP degrees; ``trainer_generates``: RL generating with the trainer's own
+        weights, colocated at the trainer's layout with nothing parked
+        (request_checks.validate_engine)."""
+        return {**self._choice_domains(model=model, per_node=per_node, shardings=shardings,
+                                       trainer_generates=trainer_generates),
+                **self._layout_domains(model=model, per_node=per_node, parallel=parallel)}
+
+    def _choice_domains(self, *, model: ModelSpec, per_node: int, shardings: tuple[str, ...],
+                        trainer_generates: bool) -> Domains:
+        methods = ("full",) if self.workload == "pretrain" else AUTO_METHODS  # every weight
+        rl = self.is_rl and not trainer_generates
+        placements = pinned_or(self.placement, PLACEMENTS) if rl else ("colocate",)
+        return {
+            ("method", "lora_rank"): method_rank_domain(pinned_or(self.method, methods),
+                                                        rank_domain(self.lora_rank)),
+            "optimizer": pinned_or(self.optimizer, AUTO_OPTIMIZERS),
+            ("zero_stage", "fsdp"): sharding_domain(pinned_or(self.sharding, shardings)),
+            "offload": pinned_or(self.offload, OFFLOADS),
+            "checkpointing": pinned_or(self.checkpointing, AUTO_CHECKPOINTINGS),
+            ("placement", "role_gpus"): placement_domain(
+                placements, workload=self.workload, reference=self.reference,
+                has_reward=self.reward_model is not None),
+            "rollout_tp": pinned_or(self.rollout_tp, tensor_parallel_options(model, per_node))
+            if rl else (1,),
+            "offload_idle": pinned_or(self.offload_idle, (False, True)) if rl else (False,),
+        }
+
+    def _layout_domains(self, *, model: ModelSpec, per_node: int,
+                        parallel: tuple[str, ...]) -> Domains:
+        """tp and pp: 1 for RL (its trainer is data parallel: validate_workload) and for an
+        axis the framework does not run, else every degree that splits the heads within a
+        host and every pp that divides the layers up to 8; micro-batches up to the global
+        batch."""
+        tps = tensor_parallel_options(model, per_node) if "tp" in parallel else (1,)
+        pps = pipeline_parallel_options(model, at_most=8) if "pp" in parallel else (1,)
+        return {
+            "tp": (1,) if self.is_rl else pinned_or(self.tp, tps),
+            "pp": (1,) if self.is_rl else pinned_or(self.pp, pps),
+            "micro_batch_size": pinned_or(self.micro_batch_size, tuple(
+                m for m in MICRO_BATCHES if m <= self.global_batch_size)),
+        }
+
 
 def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     """Contradictory or impossible pins are bad input (exit 2), not infeasibility."""
@@ -196,32 +282,39 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
                            f"--pricing buy (got {req.pricing})")
     if isinstance(req.lora_rank, int) and req.lora_rank <= 0:
         raise PlannerError(f"--lora-rank {req.lora_rank} must be a positive integer or auto")
-    if req.lora_rank is not None and req.method in ("full", "freeze"):
-        raise PlannerError(
-            f"--lora-rank {req.lora_rank} needs --method lora, dora, qlora or auto "
-            f"(got {req.method})"
-        )
-    if req.tp is not None and not model.splits_heads(req.tp):
-        raise PlannerError(
-            f"--tp {req.tp} must divide the attention heads ({model.num_attention_heads}) and kv "
-            f"heads ({model.num_kv_heads}) of {model.id}"
-        )
-    if req.pp is not None and model.num_layers % req.pp:
+    _validate_pinned_layout(req)
+    error = tp_error(req.tp, model) if req.tp is not None else None
+    if error:
+        raise PlannerError(error)
+    if req.pp is not None and model.num_layers % req.pp:  # the plan's stages are equal
         raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
-    mp = (req.tp or 1) * (req.pp or 1)
-    if req.num_gpus is not None and req.num_gpus % mp:
-        raise PlannerError(f"--tp {req.tp or 1} x --pp {req.pp or 1} = {mp} does not divide "
-                           f"--num-gpus {req.num_gpus}")
+    error = model_parallel_error(tp=req.tp or 1, pp=req.pp or 1, num_gpus=req.num_gpus) \
+        if req.num_gpus is not None else None
+    if error:
+        raise PlannerError(error)
     if req.num_gpus is not None and req.num_gpus > req.max_gpus:
         raise PlannerError(f"--num-gpus {req.num_gpus} exceeds --max-gpus {req.max_gpus}")
     if req.micro_batch_size and req.global_batch_size % req.micro_batch_size:
         raise PlannerError(f"--micro-batch {req.micro_batch_size} does not divide --global-batch "
                            f"{req.global_batch_size}")
-    if req.offload == "optimizer+params" and req.sharding not in (None, "zero3", "fsdp"):
-        raise PlannerError("--offload optimizer+params needs --sharding zero3 or fsdp")
-    if req.offload == "optimizer" and req.sharding == "none":
-        raise PlannerError("--offload optimizer needs ZeRO or FSDP sharding")
     _validate_plan_workload(req, model)
+
+
+def _validate_pinned_layout(req: PlanRequest) -> None:
+    """The pins of method, rank, sharding and offload under TrainConfig's own combination rules
+    (request_checks.layout_error): bad input when no value of the open ones satisfies them,
+    named by the first rule the pins break."""
+    ranks = (None, DEFAULT_LORA_RANK) if req.lora_rank is None else (req.lora_rank,)
+    errors = []
+    for method, rank, (zero_stage, fsdp), offload in product(
+            pinned_or(req.method, Method.__args__), ranks,  # type: ignore[attr-defined]
+            sharding_domain(pinned_or(req.sharding, tuple(SHARDING_FIELDS))),
+            pinned_or(req.offload, OFFLOADS)):
+        error = layout_error(Choice(method, rank, "adamw", zero_stage, fsdp, offload, "none"))
+        if error is None:
+            return
+        errors.append(error)
+    raise PlannerError(errors[0])
 
 
 def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
@@ -230,13 +323,8 @@ def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
         raise PlannerError(f"--rollout-tp {req.rollout_tp} exceeds --max-gpus {req.max_gpus}: "
                            "an engine runs on that many GPUs")
     probe = TrainConfig(
-        workload=req.workload, seq_len=req.seq_len, prompt_len=req.prompt_len,
-        response_len=req.response_len, rollout_n=req.rollout_n,
-        rollout_batch=req.rollout_batch, gpu_memory_utilization=req.gpu_memory_utilization,
-        reference=req.reference, precompute_ref=req.precompute_ref,
-        mean_seq_len=req.mean_seq_len, placement=req.placement or "colocate",
+        **req.job_fields(), placement=req.placement or "colocate",
         rollout_tp=req.rollout_tp or 1, offload_idle=bool(req.offload_idle),
-        **({"rollout_engine": req.rollout_engine} if req.rollout_engine else {}),
         num_gpus=max(2, 2 * (req.rollout_tp or 1)),
         # split: the space sizes the groups (space._with_dp); the probe gives the engines
         # rollout_tp GPUs and the actor the rest

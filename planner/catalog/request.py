@@ -18,6 +18,7 @@ from planner.inputs import FieldErrors, check_number
 Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
 Placement = Literal["colocate", "separate", "split"]
 Method = Literal["full", "lora", "dora", "qlora", "freeze"]
+PEFT_METHODS = ("lora", "dora", "qlora")  # the adapter methods: a LoRA rank applies to these
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "sgd-momentum", "adafactor"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
 Checkpointing = Literal["none", "selective", "full"]
@@ -277,7 +278,7 @@ class TrainConfig(_Request):
     @property
     def is_peft(self) -> bool:
         """True for an adapter method (LoRA, DoRA, QLoRA)."""
-        return self.method in ("lora", "dora", "qlora")
+        return self.method in PEFT_METHODS
 
     @property
     def rank(self) -> int:

@@ -4,9 +4,12 @@ allowed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner.catalog.request import (
     DEFAULT_ROLLOUT_BATCH,
     DEFAULT_ROLLOUT_ENGINE,
+    PEFT_METHODS,
     SPLIT_ROLES,
     TRAINER_ENGINES,
     TrainConfig,
@@ -19,34 +22,13 @@ from planner.errors import PlannerError, did_you_mean
 
 def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
     """Structural checks that need the model; raises PlannerError on the first violation."""
-    if cfg.lora_rank is not None and not cfg.is_peft:
-        raise PlannerError(
-            f"--lora-rank {cfg.lora_rank} needs --method lora, dora or qlora (got {cfg.method})"
-        )
-    if cfg.fsdp and cfg.zero_stage:
-        raise PlannerError(f"--fsdp and --zero {cfg.zero_stage} exclude each other; pick one")
-    if cfg.offload == "optimizer+params" and not cfg.shards_weights:
-        raise PlannerError("--offload optimizer+params needs --zero 3 or --fsdp")
-    if cfg.offload != "none" and not (cfg.zero_stage or cfg.fsdp):
-        raise PlannerError(f"--offload {cfg.offload} needs --zero 1, 2 or 3, or --fsdp")
-    if cfg.optimizer_in_backward and cfg.grad_accum > 1:
-        raise PlannerError(
-            f"--optimizer-in-backward needs --grad-accum 1 (got {cfg.grad_accum}): gradients "
-            "are consumed as they are produced"
-        )
-    mp = cfg.tp * cfg.pp * cfg.cp
-    if cfg.num_gpus % mp:
-        raise PlannerError(
-            f"--tp {cfg.tp} x --pp {cfg.pp} x cp {cfg.cp} = {mp} does not divide --num-gpus "
-            f"{cfg.num_gpus}; "
-            f"use a GPU count that is a multiple of {mp}"
-        )
-    if not model.splits_heads(cfg.tp):
-        allowed = list(tensor_parallel_options(model, model.num_kv_heads))
-        raise PlannerError(
-            f"--tp {cfg.tp} must divide the attention heads ({model.num_attention_heads}) and "
-            f"kv heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}"
-        )
+    error = layout_error(cfg) or accumulation_error(cfg)
+    if error:
+        raise PlannerError(error)
+    error = model_parallel_error(tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, num_gpus=cfg.num_gpus) or \
+        tp_error(cfg.tp, model)
+    if error:
+        raise PlannerError(error)
     if cfg.pp > model.num_layers:
         raise PlannerError(
             f"--pp {cfg.pp} exceeds the {model.num_layers} layers of {model.id}; at most "
@@ -55,6 +37,65 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
     validate_workload(cfg, model)
+
+
+def accumulation_error(c: Any) -> str | None:
+    """The optimizer stepped in the backward pass consumes each gradient as it is produced:
+    no accumulation (a TrainConfig, or any object with its optimizer_in_backward and
+    grad_accum)."""
+    if c.optimizer_in_backward and c.grad_accum > 1:
+        return (f"--optimizer-in-backward needs --grad-accum 1 (got {c.grad_accum}): gradients "
+                "are consumed as they are produced")
+    return None
+
+
+def model_parallel_error(*, tp: int, pp: int, cp: int = 1, num_gpus: int) -> str | None:
+    """The model-parallel GPUs of one replica (tp x pp x cp) divide the GPU count."""
+    mp = tp * pp * cp
+    if num_gpus % mp == 0:
+        return None
+    shown = f" x cp {cp}" if cp != 1 else ""
+    return (f"--tp {tp} x --pp {pp}{shown} = {mp} does not divide --num-gpus {num_gpus}; use a "
+            f"GPU count that is a multiple of {mp}")
+
+
+def tp_error(tp: int, model: ModelSpec) -> str | None:
+    """A tensor-parallel degree splits every attention and kv head of the model evenly."""
+    if model.splits_heads(tp):
+        return None
+    allowed = list(tensor_parallel_options(model, model.num_kv_heads))
+    return (f"--tp {tp} must divide the attention heads ({model.num_attention_heads}) and kv "
+            f"heads ({model.num_kv_heads}) of {model.id}; allowed: {allowed}")
+
+
+def layout_error(c: Any) -> str | None:
+    """The rules between method, rank, sharding and offload of one configuration (a TrainConfig
+    or a domains.Choice: the same field names), as the message of the first that fails."""
+    if c.lora_rank is not None and c.method not in PEFT_METHODS:
+        return f"--lora-rank {c.lora_rank} needs --method lora, dora or qlora (got {c.method})"
+    if c.fsdp and c.zero_stage:
+        return f"--fsdp and --zero {c.zero_stage} exclude each other; pick one"
+    if c.offload == "optimizer+params" and not (c.fsdp or c.zero_stage == 3):
+        return "--offload optimizer+params needs the weights sharded: ZeRO-3 or FSDP"
+    if c.offload != "none" and not (c.zero_stage or c.fsdp):
+        return f"--offload {c.offload} needs ZeRO (stage 1, 2 or 3) or FSDP sharding"
+    return None
+
+
+def idle_error(c: Any) -> str | None:
+    """Split placement parks nothing: every role has GPUs of its own (a TrainConfig or a
+    domains.Choice)."""
+    if c.placement == "split" and c.offload_idle:
+        return ("--offload-idle moves idle roles off shared GPUs; with --placement split every "
+                "role has GPUs of its own")
+    return None
+
+
+def choice_error(c: Any) -> str | None:
+    """The combination rules of the searched fields (layout_error, idle_error): the message of
+    the first that fails, None when all hold. The one home of these rules: validate_config
+    raises them, the plan space filters its candidates by them."""
+    return layout_error(c) or idle_error(c)
 
 
 def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
@@ -186,6 +227,6 @@ def _validate_split(cfg: TrainConfig) -> None:
     if cfg.rollout_gpus is not None and cfg.rollout_gpus != engines:
         raise PlannerError(f"--rollout-gpus {cfg.rollout_gpus} must be the GPUs --role-gpus "
                            f"leaves ({engines} of {cfg.num_gpus})")
-    if cfg.offload_idle:
-        raise PlannerError("--offload-idle moves idle roles off shared GPUs; with --placement "
-                           "split every role has GPUs of its own")
+    error = idle_error(cfg)
+    if error:
+        raise PlannerError(error)

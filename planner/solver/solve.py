@@ -3,7 +3,7 @@ analytic models; pareto(): the cost-vs-time front.
 
 The tie-break chain makes the answer unique and deterministic (one worker, fixed seed):
 cost -> step time (throughput model) -> fewer GPUs -> fuller-fidelity strategy (full > LoRA >
-DoRA > QLoRA, no offload, no recomputation: the order of ``space.Strategy`` enumeration) ->
+DoRA > QLoRA, no offload, no recomputation: the domains' preference order, PlanRequest.domains) ->
 catalog order of the offer -> smaller tp, pp -> larger micro-batch -> fewer hosts.
 """
 

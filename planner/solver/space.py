@@ -1,11 +1,14 @@
 """The planner's decision space: a request resolved against the catalog.
 
-``build_space`` turns a PlanRequest into a PlanSpace: the offers (hardware.py), the strategies
-(strategies.py), the tp / pp / micro-batch domains and the memory tables (tables.py). The space
-gives the candidate rows (one per strategy x layout x micro-batch that completes the global
-batch), their memory need per GPU and per host, the pins as one mask over them (``allows``),
-and the step times of the throughput model per (offer, row), memoised (``Timing``, with the
-vectorised lower bounds of ``RowArrays`` that the exact search orders by: steptime.py).
+``build_space`` turns a PlanRequest into a PlanSpace: the offers (hardware.py), the request's
+domains (PlanRequest.domains: every searched TrainConfig field pinned or open), the candidates of
+the searched fields they span (``strategies``: domains.Choice, the product filtered by the
+combination rules and by what the framework runs), the tp / pp / micro-batch axes and the memory
+tables (tables.py). The space gives the candidate rows (one per strategy x layout x micro-batch
+that completes the global batch), their memory need per GPU and per host, the pins as one mask
+over them (``allows``), and the step times of the throughput model per (offer, row), memoised
+(``Timing``, with the vectorised lower bounds of ``RowArrays`` that the exact search orders by:
+steptime.py).
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from itertools import combinations
 
 import numpy as np
 
+from planner.catalog.domains import Choice, Domains, choices
 from planner.catalog.frameworks import Profile, apply, for_request, plan_shardings, unsupported
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
 from planner.catalog.request import TrainConfig
+from planner.catalog.request_checks import validate_engine
 from planner.catalog.specs import (
     ModelSpec,
-    tensor_parallel_options,
 )
 from planner.errors import PlannerError
 from planner.models.bands import request_margin
@@ -38,15 +42,6 @@ from planner.solver.hardware import (
 )
 from planner.solver.rows import Row, pareto_rows
 from planner.solver.steptime import Timing
-from planner.solver.strategies import (
-    MICRO_BATCHES,
-    Strategy,
-    _rl_choices,
-    _strategies,
-    engine_layout,
-    pipeline_parallel_options,
-    runs_strategy,
-)
 from planner.solver.tables import (
     NO_ROLES,
     ROLLOUT_PHASE,
@@ -66,7 +61,7 @@ class PlanSpace:
     request: PlanRequest
     offers: tuple[Offer, ...]
     unoffered: tuple[str, ...]  # GPU ids left out, with the reason
-    strategies: tuple[Strategy, ...]
+    strategies: tuple[Choice, ...]  # the candidates of the searched fields (domains.Choice)
     tps: tuple[int, ...]
     pps: tuple[int, ...]
     micro_batches: tuple[int, ...]
@@ -162,7 +157,7 @@ class PlanSpace:
         return gb // (dp * mb) if gb % (dp * mb) == 0 else None
 
     def num_gpus(self, si, tp: int, pp: int, *, dp):
-        """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Strategy.groups).
+        """GPUs of a layout: tp x pp x dp; RL placements apart: dp per group (Choice.groups).
         Elementwise on numpy arrays of strategies and dp."""
         apart = self._strategy_arrays["apart"][si]
         n = np.where(apart > 0, apart * dp, tp * pp * dp)
@@ -172,7 +167,7 @@ class PlanSpace:
     def _strategy_arrays(self) -> dict[str, np.ndarray]:
         """Per strategy: GPU groups when placed apart (0: colocated), engine layout index
         (engine_layout), engine weights, KV MiB per sequence and workspace (MemoryTables)."""
-        layouts = [engine_layout(s) for s in self.strategies]
+        layouts = [s.engine_layout for s in self.strategies]
         names = sorted(set(layouts))
         engine = np.array([self.memory.engine.get(i, (0, 0, 0))
                            for i in range(len(self.strategies))], dtype=np.int64).reshape(-1, 3)
@@ -191,11 +186,11 @@ class PlanSpace:
         """rollout.engine of strategy ``si`` with data-parallel degree dp, sized to its
         batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine)."""
         s = self.strategies[si]
-        key = (*engine_layout(s), dp)
+        key = (*s.engine_layout, dp)
         if key not in self._engines:
-            fields = s.config_fields()
             cfg = _with_dp(self.base.model_copy(update={
-                k: fields[k] for k in ("rollout_tp", "placement", "role_gpus")}), dp)
+                "rollout_tp": s.rollout_tp, "placement": s.placement, "role_gpus": s.role_gpus}),
+                dp)
             self._engines[key] = engine(self.model, cfg, None)
         return self._engines[key]
 
@@ -304,15 +299,10 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     )
     offers, unoffered = _offers(request, catalog)
     per_node = max((o.gpus_per_host for o in offers), default=8)
-    tps, pps = _parallel_domains(request, model, framework.profile, per_node=per_node)
-    mbs = (request.micro_batch_size,) if request.micro_batch_size else tuple(
-        m for m in MICRO_BATCHES if m <= request.global_batch_size
-    )
     base = _base_config(request, framework.profile)
-    strategies = tuple(s for s in _strategies(request, _rl_choices(request, model, per_node,
-                                                                   base),
-                                              plan_shardings(framework.profile))
-                       if runs_strategy(framework.profile, base, s))
+    domains = _domains(request, model, framework.profile, base=base, per_node=per_node)
+    strategies = _choices(domains, framework.profile, base=base)
+    tps, pps, mbs = domains["tp"], domains["pp"], domains["micro_batch_size"]
     if not strategies:
         raise PlannerError(f"--framework {framework.profile.id} runs none of the requested "
                            "layouts: " + "; ".join(unsupported(framework.profile, base)))
@@ -330,11 +320,11 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         roles=roles,
     )
 
-def _parallel_domains(request: PlanRequest, model: ModelSpec, profile: Profile, *,
-                      per_node: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The tp and pp degrees to search: the pinned one, or every option the model and the
-    framework's parallelism allow (1 for RL: its trainer is data parallel). A pin of an axis
-    the framework does not run is a PlannerError."""
+def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
+             per_node: int) -> Domains:
+    """The request's domains on this framework (PlanRequest.domains): its sharding labels and
+    parallel axes; a pin of an axis it does not run is a PlannerError, and RL pins are checked
+    as the engine's options when the trainer generates (validate_engine)."""
     parallel = profile.value("parallelism", ("tp", "pp"))
     for axis in ("tp", "pp"):
         if (getattr(request, axis) or 1) > 1 and axis not in parallel:
@@ -342,28 +332,25 @@ def _parallel_domains(request: PlanRequest, model: ModelSpec, profile: Profile, 
                 f"--{axis} {getattr(request, axis)}: --framework {profile.id} does not "
                 f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism; name one that "
                 "does ('planner catalog frameworks', column parallel)")
-    if request.is_rl:  # the RL trainer is data parallel (request_checks.validate_workload)
-        return (1,), (1,)
-    tps = (request.tp,) if request.tp else tensor_parallel_options(model, per_node) \
-        if "tp" in parallel else (1,)
-    pps = (request.pp,) if request.pp else pipeline_parallel_options(model, at_most=8) \
-        if "pp" in parallel else (1,)
-    return tps, pps
+    if request.is_rl and base.generates_in_trainer:
+        validate_engine(base.model_copy(update={
+            "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
+            "offload_idle": bool(request.offload_idle)}))
+    return request.domains(model=model, per_node=per_node, shardings=plan_shardings(profile),
+                           parallel=parallel, trainer_generates=base.generates_in_trainer)
+
+
+def _choices(domains: Domains, profile: Profile, *, base: TrainConfig) -> tuple[Choice, ...]:
+    """The candidates of the searched fields (domains.choices) that the framework runs (on
+    several GPUs, its sharding as a multi-GPU job)."""
+    return tuple(c for c in choices(domains) if not unsupported(
+        profile, base.model_copy(update={**c._asdict(), "num_gpus": 2})))
 
 
 def _base_config(request: PlanRequest, profile: Profile) -> TrainConfig:
     """The TrainConfig every row shares: the request's workload and fixed fields, with the
     framework profile's settings applied."""
-    base = TrainConfig(
-        workload=request.workload, seq_len=request.seq_len, prompt_len=request.prompt_len,
-        response_len=request.response_len, rollout_n=request.rollout_n,
-        rollout_batch=request.rollout_batch,
-        gpu_memory_utilization=request.gpu_memory_utilization, reference=request.reference,
-        precompute_ref=request.precompute_ref, mean_seq_len=request.mean_seq_len,
-        framework=profile.id,
-        **({"rollout_engine": request.rollout_engine} if request.rollout_engine else {}),
-        **request.fixed,
-    )
+    base = TrainConfig(**request.job_fields(), framework=profile.id, **request.fixed)
     return apply(base, profile)
 
 

@@ -7,11 +7,11 @@ through ``TimedSpace``, the part of PlanSpace that step times depend on.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 
+from planner.catalog.domains import Choice
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
@@ -29,7 +29,6 @@ from planner.models.throughput import forward_flops_per_token, pipeline_bubble_f
 from planner.models.workloads import roles
 from planner.solver.hardware import Offer
 from planner.solver.rows import Row
-from planner.solver.strategies import Strategy, engine_layout
 from planner.solver.tables import RoleModels
 
 
@@ -39,7 +38,7 @@ class TimedSpace(Protocol):
     model: ModelSpec
     request: PlanRequest
     offers: tuple[Offer, ...]
-    strategies: tuple[Strategy, ...]
+    strategies: tuple[Choice, ...]
     base: TrainConfig
     roles: RoleModels
     host_sizes: tuple[int, ...]
@@ -69,7 +68,7 @@ class Timing:
     def __init__(self, space: TimedSpace) -> None:
         self._space = space
         self._steps: dict[tuple[int, Row], int] = {}
-        self._flops: dict[Strategy, tuple[float, float, float, int]] = {}
+        self._flops: dict[Choice, tuple[float, float, float, int]] = {}
         self._flops_of: dict[int, tuple[float, float, float, int]] = {}  # by strategy index
         self._rates: dict[int, tuple[float, float, float]] = {}
         self._gen: dict[tuple[object, ...], float] = {}
@@ -91,7 +90,7 @@ class Timing:
         """_strategy_flops, memoised per strategy up to its rollout TP (the roles' configs
         drop it: workloads._base)."""
         if row.strategy not in self._flops_of:
-            key = replace(self._space.strategies[row.strategy], rollout_tp=1)
+            key = self._space.strategies[row.strategy]._replace(rollout_tp=1)
             if key not in self._flops:
                 self._flops[key] = _strategy_flops(self._space, row)
             self._flops_of[row.strategy] = self._flops[key]
@@ -130,7 +129,7 @@ class Timing:
     def engine_key(self, row: Row) -> tuple[object, ...]:
         """What the generation phase reads of a row (rltime.generation_seconds): the engine
         layout of its strategy and its data-parallel degree (GPUs per group)."""
-        return (*engine_layout(self._space.strategies[row.strategy]), row.dp)
+        return (*self._space.strategies[row.strategy].engine_layout, row.dp)
 
     def engine_side(self, offer_idx: int, row: Row):
         """rltime.engine_side of ``row``'s engine layout on the offer's GPUs, memoised per
@@ -175,7 +174,7 @@ def layout_config(space: TimedSpace, si: int, *, num_gpus: int, tp: int, pp: int
     s = space.strategies[si]
     group = num_gpus // s.groups
     return space.base.model_copy(update={
-        **s.config_fields(),
+        **s._asdict(),
         "num_gpus": num_gpus, "tp": tp, "pp": pp,
         "micro_batch_size": micro_batch, "grad_accum": grad_accum,
         "rollout_gpus": group if s.placement == "separate" else None,
@@ -255,7 +254,7 @@ class RowArrays:
         """The RL columns of the engines: a row of each engine layout and dp, the generation
         bound, whether the engines run apart and how many groups share the training."""
         space, rows = self.space, self.rows
-        layouts = [engine_layout(s) for s in space.strategies]
+        layouts = [s.engine_layout for s in space.strategies]
         names = sorted(set(layouts))
         layout = np.array([names.index(k) for k in layouts], dtype=np.int64)[st]
         # a row of each engine layout and dp (Timing.engine_key): the engine's phases are

@@ -16,8 +16,9 @@ large dp); no physics is re-derived here, and a test checks that the decompositi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from planner.catalog.domains import Choice, placement_groups
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import (
     ModelSpec,
@@ -37,10 +38,6 @@ from planner.models.states import steps_by_sub_group
 from planner.models.workloads import (
     workload_host_ram,
     workload_phases,
-)
-from planner.solver.strategies import (
-    Strategy,
-    placement_groups,
 )
 
 ACTIVATION_TERMS = ("activations", "logits_and_loss")
@@ -190,7 +187,7 @@ class MemoryTables:
 def memory_tables(
     model: ModelSpec,
     base: TrainConfig,
-    strategies: tuple[Strategy, ...],
+    strategies: tuple[Choice, ...],
     *, tps: tuple[int, ...],
     pps: tuple[int, ...],
     precision: str = "bf16",
@@ -229,7 +226,7 @@ def memory_tables(
     )
 
 
-def _engine_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, si: int,
+def _engine_entry(model: ModelSpec, base: TrainConfig, s: Choice, *, si: int,
                   shared: dict) -> tuple[int, int, int]:
     """An RL strategy's engine (weights, KV per sequence, workspace) MiB, memoised in
     ``shared``: a vLLM-style engine's parts depend on its TP only; the trainer's own
@@ -237,23 +234,23 @@ def _engine_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, si: int,
     ekey = ("engine", si if base.generates_in_trainer else s.rollout_tp)
     if ekey not in shared:
         c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(
-            s.config_fields() if base.generates_in_trainer else {})})
+            s._asdict() if base.generates_in_trainer else {})})
         weights, work, per_seq = engine_parts(model, c)
         shared[ekey] = (_ceil_mib(weights), _ceil_mib(per_seq), _ceil_mib(work))
     return shared[ekey]
 
 
-def _states_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, tp: int, pp: int,
+def _states_entry(model: ModelSpec, base: TrainConfig, s: Choice, *, tp: int, pp: int,
                   acc: bool, precision: str, roles: RoleModels, shared: dict) -> tuple:
     """(host coefficients, or None when accumulating; per phase the states coefficients
     (a, b, c, e, k) in MiB) of a strategy on (tp, pp), memoised in ``shared`` by what model
     states depend on (not checkpointing)."""
-    states_key = (s.method, s.lora_rank, s.optimizer, s.sharding, s.offload, s.placement,
-                  s.offload_idle)
+    states_key = (s.method, s.lora_rank, s.optimizer, s.zero_stage, s.fsdp, s.offload,
+                  s.placement, s.offload_idle)
     key = (states_key, tp, pp, acc)
     if key not in shared:
         cfg = base.model_copy(update={
-            **s.config_fields(), "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
+            **s._asdict(), "tp": tp, "pp": pp, "grad_accum": 2 if acc else 1,
             "micro_batch_size": 1})
         coeffs = states_coefficients(model, cfg, precision, roles=roles)
         shared[key] = (
@@ -265,16 +262,16 @@ def _states_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, tp: int, 
     return shared[key]
 
 
-def _acts_entry(model: ModelSpec, base: TrainConfig, s: Strategy, *, tp: int, pp: int,
+def _acts_entry(model: ModelSpec, base: TrainConfig, s: Choice, *, tp: int, pp: int,
                 in_flight: int, precision: str, roles: RoleModels,
                 shared: dict) -> dict[str, int]:
     """Per phase the activation MiB of one micro-batch of a strategy on (tp, pp) with
     ``in_flight`` micro-batches in flight, memoised in ``shared``; the engine's terms are left
     out (_phases): rollout TP changes nothing."""
-    key = (replace(s, rollout_tp=1), tp, pp, in_flight)
+    key = (s._replace(rollout_tp=1), tp, pp, in_flight)
     if key not in shared:
         cfg = _with_dp(base.model_copy(update={
-            **s.config_fields(), "tp": tp, "pp": pp, "micro_batch_size": 1,
+            **s._asdict(), "tp": tp, "pp": pp, "micro_batch_size": 1,
             "grad_accum": in_flight,
         }), 1)
         shared[key] = {

@@ -1,7 +1,8 @@
 """Fixed hardware, fixed job: the batch settings that maximise throughput, or fill GPU memory up
 to a target (``planner tune``).
 
-The search enumerates a bounded candidate set (SearchSpace) filtered by divisibility rules and
+The search enumerates a bounded candidate set (tune_space.TUNE_DOMAINS: a domain of values per
+open TrainConfig field, a pin's domain its one value) filtered by divisibility rules and
 evaluates every candidate with the pure models exactly as ``planner check`` does
 (workloads.estimate_memory, rltime.workload_throughput). Settings searched: micro-batch, gradient
 accumulation (global batch = micro x accumulation x dp), checkpointing when left open, and for
@@ -43,7 +44,7 @@ setting dominates the smaller ones under both rankings; they are found by bisect
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -70,14 +71,15 @@ from planner.models.workloads import estimate_memory
 from planner.solver.requirements import Requirement, all_hold, parse
 from planner.solver.tune_space import (
     CHECKPOINT_ORDER,
+    TUNE_DOMAINS,
     Pins,
-    SearchSpace,
     _check_pins,
-    _choices,
     _config,
     _gpu_unit,
     _Outer,
     outer_settings,
+    pinned_fields,
+    tune_domains,
 )
 
 Objective = Literal["throughput", "memory"]
@@ -305,8 +307,9 @@ def tune(
     objective: str = "throughput", memory_target: float | None = None,
     margin: float = 0.02, confidence: float = 0.0,
     stack: str | None = None, platform: str | None = None, critic_model: str | None = None,
-    reward_model: str | None = None, pins: Pins | None = None,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE, space: SearchSpace | None = None,
+    reward_model: str | None = None, pins: Mapping[str, Any] | Pins | None = None,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    space: Mapping[str, tuple[Any, ...]] | None = None,
     requires: tuple[str, ...] = (),
 ) -> TuneResult:
     """Best batch settings of ``config`` (its layout, method and workload fixed; its batch fields
@@ -315,25 +318,27 @@ def tune(
     ``objective`` "throughput" maximises tokens/s; "memory" the per-GPU memory (device level)
     up to ``memory_target`` x capacity. ``memory_target`` caps memory under either objective
     (default: capacity less ``margin``, over the memory band's upper edge at ``confidence``:
-    _problem). ``pins`` fixes settings; the rest are searched over
-    ``space``. ``requires`` are rules over the batch settings every candidate keeps
-    (requirements.parse: e.g. "rollout_batch % num_gpus == 0"). Bad input raises PlannerError;
-    nothing fitting is status "infeasible"."""
+    _problem). ``pins`` fixes settings, by TrainConfig field (tune_space.PIN_FLAGS; Pins
+    names them as the CLI does); the rest are searched over their domains (TUNE_DOMAINS, each
+    replaced by ``space``'s values for that field). ``requires`` are rules over the batch
+    settings every candidate keeps (requirements.parse: e.g. "rollout_batch % num_gpus ==
+    0"). Bad input raises PlannerError; nothing fitting is status "infeasible"."""
     check_type(config, TrainConfig, name="config")
     check_choice(objective, OBJECTIVES, name="--objective")
     check_range(tie_tolerance, name="--tie-tolerance", lo=0, hi=0.5, hi_open=True)
-    pins = check_type(pins or Pins(), Pins, name="pins")
     rules = tuple(parse(r) for r in requires)
-    space = space or SearchSpace()
+    tried = _tried(space)
     problem = _problem(model=model, gpu=gpu, config=config, catalog=catalog, margin=margin,
                        confidence=confidence,
                        memory_target=memory_target, stack=stack, platform=platform,
                        critic_model=critic_model, reward_model=reward_model)
     base = problem.base
+    pins = pinned_fields(pins)
     _check_pins(base, pins)
-    outers = outer_settings(base, pins, space)
+    domains = tune_domains(base, pins, tried)
+    outers = outer_settings(base, domains, pins)
     if not outers:
-        raise PlannerError(_no_candidates(base, pins))
+        raise PlannerError(_no_candidates(base))
     search = _Search(problem)
     bests = [c for o in outers for c in search.outer_bests(o, rules)]
     evaluated = list(search.cache.values())
@@ -344,7 +349,7 @@ def tune(
         num_gpus=base.num_gpus, platform=problem.platform.id if problem.platform else None,
         margin=margin, memory_target=memory_target, limit_gib=problem.limit / GIB,
         capacity_gib=cap, tie_tolerance=tie_tolerance, evaluated=len(evaluated),
-        space=_space_doc(base, pins, space), smallest=smallest, confidence=confidence,
+        space=_space_doc(base, domains), smallest=smallest, confidence=confidence,
         memory_headroom=problem.headroom,
     )
     kept = tuple(f"--require {r.text}: kept" for r in rules)
@@ -370,31 +375,28 @@ def _distinct(ranked: list[Candidate]) -> tuple[Candidate, ...]:
     return tuple(out)
 
 
-def _space_doc(base: TrainConfig, pins: Pins, space: SearchSpace) -> dict[str, tuple[Any, ...]]:
-    """What was searched per setting (a pin shows as its one value)."""
-    doc: dict[str, tuple[Any, ...]] = {
-        "micro_batch_size": _choices(pins.micro_batch, space.micro_batches),
-        "checkpointing": _choices(None if pins.checkpointing in (None, "auto")
-                                  else pins.checkpointing, space.checkpointings),
-    }
-    if pins.global_batch is not None:
-        doc["global_batch_size"] = (pins.global_batch,)
-    elif not base.is_rl:
-        doc["grad_accum"] = (1,) if base.optimizer_in_backward else \
-            _choices(pins.grad_accum, space.accumulations)
-    if base.is_rl:
-        doc["rollout_batch"] = _choices(pins.rollout_batch, space.rollout_batches)
-        doc["rollout_n"] = _choices(pins.rollout_n, space.rollout_ns if base.workload == "grpo"
-                                    else (base.samples_per_prompt,))
-        doc["logprob_micro_batch"] = _choices(pins.logprob_micro_batch,
-                                              space.logprob_micro_batches)
-    return doc
+def _tried(space: Mapping[str, tuple[Any, ...]] | None) -> dict[str, tuple[Any, ...]]:
+    """TUNE_DOMAINS with ``space``'s values for the fields it names (bad input: another
+    field)."""
+    space = check_type(space or {}, Mapping, name="space")
+    unknown = sorted(set(space) - set(TUNE_DOMAINS))
+    if unknown:
+        raise PlannerError(f"space field {unknown[0]!r} is not one of {', '.join(TUNE_DOMAINS)}")
+    return {**TUNE_DOMAINS, **{k: tuple(v) for k, v in space.items()}}
 
 
-def _notes(best: Candidate, pins: Pins) -> tuple[str, ...]:
+def _space_doc(base: TrainConfig, domains: Mapping[str, tuple[Any, ...]]
+               ) -> dict[str, tuple[Any, ...]]:
+    """What was searched per setting (a pin shows as its one value); the accumulation where
+    it is searched on its own (not RL, no pinned global batch)."""
+    shown = not base.is_rl and "global_batch_size" not in domains
+    return {k: v for k, v in domains.items() if k != "grad_accum" or shown}
+
+
+def _notes(best: Candidate, pins: Mapping[str, Any]) -> tuple[str, ...]:
     cfg = best.config
     notes = []
-    if cfg.is_rl and pins.global_batch is None:
+    if cfg.is_rl and "global_batch_size" not in pins:
         notes.append("global batch left open: all rollout sequences of an iteration make one "
                      "optimizer step (pin --global-batch for several mini-batches)")
     if cfg.is_rl and cfg.gpu_memory_utilization is None and best.memory.engine_utilization:
@@ -403,7 +405,7 @@ def _notes(best: Candidate, pins: Pins) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _no_candidates(base: TrainConfig, pins: Pins) -> str:
+def _no_candidates(base: TrainConfig) -> str:
     """Why the divisibility rules leave nothing to evaluate (one line)."""
     if base.is_rl:
         return (f"no batch settings meet the divisibility rules on {base.num_gpus} GPU(s) "
