@@ -131,6 +131,9 @@ def _check(job: Job, out: _Out) -> None:
     if job.precision == "fp16":
         out.refuse(f"fp16 on {job.gpu} (torchtune's dtype is bf16 or fp32)",
                    "re-plan with --precision fp32 or a GPU with bf16")
+    if cfg.optimizer_in_backward and cfg.is_peft:
+        out.refuse("optimizer-in-backward with LoRA (torchtune's full recipes only)",
+                   "re-plan without it")
     if cfg.workload == "dpo" and (not cfg.reference or cfg.precompute_ref):
         out.refuse("DPO without a live reference model (torchtune's DPO recipes run the "
                    "reference each step)", "re-plan with a reference and no --precompute-ref")
@@ -265,9 +268,10 @@ def export_torchtune(job: Job, out: _Out) -> ExportResult:
     doc["dataset"] = {"_component_": "torchtune.datasets.stack_exchange_paired_dataset"
                       if cfg.workload == "dpo" else "torchtune.datasets.alpaca_cleaned_dataset",
                       "packed": False}
-    doc.update({"seed": None, "shuffle": True, "optimizer": _optimizer(job, out)})
-    if cfg.optimizer_in_backward:
-        doc["optimizer_in_bwd"] = True
+    doc.update({"resume_from_checkpoint": False, "seed": None, "shuffle": True,
+                "optimizer": _optimizer(job, out)})
+    if not cfg.is_peft:  # the full recipes read it (full_finetune_single_device as an attribute)
+        doc["optimizer_in_bwd"] = cfg.optimizer_in_backward
     doc["lr_scheduler"] = {"_component_": "torchtune.training.lr_schedulers."
                            "get_cosine_schedule_with_warmup", "num_warmup_steps": 100}
     doc.update(_training(job, out, distributed))
