@@ -264,3 +264,16 @@ def test_export_without_format_writes_the_frameworks_own(framework, args, tmp_pa
         tokens = launch(text)
         assert tokens[tokens.index("--nproc_per_node") + 1] == \
             str(p["num_gpus"] // p["num_hosts"])
+
+
+def test_torchtune_writes_optimizer_in_backward_for_full_recipes(tune):
+    full = variant(tune, method="full", lora_rank=None, fsdp=False, optimizer_in_backward=True,
+                   grad_accum=1)
+    doc = yaml.safe_load(export_plan(full, "torchtune").text)
+    assert doc["optimizer_in_bwd"] is True and doc["resume_from_checkpoint"] is False
+    assert yaml.safe_load(export_plan(variant(full, optimizer_in_backward=False),
+                                      "torchtune").text)["optimizer_in_bwd"] is False
+    with pytest.raises(PlannerError, match="optimizer-in-backward with LoRA"):
+        export_plan(variant(tune, optimizer_in_backward=True, grad_accum=1), "torchtune")
+    with pytest.raises(PlannerError, match="optimizer-in-backward"):  # the other formats
+        export_plan(full, "torchtitan")
