@@ -94,6 +94,9 @@ def test_torchtune_distributed_full_with_offload_and_tp(tune):
     assert "full_finetune_distributed" in tokens
     tp = yaml.safe_load(export_plan(variant(p, tp=2, offload="none"), "torchtune").text)
     assert tp["tensor_parallel_dim"] == 2
+    ddp = export_plan(variant(p, fsdp=False, offload="none"), "torchtune")
+    assert any("no DDP" in w for w in ddp.warnings)
+    assert not any("no DDP" in w for w in res.warnings)
 
 
 def test_torchtune_methods_and_dpo(tune):

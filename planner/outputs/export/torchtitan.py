@@ -167,7 +167,8 @@ def export_torchtitan(job: Job, out: _Out) -> ExportResult:
               "compile": {"enable": cfg.compiled, "components": ["model", "loss"]}}
     _no_effect(job, out)
     _precision_note(job, out)
-    out.note(f"optimizer.lr {_LR} is a placeholder (llama3_8b.toml's): tune it")
+    out.note(f"optimizer.lr {_LR} and training.steps 1000 are placeholders (llama3_8b.toml's "
+             "values): set them for your data")
     out.note(f"download the tokenizer{' and weights' if cfg.workload == 'sft' else ''}: "
              f"python scripts/download_hf_assets.py --repo_id {job.model_path} --assets "
              + ("tokenizer safetensors" if cfg.workload == "sft" else "tokenizer"))

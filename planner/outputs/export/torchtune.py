@@ -225,6 +225,9 @@ def _training(job: Job, out: _Out, distributed: bool) -> dict[str, Any]:
         out.warn("torchtune's bf16 keeps weights and optimizer states in bf16 (no fp32 master "
                  "weights): less memory than planned")
     _checkpointing_warning(job, out, "enable_activation_checkpointing")
+    if distributed and not cfg.fsdp:
+        out.warn(f"{job.num_gpus} GPUs without FSDP: torchtune's distributed recipes shard "
+                 "with FSDP2 (no DDP): less memory, more communication than planned")
     if distributed:
         doc["fsdp_cpu_offload"] = cfg.offload != "none"
         if cfg.shard_embeddings:
@@ -233,6 +236,8 @@ def _training(job: Job, out: _Out, distributed: bool) -> dict[str, Any]:
     elif cfg.shard_embeddings:
         out.note("shard_embeddings: no effect on one device without FSDP")
     if cfg.tp > 1:
+        out.note("tensor_parallel_plan: torchtune's Llama plan (base_llama_tp_plan), which "
+                 "names the projections every torchtune decoder shares")
         doc["tensor_parallel_dim"] = cfg.tp
         doc["tensor_parallel_plan"] = {"_component_": "torchtune.models.llama3.base_llama_tp_plan"}
     return doc
@@ -280,6 +285,7 @@ def export_torchtune(job: Job, out: _Out) -> ExportResult:
     _no_effect(job, out)
     _precision_note(job, out)
     launch = launch_line(job, recipe, distributed)
+    out.note("epochs 1, max_steps_per_epoch null: set the length of the run for your data")
     out.note("checkpointer.checkpoint_files: set max_filename to the last shard number of the "
              f"download (tune download {job.model_path} --output-dir "
              f"{doc['checkpointer']['checkpoint_dir']})")
