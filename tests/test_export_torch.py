@@ -116,6 +116,15 @@ def test_torchtune_methods_and_dpo(tune):
     assert any("apply_lora_to_mlp adapts all three" in w for w in part.warnings)
 
 
+def test_torchtune_activation_offloading_follows_offloaded_checkpoints(tune):
+    on = yaml.safe_load(export_plan(variant(tune, offload_checkpoints=True,
+                                            checkpointing="full"), "torchtune").text)
+    assert on["enable_activation_offloading"] is True
+    assert on["enable_activation_checkpointing"] is True  # torchtune requires both
+    off = yaml.safe_load(export_plan(variant(tune, checkpointing="full"), "torchtune").text)
+    assert off["enable_activation_offloading"] is False
+
+
 def test_torchtune_optimizers(tune):
     opt = yaml.safe_load(export_plan(variant(tune, optimizer="adamw-8bit", fsdp=False),
                                      "torchtune").text)["optimizer"]

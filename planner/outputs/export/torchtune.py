@@ -214,7 +214,8 @@ def _training(job: Job, out: _Out, distributed: bool) -> dict[str, Any]:
         "compile": cfg.compiled, "device": "cuda",
         "dtype": "fp32" if job.precision == "fp32" else "bf16",
         "enable_activation_checkpointing": cfg.checkpointing != "none",
-        "enable_activation_offloading": False,
+        # the checkpointed layers' saved inputs in host RAM (recipes: needs checkpointing on)
+        "enable_activation_offloading": cfg.offload_checkpoints and cfg.checkpointing != "none",
     }
     if cfg.workload == "dpo":
         doc["loss"] = {"_component_": "torchtune.rlhf.loss.DPOLoss", "beta": 0.1}
@@ -257,10 +258,9 @@ def _no_effect(job: Job, out: _Out) -> None:
     if cfg.fsdp_no_sync and cfg.grad_accum > 1:
         out.warn("FSDP2 in torchtune reduce-scatters every micro-batch (no no_sync): less "
                  "memory, more communication than planned")
-    if cfg.lm_head_vocab_chunk or cfg.loss_token_chunk_gib or cfg.fused_lora_kernels or \
-            cfg.offload_checkpoints:
-        out.warn("fused head/loss kernels, fused LoRA kernels and offloaded checkpoints are not "
-                 "torchtune options: more memory than planned")
+    if cfg.lm_head_vocab_chunk or cfg.loss_token_chunk_gib or cfg.fused_lora_kernels:
+        out.warn("fused head/loss kernels and fused LoRA kernels are not torchtune options: "
+                 "more memory than planned")
 
 
 def export_torchtune(job: Job, out: _Out) -> ExportResult:
