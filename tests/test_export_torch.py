@@ -149,6 +149,12 @@ def test_torchtune_refusals(tune, update, match):
     assert "\n" not in str(exc.value) and "cannot express" in str(exc.value)
 
 
+def test_torchtune_refuses_dora_where_the_builder_has_none(tune):
+    with pytest.raises(PlannerError, match="DoRA on llama-3.1-405b"):
+        export_plan(dataclasses.replace(variant(tune, method="dora"), model="llama-3.1-405b"),
+                    "torchtune")
+
+
 def test_torchtune_refuses_a_model_without_builder(tune):
     with pytest.raises(PlannerError, match="no builder"):
         export_plan(dataclasses.replace(tune, model="falcon-7b"), "torchtune")

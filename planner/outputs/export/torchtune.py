@@ -81,6 +81,8 @@ _TOKENIZERS: dict[str, tuple[str, dict[str, str]]] = {
                 {"path": "vocab.json", "merges_file": "merges.txt"}),
 }
 _TOKENIZER_OF = {"llama3_1": "llama3", "llama3_2": "llama3", "llama3_3": "llama3"}
+# LoRA builders without use_dora (torchtune/models/llama3_1/_model_builders.py at v0.6.1).
+_NO_DORA = ("llama-3.1-405b",)
 _ATTN = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "output_proj"}
 _MLP = ("gate", "up", "down")
 # Learning-rate placeholders, as torchtune's shipped configs set them (llama3_1/8B_full.yaml
@@ -116,6 +118,10 @@ def _check(job: Job, out: _Out) -> None:
     if cfg.method == "freeze":
         out.refuse("method freeze (torchtune trains full or adapter weights)",
                    "use --format llamafactory")
+    if cfg.method == "dora" and job.model in _NO_DORA:
+        out.refuse(f"DoRA on {job.model} (torchtune 0.6.1's "
+                   f"lora_{TORCHTUNE_MODELS[job.model][1]} has no use_dora)",
+                   "re-plan with --method lora")
     if cfg.method == "qlora" and cfg.quant_format != "nf4":
         out.refuse(f"QLoRA on a {cfg.quant_format} base (torchtune quantizes to NF4)",
                    "re-plan with an nf4 base")
