@@ -20,6 +20,11 @@
 #                       0.17 is the last release that imports on Python 3.11 without Triton
 #                       (0.18 imports triton at package import, 0.19 typing.override); its
 #                       Requires-Python says >=3.12, but PyPI has a cp311 wheel
+#   torchtune-0.6.1     torchtune (its config validation and recipes/ files, in the wheel)
+#   torchtune-0.6.1-deps  what importing torchtune needs beyond the shared packages: torchao
+#                       0.13.0 (imports on torch 2.13 CPU), torchdata, the tokenizer libraries
+#   torchtitan-0.2.2    torchtitan's ConfigManager (the last release read from TOML) and tyro
+#   tyro-deps           tyro's docstring-parser and typeguard
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.integration
@@ -45,6 +50,11 @@ rm -rf "$DEST/verl-0.9.1/tests"
 target openrlhf-0.11.2 openrlhf==0.11.2
 target openrlhf-0.8.9 openrlhf==0.8.9
 target megatron-core-0.17.1 --ignore-requires-python megatron-core==0.17.1
+target torchtune-0.6.1 torchtune==0.6.1
+target torchtune-0.6.1-deps torchao==0.13.0 torchdata==0.11.0 sentencepiece==0.2.1 \
+    tiktoken==0.12.0 blobfile==3.1.0 kagglehub==0.3.13
+target torchtitan-0.2.2 torchtitan==0.2.2 tyro==1.0.17
+target tyro-deps docstring-parser==0.17.0 typeguard==4.4.4
 target llamafactory-0.9.5 llamafactory==0.9.5 transformers==5.6.0 trl==0.24.0 peft==0.18.1 \
     accelerate==1.11.0 datasets==4.0.0 huggingface-hub==1.33.0 tokenizers==0.22.2 dill==0.3.8 \
     multiprocess==0.70.16 fsspec==2025.3.0 httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 \

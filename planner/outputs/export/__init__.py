@@ -55,6 +55,12 @@ from planner.outputs.export.openrlhf import (
     OPENRLHF_VERSIONS,
     export_openrlhf,
 )
+from planner.outputs.export.torchtitan import TORCHTITAN_VERSIONS, export_torchtitan
+from planner.outputs.export.torchtune import (
+    TORCHTUNE_VERSIONS,
+    TORCHTUNE_WORKLOADS,
+    export_torchtune,
+)
 from planner.outputs.export.verl import VERL_VERSIONS, export_verl
 
 __all__ = [
@@ -63,11 +69,15 @@ __all__ = [
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
     "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
     "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
+    "export_torchtune",
+    "export_torchtitan",
 ]
 
 
 FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+    "torchtune",
+    "torchtitan",
 )
 
 # The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
@@ -84,6 +94,8 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "verl": (("verl",), ("ppo", "grpo")),
     "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
     "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+    "torchtune": (("torchtune",), TORCHTUNE_WORKLOADS),
+    "torchtitan": (("torchtitan",), ("pretrain", "sft")),
 }
 
 
@@ -147,6 +159,8 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "verl": export_verl,
     "openrlhf": export_openrlhf,
     "llamafactory": export_llamafactory,
+    "torchtune": export_torchtune,
+    "torchtitan": export_torchtitan,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -162,5 +176,7 @@ TARGETS: dict[str, str] = {
     "deepspeed": DEEPSPEED_VERSIONS, "accelerate": ACCELERATE_VERSIONS,
     "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
     "llamafactory": LLAMAFACTORY_VERSIONS,
+    "torchtune": TORCHTUNE_VERSIONS,
+    "torchtitan": TORCHTITAN_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
 }

@@ -225,7 +225,7 @@ def _model_spec(model_id: str, catalog: Any) -> ModelSpec | None:
 def _every_format(job: Job, out: _Out) -> None:
     """Settings that no format expresses, and plan facts every launch needs."""
     cfg = job.cfg
-    if cfg.optimizer_in_backward:
+    if cfg.optimizer_in_backward and out.fmt != "torchtune":  # torchtune: optimizer_in_bwd
         out.refuse("optimizer-in-backward (the plan holds no full gradient)",
                    "re-plan without it")
     if not cfg.loss_in_fp32 and out.fmt != "verl":  # verl's log-probs stay in 16 bit
