@@ -253,6 +253,15 @@ def _need_not_rl(job: Job, out: _Out) -> None:
         out.refuse(f"{job.cfg.workload} (rollout engines, actor/critic/reference roles)", RL_HINT)
 
 
+def _need_pretrain_or_sft(job: Job, out: _Out, framework: str) -> None:
+    """Refuse every workload but pretraining and supervised finetuning (``framework`` trains
+    language models only)."""
+    workload = job.cfg.workload
+    if workload not in ("pretrain", "sft"):
+        out.refuse(f"{workload} ({framework} pretrains and finetunes only)",
+                   RL_HINT if job.cfg.is_rl else "use --format torchrun (TRL) or llamafactory")
+
+
 def _ds_offload_name(cfg: TrainConfig) -> str:
     return {"none": "", "optimizer": "_offload", "optimizer+params": "_offload_all"}[cfg.offload]
 
