@@ -27,8 +27,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from planner.outputs.export._common import (
     GRADIENT_CLIPPING,
     ExportResult,
@@ -39,6 +37,7 @@ from planner.outputs.export._common import (
     _need_pretrain_or_sft,
     _Out,
     _precision_note,
+    _yaml_config,
 )
 
 LITGPT_VERSIONS = ("LitGPT 0.5.13 (Lightning-AI/litgpt@2685705; checked with its jsonargparse "
@@ -267,9 +266,5 @@ def export_litgpt(job: Job, out: _Out) -> ExportResult:
         launch = f"MASTER_ADDR=<first node> MASTER_PORT=29500 NODE_RANK=<0..n-1> {launch}"
         out.note(f"multi-node: run the launch line on each of the {job.num_hosts} nodes "
                  "(Lightning Fabric reads MASTER_ADDR, MASTER_PORT and NODE_RANK)")
-    lines = [*out.title(job),
-             f"# micro-batch {cfg.micro_batch_size} x accumulation {cfg.grad_accum} x dp "
-             f"{cfg.dp} = {cfg.global_batch_size} (LitGPT derives the accumulation from "
-             "train.global_batch_size)", f"# launch: {launch}",
-             yaml.safe_dump(doc, sort_keys=False).rstrip()]
-    return out.result("\n".join(lines) + "\n", "litgpt.yaml")
+    text = _yaml_config(job, out, doc, launch=launch, batch_key="train.global_batch_size")
+    return out.result(text, "litgpt.yaml")

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from planner.outputs.export._common import (
     GRADIENT_CLIPPING,
     ExportResult,
@@ -41,6 +39,7 @@ from planner.outputs.export._common import (
     _need_pretrain_or_sft,
     _Out,
     _precision_note,
+    _yaml_config,
 )
 
 LLMFOUNDRY_VERSIONS = ("llm-foundry 0.22.0 on Composer 0.32.1 (checked with its TrainConfig "
@@ -207,10 +206,5 @@ def export_llmfoundry(job: Job, out: _Out) -> ExportResult:
     out.note(f"optimizer.lr {LEARNING_RATE} and max_duration 1ep: placeholders, set yours")
     out.note("composer is Composer's launcher; scripts/train/train.py is in the llm-foundry "
              "repository")
-    launch = _launch(job)
-    lines = [*out.title(job),
-             f"# micro-batch {cfg.micro_batch_size} x accumulation {cfg.grad_accum} x dp "
-             f"{cfg.dp} = {cfg.global_batch_size} (Composer derives the accumulation from "
-             "global_train_batch_size)", f"# launch: {launch}",
-             yaml.safe_dump(doc, sort_keys=False).rstrip()]
-    return out.result("\n".join(lines) + "\n", "llmfoundry.yaml")
+    text = _yaml_config(job, out, doc, launch=_launch(job), batch_key="global_train_batch_size")
+    return out.result(text, "llmfoundry.yaml")
