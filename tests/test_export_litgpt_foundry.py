@@ -339,3 +339,13 @@ def test_export_without_format_writes_the_frameworks_own(fmt, kw, tmp_path, caps
         assert ("peft_config" in doc["model"]) is (c["method"] == "lora")
         assert ("fsdp_config" in doc) is (p["num_gpus"] > 1 and (c["fsdp"] or
                                                                 c["checkpointing"] != "none"))
+
+
+def test_both_formats_state_the_versions_they_target(lit, foundry):
+    from planner.outputs.export import TARGETS
+
+    for p, fmt, version in ((lit, "litgpt", "LitGPT 0.5.13"),
+                            (foundry, "llmfoundry", "llm-foundry 0.22.0")):
+        res = export_plan(p, fmt)
+        assert TARGETS[fmt].startswith(version)
+        assert f"# Targets {TARGETS[fmt]}." in res.text and f"targets {TARGETS[fmt]}" in res.notes
