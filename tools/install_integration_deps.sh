@@ -25,6 +25,12 @@
 #                       0.13.0 (imports on torch 2.13 CPU), torchdata, the tokenizer libraries
 #   torchtitan-0.2.2    torchtitan's ConfigManager (the last release read from TOML) and tyro
 #   tyro-deps           tyro's docstring-parser and typeguard
+#   litgpt-0.5.13       LitGPT and its CLI's parser stack (Lightning 2.6.1, jsonargparse 4.41,
+#                       the newest its pin <=4.41 allows); torch, huggingface-hub, safetensors,
+#                       tokenizers come from the environment
+#   llmfoundry-0.22.0   llm-foundry and Composer (mosaicml) 0.32.1, files only: their pins
+#                       (torch 2.7.0, transformers 4.51) clash with the environment's, so the
+#                       test runs their config rules from the files (tests/test_export_parsers.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.integration
@@ -59,6 +65,10 @@ target llamafactory-0.9.5 llamafactory==0.9.5 transformers==5.6.0 trl==0.24.0 pe
     accelerate==1.11.0 datasets==4.0.0 huggingface-hub==1.33.0 tokenizers==0.22.2 dill==0.3.8 \
     multiprocess==0.70.16 fsspec==2025.3.0 httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 \
     liger-kernel==0.8.5
+target litgpt-0.5.13 litgpt==0.5.13 lightning==2.6.1 lightning-utilities==0.15.3 \
+    torchmetrics==1.9.0 'jsonargparse[signatures]==4.41.0' docstring-parser==0.18.0 \
+    typeshed-client==2.15.0
+target llmfoundry-0.22.0 llm-foundry==0.22.0 mosaicml==0.32.1
 
 examples="$DEST/llamafactory-0.9.5-examples"
 if [ ! -f "$examples/.complete" ]; then

@@ -12,6 +12,8 @@ that format (the optimizer of a DeepSpeed JSON lives in the training script: a n
 One module per format family, each stating the semantics it follows (the flags each framework
 documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf`` and
 ``llamafactory``; ``_common`` holds the Job, the result and the helpers they share.
+``litgpt`` (LitGPT's --config YAML) and ``llmfoundry`` (LLM Foundry's Composer train YAML)
+write those frameworks' own configs.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from planner.outputs.export.hf import (
     export_accelerate,
     export_torchrun,
 )
+from planner.outputs.export.litgpt import LITGPT_VERSIONS, export_litgpt
 from planner.outputs.export.llamafactory import (
     LLAMAFACTORY_DATA,
     LLAMAFACTORY_DS,
@@ -49,6 +52,7 @@ from planner.outputs.export.llamafactory import (
     TEMPLATES,
     export_llamafactory,
 )
+from planner.outputs.export.llmfoundry import LLMFOUNDRY_VERSIONS, export_llmfoundry
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
     OPENRLHF_MODULES,
@@ -71,6 +75,7 @@ __all__ = [
     "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
     "export_torchtune",
     "export_torchtitan",
+    "export_litgpt", "export_llmfoundry",
 ]
 
 
@@ -78,6 +83,7 @@ FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
     "torchtune",
     "torchtitan",
+    "litgpt", "llmfoundry",
 )
 
 # The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
@@ -96,7 +102,12 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
     "torchtune": (("torchtune",), TORCHTUNE_WORKLOADS),
     "torchtitan": (("torchtitan",), ("pretrain", "sft")),
+    "litgpt": (("litgpt",), ("pretrain", "sft")),
+    "llmfoundry": (("llm-foundry",), ("pretrain", "sft")),
 }
+# The Liger-kernel profile is the Trainer with use_liger_kernel=True: TRL's scripts through
+# torchrun, the flag written (hf.py).
+WRITES_FOR["torchrun"] = (("hf-trainer-liger", *WRITES_FOR["torchrun"][0]), SUPERVISED)
 
 
 def launch_format_of(profile: Any, workload: str) -> str | None:
@@ -161,6 +172,8 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "llamafactory": export_llamafactory,
     "torchtune": export_torchtune,
     "torchtitan": export_torchtitan,
+    "litgpt": export_litgpt,
+    "llmfoundry": export_llmfoundry,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -178,5 +191,6 @@ TARGETS: dict[str, str] = {
     "llamafactory": LLAMAFACTORY_VERSIONS,
     "torchtune": TORCHTUNE_VERSIONS,
     "torchtitan": TORCHTITAN_VERSIONS,
+    "litgpt": LITGPT_VERSIONS, "llmfoundry": LLMFOUNDRY_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
 }

@@ -253,6 +253,29 @@ def _need_not_rl(job: Job, out: _Out) -> None:
         out.refuse(f"{job.cfg.workload} (rollout engines, actor/critic/reference roles)", RL_HINT)
 
 
+def _need_pretrain_or_sft(job: Job, out: _Out, framework: str) -> None:
+    """Refuse every workload but pretraining and supervised finetuning (``framework`` trains
+    language models only)."""
+    workload = job.cfg.workload
+    if workload not in ("pretrain", "sft"):
+        out.refuse(f"{workload} ({framework} pretrains and finetunes only)",
+                   RL_HINT if job.cfg.is_rl else "use --format torchrun (TRL) or llamafactory")
+
+
+def _yaml_config(job: Job, out: _Out, doc: Mapping[str, Any], *, launch: str,
+                 batch_key: str) -> str:
+    """A YAML config file: the title, the batch arithmetic (the framework derives the
+    accumulation from ``batch_key``), the launch line as a comment, then ``doc``."""
+    import yaml  # deferred: only the YAML formats need it
+
+    c = job.cfg
+    lines = [*out.title(job),
+             f"# micro-batch {c.micro_batch_size} x accumulation {c.grad_accum} x dp {c.dp} = "
+             f"{c.global_batch_size} (the accumulation follows from {batch_key})",
+             f"# launch: {launch}", yaml.safe_dump(dict(doc), sort_keys=False).rstrip()]
+    return "\n".join(lines) + "\n"
+
+
 def _ds_offload_name(cfg: TrainConfig) -> str:
     return {"none": "", "optimizer": "_offload", "optimizer+params": "_offload_all"}[cfg.offload]
 
