@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.catalog.frameworks import FrameworkChoice
+from planner.catalog.frameworks import FrameworkChoice, lacks_model, lacks_precision
 from planner.catalog.load import Catalog
 from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
@@ -105,6 +105,10 @@ def evaluate(
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config=config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
+    missing = lacks_model(framework.profile, resolved.spec.id) or lacks_precision(
+        framework.profile, cfg, gpu_spec)
+    if missing:
+        raise PlannerError(missing)
     plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform,
                         num_gpus=cfg.num_gpus)
     critic, reward = role_models(cat, cfg, critic_model, reward_model=reward_model)

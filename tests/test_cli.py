@@ -467,7 +467,7 @@ def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
     # 8-slot host now holds 7; 14 span two). The note names the best plan without pipelining;
     # its figures are those of that plan
     args = ("--model", "7b", "--pricing", "owned", "--gpus", "rtx-3090", "--tokens", "1e8",
-            "--method", "full", "--framework", "torchtitan")
+            "--method", "full", "--framework", "nemo-automodel")
     n = 14  # global batch 64 has no flat split over 14 GPUs (dp 14, or dp 7 x tp 2)
     doc = _plan_json(capsys, *args, "--num-gpus", str(n))
     p = doc["plan"]
@@ -484,7 +484,7 @@ def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
     # a purchase: the same request with --pp 1 is the comparison (4 GPUs pinned: the budget
     # buys two 2-GPU desktops, not the 8-slot rig)
     args = ("--model", "7b", "--budget", "8000", "--gpus", "rtx-3090", "--method", "full",
-            "--framework", "torchtitan", "--num-gpus", "4")
+            "--framework", "nemo-automodel", "--num-gpus", "4")
     doc = _plan_json(capsys, *args)
     p, note = doc["plan"], next(n for n in doc["notes"] if n.startswith("pipeline: "))
     flat = _plan_json(capsys, *args, "--pp", "1")["plan"]

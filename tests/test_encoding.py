@@ -37,7 +37,7 @@ def _tightened(rule: str):
         return dc.replace(sp, offers=tuple(dc.replace(o, host_ram_mib=low)
                                            for o in sp.offers)), None
     if rule == "gpus_per_host":
-        sp = _space(tp=2, framework="torchtitan")  # a framework that runs tensor parallel
+        sp = _space(tp=2, framework="nemo-automodel")  # a framework that runs tensor parallel
         return dc.replace(sp, offers=tuple(dc.replace(o, gpus_per_host=1)
                                            for o in sp.offers)), None
     if rule == "budget":

@@ -17,7 +17,7 @@ from tests.test_cli import run
 CAT = load_catalog()
 SMALL = dict(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,
              global_batch_size=16, method="full", checkpointing="none", seq_len=8192,
-             framework="torchtitan")  # FSDP with tensor/pipeline parallel layouts
+             framework="nemo-automodel")  # FSDP with tensor/pipeline parallel layouts
 
 
 def test_budget_at_the_optimum_is_tight_not_binding():
@@ -86,11 +86,11 @@ def test_gpu_memory_relaxed_one_step_is_the_next_larger_memory():
     # Full fine-tuning of Qwen2.5-1.5B (16 B/param = 24.7 GB of states) does not fit one 24 GB
     # RTX 3090 but fits 32 GB: with the 3090's memory raised to the next larger offered size
     # (the RTX 5090's 32 GB) one card would do, which is what the explanation says. Tensor
-    # parallel on two 3090s needs a framework that runs it (torchtitan).
+    # parallel on two 3090s needs a framework that runs it (Megatron-LM).
     r = plan(PlanRequest(model="qwen2.5-1.5b", gpus=("rtx-3090", "rtx-5090"), method="full",
                          offload="none", checkpointing="full", seq_len=1024, global_batch_size=8,
                          max_gpus=4, sharding="none", micro_batch_size=1,
-                         framework="torchtitan"))
+                         framework="megatron-lm"))
     assert (r.plan.num_gpus, r.plan.gpu) == (2, "rtx-3090")
     mem = next(b for b in r.binding if b.name == "gpu_memory")
     assert mem.binding and mem.relaxed.startswith("with rtx-3090 with 32 GiB: 1 x rtx-3090")

@@ -70,7 +70,7 @@ FACTS = [
     ("llm-foundry", "attention", "flash"),
     ("llm-foundry", "loss", "16bit"),
     ("llm-foundry", "fsdp_on_one_gpu", False),
-    ("llm-foundry", "parallelism", ("tp",)),
+    ("llm-foundry", "parallelism", ()),
     # Megatron-Bridge v0.6.0
     ("megatron-bridge", "methods", ("full", "lora", "dora")),
     ("megatron-bridge", "lora_rank", 32),

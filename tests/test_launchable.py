@@ -9,7 +9,8 @@ import pytest
 
 from planner import PlanRequest, load_catalog
 from planner.catalog.frameworks import resolve, unsupported
-from planner.outputs.export import export_plan, launch_format_of
+from planner.errors import PlannerError
+from planner.outputs.export import SUPERVISED, WRITES_FOR, export_plan, launch_format_of
 from planner.solver.solve import plan
 
 CAT = load_catalog()
@@ -105,3 +106,69 @@ def test_a_framework_without_a_writer_says_so(tmp_path, capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "no launch config for framework hf-trainer" in err
     assert json.loads(saved.read_text())["plan"]["config"]["framework"] == "hf-trainer"
+
+
+# Every profile a writer launches: varied requests planned on it export in its own format
+# (issue 17 section 4), from 1 GPU to hundreds, cheapest and fastest, bought and owned.
+WRITTEN = sorted({fid for fids, _ in WRITES_FOR.values() for fid in fids})
+VARIED = [
+    dict(model="llama-3.1-8b", budget_usd=3000),
+    dict(model="llama-3.1-8b", budget_usd=30000),
+    dict(model="llama-3.1-8b", budget_usd=300000, objective="time"),
+    dict(model="llama-3.1-8b", method="full", budget_usd=20000),
+    dict(model="llama-3.1-8b", gpus=("h100-sxm",), num_gpus=8, pricing="owned"),
+    dict(model="llama-3.1-70b", budget_usd=400000),
+]
+
+
+@pytest.mark.parametrize("fid", WRITTEN)
+def test_every_plan_on_a_written_framework_exports_without_refusal(fid):
+    profile = resolve(CAT, fid)
+    exported = 0
+    for req in VARIED:
+        fmt = profile.value("launch_format")
+        workload = next(w for w in ("sft", "pretrain", "rm", "dpo", "ppo", "grpo")
+                        if w in WRITES_FOR[fmt][1]
+                        and w in profile.value("workloads", SUPERVISED))
+        req = {**req, "workload": workload, **(RL if workload in ("ppo", "grpo") else {})}
+        try:
+            result = plan(PlanRequest(framework=fid, **req), CAT)
+        except PlannerError:
+            continue  # a request the framework cannot take at all: bad input, never a plan
+        if result.plan is None:
+            continue
+        fmt = launch_format_of(profile, result.plan.config.workload)
+        assert fmt is not None, (fid, req)
+        export_plan(result, fmt, catalog=CAT)  # a refusal raises PlannerError: the test fails
+        exported += 1
+    assert exported >= 1, fid
+
+
+def test_what_a_framework_cannot_launch_is_profile_data():
+    """The model tables of the torchtune / torchtitan writers are the profiles' models facts,
+    and a layout the profile rules out is never planned: LitGPT checkpoints and llm-foundry
+    checkpoints or offloads only on several GPUs, LitGPT's QLoRA runs on one GPU, torchtune
+    and torchtitan do not train in fp16 (a V100 is left out)."""
+    from planner.catalog.frameworks import gpu_count_lacks, lacks_model, lacks_precision
+    from planner.catalog.request import TrainConfig
+    from planner.outputs.export.torchtitan import TORCHTITAN_MODELS
+    from planner.outputs.export.torchtune import TORCHTUNE_MODELS
+
+    tune, titan = resolve(CAT, "torchtune"), resolve(CAT, "torchtitan")
+    assert set(tune.value("models")) == set(TORCHTUNE_MODELS)
+    assert set(titan.value("models")) == set(TORCHTITAN_MODELS)
+    assert lacks_model(titan, "qwen2.5-7b") and lacks_model(titan, "llama-3.1-8b") is None
+    lit, foundry = resolve(CAT, "litgpt"), resolve(CAT, "llm-foundry")
+    one = TrainConfig(num_gpus=1, checkpointing="full")
+    assert gpu_count_lacks(lit, one) and gpu_count_lacks(foundry, one)
+    assert not gpu_count_lacks(lit, one.model_copy(update={"num_gpus": 2}))
+    assert gpu_count_lacks(lit, TrainConfig(num_gpus=2, method="qlora", lora_rank=16,
+                                            checkpointing="none"))
+    v100 = CAT.gpu("v100-32gb")
+    assert lacks_precision(titan, TrainConfig(), v100) and lacks_precision(
+        tune, TrainConfig(), CAT.gpu("h100-sxm")) is None
+    with pytest.raises(PlannerError, match="no model definition"):
+        plan(PlanRequest(model="qwen2.5-7b", framework="torchtitan", budget_usd=5000), CAT)
+    res = plan(PlanRequest(model="llama-3.1-8b", framework="torchtitan", gpus=("v100-32gb",),
+                           budget_usd=100000), CAT)
+    assert res.plan is None and any("v100-32gb" in n and "not fp16" in n for n in res.notes)

@@ -70,7 +70,7 @@ def test_plan_is_deterministic_and_rechecked():
     # FSDP with tensor/pipeline parallel layouts: a framework that runs them
     req = PlanRequest(model="qwen2.5-1.5b", gpus=("v100-16gb", "rtx-3090"), max_gpus=16,
                       global_batch_size=16, method="full", checkpointing="none", seq_len=8192,
-                      framework="torchtitan")
+                      framework="nemo-automodel")
     first, second = plan(req, CAT), plan(req, CAT)
     assert first.status == "optimal" and first.plan == second.plan
     space = build_space(req, CAT)

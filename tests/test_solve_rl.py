@@ -34,10 +34,11 @@ SMALL = [
          max_gpus=4, global_batch_size=8, offload="none", pricing="rent", tokens=1e7,
          objective="time", budget_usd=50, mean_seq_len=200, **RL),
     dict(model="qwen2.5-0.5b", workload="ppo", method="full", gpus=("rtx-3090", "h100-sxm"),
-         max_gpus=10, global_batch_size=8, checkpointing="full", placement="split", **RL),
+         max_gpus=10, global_batch_size=8, checkpointing="full", placement="split",
+         framework="openrlhf", **RL),
     dict(model="qwen2.5-0.5b", workload="grpo", method="full", gpus=("rtx-4090", "h100-sxm"),
          max_gpus=6, global_batch_size=8, offload="none", pricing="rent", tokens=1e7,
-         objective="time", budget_usd=50, placement="split", **RL),
+         objective="time", budget_usd=50, placement="split", framework="openrlhf", **RL),
     dict(model="qwen2.5-1.5b", workload="rm", gpus=("rtx-3090", "rtx-4090"), max_gpus=4,
          global_batch_size=8, seq_len=1024, method="full"),
     dict(model="qwen2.5-1.5b", workload="dpo", gpus=("rtx-3090", "rtx-4090"), max_gpus=4,
@@ -149,7 +150,8 @@ def test_rl_timed_search_matches_every_pair():
     dict(model="qwen2.5-1.5b", workload="grpo", sharding="fsdp", max_gpus=16),
     dict(model="qwen2.5-1.5b", workload="ppo", sharding="zero3", framework="openrlhf",
          placement="separate", max_gpus=16),
-    dict(model="qwen2.5-0.5b", workload="ppo", placement="split", max_gpus=24),
+    dict(model="qwen2.5-0.5b", workload="ppo", placement="split", framework="openrlhf",
+         max_gpus=24),
 ], ids=["grpo-fsdp", "ppo-zero3-separate", "ppo-split"])
 def test_rl_bound_with_weight_gathers_stays_below_every_step_time(kw):
     """The step-time bound counts the ZeRO-3/FSDP weight all-gathers of the forward passes

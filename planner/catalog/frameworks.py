@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.catalog.load import Catalog
 from planner.catalog.request import DEFAULT_ROLLOUT_ENGINE, TRAINER_ENGINES, TrainConfig
-from planner.catalog.specs import Fact, FrameworkFacts, FrameworkSpec
+from planner.catalog.specs import Fact, FrameworkFacts, FrameworkSpec, GpuSpec
 from planner.errors import PlannerError
 
 # The framework a command assumes when none is named, per workload.
@@ -22,6 +22,16 @@ DEFAULT_FRAMEWORK: dict[str, str] = {
     "pretrain": "hf-trainer", "sft": "hf-trainer", "rm": "hf-trainer", "dpo": "hf-trainer",
     "ppo": "verl", "grpo": "verl",
 }
+
+
+# Launch formats whose writer (planner.outputs.export: _need_data_parallel) expresses data
+# parallelism only: a plan on a profile launched so stays data parallel, whatever else the
+# framework runs, so that every plan exports (issue 17 section 4; tests/test_launchable.py
+# holds the two together).
+DATA_PARALLEL_LAUNCHES = ("accelerate", "litgpt", "llamafactory", "llmfoundry", "openrlhf")
+# Launch formats whose writer colocates an RL job's roles and engines (verl's hybrid engine
+# trainer; its experimental split modes have no writer).
+COLOCATED_LAUNCHES = ("verl",)
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,26 @@ class Profile:
         no profile does)."""
         origin = self.origin.get(name)
         return origin if origin not in (None, self.spec.id) else None
+
+
+def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
+    """What of ``cfg`` the framework runs but the planner's writer of its launch format does not
+    express (DATA_PARALLEL_LAUNCHES, COLOCATED_LAUNCHES): a plan holds none of it; check still
+    predicts it."""
+    fmt, out = profile.value("launch_format"), []
+    if fmt in DATA_PARALLEL_LAUNCHES and max(cfg.tp, cfg.pp, cfg.cp) > 1:
+        out.append(f"tp {cfg.tp} / pp {cfg.pp} / cp {cfg.cp} (its {fmt} launch is data parallel)")
+    if fmt in COLOCATED_LAUNCHES and cfg.is_rl and cfg.placement != "colocate":
+        out.append(f"RL placement {cfg.placement} (its {fmt} launch colocates)")
+    return out
+
+
+def launch_parallelism(profile: Profile) -> tuple[str, ...]:
+    """The parallel axes a plan on ``profile`` may use: its parallelism fact (tp and pp when it
+    states none), none where its launch format's writer expresses data parallelism only."""
+    if profile.value("launch_format") in DATA_PARALLEL_LAUNCHES:
+        return ()
+    return tuple(profile.value("parallelism", ("tp", "pp")))
 
 
 def resolve(catalog: Catalog, name: str) -> Profile:
@@ -191,7 +221,40 @@ def unsupported(profile: Profile, cfg: TrainConfig) -> list[str]:
             lacks("rollout_engines", cfg.rollout_engine, "rollout engine")
     if cfg.checkpointing != "none":
         lacks("checkpointing", cfg.checkpointing, "checkpointing")
+    return out + gpu_count_lacks(profile, cfg)
+
+
+def gpu_count_lacks(profile: Profile, cfg: TrainConfig) -> list[str]:
+    """What of ``cfg`` the framework cannot run at its GPU count (single_gpu_lacks,
+    single_gpu_methods); empty when it runs it."""
+    out = []
+    if cfg.num_gpus == 1:
+        used = {"checkpointing": cfg.checkpointing != "none", "offload": cfg.offload != "none"}
+        out += [f"{what} on one GPU" for what in profile.value("single_gpu_lacks") or ()
+                if used[what]]
+    elif cfg.method in (profile.value("single_gpu_methods") or ()):
+        out.append(f"method {cfg.method} on {cfg.num_gpus} GPUs (one GPU only)")
     return out
+
+
+def lacks_precision(profile: Profile, cfg: TrainConfig, gpu: GpuSpec) -> str | None:
+    """Why the framework cannot train ``cfg`` on ``gpu`` in the precision it would run in
+    there (TrainConfig.effective_precision; its precisions fact), None when it can."""
+    offered = profile.value("precisions")
+    used = cfg.effective_precision(gpu)
+    if offered is None or used in offered:
+        return None
+    return (f"{gpu.id}: --framework {profile.id} trains in {', '.join(offered)}, not {used}"
+            + (" (no bf16 on this GPU)" if cfg.precision == "bf16" else ""))
+
+
+def lacks_model(profile: Profile, model_id: str) -> str | None:
+    """Why the framework cannot build ``model_id`` (its models fact), None when it can."""
+    models = profile.value("models")
+    if models is None or model_id in models:
+        return None
+    return (f"--framework {profile.id} has no model definition for {model_id} (it builds "
+            f"{', '.join(models)}; {profile.source('models')})")
 
 
 @dataclass(frozen=True)

@@ -405,6 +405,19 @@ class FrameworkFacts(_Frozen):
     loss_token_chunk_gib: Fact[PositiveFloat] | None = Field(
         default=None, description="token-fused loss: the most GiB of fp32 logits one "
         "token chunk may hold")
+    # what it launches at all (issue 17 section 4: the space holds only launchable layouts)
+    models: Fact[tuple[str, ...]] | None = Field(
+        default=None, description="catalog model ids it has a model definition (builder) "
+        "for; unset: any Hugging Face model")
+    single_gpu_lacks: Fact[tuple[Literal["checkpointing", "offload"], ...]] | None = Field(
+        default=None, description="what it cannot do on one GPU (e.g. checkpointing that "
+        "only its multi-GPU strategy wraps)")
+    precisions: Fact[tuple[Literal["bf16", "fp16", "fp32", "fp8"], ...]] | None = Field(
+        default=None, description="compute precisions it trains in (a GPU without bf16 turns "
+        "bf16 into fp16); unset: all")
+    single_gpu_methods: Fact[tuple[str, ...]] | None = Field(
+        default=None, description="methods it runs on one GPU only (e.g. a quantized base "
+        "its multi-GPU strategy does not take)")
 
 
 class FrameworkSpec(_Frozen):

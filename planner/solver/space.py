@@ -21,7 +21,18 @@ from itertools import combinations
 import numpy as np
 
 from planner.catalog.domains import Choice, Domains, choices
-from planner.catalog.frameworks import Profile, apply, for_request, plan_shardings, unsupported
+from planner.catalog.frameworks import (
+    Profile,
+    apply,
+    for_request,
+    gpu_count_lacks,
+    lacks_model,
+    lacks_precision,
+    launch_parallelism,
+    plan_shardings,
+    unlaunchable,
+    unsupported,
+)
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
 from planner.catalog.request import TrainConfig
@@ -68,6 +79,9 @@ class PlanSpace:
     base: TrainConfig
     memory: MemoryTables
     roles: RoleModels = NO_ROLES
+    # per strategy: the framework runs it on one GPU / on several (frameworks.gpu_count_lacks)
+    on_one_gpu: tuple[bool, ...] = ()
+    on_many_gpus: tuple[bool, ...] = ()
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -289,6 +303,9 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     model = catalog.model(request.model).spec
     validate_plan_request(request, model)
     framework = for_request(catalog, request)
+    missing = lacks_model(framework.profile, model.id)
+    if missing:
+        raise PlannerError(missing)
     request = request.model_copy(update={
         "stack": framework.stack, "framework": framework.profile.id,
         # owned hardware costs nothing to get: the plan is the fastest
@@ -298,8 +315,12 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         reward=catalog.model(request.reward_model).spec if request.reward_model else None,
     )
     offers, unoffered = _offers(request, catalog)
-    per_node = max((o.gpus_per_host for o in offers), default=8)
     base = _base_config(request, framework.profile)
+    wrong = {o.gpu.id: why for o in offers
+             if (why := lacks_precision(framework.profile, base, o.gpu))}
+    offers = [o for o in offers if o.gpu.id not in wrong]
+    unoffered += [f"{gpu}: {why.split(': ', 1)[1]}" for gpu, why in wrong.items()]
+    per_node = max((o.gpus_per_host for o in offers), default=8)
     domains = _domains(request, model, framework.profile, base=base, per_node=per_node)
     strategies = _choices(domains, framework.profile, base=base)
     tps, pps, mbs = domains["tp"], domains["pp"], domains["micro_batch_size"]
@@ -318,20 +339,33 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         base=base,
         memory=memory_tables(model, base, strategies, tps=tps, pps=pps, roles=roles),
         roles=roles,
+        **_gpu_counts(strategies, framework.profile, base=base),
     )
+
+
+def _gpu_counts(strategies: tuple[Choice, ...], profile: Profile, *, base: TrainConfig
+                ) -> dict[str, tuple[bool, ...]]:
+    """PlanSpace.on_one_gpu / on_many_gpus: which strategies the framework runs on one GPU and
+    on several (frameworks.gpu_count_lacks)."""
+    def runs(c: Choice, n: int) -> bool:
+        return not gpu_count_lacks(profile, base.model_copy(update={**c._asdict(),
+                                                                    "num_gpus": n}))
+    return {"on_one_gpu": tuple(runs(c, 1) for c in strategies),
+            "on_many_gpus": tuple(runs(c, 2) for c in strategies)}
 
 def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
              per_node: int) -> Domains:
     """The request's domains on this framework (PlanRequest.domains): its sharding labels and
     parallel axes; a pin of an axis it does not run is a PlannerError, and RL pins are checked
     as the engine's options when the trainer generates (validate_engine)."""
-    parallel = profile.value("parallelism", ("tp", "pp"))
+    parallel = launch_parallelism(profile)
     for axis in ("tp", "pp"):
         if (getattr(request, axis) or 1) > 1 and axis not in parallel:
             raise PlannerError(
                 f"--{axis} {getattr(request, axis)}: --framework {profile.id} does not "
-                f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism; name one that "
-                "does ('planner catalog frameworks', column parallel)")
+                f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism (or its launch "
+                "format expresses data parallelism only); name one that does ('planner "
+                "catalog frameworks', column parallel)")
     if request.is_rl and base.generates_in_trainer:
         validate_engine(base.model_copy(update={
             "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
@@ -342,9 +376,13 @@ def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: 
 
 def _choices(domains: Domains, profile: Profile, *, base: TrainConfig) -> tuple[Choice, ...]:
     """The candidates of the searched fields (domains.choices) that the framework runs (on
-    several GPUs, its sharding as a multi-GPU job)."""
-    return tuple(c for c in choices(domains) if not unsupported(
-        profile, base.model_copy(update={**c._asdict(), "num_gpus": 2})))
+    several GPUs, its sharding as a multi-GPU job) and its launch format expresses."""
+    def runs(cfg: TrainConfig) -> bool:  # GPU-count limits are the rows' (_gpu_counts)
+        per_count = gpu_count_lacks(profile, cfg)
+        return not [m for m in unsupported(profile, cfg) if m not in per_count] \
+            and not unlaunchable(profile, cfg)
+    return tuple(c for c in choices(domains)
+                 if runs(base.model_copy(update={**c._asdict(), "num_gpus": 2})))
 
 
 def _base_config(request: PlanRequest, profile: Profile) -> TrainConfig:
@@ -387,6 +425,10 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
             keep = need <= largest
             s_, d_, m_, need = s_[keep], d_[keep], m_[keep], need[keep]
             n = space.num_gpus(s_, tp, pp, dp=d_)
+            if space.on_one_gpu:  # the framework runs the strategy at this GPU count
+                runs = np.where(n == 1, np.array(space.on_one_gpu)[s_],
+                                np.array(space.on_many_gpus)[s_])
+                s_, d_, m_, need, n = s_[runs], d_[runs], m_[runs], need[runs], n[runs]
             host = np.stack([space.host_need_mib(s_, tp, pp, dp=d_, gpus_per_host=h)
                              for h in sizes], axis=-1)
             order.append((tp, pp, s_, d_, m_, n, need, host))

@@ -17,7 +17,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from planner.catalog.frameworks import Profile, apply, for_request, plan_shardings, unsupported
+from planner.catalog.frameworks import (
+    Profile,
+    apply,
+    for_request,
+    plan_shardings,
+    unlaunchable,
+    unsupported,
+)
 from planner.catalog.load import Catalog
 from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
@@ -184,7 +191,7 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
         cfg = TrainConfig(workload=req.workload, seq_len=req.seq_len, num_gpus=n, tp=tp, pp=pp,
                           micro_batch_size=mb, grad_accum=ga, framework=profile.id, **fields,
                           **req.fixed)
-        if unsupported(profile, cfg):
+        if unsupported(profile, cfg) or unlaunchable(profile, cfg):
             continue
         cfg = apply(cfg, profile)
         try:
