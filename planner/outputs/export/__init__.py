@@ -34,6 +34,7 @@ from planner.outputs.export._common import (
     job_of,
 )
 from planner.outputs.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
+from planner.outputs.export.deepspeed_chat import DEEPSPEED_CHAT_VERSIONS, export_deepspeed_chat
 from planner.outputs.export.hf import (
     ACCELERATE_VERSIONS,
     TORCHRUN_VERSIONS,
@@ -49,12 +50,14 @@ from planner.outputs.export.llamafactory import (
     TEMPLATES,
     export_llamafactory,
 )
+from planner.outputs.export.nemo_rl import NEMO_RL_VERSIONS, export_nemo_rl
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
     OPENRLHF_MODULES,
     OPENRLHF_VERSIONS,
     export_openrlhf,
 )
+from planner.outputs.export.prime_rl import PRIME_RL_VERSIONS, export_prime_rl
 from planner.outputs.export.verl import VERL_VERSIONS, export_verl
 
 __all__ = [
@@ -63,11 +66,13 @@ __all__ = [
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
     "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
     "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
+    "export_nemo_rl", "export_prime_rl", "export_deepspeed_chat",
 ]
 
 
 FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+    "nemo-rl", "prime-rl", "deepspeed-chat",
 )
 
 # The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
@@ -84,6 +89,9 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "verl": (("verl",), ("ppo", "grpo")),
     "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
     "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+    "nemo-rl": (("nemo-rl",), ("sft", "dpo", "grpo")),
+    "prime-rl": (("prime-rl",), ("sft", "grpo")),
+    "deepspeed-chat": (("deepspeed-chat",), ("sft", "rm", "dpo", "ppo")),
 }
 
 
@@ -147,6 +155,9 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "verl": export_verl,
     "openrlhf": export_openrlhf,
     "llamafactory": export_llamafactory,
+    "nemo-rl": export_nemo_rl,
+    "prime-rl": export_prime_rl,
+    "deepspeed-chat": export_deepspeed_chat,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -162,5 +173,7 @@ TARGETS: dict[str, str] = {
     "deepspeed": DEEPSPEED_VERSIONS, "accelerate": ACCELERATE_VERSIONS,
     "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
     "llamafactory": LLAMAFACTORY_VERSIONS,
+    "nemo-rl": NEMO_RL_VERSIONS, "prime-rl": PRIME_RL_VERSIONS,
+    "deepspeed-chat": DEEPSPEED_CHAT_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
 }
