@@ -73,12 +73,13 @@ def _nemo_rl_refusals(job: Job, out: _Out) -> None:
     if cfg.method not in ("full", "lora"):
         out.refuse(f"method {cfg.method} (NeMo-RL trains full or LoRA: no DoRA, QLoRA or "
                    "layer freezing)", "re-plan with --method full or lora")
-    if cfg.optimizer not in ("adamw", "sgd", "sgd-momentum"):
-        out.refuse(f"optimizer {cfg.optimizer} (policy.optimizer names a torch.optim class: no "
-                   "bitsandbytes 8-bit or Adafactor)", "re-plan with --optimizer adamw")
-    if cfg.zero_stage and not cfg.fsdp:
-        out.warn(f"ZeRO stage {cfg.zero_stage} expressed as FSDP2 (dtensor_cfg): parameters and "
-                 "gradients are sharded too, less memory than planned")
+    if cfg.optimizer != "adamw":
+        out.refuse(f"optimizer {cfg.optimizer} (the recipes' AdamW kwargs - betas, eps - are "
+                   "inherited by any policy.optimizer class; the Megatron path runs Adam)",
+                   "re-plan with --optimizer adamw")
+    if not cfg.fsdp and cfg.dp > 1 and cfg.pp == 1:
+        out.warn(f"ZeRO stage {cfg.zero_stage} expressed as FSDP2 (dtensor_cfg shards "
+                 "parameters, gradients and optimizer states): less memory than planned")
     if cfg.offload == "optimizer":
         out.warn("dtensor_cfg.cpu_offload moves parameters and gradients too (no optimizer-only "
                  "offload on the DTensor path): less GPU memory, slower than planned")
@@ -104,13 +105,16 @@ def _nemo_rl_policy(job: Job, out: _Out) -> dict[str, Any]:
     if cfg.mean_seq_len is not None:
         policy["sequence_packing"] = {"enabled": True}
     checkpointing = cfg.checkpointing != "none"
-    _checkpointing_warning(job, out, "activation_checkpointing: true")
     if cfg.pp > 1:
         policy["dtensor_cfg"] = {"enabled": False}
-        policy["megatron_cfg"] = _nemo_rl_megatron(job, checkpointing)
+        policy["megatron_cfg"] = _nemo_rl_megatron(job, out, checkpointing)
     else:
+        _checkpointing_warning(job, out, "dtensor_cfg.activation_checkpointing")
         policy["dtensor_cfg"] = _nemo_rl_dtensor(job, checkpointing)
-    policy["optimizer"] = _nemo_rl_optimizer(job, out)
+        policy["optimizer"] = {"name": "torch.optim.AdamW", "kwargs": {"lr": 5.0e-6}}
+        if cfg.fused_optimizer:
+            out.warn("fused AdamW is off on the DTensor path (the recipes set fused and foreach "
+                     "False for DTensor): slower steps than planned")
     return policy
 
 
@@ -128,29 +132,25 @@ def _nemo_rl_dtensor(job: Job, checkpointing: bool) -> dict[str, Any]:
     return d
 
 
-def _nemo_rl_megatron(job: Job, checkpointing: bool) -> dict[str, Any]:
+def _nemo_rl_megatron(job: Job, out: _Out, checkpointing: bool) -> dict[str, Any]:
+    """megatron_cfg (pipeline-parallel plans): parallel sizes, recompute, Adam with the
+    distributed optimizer (ZeRO-1 sharding of its states), CPU offload of the optimizer."""
     cfg = job.cfg
+    if cfg.offload == "optimizer+params":
+        out.refuse("parameter offload on the Megatron path (megatron_cfg offloads the "
+                   "optimizer only)", "re-plan with --offload optimizer or --pp 1")
     return {"enabled": True, "tensor_model_parallel_size": cfg.tp,
             "pipeline_model_parallel_size": cfg.pp, "context_parallel_size": cfg.cp,
             "activation_checkpointing": checkpointing,
             "recompute_granularity": "selective" if cfg.checkpointing == "selective" else "full",
-            "optimizer": {"optimizer_cpu_offload": cfg.offload != "none",
+            "sequence_parallel": False,
+            "optimizer": {"optimizer": "adam", "lr": 5.0e-6,
+                          "bf16": job.precision in ("bf16", "fp8"),
+                          "fp16": job.precision == "fp16",
+                          "optimizer_cpu_offload": cfg.offload != "none",
                           "optimizer_offload_fraction": 1.0 if cfg.offload != "none" else 0.0,
-                          "use_distributed_optimizer": True},
+                          "use_distributed_optimizer": cfg.zero_stage >= 1 or cfg.fsdp},
             "fp8_cfg": {"enabled": job.precision == "fp8"}}
-
-
-def _nemo_rl_optimizer(job: Job, out: _Out) -> dict[str, Any]:
-    """policy.optimizer (the DTensor path's torch class; the Megatron path keeps Adam)."""
-    cfg = job.cfg
-    if cfg.pp > 1 and cfg.optimizer != "adamw":
-        out.refuse(f"optimizer {cfg.optimizer} on the Megatron path (this export writes Adam)",
-                   "re-plan with --optimizer adamw")
-    if cfg.optimizer == "adamw":
-        return {"name": "torch.optim.AdamW", "kwargs": {"lr": 5.0e-6}}
-    if cfg.optimizer == "sgd":
-        return {"name": "torch.optim.SGD", "kwargs": {"lr": 5.0e-6, "momentum": 0.0}}
-    return {"name": "torch.optim.SGD", "kwargs": {"lr": 5.0e-6, "momentum": 0.9}}
 
 
 def _nemo_rl_generation(job: Job, out: _Out) -> dict[str, Any]:
@@ -192,6 +192,6 @@ def _nemo_rl_notes(job: Job, out: _Out, recipe: str, script: str) -> None:
         out.note("attention: NeMo-RL picks the model's attention kernel (no eager switch)")
     if cfg.offload_idle is False and cfg.is_rl and cfg.placement == "colocate":
         out.warn("colocated generation always offloads the optimizer before refit in NeMo-RL "
-                 "(the plan kept it resident)")
+                 "(the plan kept it resident): less GPU memory, slower than planned")
     out.note(f"inherits examples/configs/{recipe} (data, checkpointing, loss defaults); "
              f"learning rate 5e-6 is a placeholder; run with uv run python examples/{script}")

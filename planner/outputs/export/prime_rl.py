@@ -182,8 +182,9 @@ def _prime_rl_grpo(job: Job, out: _Out, model: dict[str, Any],
     }
     if job.num_hosts > 1:
         doc["slurm"] = {"job_name": "prime-rl"}
-    if not cfg.reference:
-        out.note("no reference model: prime-rl's default loss has no KL to a reference")
+    if cfg.reference:
+        out.warn("prime-rl has no reference model (its loss weighs the inference policy's "
+                 "log-probs): the GPUs the plan gave the reference train as trainer ranks")
     out.note("add an [[orchestrator.train.source]] environment (configs/basic/*/rl.toml)")
     return doc
 
