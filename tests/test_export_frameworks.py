@@ -272,7 +272,8 @@ def test_deepspeed_chat_ppo(plans):
 
 def test_deepspeed_chat_refusals(plans):
     sft, ppo = plans["deepspeed-chat", "full8"], plans["deepspeed-chat", "ppo"]
-    for p, update, match in ((sft, dict(pp=2), "pipeline"), (sft, dict(fsdp=True, zero_stage=0), "FSDP"),
+    for p, update, match in ((sft, dict(pp=2), "pipeline"),
+                             (sft, dict(fsdp=True, zero_stage=0), "FSDP"),
                              (sft, dict(method="qlora"), "method qlora"),
                              (ppo, dict(rollout_n=4), "samples per prompt"),
                              (ppo, dict(rollout_tp=2), "--actor_zero_stage 3"),
