@@ -462,3 +462,36 @@ def test_dschat_schema_check_catches_a_wrong_flag(plans):
         dschat_schema(text.replace("--lora_dim", "--lora_rank"), None)
     with pytest.raises(AssertionError):
         dschat_schema(text.replace("--dtype bf16", "--dtype fp32"), None)
+
+
+@pytest.mark.parametrize("fw,workload", [("nemo-rl", "sft"), ("nemo-rl", "grpo"),
+                                         ("prime-rl", "sft"), ("deepspeed-chat", "sft"),
+                                         ("deepspeed-chat", "ppo")])
+def test_plan_then_export_through_the_cli(fw, workload, tmp_path, capsys):
+    """`planner plan --framework FW --json > p.json; planner export p.json`: the issue's
+    example request (7b, $30,000; RL with 256+256 tokens) exports in FW's own format."""
+    args = ["plan", "--model", "7b", "--budget", "30000", "--framework", fw, "--json",
+            "--workload", workload]
+    if workload in ("grpo", "ppo"):
+        args += ["--prompt-len", "256", "--response-len", "256"]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    saved = tmp_path / "p.json"
+    saved.write_text(capsys.readouterr().out)
+    assert exc.value.code == 0
+    doc = json.loads(saved.read_text())
+    with pytest.raises(SystemExit) as exc:
+        main(["export", str(saved)])
+    text = capsys.readouterr().out
+    assert exc.value.code == 0, text
+    assert f"--format {fw}:" in text.splitlines()[0 if fw != "deepspeed-chat" else 1]
+    cfg = doc["plan"]["config"]
+    if fw == "nemo-rl":
+        assert yaml.safe_load(text)["policy"]["train_micro_batch_size"] == \
+            cfg["micro_batch_size"]
+    elif fw == "prime-rl":
+        assert tomllib.loads(text)["data"]["micro_batch_size"] == cfg["micro_batch_size"]
+    else:
+        key = "--per_device_train" + ("ing" if workload == "ppo" else "") + "_batch_size"
+        assert flags(text)[key] == str(cfg["micro_batch_size"])
+    check_schema(fw, text, None)
