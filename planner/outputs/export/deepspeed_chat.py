@@ -124,6 +124,9 @@ def _deepspeed_chat_supervised(job: Job, out: _Out) -> list[tuple[str, Any]]:
             out.refuse("reference-free DPO (step2_dpo_finetuning always loads the reference)",
                        "use --format llamafactory (pref_loss simpo)")
         flags.append(("--beta", 0.1))
+        if cfg.precompute_ref:
+            out.warn("DeepSpeed-Chat has no precomputed reference log-probs: the reference "
+                     "model is loaded and run every step (more memory and time than planned)")
     if cfg.workload == "rm":
         out.note("--num_padding_at_beginning: 1 for OPT (DeepSpeed-Chat's default), 0 for "
                  "most other models")

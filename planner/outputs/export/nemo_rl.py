@@ -12,9 +12,10 @@ commit (run_grpo_math.py in older releases).
 
 Semantics followed: ``train_global_batch_size`` counts sequences per optimizer step and
 ``train_micro_batch_size`` sequences per GPU micro-step (accumulation is their quotient over the
-data-parallel ranks); the DTensor path (FSDP2) shards parameters, gradients and optimizer states
-with tp and cp in ``dtensor_cfg``; pipeline parallelism needs the Megatron path
-(``megatron_cfg``); GRPO's step is ``num_prompts_per_step`` x ``num_generations_per_prompt``.
+data-parallel ranks; in DPO both count chosen/rejected pairs, as the plan's do); the DTensor
+path (FSDP2) shards parameters, gradients and optimizer states with tp and cp in
+``dtensor_cfg``; pipeline parallelism needs the Megatron path (``megatron_cfg``); GRPO's step
+is ``num_prompts_per_step`` x ``num_generations_per_prompt``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def export_nemo_rl(job: Job, out: _Out) -> ExportResult:
     if cfg.workload == "dpo" and not cfg.reference:
         out.refuse("reference-free DPO (NeMo-RL's DPO loss always reads the reference policy)",
                    "re-plan with a reference, or use --format llamafactory")
+    if cfg.workload == "dpo" and cfg.precompute_ref:
+        out.warn("NeMo-RL has no precomputed reference log-probs: the reference forward runs "
+                 "every step, slower than planned")
     doc["cluster"] = {"gpus_per_node": job.per_node, "num_nodes": job.num_hosts}
     _nemo_rl_notes(job, out, recipe, script)
     header = [*out.title(job),
