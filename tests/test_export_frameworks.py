@@ -495,3 +495,15 @@ def test_plan_then_export_through_the_cli(fw, workload, tmp_path, capsys):
         key = "--per_device_train" + ("ing" if workload == "ppo" else "") + "_batch_size"
         assert flags(text)[key] == str(cfg["micro_batch_size"])
     check_schema(fw, text, None)
+
+
+def test_nemo_rl_separate_generation_on_several_nodes(plans):
+    p = plans["nemo-rl", "grpo"]
+    four = dataclasses.replace(variant(p, num_gpus=4, placement="separate", rollout_gpus=2,
+                                       rollout_tp=1), num_hosts=2)
+    gen = nemo(four)["policy"]["generation"]
+    assert gen["colocated"]["resources"] == {"gpus_per_node": None, "num_nodes": 1}
+    with pytest.raises(PlannerError, match="whole nodes"):
+        export_plan(dataclasses.replace(variant(p, num_gpus=4, placement="separate",
+                                                rollout_gpus=1, rollout_tp=1), num_hosts=2),
+                    "nemo-rl")

@@ -95,12 +95,11 @@ def _nemo_rl_refusals(job: Job, out: _Out) -> None:
 def _nemo_rl_policy(job: Job, out: _Out) -> dict[str, Any]:
     """policy: model, batch, sequence length, precision, backend and optimizer."""
     cfg = job.cfg
-    seq = cfg.seq_len if not cfg.is_rl else cfg.prompt_len + cfg.response_len
     policy: dict[str, Any] = {
         "model_name": job.model_path,
         "train_global_batch_size": cfg.global_batch_size,
         "train_micro_batch_size": cfg.micro_batch_size,
-        "max_total_sequence_length": seq,
+        "max_total_sequence_length": cfg.seq_len,  # RL: prompt + response
         "precision": _DTYPES[job.precision],
         "max_grad_norm": GRADIENT_CLIPPING,
     }
@@ -176,11 +175,21 @@ def _nemo_rl_generation(job: Job, out: _Out) -> dict[str, Any]:
     gen: dict[str, Any] = {"backend": "vllm", "max_new_tokens": cfg.response_len,
                            "vllm_cfg": vllm, "colocated": {"enabled": True}}
     if cfg.placement == "separate":
-        rollout = rollout_gpu_count(cfg)
-        nodes = max(1, rollout // job.per_node) if job.num_hosts > 1 else None
-        gen["colocated"] = {"enabled": False, "resources": {
-            "gpus_per_node": rollout if nodes is None else None, "num_nodes": nodes}}
+        gen["colocated"] = {"enabled": False, "resources": _generation_resources(job, out)}
     return gen
+
+
+def _generation_resources(job: Job, out: _Out) -> dict[str, Any]:
+    """colocated.resources of dedicated generation GPUs: a GPU count on one node, whole nodes
+    on several (NeMo-RL reads gpus_per_node only when the cluster has one node)."""
+    rollout = rollout_gpu_count(job.cfg)
+    if job.num_hosts == 1:
+        return {"gpus_per_node": rollout, "num_nodes": None}
+    if rollout % job.per_node:
+        out.refuse(f"{rollout} generation GPUs on {job.per_node}-GPU nodes (on several nodes "
+                   "NeMo-RL gives generation whole nodes)",
+                   f"re-plan with --rollout-gpus a multiple of {job.per_node}")
+    return {"gpus_per_node": None, "num_nodes": rollout // job.per_node}
 
 
 def _nemo_rl_notes(job: Job, out: _Out, recipe: str, script: str) -> None:
