@@ -507,3 +507,17 @@ def test_nemo_rl_separate_generation_on_several_nodes(plans):
         export_plan(dataclasses.replace(variant(p, num_gpus=4, placement="separate",
                                                 rollout_gpus=1, rollout_tp=1), num_hosts=2),
                     "nemo-rl")
+
+
+def test_nemo_rl_lora_on_the_megatron_path(plans):
+    p = plans["nemo-rl", "pp"]
+    lora = variant(p, method="lora", lora_rank=8)
+    peft = nemo(lora)["policy"]["megatron_cfg"]["peft"]
+    assert peft == {"enabled": True, "dim": 8, "alpha": lora.config.lora_alpha,
+                    "target_modules": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]}
+    warned = export_plan(variant(p, method="lora", lora_rank=8, lora_targets=("q", "v")),
+                         "nemo-rl")
+    assert yaml.safe_load(warned.text)["policy"]["megatron_cfg"]["peft"]["target_modules"] == \
+        ["linear_qkv"]
+    assert any("also adapt k" in w for w in warned.warnings)
+    nemo_schema(warned.text, None)

@@ -84,12 +84,9 @@ def _nemo_rl_refusals(job: Job, out: _Out) -> None:
     if not cfg.fsdp and cfg.dp > 1 and cfg.pp == 1:
         out.warn(f"ZeRO stage {cfg.zero_stage} expressed as FSDP2 (dtensor_cfg shards "
                  "parameters, gradients and optimizer states): less memory than planned")
-    if cfg.offload == "optimizer":
+    if cfg.offload == "optimizer" and cfg.pp == 1:
         out.warn("dtensor_cfg.cpu_offload moves parameters and gradients too (no optimizer-only "
                  "offload on the DTensor path): less GPU memory, slower than planned")
-    if cfg.is_peft and cfg.pp > 1:
-        out.refuse("LoRA with pipeline parallelism (the Megatron path's peft is not written by "
-                   "this exporter)", "re-plan with --pp 1")
 
 
 def _nemo_rl_policy(job: Job, out: _Out) -> dict[str, Any]:
@@ -153,7 +150,30 @@ def _nemo_rl_megatron(job: Job, out: _Out, checkpointing: bool) -> dict[str, Any
                           "optimizer_cpu_offload": cfg.offload != "none",
                           "optimizer_offload_fraction": 1.0 if cfg.offload != "none" else 0.0,
                           "use_distributed_optimizer": cfg.zero_stage >= 1 or cfg.fsdp},
-            "fp8_cfg": {"enabled": job.precision == "fp8"}}
+            "fp8_cfg": {"enabled": job.precision == "fp8"},
+            **({"peft": _megatron_peft(job, out)} if cfg.is_peft else {})}
+
+
+# Megatron-Core's fused linear layers holding the planner's LoRA targets (HF names): the
+# module names Megatron-Bridge's LoRA matches (nemo_rl/models/megatron/setup.py at 7ea279a
+# builds megatron.bridge.peft.lora.LoRA from megatron_cfg.peft).
+_MEGATRON_LINEAR = {"q": "linear_qkv", "k": "linear_qkv", "v": "linear_qkv", "o": "linear_proj",
+                    "gate": "linear_fc1", "up": "linear_fc1", "down": "linear_fc2"}
+
+
+def _megatron_peft(job: Job, out: _Out) -> dict[str, Any]:
+    """megatron_cfg.peft: LoRA on Megatron-Core's fused linear layers (q/k/v share linear_qkv,
+    gate/up share linear_fc1)."""
+    cfg = job.cfg
+    names = list(dict.fromkeys(_MEGATRON_LINEAR.values())) if "all-linear" in cfg.lora_targets \
+        else list(dict.fromkeys(_MEGATRON_LINEAR[t] for t in cfg.lora_targets))
+    covered = {t for t, n in _MEGATRON_LINEAR.items() if n in names}
+    extra = sorted(covered - set(cfg.lora_targets))
+    if "all-linear" not in cfg.lora_targets and extra:
+        out.warn(f"LoRA targets {', '.join(cfg.lora_targets)} on Megatron-Core's fused layers "
+                 f"({', '.join(names)}) also adapt {', '.join(extra)}: more adapter memory "
+                 "than planned")
+    return {"enabled": True, "dim": cfg.rank, "alpha": cfg.lora_alpha, "target_modules": names}
 
 
 def _nemo_rl_generation(job: Job, out: _Out) -> dict[str, Any]:
