@@ -12,6 +12,8 @@ that format (the optimizer of a DeepSpeed JSON lives in the training script: a n
 One module per format family, each stating the semantics it follows (the flags each framework
 documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf`` and
 ``llamafactory``; ``_common`` holds the Job, the result and the helpers they share.
+``litgpt`` (LitGPT's --config YAML) and ``llmfoundry`` (LLM Foundry's Composer train YAML)
+write those frameworks' own configs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from planner.outputs.export.hf import (
     export_accelerate,
     export_torchrun,
 )
+from planner.outputs.export.litgpt import LITGPT_VERSIONS, export_litgpt
 from planner.outputs.export.llamafactory import (
     LLAMAFACTORY_DATA,
     LLAMAFACTORY_DS,
@@ -50,6 +53,7 @@ from planner.outputs.export.llamafactory import (
     TEMPLATES,
     export_llamafactory,
 )
+from planner.outputs.export.llmfoundry import LLMFOUNDRY_VERSIONS, export_llmfoundry
 from planner.outputs.export.nemo_rl import NEMO_RL_VERSIONS, export_nemo_rl
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
@@ -58,6 +62,12 @@ from planner.outputs.export.openrlhf import (
     export_openrlhf,
 )
 from planner.outputs.export.prime_rl import PRIME_RL_VERSIONS, export_prime_rl
+from planner.outputs.export.torchtitan import TORCHTITAN_VERSIONS, export_torchtitan
+from planner.outputs.export.torchtune import (
+    TORCHTUNE_VERSIONS,
+    TORCHTUNE_WORKLOADS,
+    export_torchtune,
+)
 from planner.outputs.export.verl import VERL_VERSIONS, export_verl
 
 __all__ = [
@@ -66,12 +76,18 @@ __all__ = [
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
     "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
     "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
+    "export_torchtune",
+    "export_torchtitan",
+    "export_litgpt", "export_llmfoundry",
     "export_nemo_rl", "export_prime_rl", "export_deepspeed_chat",
 ]
 
 
 FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+    "torchtune",
+    "torchtitan",
+    "litgpt", "llmfoundry",
     "nemo-rl", "prime-rl", "deepspeed-chat",
 )
 
@@ -89,10 +105,17 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "verl": (("verl",), ("ppo", "grpo")),
     "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
     "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+    "torchtune": (("torchtune",), TORCHTUNE_WORKLOADS),
+    "torchtitan": (("torchtitan",), ("pretrain", "sft")),
+    "litgpt": (("litgpt",), ("pretrain", "sft")),
+    "llmfoundry": (("llm-foundry",), ("pretrain", "sft")),
     "nemo-rl": (("nemo-rl",), ("sft", "dpo", "grpo")),
     "prime-rl": (("prime-rl",), ("sft", "grpo")),
     "deepspeed-chat": (("deepspeed-chat",), ("sft", "rm", "dpo", "ppo")),
 }
+# The Liger-kernel profile is the Trainer with use_liger_kernel=True: TRL's scripts through
+# torchrun, the flag written (hf.py).
+WRITES_FOR["torchrun"] = (("hf-trainer-liger", *WRITES_FOR["torchrun"][0]), SUPERVISED)
 
 
 def launch_format_of(profile: Any, workload: str) -> str | None:
@@ -155,6 +178,10 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "verl": export_verl,
     "openrlhf": export_openrlhf,
     "llamafactory": export_llamafactory,
+    "torchtune": export_torchtune,
+    "torchtitan": export_torchtitan,
+    "litgpt": export_litgpt,
+    "llmfoundry": export_llmfoundry,
     "nemo-rl": export_nemo_rl,
     "prime-rl": export_prime_rl,
     "deepspeed-chat": export_deepspeed_chat,
@@ -173,6 +200,9 @@ TARGETS: dict[str, str] = {
     "deepspeed": DEEPSPEED_VERSIONS, "accelerate": ACCELERATE_VERSIONS,
     "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
     "llamafactory": LLAMAFACTORY_VERSIONS,
+    "torchtune": TORCHTUNE_VERSIONS,
+    "torchtitan": TORCHTITAN_VERSIONS,
+    "litgpt": LITGPT_VERSIONS, "llmfoundry": LLMFOUNDRY_VERSIONS,
     "nemo-rl": NEMO_RL_VERSIONS, "prime-rl": PRIME_RL_VERSIONS,
     "deepspeed-chat": DEEPSPEED_CHAT_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},

@@ -25,7 +25,6 @@ orchestrator batch.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from planner.catalog.request import rollout_gpu_count
@@ -38,6 +37,7 @@ from planner.outputs.export._common import (
     _lora_targets,
     _Out,
     _precision_note,
+    _toml_value,
 )
 
 PRIME_RL_VERSIONS = ("prime-rl 0.8.0 (prime-rl-configs 0.4.0 at PrimeIntellect-ai/prime-rl@"
@@ -222,13 +222,3 @@ def _toml(doc: dict[str, Any], prefix: str = "") -> str:
         body = _toml(value, f"{name}.")
         parts.append((f"[{name}]\n" if has_scalars else "") + body)
     return "\n".join(p for p in parts if p)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
