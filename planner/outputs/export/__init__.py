@@ -36,6 +36,7 @@ from planner.outputs.export._common import (
     job_of,
 )
 from planner.outputs.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
+from planner.outputs.export.deepspeed_chat import DEEPSPEED_CHAT_VERSIONS, export_deepspeed_chat
 from planner.outputs.export.hf import (
     ACCELERATE_VERSIONS,
     TORCHRUN_VERSIONS,
@@ -53,12 +54,14 @@ from planner.outputs.export.llamafactory import (
     export_llamafactory,
 )
 from planner.outputs.export.llmfoundry import LLMFOUNDRY_VERSIONS, export_llmfoundry
+from planner.outputs.export.nemo_rl import NEMO_RL_VERSIONS, export_nemo_rl
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
     OPENRLHF_MODULES,
     OPENRLHF_VERSIONS,
     export_openrlhf,
 )
+from planner.outputs.export.prime_rl import PRIME_RL_VERSIONS, export_prime_rl
 from planner.outputs.export.torchtitan import TORCHTITAN_VERSIONS, export_torchtitan
 from planner.outputs.export.torchtune import (
     TORCHTUNE_VERSIONS,
@@ -76,6 +79,7 @@ __all__ = [
     "export_torchtune",
     "export_torchtitan",
     "export_litgpt", "export_llmfoundry",
+    "export_nemo_rl", "export_prime_rl", "export_deepspeed_chat",
 ]
 
 
@@ -84,6 +88,7 @@ FORMATS: tuple[str, ...] = (
     "torchtune",
     "torchtitan",
     "litgpt", "llmfoundry",
+    "nemo-rl", "prime-rl", "deepspeed-chat",
 )
 
 # The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
@@ -104,6 +109,9 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "torchtitan": (("torchtitan",), ("pretrain", "sft")),
     "litgpt": (("litgpt",), ("pretrain", "sft")),
     "llmfoundry": (("llm-foundry",), ("pretrain", "sft")),
+    "nemo-rl": (("nemo-rl",), ("sft", "dpo", "grpo")),
+    "prime-rl": (("prime-rl",), ("sft", "grpo")),
+    "deepspeed-chat": (("deepspeed-chat",), ("sft", "rm", "dpo", "ppo")),
 }
 # The Liger-kernel profile is the Trainer with use_liger_kernel=True: TRL's scripts through
 # torchrun, the flag written (hf.py).
@@ -174,6 +182,9 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "torchtitan": export_torchtitan,
     "litgpt": export_litgpt,
     "llmfoundry": export_llmfoundry,
+    "nemo-rl": export_nemo_rl,
+    "prime-rl": export_prime_rl,
+    "deepspeed-chat": export_deepspeed_chat,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -192,5 +203,7 @@ TARGETS: dict[str, str] = {
     "torchtune": TORCHTUNE_VERSIONS,
     "torchtitan": TORCHTITAN_VERSIONS,
     "litgpt": LITGPT_VERSIONS, "llmfoundry": LLMFOUNDRY_VERSIONS,
+    "nemo-rl": NEMO_RL_VERSIONS, "prime-rl": PRIME_RL_VERSIONS,
+    "deepspeed-chat": DEEPSPEED_CHAT_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
 }

@@ -5,6 +5,7 @@ formats use (checks, precision/checkpointing/offload messages, flags and shell-s
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from collections.abc import Mapping
@@ -274,6 +275,18 @@ def _yaml_config(job: Job, out: _Out, doc: Mapping[str, Any], *, launch: str,
              f"{c.global_batch_size} (the accumulation follows from {batch_key})",
              f"# launch: {launch}", yaml.safe_dump(dict(doc), sort_keys=False).rstrip()]
     return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML value: booleans, numbers, lists of them, or a basic string (JSON's quoting and
+    escapes, ASCII only, are valid TOML)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=True)
 
 
 def _ds_offload_name(cfg: TrainConfig) -> str:

@@ -27,7 +27,6 @@ Semantics followed (job_config.py at v0.2.2):
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from planner.outputs.export._common import (
@@ -36,6 +35,7 @@ from planner.outputs.export._common import (
     _command,
     _Out,
     _precision_note,
+    _toml_value,
 )
 
 TORCHTITAN_VERSIONS = "torchtitan 0.2.2 (JobConfig at git tag v0.2.2)"
@@ -197,13 +197,3 @@ def to_toml(tables: dict[str, dict[str, Any]]) -> str:
         lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
         lines.append("")
     return "\n".join(lines)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value), ensure_ascii=True)
