@@ -33,6 +33,7 @@ from planner.outputs.export._common import (
     _Out,
     job_of,
 )
+from planner.outputs.export.automodel import AUTOMODEL_VERSIONS, export_automodel
 from planner.outputs.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
 from planner.outputs.export.hf import (
     ACCELERATE_VERSIONS,
@@ -49,6 +50,11 @@ from planner.outputs.export.llamafactory import (
     TEMPLATES,
     export_llamafactory,
 )
+from planner.outputs.export.megatron_bridge import (
+    MEGATRON_BRIDGE_VERSIONS,
+    export_megatron_bridge,
+)
+from planner.outputs.export.nemo import NEMO_VERSIONS, export_nemo
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
     OPENRLHF_MODULES,
@@ -61,13 +67,15 @@ __all__ = [
     "EXPORTERS", "FORMATS", "GRADIENT_CLIPPING", "HF_MODULES", "LLAMAFACTORY_DATA",
     "LLAMAFACTORY_DS", "LLAMAFACTORY_STAGES", "OPENRLHF_MODULES", "RL_HINT", "TEMPLATES",
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
-    "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
+    "export_llamafactory", "export_openrlhf", "export_nemo", "export_megatron_bridge",
+    "export_automodel", "export_plan", "export_torchrun", "export_verl",
     "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
 ]
 
 
 FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+    "nemo", "megatron-bridge", "nemo-automodel",
 )
 
 # The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
@@ -84,6 +92,9 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "verl": (("verl",), ("ppo", "grpo")),
     "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
     "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+    "nemo": (("nemo",), ("pretrain", "sft")),
+    "megatron-bridge": (("megatron-bridge",), ("pretrain", "sft")),
+    "nemo-automodel": (("nemo-automodel",), ("pretrain", "sft")),
 }
 
 
@@ -147,6 +158,9 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "verl": export_verl,
     "openrlhf": export_openrlhf,
     "llamafactory": export_llamafactory,
+    "nemo": export_nemo,
+    "megatron-bridge": export_megatron_bridge,
+    "nemo-automodel": export_automodel,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -162,5 +176,7 @@ TARGETS: dict[str, str] = {
     "deepspeed": DEEPSPEED_VERSIONS, "accelerate": ACCELERATE_VERSIONS,
     "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
     "llamafactory": LLAMAFACTORY_VERSIONS,
+    "nemo": NEMO_VERSIONS, "megatron-bridge": MEGATRON_BRIDGE_VERSIONS,
+    "nemo-automodel": AUTOMODEL_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
 }
