@@ -58,8 +58,9 @@ def recipe_stem(job: Job, out: _Out, stems: dict[str, str], *, where: str) -> st
 
 def check_mcore(job: Job, out: _Out, *, methods: tuple[str, ...]) -> None:
     """Refuse what a Megatron-Core recipe cannot run: workloads other than pretraining and SFT,
-    methods outside ``methods``, ZeRO-2/3 or FSDP, parameter offload, optimizers Megatron-Core
-    does not build, and fp32 training (the recipes train with 16-bit mixed precision)."""
+    methods outside ``methods``, ZeRO-2/3 or FSDP, optimizers Megatron-Core does not build (or
+    offload with one other than Adam), and fp32 training (the recipes train with 16-bit mixed
+    precision)."""
     cfg = job.cfg
     if cfg.workload not in ("pretrain", "sft"):
         out.refuse(f"workload {cfg.workload} (the recipe launches pretraining and SFT only)",
@@ -74,14 +75,12 @@ def check_mcore(job: Job, out: _Out, *, methods: tuple[str, ...]) -> None:
     if cfg.optimizer not in ("adamw", "sgd", "sgd-momentum") or cfg.paged_optimizer:
         out.refuse(f"optimizer {cfg.optimizer}{' (paged)' if cfg.paged_optimizer else ''} "
                    "(Megatron-Core builds adam or sgd)", "re-plan with --optimizer adamw")
-    if cfg.offload == "optimizer+params":
-        out.refuse("parameter offload (Megatron-Core offloads optimizer states only)",
-                   "re-plan with --offload optimizer or none")
-    if cfg.offload == "optimizer" and (cfg.zero_stage != 1 or cfg.optimizer != "adamw"):
-        out.refuse("optimizer offload without the distributed Adam (Megatron-Core's "
+    # offload passed the config checks: optimizer states only, on ZeRO-1 (the distributed
+    # optimizer) after the refusals above
+    if cfg.offload != "none" and cfg.optimizer != "adamw":
+        out.refuse(f"optimizer offload with {cfg.optimizer} (Megatron-Core's "
                    "optimizer_cpu_offload needs use_precision_aware_optimizer, which asserts "
-                   "adam and use_distributed_optimizer)",
-                   "re-plan with --sharding zero1 --optimizer adamw, or --offload none")
+                   "adam)", "re-plan with --optimizer adamw, or --offload none")
     if job.precision == "fp32":
         out.refuse("fp32 training (the recipes train in bf16 or fp16 mixed precision)",
                    "re-plan with --precision bf16")
