@@ -10,8 +10,10 @@ silently: each TrainConfig field is either written, warned about, refused, or ha
 that format (the optimizer of a DeepSpeed JSON lives in the training script: a note says so).
 
 One module per format family, each stating the semantics it follows (the flags each framework
-documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf`` and
-``llamafactory``; ``_common`` holds the Job, the result and the helpers they share.
+documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf``,
+``llamafactory``, ``nemo`` (NeMo 2 recipe script), ``megatron_bridge`` (its recipe runner) and
+``automodel`` (NeMo AutoModel YAML); ``_common`` holds the Job, the result and the helpers they
+share, ``_mcore`` the Megatron-Core fields NeMo 2 and Megatron-Bridge both set.
 """
 
 from __future__ import annotations
