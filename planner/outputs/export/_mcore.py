@@ -71,7 +71,7 @@ def check_mcore(job: Job, out: _Out, *, methods: tuple[str, ...]) -> None:
     if cfg.fsdp or cfg.zero_stage > 1:
         out.refuse(f"{'FSDP' if cfg.fsdp else f'ZeRO-{cfg.zero_stage}'} (Megatron-Core's "
                    "distributed optimizer shards optimizer states only)",
-                   "re-plan with --sharding zero1 or ddp")
+                   "re-plan with --sharding zero1 or none")
     if cfg.optimizer not in ("adamw", "sgd", "sgd-momentum") or cfg.paged_optimizer:
         out.refuse(f"optimizer {cfg.optimizer}{' (paged)' if cfg.paged_optimizer else ''} "
                    "(Megatron-Core builds adam or sgd)", "re-plan with --optimizer adamw")

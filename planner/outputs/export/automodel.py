@@ -65,16 +65,16 @@ def _automodel_checks(job: Job, out: _Out) -> None:
                    "re-plan with --method lora")
     if cfg.zero_stage:
         out.refuse(f"ZeRO-{cfg.zero_stage} (Automodel shards with FSDP2)",
-                   "re-plan with --sharding fsdp2 or ddp")
+                   "re-plan with --sharding fsdp or none")
     if cfg.offload != "none" and _strategy(job) != "fsdp2":
         out.refuse(f"offload {cfg.offload} without FSDP2 (offload_policy is an FSDP2 setting)",
-                   "re-plan with --sharding fsdp2 or --offload none")
+                   "re-plan with --sharding fsdp or --offload none")
     if cfg.offload != "none" and (cfg.paged or cfg.optimizer == "adamw-8bit"):
         out.refuse(f"{cfg.optimizer} with FSDP2 CPU offload (bitsandbytes optimizers step on "
                    "the GPU only)", "re-plan with --optimizer adamw or --offload none")
     if cfg.method == "qlora" and cfg.quant_format != "nf4":
         out.refuse(f"QLoRA on {cfg.quant_format} (Automodel quantizes with bitsandbytes nf4)",
-                   "re-plan with --quant-format nf4")
+                   "re-plan the QLoRA with quant_format nf4 (bitsandbytes)")
 
 
 def _distributed(job: Job, out: _Out) -> dict[str, Any]:
