@@ -39,6 +39,14 @@ OpenRLHF layout) that does not refuse it, and each export goes to:
   rank check (``get_vllm_max_lora_rank``) is compiled from its own file, whose module imports
   vLLM; the PPO critic's ``model`` member (an HFModelConfig that downloads the model's config and
   tokenizer) is dropped before validate_config, after compose has checked its keys.
+* NeMo AutoModel 0.5.0 (``--format nemo-automodel``): its own ``load_yaml_config`` (which
+  resolves every ``_target_``), ``RecipeConfig``'s step scheduler (built with the plan's
+  data-parallel size: its gradient accumulation must be the plan's), optimizer and loss sections,
+  ``parse_distributed_section`` (strategy, parallel sizes, pipeline, offload policy, activation
+  checkpointing), the PEFT section instantiated as its PeftConfig and the dataset arguments bound
+  to the dataset function's signature, in a child process with Automodel installed without its
+  dependencies (torchao and torchdata beside it: the loader imports them). The set is the plans
+  that export to it plus four plans made with ``--framework nemo-automodel``.
 * OpenRLHF 0.11.2 (``--format openrlhf``) and 0.8.9 (``--format openrlhf@0.8``): the argument
   parser of the real ``openrlhf/cli/<trainer>.py``. OpenRLHF cannot be installed on a CPU machine
   (flash-attn and vLLM are hard dependencies), so the wheel is unpacked without dependencies and
@@ -103,6 +111,7 @@ LLAMAFACTORY = DEPS / "llamafactory-0.9.5"
 LLAMAFACTORY_EXAMPLES = DEPS / "llamafactory-0.9.5-examples"
 VERL = DEPS / "verl-0.9.1"
 MEGATRON = DEPS / "megatron-core-0.17.1"
+AUTOMODEL = DEPS / "nemo-automodel-0.5.0"
 # What the launch scripts' $VARIABLES stand for (paths and names: nothing is loaded).
 ENV = {"DATASET": "trl-lib/Capybara", "TRAIN_FILES": "train.parquet", "VAL_FILES": "val.parquet",
        "PROMPT_DATA": "prompts.jsonl", "REWARD_MODEL": "reward-model",
@@ -610,6 +619,74 @@ def test_llamafactory_parses_every_export(tmp_path):
     rejected = [f"plan {i} ({p.config.workload} {p.model}): {r[:300]}"
                 for (i, p, _), r in zip(rows, results, strict=True) if r]
     assert rows and not rejected, "\n".join(rejected)
+
+
+# ---------------------------------------------------------------------------------------------
+# NeMo AutoModel
+# ---------------------------------------------------------------------------------------------
+AUTOMODEL_REQUESTS = (
+    {"model": "qwen2.5-0.5b", "gpus": ("rtx-4090",), "num_gpus": 1, "method": "lora"},
+    {"model": "8b", "gpus": ("h100-sxm",), "num_gpus": 8, "method": "full", "sharding": "fsdp"},
+    {"model": "8b", "gpus": ("rtx-4090",), "num_gpus": 1, "method": "qlora"},
+    {"model": "70b", "gpus": ("h100-sxm",), "num_gpus": 16, "method": "full", "tp": 2},
+)
+_AUTOMODEL_CHILD = """
+import inspect, json, os, sys, tempfile
+from nemo_automodel.components.config.loader import load_yaml_config
+from nemo_automodel.recipes._dist_utils import parse_distributed_section
+from nemo_automodel.recipes._typed_config import RecipeConfig
+
+
+def parse(text, dp):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    node = load_yaml_config(f.name)
+    os.unlink(f.name)
+    cfg = RecipeConfig(node)
+    sched = cfg.step_scheduler.build(dataloader=list(range(1000)), dp_group_size=dp,
+                                     local_batch_size=node.step_scheduler.local_batch_size)
+    cfg.optimizer, cfg.loss_fn
+    dist = parse_distributed_section(node.distributed.to_dict())
+    if node.get("peft", None) is not None:
+        node.peft.instantiate()
+    data = node.dataset.to_dict()
+    inspect.signature(data.pop("_target_")).bind(tokenizer=None, **data)
+    return {"grad_acc": sched.grad_acc_steps, "tp": dist["tp_size"], "pp": dist["pp_size"],
+            "cp": dist["cp_size"], "strategy": type(dist["strategy_config"]).__name__,
+            "offload": getattr(dist["strategy_config"], "offload_policy", None) is not None}
+
+
+results = []
+for text, dp in json.loads(sys.stdin.read()):
+    try:
+        results.append(parse(text, dp))
+    except BaseException as exc:
+        results.append(f"{type(exc).__name__}: {exc}")
+print("RESULTS" + json.dumps(results))
+"""
+
+
+def test_automodel_parses_every_export(tmp_path):
+    need("nemo_automodel", AUTOMODEL)
+    rows = [(i, p, text) for i, p, text in exports("nemo-automodel") if text is not None]
+    for kw in AUTOMODEL_REQUESTS:
+        p = plan(PlanRequest(**kw, framework="nemo-automodel", confidence=0), CAT).plan
+        assert p is not None, kw
+        rows.append((f"automodel {kw['model']}", p, export_plan(p, "nemo-automodel").text))
+    docs = [(text, p.config.dp) for _, p, text in rows]
+    env = {**os.environ, "PYTHONPATH": str(AUTOMODEL), "CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, "-c", _AUTOMODEL_CHILD], input=json.dumps(docs),
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("RESULTS")), None)
+    assert line, run.stderr[-3000:]
+    wrong = []
+    for (i, p, _), r in zip(rows, json.loads(line[len("RESULTS"):]), strict=True):
+        c = p.config
+        want = {"grad_acc": c.grad_accum if c.pp == 1 else 1, "tp": c.tp, "pp": c.pp,
+                "cp": c.cp, "offload": c.offload != "none"}
+        if isinstance(r, str) or any(r[k] != v for k, v in want.items()):
+            wrong.append(f"plan {i} ({c.workload} {p.model}): {str(r)[:300]} (want {want})")
+    assert len(rows) >= 4 and not wrong, "\n".join(wrong)
 
 
 def summary() -> dict[str, tuple[int, int]]:

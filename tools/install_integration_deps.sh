@@ -15,6 +15,11 @@
 #                       Accelerate, datasets conflict with TRL 1.16's): put first on the path
 #   llamafactory-0.9.5-examples  its shipped DeepSpeed configs (examples/deepspeed) from the
 #                       source distribution, which the LLaMA-Factory export names
+#   nemo-automodel-0.5.0  NeMo AutoModel's config loader and section parsers (load_yaml_config,
+#                       RecipeConfig, parse_distributed_section, PeftConfig), with the two
+#                       packages its loader resolves targets from (torchao, torchdata); its other
+#                       dependencies (transformers 5.8.1 pinned, wandb, mlflow, ...) are not
+#                       needed to parse a config
 #   megatron-core-0.17.1  Megatron-LM's argument parser (megatron/training/arguments.py, in the
 #                       wheel since 0.17.0; its file equals git tag core_v0.17.1, commit 266f1c97):
 #                       0.17 is the last release that imports on Python 3.11 without Triton
@@ -61,6 +66,7 @@ target torchtune-0.6.1-deps torchao==0.13.0 torchdata==0.11.0 sentencepiece==0.2
     tiktoken==0.12.0 blobfile==3.1.0 kagglehub==0.3.13
 target torchtitan-0.2.2 torchtitan==0.2.2 tyro==1.0.17
 target tyro-deps docstring-parser==0.17.0 typeguard==4.4.4
+target nemo-automodel-0.5.0 nemo-automodel==0.5.0 torchao==0.14.1 torchdata==0.11.0
 target llamafactory-0.9.5 llamafactory==0.9.5 transformers==5.6.0 trl==0.24.0 peft==0.18.1 \
     accelerate==1.11.0 datasets==4.0.0 huggingface-hub==1.33.0 tokenizers==0.22.2 dill==0.3.8 \
     multiprocess==0.70.16 fsspec==2025.3.0 httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 \

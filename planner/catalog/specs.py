@@ -299,7 +299,8 @@ PlacementKind = Literal["colocate", "separate", "split"]
 RolloutEngine = Literal["vllm", "sglang", "hf-generate", "deepspeed-hybrid", "megatron"]
 LaunchFormat = Literal["deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
                        "torchtune", "torchtitan", "litgpt", "llmfoundry",
-                       "nemo-rl", "prime-rl", "deepspeed-chat"]
+                       "nemo-rl", "prime-rl", "deepspeed-chat", "nemo", "megatron-bridge",
+                       "nemo-automodel"]
 CheckpointingKind = Literal["none", "full", "selective"]
 # flash: a kernel that reads q, k, v without an s^2 matrix and GQA-shaped k, v;
 # sdpa-expanded-kv: k and v copied to every query head before the kernel; eager: the softmax

@@ -14,6 +14,10 @@ documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlh
 ``llamafactory``; ``_common`` holds the Job, the result and the helpers they share.
 ``litgpt`` (LitGPT's --config YAML) and ``llmfoundry`` (LLM Foundry's Composer train YAML)
 write those frameworks' own configs.
+documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf``,
+``llamafactory``, ``nemo`` (NeMo 2 recipe script), ``megatron_bridge`` (its recipe runner) and
+``automodel`` (NeMo AutoModel YAML); ``_common`` holds the Job, the result and the helpers they
+share, ``_mcore`` the Megatron-Core fields NeMo 2 and Megatron-Bridge both set.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from planner.outputs.export._common import (
     _Out,
     job_of,
 )
+from planner.outputs.export.automodel import AUTOMODEL_VERSIONS, export_automodel
 from planner.outputs.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
 from planner.outputs.export.deepspeed_chat import DEEPSPEED_CHAT_VERSIONS, export_deepspeed_chat
 from planner.outputs.export.hf import (
@@ -54,6 +59,11 @@ from planner.outputs.export.llamafactory import (
     export_llamafactory,
 )
 from planner.outputs.export.llmfoundry import LLMFOUNDRY_VERSIONS, export_llmfoundry
+from planner.outputs.export.megatron_bridge import (
+    MEGATRON_BRIDGE_VERSIONS,
+    export_megatron_bridge,
+)
+from planner.outputs.export.nemo import NEMO_VERSIONS, export_nemo
 from planner.outputs.export.nemo_rl import NEMO_RL_VERSIONS, export_nemo_rl
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
@@ -74,7 +84,8 @@ __all__ = [
     "EXPORTERS", "FORMATS", "GRADIENT_CLIPPING", "HF_MODULES", "LLAMAFACTORY_DATA",
     "LLAMAFACTORY_DS", "LLAMAFACTORY_STAGES", "OPENRLHF_MODULES", "RL_HINT", "TEMPLATES",
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
-    "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
+    "export_llamafactory", "export_openrlhf", "export_nemo", "export_megatron_bridge",
+    "export_automodel", "export_plan", "export_torchrun", "export_verl",
     "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
     "export_torchtune",
     "export_torchtitan",
@@ -89,6 +100,7 @@ FORMATS: tuple[str, ...] = (
     "torchtitan",
     "litgpt", "llmfoundry",
     "nemo-rl", "prime-rl", "deepspeed-chat",
+    "nemo", "megatron-bridge", "nemo-automodel",
 )
 
 # The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
@@ -112,6 +124,9 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "nemo-rl": (("nemo-rl",), ("sft", "dpo", "grpo")),
     "prime-rl": (("prime-rl",), ("sft", "grpo")),
     "deepspeed-chat": (("deepspeed-chat",), ("sft", "rm", "dpo", "ppo")),
+    "nemo": (("nemo",), ("pretrain", "sft")),
+    "megatron-bridge": (("megatron-bridge",), ("pretrain", "sft")),
+    "nemo-automodel": (("nemo-automodel",), ("pretrain", "sft")),
 }
 # The Liger-kernel profile is the Trainer with use_liger_kernel=True: TRL's scripts through
 # torchrun, the flag written (hf.py).
@@ -185,6 +200,9 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "nemo-rl": export_nemo_rl,
     "prime-rl": export_prime_rl,
     "deepspeed-chat": export_deepspeed_chat,
+    "nemo": export_nemo,
+    "megatron-bridge": export_megatron_bridge,
+    "nemo-automodel": export_automodel,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -205,5 +223,7 @@ TARGETS: dict[str, str] = {
     "litgpt": LITGPT_VERSIONS, "llmfoundry": LLMFOUNDRY_VERSIONS,
     "nemo-rl": NEMO_RL_VERSIONS, "prime-rl": PRIME_RL_VERSIONS,
     "deepspeed-chat": DEEPSPEED_CHAT_VERSIONS,
+    "nemo": NEMO_VERSIONS, "megatron-bridge": MEGATRON_BRIDGE_VERSIONS,
+    "nemo-automodel": AUTOMODEL_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
 }
