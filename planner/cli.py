@@ -28,6 +28,7 @@ from planner.catalog.request import (
     WORKLOADS,
     TrainConfig,
 )
+from planner.catalog.specs import LAUNCH_FORMATS
 from planner.cli_config import (
     _TUNE_FROM_CHECK,
     _TUNE_SEARCHED,
@@ -227,8 +228,8 @@ def tune_cmd(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
 @cli.command("plan")
 @click.option("--objective", type=_choice(("cost", "time")), default="cost", show_default=True)
 @click.option("--export", "export_fmt", default=None, metavar="FORMAT",
-              help="Also write a launch config of the plan: deepspeed, accelerate, torchrun, "
-                   "verl, openrlhf (openrlhf@0.8 for OpenRLHF 0.8) or llamafactory (with --out).")
+              help="Also write a launch config of the plan: " + ", ".join(LAUNCH_FORMATS)
+                   + " (openrlhf@0.8 for OpenRLHF 0.8; with --out).")
 @click.option("--out", "export_out", type=click.Path(dir_okay=False), default=None,
               help="File for --export (- for stdout after the plan).")
 @plan_options
@@ -400,8 +401,8 @@ def schema_cmd(kind: str) -> None:
 
 @cli.command("export")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
-              help="deepspeed, accelerate, torchrun, verl, openrlhf (openrlhf@0.8 for OpenRLHF "
-                   "0.8) or llamafactory [default: the launch format of the plan's framework].")
+              help=", ".join(LAUNCH_FORMATS) + " (openrlhf@0.8 for OpenRLHF 0.8) [default: the "
+                   "launch format of the plan's framework].")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the config here [default: stdout].")
 @click.option("--point", type=INT, default=None,

@@ -565,3 +565,12 @@ def test_a_plan_and_its_saved_document_give_the_same_job(sft, grpo):
     need = grpo.memory.engine_utilization
     assert need is not None and open_u.engine_utilization >= need
     assert open_u.engine_utilization - need < 0.01 and job_of(grpo).engine_utilization == 0.4
+
+
+def test_the_launch_formats_of_profiles_are_the_writers():
+    """One list: the formats a profile may name (specs.LaunchFormat, shown in the CLI's help)
+    are the formats the exporters write."""
+    from planner.catalog.specs import LAUNCH_FORMATS
+    from planner.outputs.export import FORMATS
+
+    assert set(LAUNCH_FORMATS) == set(FORMATS)

@@ -33,6 +33,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.catalog.specs import LAUNCH_FORMATS
 from tests.test_hardening import (
     RL_BASE,
     TEST_CATALOG,
@@ -455,7 +456,7 @@ def validate_prop(args, *, name: str) -> None:
 test_validate, test_validate_slow = validate_prop
 
 
-FORMATS = ["deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory", "nope"]
+FORMATS = [*LAUNCH_FORMATS, "nope"]
 
 
 @st.composite

@@ -301,6 +301,7 @@ LaunchFormat = Literal["deepspeed", "accelerate", "torchrun", "verl", "openrlhf"
                        "torchtune", "torchtitan", "litgpt", "llmfoundry",
                        "nemo-rl", "prime-rl", "deepspeed-chat", "nemo", "megatron-bridge",
                        "nemo-automodel"]
+LAUNCH_FORMATS: tuple[str, ...] = LaunchFormat.__args__  # type: ignore[attr-defined]
 CheckpointingKind = Literal["none", "full", "selective"]
 # flash: a kernel that reads q, k, v without an s^2 matrix and GQA-shaped k, v;
 # sdpa-expanded-kv: k and v copied to every query head before the kernel; eager: the softmax
