@@ -87,25 +87,27 @@ def test_the_set_spans_what_the_issue_asks():
     assert len(REQUESTS) >= 30
 
 
-def test_a_framework_without_a_writer_says_so(tmp_path, capsys):
-    """TRL's GRPO (the Trainer with a vLLM server) has no writer here: export names it instead
-    of writing another framework's launch."""
+def test_a_framework_without_a_writer_is_not_planned_on_but_checked(capsys):
+    """TRL's GRPO (the Trainer with a vLLM server) and ColossalAI have no writer here: plan
+    makes no plan on them (a plan its exporter refuses is no plan) and names the frameworks it
+    launches; check still predicts their memory and speed."""
     import json
 
     from planner.cli import main
-    from planner.outputs.render import plan_doc, to_json
 
-    result = plan(PlanRequest(model="0.5b", workload="grpo", framework="hf-trainer",
-                              budget_usd=20000, **RL), CAT)
-    assert result.plan is not None
     assert launch_format_of(resolve(CAT, "hf-trainer"), "grpo") is None
-    saved = tmp_path / "plan.json"
-    saved.write_text(to_json(plan_doc(result)))
+    with pytest.raises(PlannerError, match="writes no launch of its grpo runs.*verl"):
+        plan(PlanRequest(model="0.5b", workload="grpo", framework="hf-trainer",
+                         budget_usd=20000, **RL), CAT)
     with pytest.raises(SystemExit) as exc:
-        main(["export", str(saved)])
+        main(["plan", "--model", "7b", "--budget", "5000", "--framework", "colossalai"])
     err = capsys.readouterr().err
-    assert exc.value.code == 2 and "no launch config for framework hf-trainer" in err
-    assert json.loads(saved.read_text())["plan"]["config"]["framework"] == "hf-trainer"
+    assert exc.value.code == 2 and "plan on one it launches: " in err and "hf-trainer" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--model", "7b", "--gpu", "h100-sxm", "--framework", "colossalai",
+              "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert exc.value.code in (0, 1) and doc["framework"]["id"] == "colossalai"
 
 
 # Every profile a writer launches: varied requests planned on it export in its own format

@@ -33,6 +33,7 @@ from planner.catalog.frameworks import (
     unlaunchable,
     unsupported,
 )
+from planner.catalog.launches import launch_format_of, written_for
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
 from planner.catalog.request import TrainConfig
@@ -303,7 +304,8 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     model = catalog.model(request.model).spec
     validate_plan_request(request, model)
     framework = for_request(catalog, request)
-    missing = lacks_model(framework.profile, model.id)
+    missing = lacks_model(framework.profile, model.id) or _unwritten(framework.profile,
+                                                                  request.workload)
     if missing:
         raise PlannerError(missing)
     request = request.model_copy(update={
@@ -341,6 +343,16 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         roles=roles,
         **_gpu_counts(strategies, framework.profile, base=base),
     )
+
+
+def _unwritten(profile: Profile, workload: str) -> str | None:
+    """Why no plan is made on ``profile`` for ``workload``: the planner writes no launch for it
+    (catalog.launches), and a plan its own exporter refuses is no plan; None when it does."""
+    if launch_format_of(profile, workload) is not None:
+        return None
+    return (f"--framework {profile.id}: the planner writes no launch of its {workload} runs, "
+            f"so it plans none ('planner check --framework {profile.id}' predicts a layout's "
+            f"memory and speed); plan on one it launches: {', '.join(written_for(workload))}")
 
 
 def _gpu_counts(strategies: tuple[Choice, ...], profile: Profile, *, base: TrainConfig

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from planner.catalog.launches import SUPERVISED, WRITES_FOR, launch_format_of
 from planner.catalog.load import Catalog
 from planner.errors import PlannerError, did_you_mean
 from planner.inputs import check_type, short
@@ -75,7 +76,6 @@ from planner.outputs.export.prime_rl import PRIME_RL_VERSIONS, export_prime_rl
 from planner.outputs.export.torchtitan import TORCHTITAN_VERSIONS, export_torchtitan
 from planner.outputs.export.torchtune import (
     TORCHTUNE_VERSIONS,
-    TORCHTUNE_WORKLOADS,
     export_torchtune,
 )
 from planner.outputs.export.verl import VERL_VERSIONS, export_verl
@@ -86,7 +86,7 @@ __all__ = [
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
     "export_llamafactory", "export_openrlhf", "export_nemo", "export_megatron_bridge",
     "export_automodel", "export_plan", "export_torchrun", "export_verl",
-    "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
+    "job_of", "launch_format_of", "SUPERVISED", "WRITES_FOR", "TARGETS", "LAYOUTS",
     "export_torchtune",
     "export_torchtitan",
     "export_litgpt", "export_llmfoundry",
@@ -103,44 +103,8 @@ FORMATS: tuple[str, ...] = (
     "nemo", "megatron-bridge", "nemo-automodel",
 )
 
-# The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
-# workloads it writes: torchrun runs TRL's supervised/preference scripts on the Hugging Face
-# Trainer (Unsloth's trainers are TRL's) or Megatron-LM's pretrain_gpt.py; the DeepSpeed JSON is
-# read by DeepSpeed's engine and by the Trainer on it; the Accelerate YAML launches the Trainer
-# with FSDP through Accelerate. A framework or workload not listed (torchtune's `tune run`,
-# torchtitan's TOML, NeMo recipes, TRL's GRPO with its vLLM server, ...) has no writer here.
-SUPERVISED = ("pretrain", "sft", "rm", "dpo")
-WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "torchrun": (("hf-trainer", "trl", "unsloth", "megatron-lm"), SUPERVISED),
-    "deepspeed": (("deepspeed", "hf-deepspeed"), SUPERVISED),
-    "accelerate": (("accelerate-fsdp",), SUPERVISED),
-    "verl": (("verl",), ("ppo", "grpo")),
-    "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
-    "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
-    "torchtune": (("torchtune",), TORCHTUNE_WORKLOADS),
-    "torchtitan": (("torchtitan",), ("pretrain", "sft")),
-    "litgpt": (("litgpt",), ("pretrain", "sft")),
-    "llmfoundry": (("llm-foundry",), ("pretrain", "sft")),
-    "nemo-rl": (("nemo-rl",), ("sft", "dpo", "grpo")),
-    "prime-rl": (("prime-rl",), ("sft", "grpo")),
-    "deepspeed-chat": (("deepspeed-chat",), ("sft", "rm", "dpo", "ppo")),
-    "nemo": (("nemo",), ("pretrain", "sft")),
-    "megatron-bridge": (("megatron-bridge",), ("pretrain", "sft")),
-    "nemo-automodel": (("nemo-automodel",), ("pretrain", "sft")),
-}
-# The Liger-kernel profile is the Trainer with use_liger_kernel=True: TRL's scripts through
-# torchrun, the flag written (hf.py).
-WRITES_FOR["torchrun"] = (("hf-trainer-liger", *WRITES_FOR["torchrun"][0]), SUPERVISED)
-
-
-def launch_format_of(profile: Any, workload: str) -> str | None:
-    """The format whose writer launches this framework (frameworks.Profile) for ``workload``:
-    its profile's launch_format where WRITES_FOR covers both, else None (no writer)."""
-    fmt = profile.value("launch_format")
-    if fmt not in WRITES_FOR:
-        return None
-    frameworks, workloads = WRITES_FOR[fmt]
-    return fmt if profile.id in frameworks and workload in workloads else None
+# Which profiles and workloads each format launches: planner.catalog.launches (WRITES_FOR,
+# launch_format_of), read by the plan space too.
 
 
 # ---------------------------------------------------------------------------------------------

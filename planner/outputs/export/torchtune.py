@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from planner.catalog.launches import WRITES_FOR
 from planner.outputs.export._common import (
     ExportResult,
     Job,
@@ -43,7 +44,7 @@ from planner.outputs.export._common import (
 )
 
 TORCHTUNE_VERSIONS = "torchtune 0.6.1 (recipes and configs at git tag v0.6.1)"
-TORCHTUNE_WORKLOADS = ("sft", "dpo")
+TORCHTUNE_WORKLOADS = WRITES_FOR["torchtune"][1]  # the workloads its recipes cover
 # Catalog model -> (torchtune.models module, builder, checkpointer model_type); builders listed
 # in torchtune/models/<module>/__init__.py at v0.6.1.
 TORCHTUNE_MODELS: dict[str, tuple[str, str, str]] = {
