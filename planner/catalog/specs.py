@@ -297,7 +297,8 @@ ParallelKind = Literal["tp", "pp", "cp", "ep"]
 OffloadKind = Literal["optimizer", "optimizer+params"]
 PlacementKind = Literal["colocate", "separate", "split"]
 RolloutEngine = Literal["vllm", "sglang", "hf-generate", "deepspeed-hybrid", "megatron"]
-LaunchFormat = Literal["deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory"]
+LaunchFormat = Literal["deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+                       "axolotl", "ms-swift"]
 CheckpointingKind = Literal["none", "full", "selective"]
 # flash: a kernel that reads q, k, v without an s^2 matrix and GQA-shaped k, v;
 # sdpa-expanded-kv: k and v copied to every query head before the kernel; eager: the softmax

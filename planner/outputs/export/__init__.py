@@ -33,6 +33,7 @@ from planner.outputs.export._common import (
     _Out,
     job_of,
 )
+from planner.outputs.export.axolotl import AXOLOTL_VERSIONS, export_axolotl
 from planner.outputs.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
 from planner.outputs.export.hf import (
     ACCELERATE_VERSIONS,
@@ -49,6 +50,7 @@ from planner.outputs.export.llamafactory import (
     TEMPLATES,
     export_llamafactory,
 )
+from planner.outputs.export.ms_swift import MS_SWIFT_VERSIONS, export_ms_swift
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
     OPENRLHF_MODULES,
@@ -68,6 +70,7 @@ __all__ = [
 
 FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+    "axolotl", "ms-swift",
 )
 
 # The framework profiles (catalog/frameworks ids) whose own launch each format writes, and the
@@ -84,6 +87,8 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "verl": (("verl",), ("ppo", "grpo")),
     "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
     "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+    "axolotl": (("axolotl",), ("pretrain", "sft", "rm", "dpo", "grpo")),
+    "ms-swift": (("ms-swift",), ("pretrain", "sft", "rm", "dpo", "ppo", "grpo")),
 }
 
 
@@ -147,6 +152,8 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "verl": export_verl,
     "openrlhf": export_openrlhf,
     "llamafactory": export_llamafactory,
+    "axolotl": export_axolotl,
+    "ms-swift": export_ms_swift,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -163,4 +170,5 @@ TARGETS: dict[str, str] = {
     "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
     "llamafactory": LLAMAFACTORY_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
+    "axolotl": AXOLOTL_VERSIONS, "ms-swift": MS_SWIFT_VERSIONS,
 }
