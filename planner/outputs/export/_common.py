@@ -222,13 +222,23 @@ def _model_spec(model_id: str, catalog: Any) -> ModelSpec | None:
         return None
 
 
+# Formats whose preference/RL trainers are TRL's, computing log-probs row by row on the 16-bit
+# logits (selective_log_softmax): the 16-bit loss buffers a plan assumes there are what runs.
+TRL_LOGPROB_FORMATS = ("axolotl", "ms-swift")
+
+
+def _trl_16bit_logprobs(fmt: str, cfg: TrainConfig) -> bool:
+    return fmt in TRL_LOGPROB_FORMATS and cfg.workload in ("dpo", "ppo", "grpo")
+
+
 def _every_format(job: Job, out: _Out) -> None:
     """Settings that no format expresses, and plan facts every launch needs."""
     cfg = job.cfg
     if cfg.optimizer_in_backward:
         out.refuse("optimizer-in-backward (the plan holds no full gradient)",
                    "re-plan without it")
-    if not cfg.loss_in_fp32 and out.fmt != "verl":  # verl's log-probs stay in 16 bit
+    if not cfg.loss_in_fp32 and out.fmt != "verl" and not _trl_16bit_logprobs(out.fmt, cfg):
+        # verl's log-probs stay in 16 bit
         out.warn("the plan assumed 16-bit loss buffers (no fp32 upcast of the logits); stock "
                  "Hugging Face models upcast: more memory than planned")
     if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node

@@ -171,7 +171,7 @@ def _axolotl_method(job: Job, out: _Out) -> dict[str, Any]:
 def _axolotl_optimizer(job: Job, out: _Out) -> str:
     """The optimizer name: Hugging Face's, with torchao's 8-bit AdamW under FSDP2."""
     name = _hf_optim(job.cfg, out)
-    if job.cfg.fsdp and name == "adamw_bnb_8bit" and _fsdp_version(job) == 2:
+    if _writes_fsdp(job) and name == "adamw_bnb_8bit" and _fsdp_version(job) == 2:
         out.note("adamw-8bit under FSDP2: adamw_torch_8bit (torchao's 8-bit AdamW; Axolotl "
                  "refuses bitsandbytes' adamw_bnb_8bit with FSDP2)")
         return "adamw_torch_8bit"
@@ -190,10 +190,11 @@ def _axolotl_precision(job: Job, out: _Out) -> dict[str, Any]:
 def _axolotl_memory(job: Job, out: _Out) -> dict[str, Any]:
     """Recomputation and activation offloading (FSDP recomputes in fsdp_config instead)."""
     cfg = job.cfg
-    doc: dict[str, Any] = {"gradient_checkpointing": cfg.checkpointing != "none" and not cfg.fsdp}
+    fsdp = _writes_fsdp(job)
+    doc: dict[str, Any] = {"gradient_checkpointing": cfg.checkpointing != "none" and not fsdp}
     _checkpointing_warning(job, out, "gradient_checkpointing")
     if cfg.offload_checkpoints:
-        if cfg.checkpointing == "none" or cfg.fsdp:
+        if cfg.checkpointing == "none" or fsdp:
             out.refuse("offloaded checkpoints without gradient_checkpointing (Axolotl's "
                        "activation_offloading requires it)", "re-plan with --checkpointing full")
         doc["activation_offloading"] = True
@@ -201,6 +202,17 @@ def _axolotl_memory(job: Job, out: _Out) -> dict[str, Any]:
         out.warn("the head and loss fused over token chunks (Unsloth) are not an Axolotl "
                  "setting: the logits of a whole micro-batch are materialised")
     return doc
+
+
+def _uses_deepspeed(job: Job) -> bool:
+    return not job.cfg.fsdp and bool(job.cfg.zero_stage or job.cfg.offload != "none")
+
+
+def _writes_fsdp(job: Job) -> bool:
+    """FSDP is written: the plan's, or under tensor/context parallel with data-parallel
+    replicas and no DeepSpeed (Axolotl blocks DDP x TP/CP)."""
+    c = job.cfg
+    return c.fsdp or (not _uses_deepspeed(job) and c.tp * c.cp > 1 and c.dp > 1)
 
 
 def _fsdp_version(job: Job) -> int:
@@ -213,25 +225,38 @@ def _axolotl_parallel(job: Job, out: _Out) -> dict[str, Any]:
     """FSDP, DeepSpeed and the tensor/context/data parallel sizes."""
     cfg = job.cfg
     doc: dict[str, Any] = {}
-    if cfg.fsdp:
-        _fsdp_offload_warning(job, out)
-        doc.update({"fsdp_version": _fsdp_version(job), "fsdp_config": {
-            "offload_params": cfg.offload != "none",
-            "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-            "state_dict_type": "SHARDED_STATE_DICT",
-            "reshard_after_forward": True,
-            "cpu_ram_efficient_loading": True,
-            "activation_checkpointing": cfg.checkpointing != "none",
-        }})
-    elif cfg.zero_stage or cfg.offload != "none":
+    if _uses_deepspeed(job):
+        if cfg.cp > 1:
+            out.refuse(f"context parallel (cp {cfg.cp}) with DeepSpeed (Axolotl pairs DeepSpeed "
+                       "with tensor parallel only, docs/support-matrix.qmd)",
+                       "re-plan with --sharding fsdp or --cp 1")
         doc["deepspeed"] = _axolotl_deepspeed(job, out)
+    elif _writes_fsdp(job):
+        if not cfg.fsdp:
+            out.warn(f"tp {cfg.tp} x cp {cfg.cp} with {cfg.dp} data-parallel replicas: Axolotl "
+                     "blocks DDP x TP/CP (docs/support-matrix.qmd), so the replicas are FSDP2 "
+                     "shards (dp_shard_size): less memory, more communication than planned")
+        doc.update(_axolotl_fsdp(job, out))
     if cfg.tp > 1:
         doc["tensor_parallel_size"] = cfg.tp
     if cfg.cp > 1:
         doc["context_parallel_size"] = cfg.cp
-    if cfg.tp * cfg.cp > 1 and cfg.dp > 1 and "deepspeed" not in doc:
-        doc["dp_shard_size" if cfg.fsdp else "dp_replicate_size"] = cfg.dp
+    if cfg.tp * cfg.cp > 1 and cfg.dp > 1 and not _uses_deepspeed(job):
+        doc["dp_shard_size"] = cfg.dp
     return doc
+
+
+def _axolotl_fsdp(job: Job, out: _Out) -> dict[str, Any]:
+    cfg = job.cfg
+    _fsdp_offload_warning(job, out)
+    return {"fsdp_version": _fsdp_version(job), "fsdp_config": {
+        "offload_params": cfg.offload != "none",
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        "state_dict_type": "SHARDED_STATE_DICT",
+        "reshard_after_forward": True,
+        "cpu_ram_efficient_loading": True,
+        "activation_checkpointing": cfg.checkpointing != "none",
+    }}
 
 
 def _axolotl_deepspeed(job: Job, out: _Out) -> str:
