@@ -20,6 +20,12 @@
 #                       0.17 is the last release that imports on Python 3.11 without Triton
 #                       (0.18 imports triton at package import, 0.19 typing.override); its
 #                       Requires-Python says >=3.12, but PyPI has a cp311 wheel
+#   axolotl-0.18.0      Axolotl's config schema and validate_config (its hard dependencies
+#                       include triton, xformers, bitsandbytes and vLLM-era pins: only addict is
+#                       needed beside the shared transformers/accelerate/pydantic to import it)
+#   ms-swift-4.5.2      ms-swift's argument dataclasses (swift.arguments), read by transformers'
+#                       HfArgumentParser; with the few packages its import needs (modelscope,
+#                       PEFT 0.19 as ms-swift's peft<0.20 pin asks, aiohttp and its parts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.integration
@@ -49,6 +55,10 @@ target llamafactory-0.9.5 llamafactory==0.9.5 transformers==5.6.0 trl==0.24.0 pe
     accelerate==1.11.0 datasets==4.0.0 huggingface-hub==1.33.0 tokenizers==0.22.2 dill==0.3.8 \
     multiprocess==0.70.16 fsspec==2025.3.0 httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 \
     liger-kernel==0.8.5
+target axolotl-0.18.0 axolotl==0.18.0 addict==2.4.0
+target ms-swift-4.5.2 ms-swift==4.5.2 modelscope==1.40.2 modelscope-hub==0.5.1 peft==0.19.1 \
+    json-repair==0.64.6 cryptography==50.0.2 cffi==2.1.1 aiohttp==3.14.5 multidict==7.2.1 \
+    yarl==1.25.1 propcache==0.5.4 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 frozenlist==1.8.0
 
 examples="$DEST/llamafactory-0.9.5-examples"
 if [ ! -f "$examples/.complete" ]; then

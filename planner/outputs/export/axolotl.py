@@ -230,6 +230,10 @@ def _axolotl_parallel(job: Job, out: _Out) -> dict[str, Any]:
             out.refuse(f"context parallel (cp {cfg.cp}) with DeepSpeed (Axolotl pairs DeepSpeed "
                        "with tensor parallel only, docs/support-matrix.qmd)",
                        "re-plan with --sharding fsdp or --cp 1")
+        if cfg.tp > 1 and cfg.zero_stage == 3:
+            out.refuse(f"tensor parallel (tp {cfg.tp}) with ZeRO-3 (DeepSpeed AutoTP trains "
+                       "with ZeRO 0 to 2; ms-swift v4.5.2 sft_args.py says the same of it)",
+                       "re-plan with --sharding fsdp, zero1 or zero2")
         doc["deepspeed"] = _axolotl_deepspeed(job, out)
     elif _writes_fsdp(job):
         if not cfg.fsdp:

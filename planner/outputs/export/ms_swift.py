@@ -51,7 +51,7 @@ MS_SWIFT_VERSIONS = "ms-swift 4.5.x (flags checked with 4.5.2's argument parser)
 MS_SWIFT_COMMANDS = {"pretrain": ("pt", None), "sft": ("sft", None), "rm": ("rlhf", "rm"),
                      "dpo": ("rlhf", "dpo"), "ppo": ("rlhf", "ppo"), "grpo": ("rlhf", "grpo")}
 # ms-swift's DeepSpeed presets (swift/config/<name>.json), by (stage, offload).
-MS_SWIFT_DS = {(0, "none"): "zero0", (1, "none"): "zero1", (2, "none"): "zero2",
+MS_SWIFT_DS = {(1, "none"): "zero1", (2, "none"): "zero2",
                (3, "none"): "zero3", (2, "optimizer"): "zero2_offload",
                (3, "optimizer+params"): "zero3_offload"}
 LEARNING_RATE = {True: 1e-4, False: 1e-5}  # sft_args.py _init_override's defaults
@@ -157,8 +157,8 @@ def _ms_swift_sharding(job: Job, out: _Out) -> list[tuple[str, Any]]:
                                 "state_dict_type": "SHARDED_STATE_DICT",
                                 "activation_checkpointing": cfg.checkpointing != "none"}}
         return [("--fsdp", json.dumps(fsdp, separators=(",", ":")))]
-    if job.num_gpus == 1 and cfg.zero_stage == 0 and cfg.offload == "none":
-        return []
+    if cfg.zero_stage == 0 and cfg.offload == "none":
+        return []  # plain DDP under torchrun
     preset = MS_SWIFT_DS.get((cfg.zero_stage, cfg.offload))
     if preset:
         return [("--deepspeed", preset)]
