@@ -23,6 +23,8 @@
 #   axolotl-0.18.0      Axolotl's config schema and validate_config (its hard dependencies
 #                       include triton, xformers, bitsandbytes and vLLM-era pins: only addict is
 #                       needed beside the shared transformers/accelerate/pydantic to import it)
+#   axolotl-0.18.0-deepspeed  its shipped deepspeed_configs/ from the source distribution,
+#                       which the Axolotl export names
 #   ms-swift-4.5.2      ms-swift's argument dataclasses (swift.arguments), read by transformers'
 #                       HfArgumentParser; with the few packages its import needs (modelscope,
 #                       PEFT 0.19 as ms-swift's peft<0.20 pin asks, aiohttp and its parts)
@@ -71,4 +73,17 @@ if [ ! -f "$examples/.complete" ]; then
         llamafactory-0.9.5/examples/deepspeed llamafactory-0.9.5/data/dataset_info.json
     rm -rf "$tmp"
     touch "$examples/.complete"
+fi
+
+axolotl_ds="$DEST/axolotl-0.18.0-deepspeed"
+if [ ! -f "$axolotl_ds/.complete" ]; then
+    rm -rf "$axolotl_ds"
+    mkdir -p "$axolotl_ds"
+    tmp="$(mktemp -d)"
+    python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        -d "$tmp" axolotl==0.18.0
+    tar xzf "$tmp"/axolotl-0.18.0.tar.gz -C "$axolotl_ds" --strip-components=1 \
+        axolotl-0.18.0/deepspeed_configs
+    rm -rf "$tmp"
+    touch "$axolotl_ds/.complete"
 fi
