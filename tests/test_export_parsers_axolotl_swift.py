@@ -103,6 +103,22 @@ def child(code: str, payload: object, *, path: Path, cwd: Path) -> list:
     return json.loads(line[len("RESULTS"):])
 
 
+def check(rows, results, expect) -> None:
+    """Every parser result is accepted and holds the values ``expect(config)`` gives; fail
+    listing every rejection and every mismatch."""
+    rejected, wrong = [], []
+    for (i, p, _), r in zip(rows, results, strict=True):
+        if isinstance(r, str):
+            rejected.append(f"plan {i} ({p.config.workload} {p.model}): {r[:400]}")
+            continue
+        want = expect(p.config)
+        got = {k: r[k] for k in want}
+        if got != want:
+            wrong.append(f"plan {i}: {got} != {want}")
+    assert not rejected, "\n".join(rejected)
+    assert not wrong, "\n".join(wrong)
+
+
 # ---------------------------------------------------------------------------------------------
 # Axolotl
 # ---------------------------------------------------------------------------------------------
@@ -146,21 +162,10 @@ def test_axolotl_validates_every_export(tmp_path):
     need(AXOLOTL_DS)
     rows = exports("axolotl")
     results = child(_AXOLOTL_CHILD, axolotl_payload(rows, tmp_path), path=AXOLOTL, cwd=tmp_path)
-    rejected, wrong = [], []
-    for (i, p, _), r in zip(rows, results, strict=True):
-        if isinstance(r, str):
-            rejected.append(f"plan {i} ({p.config.workload} {p.model}): {r[:400]}")
-            continue
-        c = p.config
-        expect = {"micro_batch_size": c.micro_batch_size, "gradient_accumulation_steps":
-                  c.grad_accum, "sequence_len": c.seq_len,
-                  "lora_r": c.rank if c.is_peft else None,
-                  "tensor_parallel_size": c.tp if c.tp > 1 else 1}
-        got = {k: r[k] for k in expect}
-        if got != expect:
-            wrong.append(f"plan {i}: {got} != {expect}")
-    assert not rejected, "\n".join(rejected)
-    assert not wrong, "\n".join(wrong)
+    check(rows, results, lambda c: {
+        "micro_batch_size": c.micro_batch_size, "gradient_accumulation_steps": c.grad_accum,
+        "sequence_len": c.seq_len, "lora_r": c.rank if c.is_peft else None,
+        "tensor_parallel_size": c.tp})
 
 
 def test_axolotl_rejects_a_broken_export(tmp_path):
@@ -221,24 +226,13 @@ def test_ms_swift_parses_every_export(tmp_path):
     need(SWIFT)
     rows = exports("ms-swift")
     results = child(_SWIFT_CHILD, [swift_argv(t) for *_, t in rows], path=SWIFT, cwd=tmp_path)
-    rejected, wrong = [], []
-    for (i, p, _), r in zip(rows, results, strict=True):
-        if isinstance(r, str):
-            rejected.append(f"plan {i} ({p.config.workload} {p.model}): {r[:400]}")
-            continue
-        c = p.config
-        expect = {"per_device_train_batch_size": c.micro_batch_size,
-                  "gradient_accumulation_steps": c.grad_accum,
-                  "max_length": c.prompt_len if c.is_rl else c.seq_len,
-                  "tuner_type": "full" if c.method == "full" else "lora",
-                  "sequence_parallel_size": c.cp}
-        got = {k: r[k] for k in expect}
-        if c.is_peft and r["lora_rank"] != c.rank:
-            wrong.append(f"plan {i}: lora_rank {r['lora_rank']} != {c.rank}")
-        if got != expect:
-            wrong.append(f"plan {i}: {got} != {expect}")
-    assert not rejected, "\n".join(rejected)
-    assert not wrong, "\n".join(wrong)
+    check(rows, results, lambda c: {
+        "per_device_train_batch_size": c.micro_batch_size,
+        "gradient_accumulation_steps": c.grad_accum,
+        "max_length": c.prompt_len if c.is_rl else c.seq_len,
+        "tuner_type": "full" if c.method == "full" else "lora",
+        "lora_rank": c.rank if c.is_peft else 8,  # TunerArguments.lora_rank = 8 when unset
+        "sequence_parallel_size": c.cp})
 
 
 def test_ms_swift_rejects_a_broken_export(tmp_path):

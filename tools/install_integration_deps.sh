@@ -62,28 +62,20 @@ target ms-swift-4.5.2 ms-swift==4.5.2 modelscope==1.40.2 modelscope-hub==0.5.1 p
     json-repair==0.64.6 cryptography==50.0.2 cffi==2.1.1 aiohttp==3.14.5 multidict==7.2.1 \
     yarl==1.25.1 propcache==0.5.4 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 frozenlist==1.8.0
 
-examples="$DEST/llamafactory-0.9.5-examples"
-if [ ! -f "$examples/.complete" ]; then
-    rm -rf "$examples"
-    mkdir -p "$examples"
+sdist_part() {  # sdist_part FOLDER PACKAGE VERSION PATH...: paths of its source distribution
+    local folder="$DEST/$1" package="$2" version="$3" tmp
+    shift 3
+    [ -f "$folder/.complete" ] && return 0
+    rm -rf "$folder"
+    mkdir -p "$folder"
     tmp="$(mktemp -d)"
     python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-        -d "$tmp" llamafactory==0.9.5
-    tar xzf "$tmp"/llamafactory-0.9.5.tar.gz -C "$examples" --strip-components=1 \
-        llamafactory-0.9.5/examples/deepspeed llamafactory-0.9.5/data/dataset_info.json
+        -d "$tmp" "$package==$version"
+    tar xzf "$tmp/$package-$version.tar.gz" -C "$folder" --strip-components=1 \
+        "${@/#/$package-$version/}"
     rm -rf "$tmp"
-    touch "$examples/.complete"
-fi
-
-axolotl_ds="$DEST/axolotl-0.18.0-deepspeed"
-if [ ! -f "$axolotl_ds/.complete" ]; then
-    rm -rf "$axolotl_ds"
-    mkdir -p "$axolotl_ds"
-    tmp="$(mktemp -d)"
-    python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-        -d "$tmp" axolotl==0.18.0
-    tar xzf "$tmp"/axolotl-0.18.0.tar.gz -C "$axolotl_ds" --strip-components=1 \
-        axolotl-0.18.0/deepspeed_configs
-    rm -rf "$tmp"
-    touch "$axolotl_ds/.complete"
-fi
+    touch "$folder/.complete"
+}
+sdist_part llamafactory-0.9.5-examples llamafactory 0.9.5 examples/deepspeed \
+    data/dataset_info.json
+sdist_part axolotl-0.18.0-deepspeed axolotl 0.18.0 deepspeed_configs
