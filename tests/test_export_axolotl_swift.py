@@ -120,7 +120,7 @@ def test_axolotl_tensor_parallel_replicas_are_fsdp_shards():
 def test_axolotl_tp_alone_and_with_zero():
     doc, res = axolotl(job(num_gpus=4, tp=4))
     assert doc["tensor_parallel_size"] == 4 and "dp_shard_size" not in doc
-    assert "fsdp_config" not in doc and not res.warnings
+    assert "fsdp_config" not in doc and not any("DDP x TP" in w for w in res.warnings)
     doc, _ = axolotl(job(num_gpus=8, tp=2, zero_stage=1))
     assert doc["deepspeed"] == "deepspeed_configs/zero1.json" and "dp_shard_size" not in doc
 
@@ -333,3 +333,13 @@ def test_cli_refusal_is_one_line(tmp_path):
     code, _, err = cli(["export", "--format", "ms-swift", str(saved)])
     assert code == 2 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "ms-swift-megatron" in err
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "ms-swift"])
+def test_bf16_loading_without_sharding_is_a_warning(fmt):
+    """Both load the model in bf16: plain DDP full training keeps no fp32 master copy."""
+    warned = export_plan(job(num_gpus=2), fmt).warnings
+    assert any("no fp32 master copy" in w for w in warned)
+    for quiet in (job(num_gpus=2, zero_stage=2), job(num_gpus=2, pure_bf16=True),
+                  job(num_gpus=2, method="lora"), job(num_gpus=2, precision="fp16")):
+        assert not any("master" in w for w in export_plan(quiet, fmt).warnings)

@@ -372,3 +372,13 @@ def _fsdp_offload_warning(job: Job, out: _Out) -> None:
     if job.cfg.shard_embeddings:
         out.warn("embedding/head as FSDP units of their own: set your auto-wrap policy to wrap "
                  "them (not a launcher option)")
+
+
+def _bf16_load_warning(job: Job, out: _Out, how: str) -> None:
+    """Trainers that load the model in bf16 (``how``) and train it under plain DDP keep no fp32
+    master copy: the planned master weights (states.master_weight_bytes) are not there."""
+    cfg = job.cfg
+    if job.precision == "bf16" and not cfg.is_peft and not cfg.pure_bf16 and not cfg.fsdp \
+            and cfg.zero_stage == 0 and cfg.offload == "none":
+        out.warn(f"{how} loads the weights in bf16 and, without DeepSpeed or FSDP, keeps no fp32 "
+                 "master copy (AdamW states in bf16): less memory than planned, bf16 updates")

@@ -32,6 +32,7 @@ from planner.outputs.export._common import (
     GRADIENT_CLIPPING,
     ExportResult,
     Job,
+    _bf16_load_warning,
     _checkpointing_warning,
     _command,
     _ds_offload_name,
@@ -89,6 +90,7 @@ def export_ms_swift(job: Job, out: _Out) -> ExportResult:
         ("--output_dir", "output"),
     ]
     _fp8(job, out)
+    _bf16_load_warning(job, out, "ms-swift (--torch_dtype bfloat16)")
     _checkpointing_warning(job, out, "gradient_checkpointing")
     _precision_note(job, out)
     out.note(f"--learning_rate {LEARNING_RATE[cfg.is_peft]}: ms-swift's default for "
