@@ -343,3 +343,16 @@ def test_bf16_loading_without_sharding_is_a_warning(fmt):
     for quiet in (job(num_gpus=2, zero_stage=2), job(num_gpus=2, pure_bf16=True),
                   job(num_gpus=2, method="lora"), job(num_gpus=2, precision="fp16")):
         assert not any("master" in w for w in export_plan(quiet, fmt).warnings)
+
+
+def test_separate_rollout_gpus_are_not_trainer_processes():
+    """GRPO with a separate vLLM server on 2 of 8 GPUs: the launch starts 6 trainer ranks."""
+    j = job(num_gpus=8, workload="grpo", method="lora", prompt_len=128, response_len=128,
+            rollout_n=4, rollout_batch=12, placement="separate", rollout_gpus=2)
+    doc, res = axolotl(j)
+    assert doc["trl"]["vllm_mode"] == "server" and "--num_processes 6" in res.text
+    assert any("axolotl vllm-serve" in n for n in res.notes)
+    _, flags, env, res = swift(j)
+    assert env["NPROC_PER_NODE"] == "6" and flags["vllm_mode"] == "server"
+    assert flags["vllm_server_host"] == "$VLLM_HOST"
+    assert "# Set before running: DATASET, VLLM_HOST" in res.text

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from planner.models.workloads import trainer_gpus
 from planner.outputs.export._common import (
     GRADIENT_CLIPPING,
     RL_HINT,
@@ -43,6 +44,7 @@ from planner.outputs.export._common import (
     _hf_optim,
     _lora_targets,
     _model_spec,
+    _nodes,
     _offload_optimizer,
     _Out,
     _precision_note,
@@ -308,14 +310,17 @@ def _axolotl_grpo(job: Job, out: _Out) -> dict[str, Any]:
 
 
 def _axolotl_launch(job: Job) -> list[str]:
-    """The launch lines of the header: axolotl train, or accelerate launch across nodes."""
-    if job.num_hosts == 1:
+    """The launch lines of the header: axolotl train, or accelerate launch across nodes; the
+    trainer's GPUs only (a separate vLLM server holds the rest)."""
+    gpus = trainer_gpus(job.cfg)
+    nodes, per_node = _nodes(job, gpus)
+    if nodes == 1:
         return [f"# launch: axolotl train axolotl.yaml --launcher accelerate -- "
-                f"--num_processes {job.per_node}",
-                f"#   (or: accelerate launch --num_processes {job.per_node} -m "
+                f"--num_processes {per_node}",
+                f"#   (or: accelerate launch --num_processes {per_node} -m "
                 "axolotl.cli.train axolotl.yaml)"]
-    return [f"# launch on each of the {job.num_hosts} nodes (NODE_RANK 0..{job.num_hosts - 1}, "
+    return [f"# launch on each of the {nodes} nodes (NODE_RANK 0..{nodes - 1}, "
             "MASTER_ADDR the first node):",
-            f"#   accelerate launch --num_machines {job.num_hosts} --num_processes "
-            f"{job.num_gpus} --machine_rank $NODE_RANK --main_process_ip $MASTER_ADDR "
+            f"#   accelerate launch --num_machines {nodes} --num_processes "
+            f"{gpus} --machine_rank $NODE_RANK --main_process_ip $MASTER_ADDR "
             "--main_process_port 29500 -m axolotl.cli.train axolotl.yaml"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planner.models.workloads import trainer_gpus
 from planner.outputs.export._common import (
     GRADIENT_CLIPPING,
     ExportResult,
@@ -41,6 +42,7 @@ from planner.outputs.export._common import (
     _fsdp_offload_warning,
     _hf_optim,
     _lora_targets,
+    _nodes,
     _offload_optimizer,
     _Out,
     _precision_note,
@@ -95,10 +97,12 @@ def export_ms_swift(job: Job, out: _Out) -> ExportResult:
     _precision_note(job, out)
     out.note(f"--learning_rate {LEARNING_RATE[cfg.is_peft]}: ms-swift's default for "
              f"{'adapters' if cfg.is_peft else 'full training'}, a placeholder, not planned")
-    env, comments = ["DATASET"], []
-    exports = [("NPROC_PER_NODE", str(job.per_node))]
-    if job.num_hosts > 1:
-        exports += [("NNODES", str(job.num_hosts)), ("NODE_RANK", "${NODE_RANK:?0..n-1}"),
+    env = [v[1:] for _, v in pairs if isinstance(v, str) and v.startswith("$")]
+    comments = []
+    nodes, per_node = _nodes(job, trainer_gpus(cfg))  # a separate vLLM server holds the rest
+    exports = [("NPROC_PER_NODE", str(per_node))]
+    if nodes > 1:
+        exports += [("NNODES", str(nodes)), ("NODE_RANK", "${NODE_RANK:?0..n-1}"),
                     ("MASTER_ADDR", "${MASTER_ADDR:?first node}"), ("MASTER_PORT", "29500")]
         comments.append("Run on every node with NODE_RANK (0 on the first) and MASTER_ADDR set.")
         env += ["NODE_RANK", "MASTER_ADDR"]
