@@ -356,3 +356,16 @@ def test_separate_rollout_gpus_are_not_trainer_processes():
     assert env["NPROC_PER_NODE"] == "6" and flags["vllm_mode"] == "server"
     assert flags["vllm_server_host"] == "$VLLM_HOST"
     assert "# Set before running: DATASET, VLLM_HOST" in res.text
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "ms-swift"])
+def test_pure_bf16_under_zero_is_a_warning(fmt):
+    warned = export_plan(job(num_gpus=4, zero_stage=2, pure_bf16=True), fmt).warnings
+    assert any("keep fp32 master copies" in w for w in warned)
+
+
+def test_swift_warns_of_unsloth_memory_savings():
+    warned = export_plan(job(method="lora", offload_checkpoints=True), "ms-swift").warnings
+    assert any("Unsloth" in w for w in warned)
+    doc, _ = axolotl(job(method="lora", offload_checkpoints=True))
+    assert doc["activation_offloading"] is True and doc["gradient_checkpointing"] is True

@@ -375,10 +375,16 @@ def _fsdp_offload_warning(job: Job, out: _Out) -> None:
 
 
 def _bf16_load_warning(job: Job, out: _Out, how: str) -> None:
-    """Trainers that load the model in bf16 (``how``) and train it under plain DDP keep no fp32
-    master copy: the planned master weights (states.master_weight_bytes) are not there."""
+    """Trainers that load the model in bf16 (``how``): under plain DDP they keep no fp32 master
+    copy (the plan counts one, states.master_weight_bytes, unless pure bf16); under DeepSpeed or
+    FSDP a pure-bf16 plan still gets fp32 master copies."""
     cfg = job.cfg
-    if job.precision == "bf16" and not cfg.is_peft and not cfg.pure_bf16 and not cfg.fsdp \
-            and cfg.zero_stage == 0 and cfg.offload == "none":
+    if job.precision != "bf16" or cfg.is_peft:
+        return
+    sharded = cfg.fsdp or cfg.zero_stage > 0 or cfg.offload != "none"
+    if not sharded and not cfg.pure_bf16:
         out.warn(f"{how} loads the weights in bf16 and, without DeepSpeed or FSDP, keeps no fp32 "
                  "master copy (AdamW states in bf16): less memory than planned, bf16 updates")
+    if sharded and cfg.pure_bf16:
+        out.warn(f"pure bf16 under DeepSpeed/FSDP: {how} loads bf16 weights, but ZeRO and FSDP "
+                 "keep fp32 master copies: more memory than planned")

@@ -182,12 +182,8 @@ def _axolotl_optimizer(job: Job, out: _Out) -> str:
 
 
 def _axolotl_precision(job: Job, out: _Out) -> dict[str, Any]:
-    cfg = job.cfg
     _fp8(job, out)
     _bf16_load_warning(job, out, "Axolotl (bf16: true sets torch_dtype)")
-    if cfg.pure_bf16 and (cfg.zero_stage or cfg.fsdp):
-        out.warn("pure bf16 under DeepSpeed/FSDP: Axolotl loads bf16 weights, but ZeRO and "
-                 "FSDP keep fp32 master copies: more memory than planned")
     return {"bf16": job.precision in ("bf16", "fp8"), "fp16": job.precision == "fp16"}
 
 

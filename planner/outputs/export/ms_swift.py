@@ -95,6 +95,9 @@ def export_ms_swift(job: Job, out: _Out) -> ExportResult:
     _bf16_load_warning(job, out, "ms-swift (--torch_dtype bfloat16)")
     _checkpointing_warning(job, out, "gradient_checkpointing")
     _precision_note(job, out)
+    if cfg.offload_checkpoints or cfg.loss_token_chunk_gib:
+        out.warn("Unsloth's offloaded checkpoints and token-chunked fused loss are not ms-swift "
+                 "flags (--tuner_backend unsloth is not set): more memory than planned")
     out.note(f"--learning_rate {LEARNING_RATE[cfg.is_peft]}: ms-swift's default for "
              f"{'adapters' if cfg.is_peft else 'full training'}, a placeholder, not planned")
     env = [v[1:] for _, v in pairs if isinstance(v, str) and v.startswith("$")]
