@@ -11,7 +11,6 @@ from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
     offer_gpus_per_host,
     offer_id,
-    offer_max_gpus,
     rental_offers,
 )
 from planner.catalog.plan_request import PlanRequest
@@ -35,9 +34,9 @@ from planner.inputs import (
     short,
 )
 from planner.models.bands import memory_headroom, planning_margin
+from planner.models.calibration import MIB
 from planner.models.cost import CostEstimate, Job, define_job, job_cost, job_notes
-from planner.models.host_ram import usable_host_ram_gib
-from planner.models.memory import GIB, MemoryEstimate
+from planner.models.memory import MemoryEstimate
 from planner.models.rltime import workload_throughput
 from planner.models.workloads import estimate_memory
 from planner.outputs import render
@@ -200,11 +199,8 @@ def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, 
                                    reward=reward, gpus_per_node=per_node)
         cost = job_cost(gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
                         pricing="rent", offer=offer)
-        holds = cfg.tp <= per_node and cfg.num_gpus <= offer_max_gpus(
-            offer, DEFAULT_MAX_GPUS_PER_OFFER) and (offer.host_ram_gib is None or est.host_ram
-                                                    <= usable_host_ram_gib(offer.host_ram_gib)
-                                                    * GIB)
-        found.append((not holds, cost.usd or 0.0, cost.hours, est, tput, cost))
+        found.append((not _offer_holds(offer, gpu, cfg, est), cost.usd or 0.0, cost.hours, est,
+                      tput, cost))
     if not found:  # no offer and no catalog rate: the estimates without one
         est = estimate_memory(model, gpu, cfg, critic=critic, reward=reward)
         tput = workload_throughput(model, gpu, cfg, platform=None, stack=stack, critic=critic,
@@ -217,6 +213,19 @@ def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, 
             f"no rental offer of {gpu.id} holds this job (tp within one instance, at most "
             f"{DEFAULT_MAX_GPUS_PER_OFFER} GPUs per offer, the instance's host RAM)"))
     return est, tput, cost
+
+
+def _offer_holds(spec: Any, gpu: GpuSpec, cfg: TrainConfig, est: Any) -> bool:
+    """The instance offer holds the job under the plan's fit rules other than GPU memory (which
+    check's verdict weighs with its margin and band): tp within one instance, the GPUs within
+    DEFAULT_MAX_GPUS_PER_OFFER, the instance's host RAM (solver.rules.fit_masks)."""
+    from planner.solver.hardware import rental_offer  # the solver's modules load only here
+    from planner.solver.rules import Need, fit_masks
+
+    offer = rental_offer(spec, gpu, capacity_mib=0, most=DEFAULT_MAX_GPUS_PER_OFFER)
+    need = Need(gpu_mib=0, tp=cfg.tp, host_mib=est.host_ram / MIB, num_gpus=cfg.num_gpus)
+    return offer is not None and all(fit_masks(
+        offer, need, names=("gpus_per_host", "max_gpus_per_offer", "host_ram")).values())
 
 
 def plan(request: PlanRequest, catalog: Catalog | None = None):

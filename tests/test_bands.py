@@ -133,7 +133,7 @@ def test_check_fits_by_the_band_upper_edge_and_reports_every_band():
 
 
 def test_plan_holds_the_upper_edge_and_confidence_zero_is_the_point_plan():
-    kw = {"model": "13b", "budget_usd": 3000, "memory_margin": 0.0}
+    kw = {"model": "14b", "budget_usd": 3000, "memory_margin": 0.0}
     point, banded = plan(PlanRequest(**kw)), plan(PlanRequest(confidence=0.9, **kw))
     h = memory_headroom(framework="", workload="sft",
                         methods=("full", "lora", "dora", "qlora", "freeze"), p=0.9)
@@ -155,7 +155,7 @@ def test_tune_limit_is_capacity_over_the_headroom():
 
 
 def test_cli_text_and_json_show_bands(capsys):
-    args = ("plan", "--budget", "3000", "--model", "14b")
+    args = ("plan", "--budget", "3000", "--model", "8b")
     code, out, _ = run(capsys, *args)
     assert code == 0 and " (p90 band " in out
     code, out, _ = run(capsys, *args, "--json")

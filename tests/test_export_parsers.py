@@ -45,6 +45,18 @@ OpenRLHF layout) that does not refuse it, and each export goes to:
   the file's ``if __name__ == "__main__":`` block (argparse definitions and the argument checks
   that follow them) is executed as written, with ``train()`` replaced by a function that keeps
   the parsed arguments and ``openrlhf.utils.config`` loaded from its own file.
+* LitGPT 0.5.13 (``--format litgpt``): the parser its CLI builds (jsonargparse over the
+  scripts' ``setup()``, captured from ``CLI(PARSER_DATA)``), the instantiated arguments, the
+  script's own ``validate_args``, TrainArgs' accumulation (must be the plan's) and the torch
+  optimizer built by ``instantiate_torch_optimizer``, in a child process with LitGPT, Lightning
+  and jsonargparse from .integration/litgpt-0.5.13.
+* llm-foundry 0.22.0 on Composer 0.32.1 (``--format llmfoundry``): both pin torch 2.7.0 and
+  transformers 4.51, so they cannot import beside the environment's; their files are unpacked
+  without dependencies and the config rules run from them (see _LLMFOUNDRY_CHILD): TrainConfig
+  with update_batch_size_info (device batch, accumulation and world size must be the plan's),
+  process_init_device, Composer's FSDPConfig, and the registered names and constructor
+  parameters the YAML uses. These two tests export the shared plan set and the litgpt /
+  llm-foundry plans of tests/test_export_litgpt_foundry.py with variants.
 
 Where a package is missing the tests skip naming the install command.
 """
@@ -635,3 +647,235 @@ def test_the_parsers_reject_a_broken_export(tmp_path):
         _, p, text = next(row for row in exports("openrlhf@0.8") if row[2] is not None)
         with pytest.raises(ValueError, match="unrecognized arguments"):
             parse_openrlhf(root, command(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# LitGPT and LLM Foundry: the plan set, the litgpt / llm-foundry requests of
+# tests/test_export_litgpt_foundry.py and variants reaching the writers' other branches
+# ---------------------------------------------------------------------------------------------
+LITGPT = DEPS / "litgpt-0.5.13"
+LLMFOUNDRY = DEPS / "llmfoundry-0.22.0"
+
+
+@functools.cache
+def framework_plans() -> tuple:
+    """The shared plan set, the CLI cases' plans and variants of them (precision, optimizer,
+    targets, workload, nodes) that reach the exporters' other branches."""
+    from tests.test_export_litgpt_foundry import CLI_CASES, solved, variant
+
+    own = [solved(**kw) for fmt, kw in CLI_CASES if fmt != "torchrun"]
+    lit, lit_full, _, foundry_lora, foundry_full, _ = own
+    extra = [variant(lit, lora_targets=("q", "v")), variant(lit, pure_bf16=True),
+             variant(lit, optimizer="sgd-momentum"), variant(lit, optimizer="adafactor"),
+             variant(lit, fused_optimizer=True), variant(lit_full, num_hosts=2),
+             variant(lit_full, workload="pretrain", checkpointing="none"),
+             variant(foundry_lora, lora_targets=("q", "k", "v"), num_gpus=2, grad_accum=8,
+                     checkpointing="full"),
+             variant(foundry_full, offload="optimizer+params", compiled=True),
+             variant(foundry_full, num_hosts=2, workload="pretrain")]
+    return (*plans(), *own, *extra)
+
+
+def framework_exports(fmt: str) -> list[tuple[int, object, str]]:
+    """(index, plan, text) of every plan of framework_plans() that ``fmt`` writes."""
+    rows = []
+    for i, p in enumerate(framework_plans()):
+        try:
+            rows.append((i, p, export_plan(p, fmt, catalog=CAT).text))
+        except PlannerError:
+            continue
+    return rows
+
+
+def run_child(script: str, payload: list, *, path: Path, tmp_path: Path) -> list:
+    """Run ``script`` in a child process with ``path`` first on sys.path; its RESULTS line."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), str(ROOT)]),
+           "CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, "-c", script, str(path)], input=json.dumps(payload),
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("RESULTS")), None)
+    assert line, run.stderr[-3000:]
+    return json.loads(line[len("RESULTS"):])
+
+
+def mismatches(rows: list, results: list, more) -> list[str]:
+    """Each export the child rejected, or whose parsed accumulation, micro-batch, sequence
+    length, rank count (and ``more(plan)``) differ from the plan's."""
+    bad = []
+    for (i, p, _), r in zip(rows, results, strict=True):
+        c = p.config
+        want = {"accum": c.grad_accum, "micro": c.micro_batch_size, "seq": c.seq_len,
+                "ranks": p.num_gpus, **more(p)}
+        if isinstance(r, str) or {k: r[k] for k in want} != want:
+            bad.append(f"plan {i} ({c.workload} {c.method} {p.model}): {str(r)[:300]}")
+    return bad
+
+
+# LitGPT's CLI parser (jsonargparse, built by litgpt/__main__.py's CLI(PARSER_DATA)), the
+# instantiated arguments, the script's own validate_args, TrainArgs' accumulation and, for
+# torch optimizers, litgpt.utils.instantiate_torch_optimizer on one parameter.
+_LITGPT_CHILD = """
+import contextlib, io, json, sys, warnings
+import torch
+from jsonargparse import CLI, capture_parser
+import litgpt.__main__ as main
+import litgpt.finetune.full, litgpt.finetune.lora, litgpt.pretrain
+from litgpt.utils import instantiate_torch_optimizer
+warnings.simplefilter("ignore")
+parser = capture_parser(lambda: CLI(main.PARSER_DATA, args=[]))
+scripts = {"finetune_lora": litgpt.finetune.lora, "finetune_full": litgpt.finetune.full,
+           "pretrain": litgpt.pretrain}
+results = []
+for i, (command, text) in enumerate(json.load(sys.stdin)):
+    try:
+        with open(f"cfg{i}.yaml", "w") as f:
+            f.write(text)
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                cfg = parser.parse_args([command, "--config", f"cfg{i}.yaml"])
+        except SystemExit:
+            raise ValueError(err.getvalue().strip().splitlines()[-1]) from None
+        init = parser.instantiate_classes(cfg)[command]
+        if command == "pretrain":
+            scripts[command].validate_args(init.train, init.eval, init.initial_checkpoint_dir,
+                                           init.resume)
+        else:
+            scripts[command].validate_args(init.train, init.eval)
+        opt = init.optimizer
+        if opt["class_path"].startswith("torch."):
+            instantiate_torch_optimizer(dict(opt, init_args=dict(opt["init_args"])),
+                                        [torch.nn.Parameter(torch.zeros(2))])
+        results.append({"accum": init.train.gradient_accumulation_iters(init.devices,
+                                                                         init.num_nodes),
+                        "micro": init.train.micro_batch_size,
+                        "seq": init.train.max_seq_length, "ranks": init.devices * init.num_nodes,
+                        "precision": init.precision, "quantize": getattr(init, "quantize", None),
+                        "lora_r": getattr(init, "lora_r", None)})
+    except BaseException as exc:
+        results.append(f"{type(exc).__name__}: {exc}")
+print("RESULTS" + json.dumps(results))
+"""
+
+
+def test_litgpt_parses_every_export(tmp_path):
+    need("litgpt", LITGPT)
+    rows = framework_exports("litgpt")
+    payload = [[launch_of(text)[1], text] for _, _, text in rows]
+    results = run_child(_LITGPT_CHILD, payload, path=LITGPT, tmp_path=tmp_path)
+    rejected = mismatches(rows, results, lambda p: {
+        "lora_r": p.config.rank if p.config.is_peft else None,
+        "quantize": "bnb.nf4-dq" if p.config.method == "qlora" else None})
+    assert len(rows) >= 8 and not rejected, "\n".join(rejected)
+    assert {launch_of(t)[1] for *_, t in rows} == {"finetune_lora", "finetune_full", "pretrain"}
+
+
+def launch_of(text: str) -> list[str]:
+    """The launch line of a YAML export's header, from its command on."""
+    line = next(ln for ln in text.splitlines() if ln.startswith("# launch:"))
+    tokens = line.removeprefix("# launch:").split()
+    start = next(i for i, t in enumerate(tokens) if t in ("litgpt", "composer"))
+    return tokens[start:]
+
+
+# LLM Foundry's own config rules, run from its files in the 0.22.0 wheel: llmfoundry/utils/
+# config_utils.py (TrainConfig, make_dataclass_and_log_config with update_batch_size_info, as
+# scripts/train/train.py calls it, then process_init_device) executed with its unrelated
+# imports (mlflow, Composer's logger, the model and layer registries) stubbed and Composer's
+# dist answering the plan's world size; Composer 0.32.1's FSDPConfig (composer/utils/
+# parallelism.py) built from fsdp_config; the names the YAML picks looked up among the
+# register('...') calls of llmfoundry's packages; the model and loader keys among the
+# parameters of ComposerHFCausalLM.__init__ and the dataloader builders. PEFT's LoraConfig and
+# the dataset keys are not checked (PEFT and the data stack are not installed here).
+_LLMFOUNDRY_CHILD = """
+import ast, importlib.util, json, re, sys, types
+from pathlib import Path
+import yaml
+from omegaconf import OmegaConf as om
+root = Path(sys.argv[1])
+world = {"size": 1}
+def stub(name, **attrs):
+    mod = sys.modules.setdefault(name, types.ModuleType(name))
+    mod.__dict__.update(attrs)
+    return mod
+stub("mlflow"); stub("mlflow.data", delta_dataset_source=None, http_dataset_source=None,
+                     huggingface_dataset_source=None, uc_volume_dataset_source=None)
+stub("composer"); stub("composer.loggers", Logger=object)
+stub("composer.utils", dist=types.SimpleNamespace(get_world_size=lambda: world["size"]),
+     parse_uri=None)
+stub("llmfoundry"); stub("llmfoundry.layers_registry", ffns_with_megablocks=[])
+stub("llmfoundry.models"); stub("llmfoundry.models.utils", init_empty_weights=None)
+stub("llmfoundry.registry", config_transforms=None)
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+cu = load("llmfoundry.utils.config_utils", root / "llmfoundry/utils/config_utils.py")
+par = load("composer.utils.parallelism", root / "composer/utils/parallelism.py")
+registered = {}
+for init in (root / "llmfoundry").rglob("__init__.py"):
+    for reg, name in re.findall(r"(\\w+)\\.register\\(\\s*'([\\w-]+)'", init.read_text()):
+        registered.setdefault(reg, set()).add(name)
+def params(path, func):
+    tree = ast.parse((root / path).read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == func)
+    return {a.arg for a in node.args.args + node.args.kwonlyargs}
+model_keys = params("llmfoundry/models/hf/hf_causal_lm.py", "__init__")
+loader_keys = {"finetuning": params("llmfoundry/data/finetuning/dataloader.py",
+                                    "build_finetuning_dataloader"),
+               "text": params("llmfoundry/data/text_data.py", "build_text_dataloader")}
+results = []
+for gpus, text in json.load(sys.stdin):
+    world["size"] = gpus
+    try:
+        doc = yaml.safe_load(text)
+        _, cfg = cu.make_dataclass_and_log_config(om.create(doc), cu.TrainConfig,
+                                                  cu.TRAIN_CONFIG_KEYS,
+                                                  transforms=[cu.update_batch_size_info])
+        cu.process_init_device(cfg.model, cfg.fsdp_config, cfg.tp_config)
+        if cfg.fsdp_config is not None:
+            par.FSDPConfig(**cfg.fsdp_config)
+        picked = {"models": cfg.model["name"], "optimizers": cfg.optimizer["name"],
+                  "schedulers": cfg.scheduler["name"], "dataloaders": cfg.train_loader["name"],
+                  **{"algorithms": a for a in (cfg.algorithms or {})}}
+        unknown = [f"{r} {n}" for r, n in picked.items() if n not in registered.get(r, ())]
+        unknown += sorted(set(cfg.model) - model_keys - {"name"})
+        unknown += sorted(set(cfg.train_loader) - loader_keys[cfg.train_loader["name"]]
+                          - {"name"})
+        assert not unknown, f"not in llm-foundry 0.22.0: {unknown}"
+        results.append({"accum": cfg.device_train_grad_accum,
+                        "micro": cfg.device_train_microbatch_size, "ranks": cfg.n_gpus,
+                        "seq": cfg.max_seq_len, "precision": cfg.precision})
+    except BaseException as exc:
+        results.append(f"{type(exc).__name__}: {exc}")
+print("RESULTS" + json.dumps(results))
+"""
+
+
+def test_llmfoundry_config_rules_accept_every_export(tmp_path):
+    need("llm-foundry", LLMFOUNDRY)
+    rows = framework_exports("llmfoundry")
+    payload = [[p.num_gpus, text] for _, p, text in rows]
+    results = run_child(_LLMFOUNDRY_CHILD, payload, path=LLMFOUNDRY, tmp_path=tmp_path)
+    rejected = mismatches(rows, results, lambda p: {})
+    assert len(rows) >= 6 and not rejected, "\n".join(rejected)
+
+
+def test_litgpt_and_llmfoundry_checks_reject_a_broken_export(tmp_path):
+    """The checks bite: an unknown key, and a batch the world size does not divide."""
+    need("litgpt", LITGPT)
+    need("llm-foundry", LLMFOUNDRY)
+    _, _, text = framework_exports("litgpt")[0]
+    bad = run_child(_LITGPT_CHILD, [[launch_of(text)[1], text + "no_such_key: 1\n"]],
+                    path=LITGPT, tmp_path=tmp_path)
+    assert isinstance(bad[0], str) and "no_such_key" in bad[0]
+    _, p, text = next(row for row in framework_exports("llmfoundry") if row[1].num_gpus > 1)
+    broken = [[p.num_gpus, text + "no_such_key: 1\n"],
+              [p.num_gpus, text.replace(f"global_train_batch_size: "
+                                        f"{p.config.global_batch_size}",
+                                        f"global_train_batch_size: "
+                                        f"{p.config.global_batch_size + 1}")]]
+    bad = run_child(_LLMFOUNDRY_CHILD, broken, path=LLMFOUNDRY, tmp_path=tmp_path)
+    assert "no_such_key" in bad[0] and "not divisible" in bad[1]

@@ -24,7 +24,10 @@ FACTS = [
     ("torchtitan", "shard_embeddings", True),
     ("torchtitan", "fused_optimizer", True),
     ("torchtitan", "lora_rank", 8),
-    ("torchtitan", "launch_format", "torchrun"),
+    # torchtitan v0.2.2 (the last release read from TOML): its job config, launched by torchrun
+    ("torchtitan", "launch_format", "torchtitan"),
+    # torchtune v0.6.1: recipe YAML launched by tune run
+    ("torchtune", "launch_format", "torchtune"),
     # LitGPT v0.5.13: the code default precision is bf16-mixed (fp32 weights and states)
     ("litgpt", "master_weights", "fp32"),
     ("litgpt", "frozen_base_dtype", "fp32"),

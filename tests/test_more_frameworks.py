@@ -313,3 +313,15 @@ def test_the_version_a_name_carries_is_kept_in_the_output(capsys):
     code, out, _ = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--method", "lora",
                        "--framework", "torchtune", "--json")
     assert code == 0 and "requested_version" not in json.loads(out)["framework"]
+
+
+def test_case_framework_spellings_take_the_same_stack():
+    """A user's case file may spell a framework or serving stack its own way: the validation
+    reader reads it as the catalog's lookup does (case, '_' vs '-')."""
+    from planner.validation.throughput_cases import stack_of
+
+    for spelled, canonical in (("TensorRT_LLM", "tensorrt-llm"), ("vLLM", "vllm"),
+                               ("TorchTune", "torchtune"), ("LLaMA-Factory", "llama-factory")):
+        workload = "decode" if canonical in ("tensorrt-llm", "vllm") else "sft"
+        assert stack_of({"framework": spelled, "workload": workload}) == \
+            stack_of({"framework": canonical, "workload": workload})

@@ -229,3 +229,28 @@ def test_the_recheck_runs_every_rule_object():
                check_plan(space, slow))
     dear = dataclasses.replace(p, cost=dataclasses.replace(p.cost, usd=10000.0))
     assert any(v.startswith("budget $5,000: 1e+04 USD >") for v in check_plan(space, dear))
+
+
+def test_design_card_keeps_weights_on_the_gpu_and_says_what_offload_would_give(capsys):
+    """Issue 18: until a validation case measures an offloaded run, a plan without CPU offload
+    comes first at the same cost; the note names the faster offload plan as cheap, the overlap
+    it rests on, and the flag that plans it, which does."""
+    import json
+    import re
+
+    from tests.test_cli import run
+
+    code, out, _ = run(capsys, "plan", "--budget", "3000", "--model", "7b", "--json")
+    doc = json.loads(out)
+    body = doc["plan"]
+    assert code == 0 and body["config"]["offload"] == "none"
+    note = next(n for n in doc["notes"] if n.startswith("kept on the GPU"))
+    found = re.search(r"offloads (\S+) to the CPU.*: ([\d.]+) h against ([\d.]+) h", note)
+    kind, faster, kept = found.group(1), float(found.group(2)), float(found.group(3))
+    assert faster < kept == pytest.approx(body["time_hours"], abs=0.05)
+    assert "50% hidden" in note and "no validation case" in note
+    code, out, _ = run(capsys, "plan", "--budget", "3000", "--model", "7b", "--offload", kind,
+                       "--json")
+    offloaded = json.loads(out)["plan"]
+    assert offloaded["cost"]["usd"] == body["cost"]["usd"]
+    assert offloaded["time_hours"] == pytest.approx(faster, abs=0.05)

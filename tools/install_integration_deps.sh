@@ -20,6 +20,17 @@
 #                       0.17 is the last release that imports on Python 3.11 without Triton
 #                       (0.18 imports triton at package import, 0.19 typing.override); its
 #                       Requires-Python says >=3.12, but PyPI has a cp311 wheel
+#   torchtune-0.6.1     torchtune (its config validation and recipes/ files, in the wheel)
+#   torchtune-0.6.1-deps  what importing torchtune needs beyond the shared packages: torchao
+#                       0.13.0 (imports on torch 2.13 CPU), torchdata, the tokenizer libraries
+#   torchtitan-0.2.2    torchtitan's ConfigManager (the last release read from TOML) and tyro
+#   tyro-deps           tyro's docstring-parser and typeguard
+#   litgpt-0.5.13       LitGPT and its CLI's parser stack (Lightning 2.6.1, jsonargparse 4.41,
+#                       the newest its pin <=4.41 allows); torch, huggingface-hub, safetensors,
+#                       tokenizers come from the environment
+#   llmfoundry-0.22.0   llm-foundry and Composer (mosaicml) 0.32.1, files only: their pins
+#                       (torch 2.7.0, transformers 4.51) clash with the environment's, so the
+#                       test runs their config rules from the files (tests/test_export_parsers.py)
 #   axolotl-0.18.0      Axolotl's config schema and validate_config (its hard dependencies
 #                       include triton, xformers, bitsandbytes and vLLM-era pins: only addict is
 #                       needed beside the shared transformers/accelerate/pydantic to import it)
@@ -53,10 +64,19 @@ rm -rf "$DEST/verl-0.9.1/tests"
 target openrlhf-0.11.2 openrlhf==0.11.2
 target openrlhf-0.8.9 openrlhf==0.8.9
 target megatron-core-0.17.1 --ignore-requires-python megatron-core==0.17.1
+target torchtune-0.6.1 torchtune==0.6.1
+target torchtune-0.6.1-deps torchao==0.13.0 torchdata==0.11.0 sentencepiece==0.2.1 \
+    tiktoken==0.12.0 blobfile==3.1.0 kagglehub==0.3.13
+target torchtitan-0.2.2 torchtitan==0.2.2 tyro==1.0.17
+target tyro-deps docstring-parser==0.17.0 typeguard==4.4.4
 target llamafactory-0.9.5 llamafactory==0.9.5 transformers==5.6.0 trl==0.24.0 peft==0.18.1 \
     accelerate==1.11.0 datasets==4.0.0 huggingface-hub==1.33.0 tokenizers==0.22.2 dill==0.3.8 \
     multiprocess==0.70.16 fsspec==2025.3.0 httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 \
     liger-kernel==0.8.5
+target litgpt-0.5.13 litgpt==0.5.13 lightning==2.6.1 lightning-utilities==0.15.3 \
+    torchmetrics==1.9.0 'jsonargparse[signatures]==4.41.0' docstring-parser==0.18.0 \
+    typeshed-client==2.15.0
+target llmfoundry-0.22.0 llm-foundry==0.22.0 mosaicml==0.32.1
 target axolotl-0.18.0 axolotl==0.18.0 addict==2.4.0
 target ms-swift-4.5.2 ms-swift==4.5.2 modelscope==1.40.2 modelscope-hub==0.5.1 peft==0.19.1 \
     json-repair==0.64.6 cryptography==50.0.2 cffi==2.1.1 aiohttp==3.14.5 multidict==7.2.1 \

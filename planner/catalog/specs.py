@@ -298,6 +298,7 @@ OffloadKind = Literal["optimizer", "optimizer+params"]
 PlacementKind = Literal["colocate", "separate", "split"]
 RolloutEngine = Literal["vllm", "sglang", "hf-generate", "deepspeed-hybrid", "megatron"]
 LaunchFormat = Literal["deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+                       "torchtune", "torchtitan", "litgpt", "llmfoundry",
                        "axolotl", "ms-swift"]
 CheckpointingKind = Literal["none", "full", "selective"]
 # flash: a kernel that reads q, k, v without an s^2 matrix and GQA-shaped k, v;

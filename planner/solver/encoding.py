@@ -119,6 +119,9 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
         values = [getattr(r, name) for r in rows]
         v[name] = m.new_int_var(min(values), max(values), name)
         m.add(v[name] == enc.row_sum(values))
+    offloaded = [offloads(space, r) for r in rows]  # a tie-break stage (stages.py)
+    v["offloaded"] = m.new_int_var(min(offloaded), max(offloaded), "offloaded")
+    m.add(v["offloaded"] == enc.row_sum(offloaded))
     v["offer_idx"] = m.new_int_var(min(offers), max(offers), "offer_idx")
     m.add(v["offer_idx"] == enc.offer_sum(offers))
     # No plan needs more hosts than some offer needs for the most GPUs of a row.
@@ -132,6 +135,11 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
     _add_offer_bounds(enc, every_subset)
     _add_pins(enc)
     return enc
+
+
+def offloads(space: PlanSpace, row: Row) -> int:
+    """1 when the row's strategy offloads model states to the CPU, else 0."""
+    return int(space.strategies[row.strategy].offload != "none")
 
 
 def _add_cost(enc: Encoding) -> None:

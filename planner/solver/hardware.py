@@ -141,17 +141,24 @@ def _rental_offers(request: PlanRequest, catalog: Catalog, gpu: GpuSpec,
     under --max-gpus-per-offer, less those another offer of the same GPU and instance size
     dominates (no dearer, no coarser billing, no longer minimum, as much known host RAM)."""
     most = request.max_gpus_per_offer or DEFAULT_MAX_GPUS_PER_OFFER
-    out = []
-    for spec in rental_offers(catalog, (gpu.id,), spot=request.spot):
-        supply = offer_max_gpus(spec, most)
-        if not supply:
-            continue
-        per_host = offer_gpus_per_host(spec, gpu)
-        ram = None if spec.host_ram_gib is None else int(usable_host_ram_gib(spec.host_ram_gib)
-                                                          * 1024)
-        out.append(Offer(gpu, None, spec.usd_per_gpu_hour, 0.0, per_host, cap, ram, spec,
-                         supply))
+    found = (rental_offer(spec, gpu, capacity_mib=cap, most=most)
+             for spec in rental_offers(catalog, (gpu.id,), spot=request.spot))
+    out = [o for o in found if o is not None]
     return [o for o in out if not any(_dominates(d, o) for d in out if d is not o)]
+
+
+def rental_offer(spec: OfferSpec, gpu: GpuSpec, *, capacity_mib: int, most: int
+                 ) -> Offer | None:
+    """One instance offer of ``gpu`` as the rules see it: its GPUs per host (instance), usable
+    host RAM and the GPUs it may supply under a cap of ``most`` per offer (None when not one
+    instance fits under the cap)."""
+    supply = offer_max_gpus(spec, most)
+    if not supply:
+        return None
+    ram = None if spec.host_ram_gib is None else int(usable_host_ram_gib(spec.host_ram_gib)
+                                                      * 1024)
+    return Offer(gpu, None, spec.usd_per_gpu_hour, 0.0, offer_gpus_per_host(spec, gpu),
+                 capacity_mib, ram, spec, supply)
 
 
 def _dominates(a: Offer, b: Offer) -> bool:

@@ -82,6 +82,8 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
         notes.append("time limit reached: best plan found, not proven optimal")
     if result.config.offload != "none" and request.offload == "auto":
         notes.append(_offload_note(request, catalog, result))
+    elif request.offload == "auto" and not needs_timing(request):
+        notes += _offload_declined_note(space, result)
     if result.num_hosts > 1:  # which traffic crosses hosts, and at what bandwidth
         offer = space.offer_of(result)
         notes += host_span_notes(result.config, resolve_links(
@@ -169,6 +171,26 @@ def _offload_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
             f"{share:.1%} to the step, with the PCIe copies assumed {overlap:.0%} hidden behind "
             f"compute (efficiency.OVERLAP; no validation case measures an offloaded run); "
             f"{other}")
+
+
+def _offload_declined_note(space: PlanSpace, best: Plan) -> list[str]:
+    """A plan as cheap that offloads model states to the CPU and is faster, when there is one:
+    the tie-break prefers no offload (stages.tie_break_stages), and the note says what that
+    preference costs and what it rests on."""
+    solved = _or_none(lambda: solve_lexicographic(space, space.request.time_limit_s,
+                                                  offload_first=False))
+    if solved is None:
+        return []
+    other = _checked(space, solved)
+    if other.config.offload == "none" or other.time_hours >= best.time_hours:
+        return []
+    c, overlap = other.config, eff.OVERLAP[other.throughput.stack]["pcie"]
+    return [f"kept on the GPU: a plan as cheap offloads {c.offload} to the CPU and is faster "
+            f"({other.num_gpus} x {other.gpu}, {c.method}, checkpointing {c.checkpointing}, "
+            f"micro-batch {c.micro_batch_size}: {other.time_hours:,.1f} h against "
+            f"{best.time_hours:,.1f} h), but that rests on PCIe copies assumed {overlap:.0%} "
+            f"hidden behind compute (efficiency.OVERLAP) that no validation case measures; "
+            f"--offload {c.offload} plans it"]
 
 
 PIPELINE_TRIES = 8  # smaller GPU counts tried for a pinned count that no flat layout splits
@@ -323,7 +345,8 @@ def pareto(request: PlanRequest, catalog: Catalog | None = None, *, max_points: 
     deadline = request.max_hours
     while len(points) < max_points and space.rows:
         solved = _or_none(lambda d=deadline: solve_timed(
-            space, request.time_limit_s, allowed, rows=space.rows, objective="cost", max_hours=d))
+            space, request.time_limit_s, allowed, rows=space.rows, objective="cost", max_hours=d,
+            offload_first=False))
         if solved is None:
             break
         found = _checked(space, solved)

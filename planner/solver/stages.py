@@ -26,6 +26,7 @@ from planner.solver.encoding import (
     build,
     cp_solver,
     hint_cheapest,
+    offloads,
 )
 from planner.solver.result import Plan
 from planner.solver.rows import Row, pareto_rows
@@ -48,11 +49,15 @@ class Solved:
 Stage = tuple[str, cp_model.LinearExpr, tuple[int, int] | None]
 
 
-def tie_break_stages(enc: Encoding, times: dict[tuple[int, int], int]) -> list[Stage]:
+def tie_break_stages(enc: Encoding, times: dict[tuple[int, int], int], *,
+                     offload_first: bool = True) -> list[Stage]:
     """(name, expression to minimize, its (lowest, highest) value over the model's rows and
-    offers, None when not known) after the objective, in order; hosts span their variable's
-    domain (Encoding.max_hosts), step time the ``times`` given to add_step_time (without the
-    sentinel of pairs that break a rule: no solution takes it)."""
+    offers, None when not known) after the objective, in order: no CPU offload, step time,
+    fewer GPUs, the preferred strategy, offer, tp, pp, larger micro-batch, fewer hosts; hosts
+    span their variable's domain (Encoding.max_hosts), step time the ``times`` given to
+    add_step_time (without the sentinel of pairs that break a rule: no solution takes it).
+    ``offload_first`` False leaves the offload stage out (the Pareto sweep: cost against time
+    alone, so no point is slower at the same cost)."""
     v, rows = enc.var, enc.rows
     real = [t for t in times.values() if t < NO_TIME]
 
@@ -60,7 +65,12 @@ def tie_break_stages(enc: Encoding, times: dict[tuple[int, int], int]) -> list[S
         values = list(values)
         return min(values), max(values)
 
+    # no validation case measures an offloaded run (efficiency.OVERLAP is assumed): at the
+    # objective's optimum a layout without CPU offload comes first (issue 18)
+    first = [("offload", v["offloaded"], span(offloads(enc.space, r) for r in rows))] \
+        if offload_first else []
     return [
+        *first,
         ("time", v["step_time_us"], (min(real), max(real)) if real else None),
         ("num_gpus", v["num_gpus"], span(r.num_gpus for r in rows)),
         ("strategy", v["strategy"], span(r.strategy for r in rows)),
@@ -162,9 +172,12 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     memory rule get NO_TIME (the rule excludes them). Evaluated best-first by the lower bound
     of RowArrays.bounds: once a pair's bound exceeds the fastest time found, it and every later
     pair get their bound (rounded up) instead, which is below their true time but above the
-    fastest, so the stage's optimum and its ties (all that later stages see) are the same."""
+    fastest, so the stage's optimum and its ties (all that later stages see) are the same. The
+    fastest is kept per value of the stage before time (CPU offload or not), which decides
+    among the pairs first."""
     arr = RowArrays(space, rows)
     out, pending = {}, []
+    offloaded = [offloads(space, row) for row in rows]
     for k, oi in enumerate(offers):
         cap = space.offers[oi].capacity_mib
         bounds = arr.bounds(oi)
@@ -173,21 +186,24 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
             if row.gpu_need_mib <= cap:
                 pending.append((float(bounds[r]) - ROUNDING, k, r))
     pending.sort()
-    best = None
+    best: dict[int, int] = {}  # the fastest per value of the stage before time (offload)
     for low, k, r in pending:
-        if best is not None and low > best:
-            out[(k, r)] = max(best + 1, math.ceil(low))
+        fastest = best.get(offloaded[r])
+        if fastest is not None and low > fastest:
+            out[(k, r)] = max(fastest + 1, math.ceil(low))
             continue
         t = space.timing.step_us(offers[k], rows[r])
         out[(k, r)] = t
-        best = t if best is None else min(best, t)
+        best[offloaded[r]] = t if fastest is None else min(fastest, t)
     return out
 
 
 def solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], *, rows: list[Row],
                  objective: str | None = None, max_hours: float | None = None,
-                 strategies: frozenset[int] | None = None) -> Solved | None:
-    """The best pairs of ``timed_search``, then the tie-break chain by CP-SAT over them."""
+                 strategies: frozenset[int] | None = None, offload_first: bool = True
+                 ) -> Solved | None:
+    """The best pairs of ``timed_search``, then the tie-break chain by CP-SAT over them
+    (``offload_first``: tie_break_stages)."""
     result = timed_search(space, allowed, rows, objective=objective, max_hours=max_hours,
                           strategies=strategies)
     if result is None:
@@ -201,7 +217,7 @@ def solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], *, rows
         times[(tied_offers.index(oi), tied_rows.index(r))] = t
     enc = build(space, tied_rows, tied_offers, every_subset=False)
     add_step_time(enc, times)  # its domain leaves out NO_TIME: only the pairs the search found
-    stages = tie_break_stages(enc, times)
+    stages = tie_break_stages(enc, times, offload_first=offload_first)
     if (objective or space.request.objective) == "time":
         stages = [("cost", enc.var["cost_usd"], None), *stages]
     return _chain(enc, cp_solver(time_limit), "optimal", stages, "the timed tie-break model")
@@ -209,12 +225,12 @@ def solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], *, rows
 
 def solve_lexicographic(
     space: PlanSpace, time_limit: float, *, methods: set[str] | None = None,
-    offers: set[int] | None = None,
+    offers: set[int] | None = None, offload_first: bool = True,
 ) -> Solved | None:
     """Cost first on the Pareto-minimal rows (enough to decide cost), then the tie-break chain
     on every row and offer that can reach that cost. ``methods`` / ``offers`` restrict the
-    space (for alternatives). None = infeasible; a stage stopped by the time limit returns the
-    best plan so far with status 'feasible'."""
+    space (for alternatives); ``offload_first``: tie_break_stages. None = infeasible; a stage
+    stopped by the time limit returns the best plan so far with status 'feasible'."""
     rows, front = space.rows, space.front
     allowed = sorted(offers) if offers is not None else list(range(len(space.offers)))
     if needs_timing(space.request):
@@ -222,7 +238,8 @@ def solve_lexicographic(
             i for i, s in enumerate(space.strategies) if s.method in methods)
         if not rows or not allowed or strategies == frozenset():
             return None
-        return solve_timed(space, time_limit, allowed, rows=rows, strategies=strategies)
+        return solve_timed(space, time_limit, allowed, rows=rows, strategies=strategies,
+                           offload_first=offload_first)
     if methods is not None:
         rows = [r for r in rows if space.strategies[r.strategy].method in methods]
         front = pareto_rows([r for r in rows if space.allows(r)])
@@ -257,7 +274,8 @@ def solve_lexicographic(
     times = _times(space, enc.offers, second)
     add_step_time(enc, times)
     enc.model.add(enc.var["cost_usd"] == best_cost)
-    return _chain(enc, solver, status, tie_break_stages(enc, times), "the cost tie-break model")
+    return _chain(enc, solver, status, tie_break_stages(enc, times, offload_first=offload_first),
+                  "the cost tie-break model")
 
 
 def _fits(space: PlanSpace, oi: int, row: Row) -> bool:

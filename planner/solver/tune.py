@@ -55,8 +55,8 @@ from planner.catalog.request import (
 )
 from planner.catalog.resolve import (
     catalog_or_default,
-    default_platform,
     job_framework,
+    job_platform,
     resolve_job,
     role_models,
 )
@@ -200,7 +200,9 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
     headroom = memory_headroom(framework=framework.profile.id, workload=cfg.workload,
                                methods=(cfg.method,), p=confidence)
     margin = planning_margin(margin, headroom)
-    plat = cat.platform(platform) if platform else default_platform(gpu_spec, cat)
+    # the GPUs tune fills are the user's: the host that holds them on the fewest hosts
+    plat = job_platform(gpu_spec, cat, pricing="owned", platform=platform,
+                        num_gpus=cfg.num_gpus)
     per_node = gpus_per_host(gpu_spec, plat) if plat else None
     critic, reward = role_models(cat, cfg, critic_model, reward_model=reward_model)
     fraction = min(1.0 - margin, memory_target if memory_target is not None else 1.0)

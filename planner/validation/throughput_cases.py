@@ -43,7 +43,7 @@ def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
     without a profile, which training cases report as not modelled). A run on one of the
     profile's backends (a backend its location names, e.g. LLaMA-Factory's Unsloth rows) takes
     that backend's."""
-    fw = str(case.get("framework"))
+    fw = str(case.get("framework")).strip().lower().replace("_", "-")  # as slugs.match reads
     if case.get("workload") == "decode" or fw in DECODE_STACKS:
         return fw if fw in DECODE_STACKS else DEFAULT_DECODE_STACK
     catalog = catalog or load_catalog()

@@ -12,6 +12,9 @@ that format (the optimizer of a DeepSpeed JSON lives in the training script: a n
 One module per format family, each stating the semantics it follows (the flags each framework
 documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlhf`` and
 ``llamafactory``; ``_common`` holds the Job, the result and the helpers they share.
+``litgpt`` (LitGPT's --config YAML) and ``llmfoundry`` (LLM Foundry's Composer train YAML)
+write those frameworks' own configs, as do ``axolotl`` (Axolotl's training YAML) and
+``ms_swift`` (a script running ms-swift's ``swift sft`` / ``pt`` / ``rlhf``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from planner.outputs.export.hf import (
     export_accelerate,
     export_torchrun,
 )
+from planner.outputs.export.litgpt import LITGPT_VERSIONS, export_litgpt
 from planner.outputs.export.llamafactory import (
     LLAMAFACTORY_DATA,
     LLAMAFACTORY_DS,
@@ -50,12 +54,19 @@ from planner.outputs.export.llamafactory import (
     TEMPLATES,
     export_llamafactory,
 )
+from planner.outputs.export.llmfoundry import LLMFOUNDRY_VERSIONS, export_llmfoundry
 from planner.outputs.export.ms_swift import MS_SWIFT_VERSIONS, export_ms_swift
 from planner.outputs.export.openrlhf import (
     OPENRLHF_CURRENT,
     OPENRLHF_MODULES,
     OPENRLHF_VERSIONS,
     export_openrlhf,
+)
+from planner.outputs.export.torchtitan import TORCHTITAN_VERSIONS, export_torchtitan
+from planner.outputs.export.torchtune import (
+    TORCHTUNE_VERSIONS,
+    TORCHTUNE_WORKLOADS,
+    export_torchtune,
 )
 from planner.outputs.export.verl import VERL_VERSIONS, export_verl
 
@@ -65,11 +76,17 @@ __all__ = [
     "TRL_SCRIPTS", "ExportResult", "Job", "check_format", "export_accelerate", "export_deepspeed",
     "export_llamafactory", "export_openrlhf", "export_plan", "export_torchrun", "export_verl",
     "job_of", "launch_format_of", "WRITES_FOR", "TARGETS", "LAYOUTS",
+    "export_torchtune",
+    "export_torchtitan",
+    "export_litgpt", "export_llmfoundry",
 ]
 
 
 FORMATS: tuple[str, ...] = (
     "deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
+    "torchtune",
+    "torchtitan",
+    "litgpt", "llmfoundry",
     "axolotl", "ms-swift",
 )
 
@@ -87,9 +104,16 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "verl": (("verl",), ("ppo", "grpo")),
     "openrlhf": (("openrlhf",), ("sft", "rm", "dpo", "ppo", "grpo")),
     "llamafactory": (("llama-factory",), ("pretrain", "sft", "rm", "dpo", "ppo")),
+    "torchtune": (("torchtune",), TORCHTUNE_WORKLOADS),
+    "torchtitan": (("torchtitan",), ("pretrain", "sft")),
+    "litgpt": (("litgpt",), ("pretrain", "sft")),
+    "llmfoundry": (("llm-foundry",), ("pretrain", "sft")),
     "axolotl": (("axolotl",), ("pretrain", "sft", "rm", "dpo", "grpo")),
     "ms-swift": (("ms-swift",), ("pretrain", "sft", "rm", "dpo", "ppo", "grpo")),
 }
+# The Liger-kernel profile is the Trainer with use_liger_kernel=True: TRL's scripts through
+# torchrun, the flag written (hf.py).
+WRITES_FOR["torchrun"] = (("hf-trainer-liger", *WRITES_FOR["torchrun"][0]), SUPERVISED)
 
 
 def launch_format_of(profile: Any, workload: str) -> str | None:
@@ -152,6 +176,10 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "verl": export_verl,
     "openrlhf": export_openrlhf,
     "llamafactory": export_llamafactory,
+    "torchtune": export_torchtune,
+    "torchtitan": export_torchtitan,
+    "litgpt": export_litgpt,
+    "llmfoundry": export_llmfoundry,
     "axolotl": export_axolotl,
     "ms-swift": export_ms_swift,
 }
@@ -169,6 +197,9 @@ TARGETS: dict[str, str] = {
     "deepspeed": DEEPSPEED_VERSIONS, "accelerate": ACCELERATE_VERSIONS,
     "torchrun": TORCHRUN_VERSIONS, "verl": VERL_VERSIONS,
     "llamafactory": LLAMAFACTORY_VERSIONS,
+    "torchtune": TORCHTUNE_VERSIONS,
+    "torchtitan": TORCHTITAN_VERSIONS,
+    "litgpt": LITGPT_VERSIONS, "llmfoundry": LLMFOUNDRY_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
     "axolotl": AXOLOTL_VERSIONS, "ms-swift": MS_SWIFT_VERSIONS,
 }

@@ -234,7 +234,7 @@ def _trl_16bit_logprobs(fmt: str, cfg: TrainConfig) -> bool:
 def _every_format(job: Job, out: _Out) -> None:
     """Settings that no format expresses, and plan facts every launch needs."""
     cfg = job.cfg
-    if cfg.optimizer_in_backward:
+    if cfg.optimizer_in_backward and out.fmt != "torchtune":  # torchtune: optimizer_in_bwd
         out.refuse("optimizer-in-backward (the plan holds no full gradient)",
                    "re-plan without it")
     if not cfg.loss_in_fp32 and out.fmt != "verl" and not _trl_16bit_logprobs(out.fmt, cfg):
@@ -261,6 +261,29 @@ def _need_data_parallel(job: Job, out: _Out, fmt_hint: str) -> None:
 def _need_not_rl(job: Job, out: _Out) -> None:
     if job.cfg.is_rl:
         out.refuse(f"{job.cfg.workload} (rollout engines, actor/critic/reference roles)", RL_HINT)
+
+
+def _need_pretrain_or_sft(job: Job, out: _Out, framework: str) -> None:
+    """Refuse every workload but pretraining and supervised finetuning (``framework`` trains
+    language models only)."""
+    workload = job.cfg.workload
+    if workload not in ("pretrain", "sft"):
+        out.refuse(f"{workload} ({framework} pretrains and finetunes only)",
+                   RL_HINT if job.cfg.is_rl else "use --format torchrun (TRL) or llamafactory")
+
+
+def _yaml_config(job: Job, out: _Out, doc: Mapping[str, Any], *, launch: str,
+                 batch_key: str) -> str:
+    """A YAML config file: the title, the batch arithmetic (the framework derives the
+    accumulation from ``batch_key``), the launch line as a comment, then ``doc``."""
+    import yaml  # deferred: only the YAML formats need it
+
+    c = job.cfg
+    lines = [*out.title(job),
+             f"# micro-batch {c.micro_batch_size} x accumulation {c.grad_accum} x dp {c.dp} = "
+             f"{c.global_batch_size} (the accumulation follows from {batch_key})",
+             f"# launch: {launch}", yaml.safe_dump(dict(doc), sort_keys=False).rstrip()]
+    return "\n".join(lines) + "\n"
 
 
 def _ds_offload_name(cfg: TrainConfig) -> str:

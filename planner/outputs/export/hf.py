@@ -48,6 +48,10 @@ from planner.outputs.export._common import (
 # ---------------------------------------------------------------------------------------------
 TRL_SCRIPTS = {"sft": "sft.py", "pretrain": "sft.py", "dpo": "dpo.py",
                "rm": "reward_modeling.py"}
+# The profile whose launch is the Trainer with Liger's kernels: TrainingArguments.use_liger_kernel
+# (https://huggingface.co/docs/transformers/v5.12.0/kernels, read by TRL's scripts too:
+# https://huggingface.co/docs/trl/v1.14.0/liger_kernel_integration).
+LIGER = "hf-trainer-liger"
 TRL_VERSIONS = ">=0.27"  # ModelConfig.dtype (renamed from torch_dtype in 0.27)
 MEGATRON_VERSIONS = "core_r0.8 and later (checked with megatron-core 0.17.1's parse_args)"
 TORCHRUN_VERSIONS = (f"TRL {TRL_VERSIONS} (checked with 1.16.0's TrlParser) or Megatron-LM "
@@ -112,7 +116,7 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         ("--max_grad_norm", GRADIENT_CLIPPING),
         ("--attn_implementation", "flash_attention_2" if cfg.flash_attention else "eager"),
         ("--torch_compile", "True" if cfg.compiled else None),
-        ("--use_liger_kernel", "True" if cfg.chunked_loss else None),
+        ("--use_liger_kernel", "True" if cfg.chunked_loss or cfg.framework == LIGER else None),
     ]
     groups = _flags(pairs + _hf_method_pairs(cfg, sharding=sharding))
     _fp8(job, out)
