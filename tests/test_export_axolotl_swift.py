@@ -369,3 +369,17 @@ def test_swift_warns_of_unsloth_memory_savings():
     assert any("Unsloth" in w for w in warned)
     doc, _ = axolotl(job(method="lora", offload_checkpoints=True))
     assert doc["activation_offloading"] is True and doc["gradient_checkpointing"] is True
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "ms-swift"])
+def test_grpo_generation_batch_is_a_multiple_trl_accepts(fmt):
+    """TRL's GRPOConfig: generation_batch_size divisible by micro-batch x ranks and by the
+    samples per prompt; the plan's 10 prompts x 3 samples = 30 on 4 ranks of 4 becomes 48."""
+    rl = dict(workload="grpo", method="lora", prompt_len=128, response_len=128,
+              micro_batch_size=4, rollout_n=3, rollout_batch=10)
+    res = export_plan(job(num_gpus=4, **rl), fmt)
+    value = (yaml.safe_load(res.text)["trl"]["generation_batch_size"] if fmt == "axolotl"
+             else int(swift_flags(res.text)[1]["generation_batch_size"]))
+    assert value == 48 and any("not the plan's 30" in w for w in res.warnings)
+    with pytest.raises(PlannerError, match="sample per prompt"):
+        export_plan(job(num_gpus=4, **{**rl, "rollout_n": 1}), fmt)

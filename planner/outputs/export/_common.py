@@ -18,6 +18,7 @@ from planner.catalog.specs import ModelSpec
 from planner.errors import PlannerError
 from planner.inputs import FieldErrors, check_tree, short
 from planner.models.memory import engine_utilization_to_set
+from planner.models.workloads import trainer_gpus
 from planner.outputs.schema import SCHEMA_VERSION
 from planner.solver.result import Plan, PlanResult
 
@@ -411,3 +412,23 @@ def _bf16_load_warning(job: Job, out: _Out, how: str) -> None:
     if sharded and cfg.pure_bf16:
         out.warn(f"pure bf16 under DeepSpeed/FSDP: {how} loads bf16 weights, but ZeRO and FSDP "
                  "keep fp32 master copies: more memory than planned")
+
+
+def _trl_generation_batch(job: Job, out: _Out) -> int:
+    """TRL GRPO's generation_batch_size: the plan's sequences per iteration (rollout_batch x
+    samples per prompt), rounded up to a multiple of one micro-batch on every trainer rank and
+    of the samples per prompt, as GRPOConfig.__post_init__ requires (trl 1.16.0,
+    trl/trainer/grpo_config.py: "must be divisible by the global batch size", "... by
+    num_generations"; at least 2 generations)."""
+    c = job.cfg
+    if c.samples_per_prompt < 2:
+        out.refuse(f"GRPO with {c.samples_per_prompt} sample per prompt (TRL's GRPO needs 2 or "
+                   "more: the advantage is relative to the group)", "re-plan with --rollout-n 2 "
+                   "or more")
+    want = c.rollout_batch * c.samples_per_prompt
+    unit = math.lcm(c.micro_batch_size * trainer_gpus(c), c.samples_per_prompt)
+    got = math.ceil(want / unit) * unit
+    if got != want:
+        out.warn(f"generation_batch_size {got}, not the plan's {want} sequences per iteration "
+                 f"(TRL: a multiple of {unit}, micro-batch x ranks and samples per prompt)")
+    return got

@@ -48,6 +48,7 @@ from planner.outputs.export._common import (
     _offload_optimizer,
     _Out,
     _precision_note,
+    _trl_generation_batch,
 )
 
 AXOLOTL_VERSIONS = "Axolotl 0.18.x (config checked with 0.18.0's validate_config)"
@@ -288,7 +289,7 @@ def _axolotl_grpo(job: Job, out: _Out) -> dict[str, Any]:
     trl: dict[str, Any] = {"beta": 0.04 if cfg.reference else 0.0,
                            "num_generations": cfg.samples_per_prompt,
                            "max_completion_length": cfg.response_len,
-                           "generation_batch_size": cfg.rollout_batch * cfg.samples_per_prompt,
+                           "generation_batch_size": _trl_generation_batch(job, out),
                            "reward_funcs": ["rewards.reward_fn"],
                            "use_vllm": not cfg.generates_in_trainer}
     out.note("trl.reward_funcs: a placeholder module.function name; write your reward function")

@@ -47,6 +47,7 @@ from planner.outputs.export._common import (
     _Out,
     _precision_note,
     _script,
+    _trl_generation_batch,
 )
 
 MS_SWIFT_VERSIONS = "ms-swift 4.5.x (flags checked with 4.5.2's argument parser)"
@@ -212,7 +213,7 @@ def _ms_swift_grpo(job: Job, out: _Out) -> list[tuple[str, Any]]:
         ("--beta", 0.04 if cfg.reference else 0.0),
         ("--num_generations", cfg.samples_per_prompt),
         ("--max_completion_length", cfg.response_len),
-        ("--generation_batch_size", cfg.rollout_batch * cfg.samples_per_prompt),
+        ("--generation_batch_size", _trl_generation_batch(job, out)),
         ("--reward_funcs", "accuracy"),
         ("--use_vllm", str(not cfg.generates_in_trainer).lower())]
     out.note("--reward_funcs accuracy: a placeholder (ms-swift's built-in); name yours")
