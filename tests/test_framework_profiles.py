@@ -46,7 +46,7 @@ FACTS = [
     ("accelerate-fsdp", "launch_format", "accelerate"),
     ("accelerate-fsdp", "parallelism", ("tp", "cp")),
     # Axolotl v0.18.0
-    ("axolotl", "launch_format", "accelerate"),
+    ("axolotl", "launch_format", "axolotl"),
     ("axolotl", "workloads", ("pretrain", "sft", "rm", "dpo", "grpo")),
     ("axolotl", "parallelism", ("tp", "cp")),
     ("axolotl", "logprobs", "16bit"),
@@ -57,7 +57,7 @@ FACTS = [
     ("ms-swift", "lora_rank", 8),
     ("ms-swift", "lora_targets", ("all-linear",)),
     ("ms-swift", "logprobs", "16bit"),
-    ("ms-swift", "launch_format", "torchrun"),
+    ("ms-swift", "launch_format", "ms-swift"),
     ("ms-swift", "parallelism", ("cp",)),
     # Megatron-SWIFT (ms-swift v4.5.2, Megatron-Core backend)
     ("ms-swift-megatron", "checkpointing_default", "selective"),

@@ -62,6 +62,9 @@ REQUESTS = [
          fixed={"precision": "fp16"}),
     dict(model="1.5b", framework="trl", pricing="rent", tokens=1e8,
          fixed={"precision": "fp16", "flash_attention": False}),
+    # Axolotl's YAML (tensor parallel over 4 nodes) and ms-swift's swift rlhf (GRPO)
+    dict(model="70b", framework="axolotl", budget_usd=60000, objective="time", tokens=5e8),
+    dict(model="0.5b", workload="grpo", framework="ms-swift", budget_usd=50000, num_gpus=8, **RL),
 ]
 
 

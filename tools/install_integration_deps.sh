@@ -36,6 +36,14 @@
 #   llmfoundry-0.22.0   llm-foundry and Composer (mosaicml) 0.32.1, files only: their pins
 #                       (torch 2.7.0, transformers 4.51) clash with the environment's, so the
 #                       test runs their config rules from the files (tests/test_export_parsers.py)
+#   axolotl-0.18.0      Axolotl's config schema and validate_config (its hard dependencies
+#                       include triton, xformers, bitsandbytes and vLLM-era pins: only addict is
+#                       needed beside the shared transformers/accelerate/pydantic to import it)
+#   axolotl-0.18.0-deepspeed  its shipped deepspeed_configs/ from the source distribution,
+#                       which the Axolotl export names
+#   ms-swift-4.5.2      ms-swift's argument dataclasses (swift.arguments), read by transformers'
+#                       HfArgumentParser; with the few packages its import needs (modelscope,
+#                       PEFT 0.19 as ms-swift's peft<0.20 pin asks, aiohttp and its parts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.integration
@@ -75,16 +83,25 @@ target litgpt-0.5.13 litgpt==0.5.13 lightning==2.6.1 lightning-utilities==0.15.3
     torchmetrics==1.9.0 'jsonargparse[signatures]==4.41.0' docstring-parser==0.18.0 \
     typeshed-client==2.15.0
 target llmfoundry-0.22.0 llm-foundry==0.22.0 mosaicml==0.32.1
+target axolotl-0.18.0 axolotl==0.18.0 addict==2.4.0
+target ms-swift-4.5.2 ms-swift==4.5.2 modelscope==1.40.2 modelscope-hub==0.5.1 peft==0.19.1 \
+    json-repair==0.64.6 cryptography==50.0.2 cffi==2.1.1 aiohttp==3.14.5 multidict==7.2.1 \
+    yarl==1.25.1 propcache==0.5.4 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 frozenlist==1.8.0
 
-examples="$DEST/llamafactory-0.9.5-examples"
-if [ ! -f "$examples/.complete" ]; then
-    rm -rf "$examples"
-    mkdir -p "$examples"
+sdist_part() {  # sdist_part FOLDER PACKAGE VERSION PATH...: paths of its source distribution
+    local folder="$DEST/$1" package="$2" version="$3" tmp
+    shift 3
+    [ -f "$folder/.complete" ] && return 0
+    rm -rf "$folder"
+    mkdir -p "$folder"
     tmp="$(mktemp -d)"
     python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-        -d "$tmp" llamafactory==0.9.5
-    tar xzf "$tmp"/llamafactory-0.9.5.tar.gz -C "$examples" --strip-components=1 \
-        llamafactory-0.9.5/examples/deepspeed llamafactory-0.9.5/data/dataset_info.json
+        -d "$tmp" "$package==$version"
+    tar xzf "$tmp/$package-$version.tar.gz" -C "$folder" --strip-components=1 \
+        "${@/#/$package-$version/}"
     rm -rf "$tmp"
-    touch "$examples/.complete"
-fi
+    touch "$folder/.complete"
+}
+sdist_part llamafactory-0.9.5-examples llamafactory 0.9.5 examples/deepspeed \
+    data/dataset_info.json
+sdist_part axolotl-0.18.0-deepspeed axolotl 0.18.0 deepspeed_configs

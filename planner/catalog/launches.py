@@ -33,6 +33,8 @@ WRITES_FOR: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "nemo": (("nemo",), ("pretrain", "sft")),
     "megatron-bridge": (("megatron-bridge",), ("pretrain", "sft")),
     "nemo-automodel": (("nemo-automodel",), ("pretrain", "sft")),
+    "axolotl": (("axolotl",), ("pretrain", "sft", "rm", "dpo", "grpo")),
+    "ms-swift": (("ms-swift",), ("pretrain", "sft", "rm", "dpo", "ppo", "grpo")),
 }
 
 

@@ -300,7 +300,7 @@ RolloutEngine = Literal["vllm", "sglang", "hf-generate", "deepspeed-hybrid", "me
 LaunchFormat = Literal["deepspeed", "accelerate", "torchrun", "verl", "openrlhf", "llamafactory",
                        "torchtune", "torchtitan", "litgpt", "llmfoundry",
                        "nemo-rl", "prime-rl", "deepspeed-chat", "nemo", "megatron-bridge",
-                       "nemo-automodel"]
+                       "nemo-automodel", "axolotl", "ms-swift"]
 LAUNCH_FORMATS: tuple[str, ...] = LaunchFormat.__args__  # type: ignore[attr-defined]
 CheckpointingKind = Literal["none", "full", "selective"]
 # flash: a kernel that reads q, k, v without an s^2 matrix and GQA-shaped k, v;

@@ -18,6 +18,8 @@ documents): ``deepspeed``, ``hf`` (torchrun and Accelerate), ``verl``, ``openrlh
 ``llamafactory``, ``nemo`` (NeMo 2 recipe script), ``megatron_bridge`` (its recipe runner) and
 ``automodel`` (NeMo AutoModel YAML); ``_common`` holds the Job, the result and the helpers they
 share, ``_mcore`` the Megatron-Core fields NeMo 2 and Megatron-Bridge both set.
+write those frameworks' own configs, as do ``axolotl`` (Axolotl's training YAML) and
+``ms_swift`` (a script running ms-swift's ``swift sft`` / ``pt`` / ``rlhf``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from planner.outputs.export._common import (
     job_of,
 )
 from planner.outputs.export.automodel import AUTOMODEL_VERSIONS, export_automodel
+from planner.outputs.export.axolotl import AXOLOTL_VERSIONS, export_axolotl
 from planner.outputs.export.deepspeed import DEEPSPEED_VERSIONS, export_deepspeed
 from planner.outputs.export.deepspeed_chat import DEEPSPEED_CHAT_VERSIONS, export_deepspeed_chat
 from planner.outputs.export.hf import (
@@ -64,6 +67,7 @@ from planner.outputs.export.megatron_bridge import (
     MEGATRON_BRIDGE_VERSIONS,
     export_megatron_bridge,
 )
+from planner.outputs.export.ms_swift import MS_SWIFT_VERSIONS, export_ms_swift
 from planner.outputs.export.nemo import NEMO_VERSIONS, export_nemo
 from planner.outputs.export.nemo_rl import NEMO_RL_VERSIONS, export_nemo_rl
 from planner.outputs.export.openrlhf import (
@@ -101,6 +105,7 @@ FORMATS: tuple[str, ...] = (
     "litgpt", "llmfoundry",
     "nemo-rl", "prime-rl", "deepspeed-chat",
     "nemo", "megatron-bridge", "nemo-automodel",
+    "axolotl", "ms-swift",
 )
 
 # Which profiles and workloads each format launches: planner.catalog.launches (WRITES_FOR,
@@ -167,6 +172,8 @@ EXPORTERS: dict[str, Callable[[Job, _Out], ExportResult]] = {
     "nemo": export_nemo,
     "megatron-bridge": export_megatron_bridge,
     "nemo-automodel": export_automodel,
+    "axolotl": export_axolotl,
+    "ms-swift": export_ms_swift,
 }
 # Formats with more than one layout: the version a user names after @ and the key it exports
 # with (the bare name is the current release's layout).
@@ -190,4 +197,5 @@ TARGETS: dict[str, str] = {
     "nemo": NEMO_VERSIONS, "megatron-bridge": MEGATRON_BRIDGE_VERSIONS,
     "nemo-automodel": AUTOMODEL_VERSIONS,
     **{key: OPENRLHF_VERSIONS[v] for v, key in LAYOUTS["openrlhf"].items()},
+    "axolotl": AXOLOTL_VERSIONS, "ms-swift": MS_SWIFT_VERSIONS,
 }

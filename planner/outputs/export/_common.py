@@ -19,6 +19,7 @@ from planner.catalog.specs import ModelSpec
 from planner.errors import PlannerError
 from planner.inputs import FieldErrors, check_tree, short
 from planner.models.memory import engine_utilization_to_set
+from planner.models.workloads import trainer_gpus
 from planner.outputs.schema import SCHEMA_VERSION
 from planner.solver.result import Plan, PlanResult
 
@@ -223,13 +224,23 @@ def _model_spec(model_id: str, catalog: Any) -> ModelSpec | None:
         return None
 
 
+# Formats whose preference/RL trainers are TRL's, computing log-probs row by row on the 16-bit
+# logits (selective_log_softmax): the 16-bit loss buffers a plan assumes there are what runs.
+TRL_LOGPROB_FORMATS = ("axolotl", "ms-swift")
+
+
+def _trl_16bit_logprobs(fmt: str, cfg: TrainConfig) -> bool:
+    return fmt in TRL_LOGPROB_FORMATS and cfg.workload in ("dpo", "ppo", "grpo")
+
+
 def _every_format(job: Job, out: _Out) -> None:
     """Settings that no format expresses, and plan facts every launch needs."""
     cfg = job.cfg
     if cfg.optimizer_in_backward and out.fmt != "torchtune":  # torchtune: optimizer_in_bwd
         out.refuse("optimizer-in-backward (the plan holds no full gradient)",
                    "re-plan without it")
-    if not cfg.loss_in_fp32 and out.fmt != "verl":  # verl's log-probs stay in 16 bit
+    if not cfg.loss_in_fp32 and out.fmt != "verl" and not _trl_16bit_logprobs(out.fmt, cfg):
+        # verl's log-probs stay in 16 bit
         out.warn("the plan assumed 16-bit loss buffers (no fp32 upcast of the logits); stock "
                  "Hugging Face models upcast: more memory than planned")
     if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node
@@ -398,3 +409,39 @@ def _fsdp_offload_warning(job: Job, out: _Out) -> None:
     if job.cfg.shard_embeddings:
         out.warn("embedding/head as FSDP units of their own: set your auto-wrap policy to wrap "
                  "them (not a launcher option)")
+
+
+def _bf16_load_warning(job: Job, out: _Out, how: str) -> None:
+    """Trainers that load the model in bf16 (``how``): under plain DDP they keep no fp32 master
+    copy (the plan counts one, states.master_weight_bytes, unless pure bf16); under DeepSpeed or
+    FSDP a pure-bf16 plan still gets fp32 master copies."""
+    cfg = job.cfg
+    if job.precision != "bf16" or cfg.is_peft:
+        return
+    sharded = cfg.fsdp or cfg.zero_stage > 0 or cfg.offload != "none"
+    if not sharded and not cfg.pure_bf16:
+        out.warn(f"{how} loads the weights in bf16 and, without DeepSpeed or FSDP, keeps no fp32 "
+                 "master copy (AdamW states in bf16): less memory than planned, bf16 updates")
+    if sharded and cfg.pure_bf16:
+        out.warn(f"pure bf16 under DeepSpeed/FSDP: {how} loads bf16 weights, but ZeRO and FSDP "
+                 "keep fp32 master copies: more memory than planned")
+
+
+def _trl_generation_batch(job: Job, out: _Out) -> int:
+    """TRL GRPO's generation_batch_size: the plan's sequences per iteration (rollout_batch x
+    samples per prompt), rounded up to a multiple of one micro-batch on every trainer rank and
+    of the samples per prompt, as GRPOConfig.__post_init__ requires (trl 1.16.0,
+    trl/trainer/grpo_config.py: "must be divisible by the global batch size", "... by
+    num_generations"; at least 2 generations)."""
+    c = job.cfg
+    if c.samples_per_prompt < 2:
+        out.refuse(f"GRPO with {c.samples_per_prompt} sample per prompt (TRL's GRPO needs 2 or "
+                   "more: the advantage is relative to the group)", "re-plan with --rollout-n 2 "
+                   "or more")
+    want = c.rollout_batch * c.samples_per_prompt
+    unit = math.lcm(c.micro_batch_size * trainer_gpus(c), c.samples_per_prompt)
+    got = math.ceil(want / unit) * unit
+    if got != want:
+        out.warn(f"generation_batch_size {got}, not the plan's {want} sequences per iteration "
+                 f"(TRL: a multiple of {unit}, micro-batch x ranks and samples per prompt)")
+    return got
