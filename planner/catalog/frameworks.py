@@ -32,6 +32,10 @@ DATA_PARALLEL_LAUNCHES = ("accelerate", "litgpt", "llamafactory", "llmfoundry", 
 # Launch formats whose writer colocates an RL job's roles and engines (verl's hybrid engine
 # trainer; its experimental split modes have no writer).
 COLOCATED_LAUNCHES = ("verl",)
+# Launch formats whose tensor parallelism is DeepSpeed AutoTP, which trains with ZeRO 0 to 2
+# (the writers refuse tp with ZeRO-3: axolotl@2f5cb9d schemas/config.py tensor_parallel_size
+# "Only supported with DeepSpeed AutoTP"; ms-swift v4.5.2 sft_args.py).
+AUTOTP_LAUNCHES = ("axolotl", "ms-swift")
 
 
 @dataclass(frozen=True)
@@ -68,11 +72,14 @@ class Profile:
 
 def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
     """What of ``cfg`` the framework runs but the planner's writer of its launch format does not
-    express (DATA_PARALLEL_LAUNCHES, COLOCATED_LAUNCHES): a plan holds none of it; check still
-    predicts it."""
+    express (DATA_PARALLEL_LAUNCHES, AUTOTP_LAUNCHES, COLOCATED_LAUNCHES): a plan holds none of
+    it; check still predicts it."""
     fmt, out = profile.value("launch_format"), []
     if fmt in DATA_PARALLEL_LAUNCHES and max(cfg.tp, cfg.pp, cfg.cp) > 1:
         out.append(f"tp {cfg.tp} / pp {cfg.pp} / cp {cfg.cp} (its {fmt} launch is data parallel)")
+    if fmt in AUTOTP_LAUNCHES and cfg.tp > 1 and cfg.zero_stage == 3:
+        out.append(f"tp {cfg.tp} with ZeRO-3 (its {fmt} launch's tensor parallel is DeepSpeed "
+                   "AutoTP, ZeRO 0 to 2)")
     if fmt in COLOCATED_LAUNCHES and cfg.is_rl and cfg.placement != "colocate":
         out.append(f"RL placement {cfg.placement} (its {fmt} launch colocates)")
     return out

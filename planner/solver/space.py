@@ -14,7 +14,7 @@ steptime.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import combinations
 
@@ -83,6 +83,8 @@ class PlanSpace:
     # per strategy: the framework runs it on one GPU / on several (frameworks.gpu_count_lacks)
     on_one_gpu: tuple[bool, ...] = ()
     on_many_gpus: tuple[bool, ...] = ()
+    # per tp > 1: the strategies its launch cannot run at that tp (frameworks.unlaunchable)
+    blocked_at_tp: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -342,6 +344,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         memory=memory_tables(model, base, strategies, tps=tps, pps=pps, roles=roles),
         roles=roles,
         **_gpu_counts(strategies, framework.profile, base=base),
+        **_blocked_at_tp(strategies, framework.profile, base=base, tps=tps),
     )
 
 
@@ -364,6 +367,16 @@ def _gpu_counts(strategies: tuple[Choice, ...], profile: Profile, *, base: Train
                                                                     "num_gpus": n}))
     return {"on_one_gpu": tuple(runs(c, 1) for c in strategies),
             "on_many_gpus": tuple(runs(c, 2) for c in strategies)}
+
+
+def _blocked_at_tp(strategies: tuple[Choice, ...], profile: Profile, *, base: TrainConfig,
+                   tps: tuple[int, ...]) -> dict[str, dict[int, tuple[int, ...]]]:
+    """PlanSpace.blocked_at_tp: per tp > 1, the strategies the launch does not express there
+    (e.g. DeepSpeed AutoTP with ZeRO-3)."""
+    blocked = {tp: tuple(i for i, c in enumerate(strategies) if unlaunchable(
+        profile, base.model_copy(update={**c._asdict(), "tp": tp, "num_gpus": tp})))
+        for tp in tps if tp > 1}
+    return {"blocked_at_tp": {tp: b for tp, b in blocked.items() if b}}
 
 def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
              per_node: int) -> Domains:
@@ -432,6 +445,7 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     for tp in space.tps:
         for pp in space.pps:
             ok = (space.num_gpus(si, tp, pp, dp=dp) <= max_gpus) & (dp % rtp[si] == 0)
+            ok &= ~np.isin(si, space.blocked_at_tp.get(tp, ()))
             s_, d_, m_ = si[ok], dp[ok], mb[ok]
             need = space.gpu_need_mib(s_, tp, pp, dp=d_, mb=m_)
             keep = need <= largest
