@@ -47,8 +47,10 @@ CLI_REQUESTS = [
     "--model qwen2.5-7b --workload grpo --prompt-len 512 --response-len 1024 --pricing rent "
     "--tokens 2e8 --lora-rank auto --optimizer auto",
     "--model 8b --workload ppo --prompt-len 512 --response-len 512 --placement split "
+    "--framework openrlhf "
     "--budget 300000 --objective time --lora-rank auto",
     "--model 8b --workload grpo --prompt-len 256 --response-len 1024 --placement split "
+    "--framework openrlhf "
     "--pricing rent --tokens 1e8",
 ]
 

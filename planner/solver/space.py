@@ -330,7 +330,8 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     tps, pps, mbs = domains["tp"], domains["pp"], domains["micro_batch_size"]
     if not strategies:
         raise PlannerError(f"--framework {framework.profile.id} runs none of the requested "
-                           "layouts: " + "; ".join(unsupported(framework.profile, base)))
+                           f"layouts: {_why_none(domains, framework.profile, base=base)}; name "
+                           "a framework that does ('planner catalog frameworks')")
     return PlanSpace(
         model=model,
         request=request,
@@ -346,6 +347,18 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         **_gpu_counts(strategies, framework.profile, base=base),
         **_blocked_at_tp(strategies, framework.profile, base=base, tps=tps),
     )
+
+
+def _why_none(domains: Domains, profile: Profile, *, base: TrainConfig) -> str:
+    """What rules out every candidate on this framework: the distinct reasons (unsupported,
+    unlaunchable) of the requested combinations, the most common first."""
+    seen: dict[str, int] = {}
+    for c in choices(domains):
+        cfg = base.model_copy(update={**c._asdict(), "num_gpus": 2})
+        for why in (*unsupported(profile, cfg), *unlaunchable(profile, cfg)):
+            seen[why] = seen.get(why, 0) + 1
+    ranked = sorted(seen, key=lambda w: -seen[w])
+    return "; ".join(ranked[:3]) or "; ".join(unsupported(profile, base))
 
 
 def _unwritten(profile: Profile, workload: str) -> str | None:
