@@ -1,0 +1,58 @@
+"""Issues 17 and 18's accuracy bars, leave-one-source-out on the project's validation copy
+(benchmarks/loso.py: every fitted constant refitted without each source). Met bars are plain
+assertions; unmet ones are strict xfails naming the gap, so meeting one fails the run until its
+mark goes. Slow tier (one LOSO pass, ~10 s)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_fit import fit, loso
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def table():
+    from planner.catalog.load import load_catalog
+
+    cases, catalog = fit.load(), load_catalog()
+    report = loso.loso(cases, catalog)
+    return loso.rows(report["loso"], report["fallback_ids"])
+
+
+def _row(table, name):
+    cases, median, p90, share = table[name]
+    return cases, median, p90, share
+
+
+def test_memory_bars_met(table):
+    _, median, p90, _ = _row(table, "memory: SFT-family peaks (usable)")
+    assert median <= 0.05 and p90 <= 0.15
+    assert _row(table, "memory: SFT fits/OOM verdicts right")[3] >= 0.95
+    _, median, p90, _ = _row(table, "memory: RL/preference peaks")
+    assert median <= 0.10 and p90 <= 0.25
+
+
+def test_training_throughput_median_met(table):
+    assert _row(table, "throughput: training (usable)")[1] <= 0.15
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18: torchtune's README rows imply 0.59-1.39 of "
+                   "the achievable matmul rate; held out, no other source's factor reaches them")
+def test_training_throughput_p90(table):
+    assert _row(table, "throughput: training (usable)")[2] <= 0.35
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18: DeepSpeed-Chat OPT-30B/66B rows and verl's "
+                   "generation set the PPO p90")
+def test_ppo_step_time_bars(table):
+    _, median, p90, _ = _row(table, "RL step time: ppo (usable)")
+    assert median <= 0.15 and p90 <= 0.35
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18: NeMo-RL's rollout factor rests on NeMo-RL "
+                   "alone; held out, its rows run at the serving vLLM factor")
+def test_grpo_step_time_bars(table):
+    _, median, p90, _ = _row(table, "RL step time: grpo (usable)")
+    assert median <= 0.15 and p90 <= 0.35
