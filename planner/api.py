@@ -105,8 +105,9 @@ def evaluate(
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config=config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
-    missing = lacks_model(framework.profile, resolved.spec.id) or lacks_precision(
-        framework.profile, cfg, gpu_spec)
+    precision = lacks_precision(framework.profile, cfg, gpu_spec)
+    missing = lacks_model(framework.profile, resolved.spec.id) or (
+        precision and f"{gpu_spec.id}: {precision}")
     if missing:
         raise PlannerError(missing)
     plat = job_platform(gpu_spec, cat, pricing=pricing, platform=platform,

@@ -246,12 +246,13 @@ def gpu_count_lacks(profile: Profile, cfg: TrainConfig) -> list[str]:
 
 def lacks_precision(profile: Profile, cfg: TrainConfig, gpu: GpuSpec) -> str | None:
     """Why the framework cannot train ``cfg`` on ``gpu`` in the precision it would run in
-    there (TrainConfig.effective_precision; its precisions fact), None when it can."""
+    there (TrainConfig.effective_precision; its precisions fact), None when it can; the
+    caller names the GPU."""
     offered = profile.value("precisions")
     used = cfg.effective_precision(gpu)
     if offered is None or used in offered:
         return None
-    return (f"{gpu.id}: --framework {profile.id} trains in {', '.join(offered)}, not {used}"
+    return (f"--framework {profile.id} trains in {', '.join(offered)}, not {used}"
             + (" (no bf16 on this GPU)" if cfg.precision == "bf16" else ""))
 
 

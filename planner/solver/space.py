@@ -80,11 +80,9 @@ class PlanSpace:
     base: TrainConfig
     memory: MemoryTables
     roles: RoleModels = NO_ROLES
-    # per strategy: the framework runs it on one GPU / on several (frameworks.gpu_count_lacks)
-    on_one_gpu: tuple[bool, ...] = ()
-    on_many_gpus: tuple[bool, ...] = ()
-    # per tp > 1: the strategies its launch cannot run at that tp (frameworks.unlaunchable)
-    blocked_at_tp: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # (tp, on several GPUs) -> per strategy: the framework runs it and its launch expresses it
+    # there (frameworks.gpu_count_lacks, unlaunchable; _launchable); empty: every row runs
+    launchable: dict[tuple[int, bool], tuple[bool, ...]] = field(default_factory=dict)
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -323,7 +321,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     wrong = {o.gpu.id: why for o in offers
              if (why := lacks_precision(framework.profile, base, o.gpu))}
     offers = [o for o in offers if o.gpu.id not in wrong]
-    unoffered += [f"{gpu}: {why.split(': ', 1)[1]}" for gpu, why in wrong.items()]
+    unoffered += [f"{gpu}: {why}" for gpu, why in wrong.items()]
     per_node = max((o.gpus_per_host for o in offers), default=8)
     domains = _domains(request, model, framework.profile, base=base, per_node=per_node)
     strategies = _choices(domains, framework.profile, base=base)
@@ -344,8 +342,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         base=base,
         memory=memory_tables(model, base, strategies, tps=tps, pps=pps, roles=roles),
         roles=roles,
-        **_gpu_counts(strategies, framework.profile, base=base),
-        **_blocked_at_tp(strategies, framework.profile, base=base, tps=tps),
+        launchable=_launchable(strategies, framework.profile, base=base, tps=tps),
     )
 
 
@@ -371,25 +368,18 @@ def _unwritten(profile: Profile, workload: str) -> str | None:
             f"memory and speed); plan on one it launches: {', '.join(written_for(workload))}")
 
 
-def _gpu_counts(strategies: tuple[Choice, ...], profile: Profile, *, base: TrainConfig
-                ) -> dict[str, tuple[bool, ...]]:
-    """PlanSpace.on_one_gpu / on_many_gpus: which strategies the framework runs on one GPU and
-    on several (frameworks.gpu_count_lacks)."""
-    def runs(c: Choice, n: int) -> bool:
-        return not gpu_count_lacks(profile, base.model_copy(update={**c._asdict(),
-                                                                    "num_gpus": n}))
-    return {"on_one_gpu": tuple(runs(c, 1) for c in strategies),
-            "on_many_gpus": tuple(runs(c, 2) for c in strategies)}
+def _launchable(strategies: tuple[Choice, ...], profile: Profile, *, base: TrainConfig,
+                tps: tuple[int, ...]) -> dict[tuple[int, bool], tuple[bool, ...]]:
+    """PlanSpace.launchable: for one GPU (tp 1) and for several GPUs at each tp, which
+    strategies the framework runs at that GPU count (gpu_count_lacks) and its launch format
+    expresses at that tp (unlaunchable)."""
+    def runs(c: Choice, tp: int, n: int) -> bool:
+        cfg = base.model_copy(update={**c._asdict(), "tp": tp, "num_gpus": n})
+        return not gpu_count_lacks(profile, cfg) and not unlaunchable(profile, cfg)
+    keys = [(1, False), *((tp, True) for tp in tps)]
+    return {(tp, many): tuple(runs(c, tp, max(tp, 2) if many else 1) for c in strategies)
+            for tp, many in keys}
 
-
-def _blocked_at_tp(strategies: tuple[Choice, ...], profile: Profile, *, base: TrainConfig,
-                   tps: tuple[int, ...]) -> dict[str, dict[int, tuple[int, ...]]]:
-    """PlanSpace.blocked_at_tp: per tp > 1, the strategies the launch does not express there
-    (e.g. DeepSpeed AutoTP with ZeRO-3)."""
-    blocked = {tp: tuple(i for i, c in enumerate(strategies) if unlaunchable(
-        profile, base.model_copy(update={**c._asdict(), "tp": tp, "num_gpus": tp})))
-        for tp in tps if tp > 1}
-    return {"blocked_at_tp": {tp: b for tp, b in blocked.items() if b}}
 
 def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
              per_node: int) -> Domains:
@@ -415,7 +405,7 @@ def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: 
 def _choices(domains: Domains, profile: Profile, *, base: TrainConfig) -> tuple[Choice, ...]:
     """The candidates of the searched fields (domains.choices) that the framework runs (on
     several GPUs, its sharding as a multi-GPU job) and its launch format expresses."""
-    def runs(cfg: TrainConfig) -> bool:  # GPU-count limits are the rows' (_gpu_counts)
+    def runs(cfg: TrainConfig) -> bool:  # GPU-count limits are the rows' (_launchable)
         per_count = gpu_count_lacks(profile, cfg)
         return not [m for m in unsupported(profile, cfg) if m not in per_count] \
             and not unlaunchable(profile, cfg)
@@ -458,15 +448,15 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     for tp in space.tps:
         for pp in space.pps:
             ok = (space.num_gpus(si, tp, pp, dp=dp) <= max_gpus) & (dp % rtp[si] == 0)
-            ok &= ~np.isin(si, space.blocked_at_tp.get(tp, ()))
             s_, d_, m_ = si[ok], dp[ok], mb[ok]
             need = space.gpu_need_mib(s_, tp, pp, dp=d_, mb=m_)
             keep = need <= largest
             s_, d_, m_, need = s_[keep], d_[keep], m_[keep], need[keep]
             n = space.num_gpus(s_, tp, pp, dp=d_)
-            if space.on_one_gpu:  # the framework runs the strategy at this GPU count
-                runs = np.where(n == 1, np.array(space.on_one_gpu)[s_],
-                                np.array(space.on_many_gpus)[s_])
+            if space.launchable:  # the framework runs and launches it at this count and tp
+                one = np.array(space.launchable.get((1, False), ()), dtype=bool)
+                many = np.array(space.launchable[(tp, True)], dtype=bool)
+                runs = np.where(n == 1, one[s_] if len(one) else False, many[s_])
                 s_, d_, m_, need, n = s_[runs], d_[runs], m_[runs], need[runs], n[runs]
             host = np.stack([space.host_need_mib(s_, tp, pp, dp=d_, gpus_per_host=h)
                              for h in sizes], axis=-1)
