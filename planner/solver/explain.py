@@ -378,8 +378,10 @@ def _with_memory_change(space: PlanSpace, fix: str, catalog: Catalog) -> str:
         return fix
     best: tuple[tuple[bool, int], str] | None = None
     for wording, change in memory_relaxations(req):
+        if "gpus" in change:  # other GPU types: the budget fix already prices every type
+            continue
         solved = _plan_of(req, {**change, "budget_usd": None}, catalog)
-        if solved is None or "gpus" in change:
+        if solved is None:
             continue
         key = ("seq_len" in change or "response_len" in change, solved[1].values["cost_usd"])
         if best is None or key < best[0]:  # the job as asked first, then the cheapest
