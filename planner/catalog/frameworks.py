@@ -195,9 +195,11 @@ def sharding_kind(cfg: TrainConfig) -> str:
     return "ddp" if cfg.num_gpus > 1 else "none"
 
 
-def unsupported(profile: Profile, cfg: TrainConfig) -> list[str]:
+def unsupported(profile: Profile, cfg: TrainConfig, *, at_gpu_count: bool = True
+                ) -> list[str]:
     """What of ``cfg`` the framework cannot run, by its profile (empty: it runs it). A fact the
-    profile (and its bases) do not state restricts nothing."""
+    profile (and its bases) do not state restricts nothing. ``at_gpu_count`` False leaves out
+    the limits of cfg.num_gpus (gpu_count_lacks), for a caller that applies them per count."""
     out = []
 
     def lacks(fact: str, wanted: str, label: str) -> None:
@@ -228,7 +230,7 @@ def unsupported(profile: Profile, cfg: TrainConfig) -> list[str]:
             lacks("rollout_engines", cfg.rollout_engine, "rollout engine")
     if cfg.checkpointing != "none":
         lacks("checkpointing", cfg.checkpointing, "checkpointing")
-    return out + gpu_count_lacks(profile, cfg)
+    return out + (gpu_count_lacks(profile, cfg) if at_gpu_count else [])
 
 
 def gpu_count_lacks(profile: Profile, cfg: TrainConfig) -> list[str]:

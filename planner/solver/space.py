@@ -406,8 +406,7 @@ def _choices(domains: Domains, profile: Profile, *, base: TrainConfig) -> tuple[
     """The candidates of the searched fields (domains.choices) that the framework runs (on
     several GPUs, its sharding as a multi-GPU job) and its launch format expresses."""
     def runs(cfg: TrainConfig) -> bool:  # GPU-count limits are the rows' (_launchable)
-        per_count = gpu_count_lacks(profile, cfg)
-        return not [m for m in unsupported(profile, cfg) if m not in per_count] \
+        return not unsupported(profile, cfg, at_gpu_count=False) \
             and not unlaunchable(profile, cfg)
     return tuple(c for c in choices(domains)
                  if runs(base.model_copy(update={**c._asdict(), "num_gpus": 2})))
