@@ -98,7 +98,8 @@ STATED = {
     "efficiency.DECODE_EFFICIENCY[tgi]": "assumed equal to vLLM (no usable TGI case)",
     "efficiency.OVERLAP, *_BUS_EFFICIENCY, HOST_LINK_EFFICIENCY, ALLREDUCE_LATENCY_S":
         "framework behaviour and nccl-tests rates (assumed; accuracy insensitive to them)",
-    "efficiency.MAMF_FRACTION, DEFAULT_MAMF_*": "vendor facts (measured MAMF / peak)",
+    "GpuSpec.mamf_*_fraction, efficiency.DEFAULT_MAMF_*":
+        "vendor facts (measured MAMF / peak, in catalog/gpus)",
     "efficiency.HBM_EFFICIENCY, *_BYTES_PER_PARAM, OPTIMIZER_STEP_BYTES, "
     "HOST_MEMORY_GBPS_PER_CORE": "byte counts and streaming rates (physics)",
     "efficiency.ELEMENTWISE_BYTES, ELEMENTWISE_BACKWARD_RATIO": "byte counts of the eager "

@@ -12,7 +12,10 @@ are binary, so 80 -> 80.0), purchase_price_usd_new -> price_usd_new, purchase_pr
 price_usd_used, cloud_price_usd_per_gpu_hour -> price_usd_per_hour, spec_source_url /
 price_source_url (space separated) -> lists, unverified_fields (';' separated) -> list of field
 names. Empty cells stay absent. Two things the CSV does not hold are added here, each with its
-reason appended to notes: form_factor and price_as_of (see FORM_FACTOR and PRICE_DATES).
+reason appended to notes: form_factor and price_as_of (see FORM_FACTOR and PRICE_DATES). Two
+vendor facts of the speed model are added with their own source fields: the measured maximum
+achievable matmul fraction (mamf_bf16_fraction, mamf_fp8_fraction, mamf_source; MAMF) and the
+GPU's link to host memory (host_link, host_link_source; HOST_LINK).
 """
 
 from __future__ import annotations
@@ -209,6 +212,96 @@ PRICE_DATES: dict[str, tuple[str, str]] = {
 }
 
 
+# Maximum achievable matmul TFLOPS (MAMF) as measured by stas00/ml-engineering @744d01e
+# compute/accelerator/README.md ("Maximum Achievable Matmul FLOPS comparison table"), quoted in
+# gpus_README.md caveat 3: id -> (bf16 TFLOPS, fp8 TFLOPS, what was measured). The fraction
+# written is measured / the CSV's dense peak. GPUs without a row take efficiency.matmul_fraction's
+# stated default.
+_MAMF = "stas00/ml-engineering @744d01e compute/accelerator/README.md, MAMF table"
+MAMF: dict[str, tuple[float | None, float | None, str]] = {
+    "h100-sxm": (794.5, 1402.6, "H100 SXM: 794.5 bf16, 1402.6 fp8"),
+    "h200-sxm": (794.5, 1453.4, "H200 SXM: 1453.4 fp8; bf16 not measured, the H100 SXM's 794.5 "
+                 "is used (same GH100 compute die and clocks, more HBM)"),
+    "a100-80gb-sxm": (271.2, None, "A100 SXM: 271.2 bf16"),
+    "a100-40gb-sxm": (271.2, None, "A100 SXM: 271.2 bf16 (measured on the 80 GB part: same GA100 "
+                      "SXM compute)"),
+    "a100-80gb-pcie": (252.9, None, "A100 PCIe: 252.9 bf16"),
+    "a100-40gb-pcie": (252.9, None, "A100 PCIe: 252.9 bf16 (measured on the 80 GB part)"),
+    "b200": (1745, 3432.5, "B200: 1745 bf16, 3432.5 fp8"),
+    "gb200": (1822, 3615.6, "GB200: 1822 bf16, 3615.6 fp8"),
+    "mi300x": (668.4, None, "MI300X: 668.4 bf16"),
+    "mi325x": (784.9, None, "MI325X: 784.9 bf16"),
+    "gaudi2": (418.7, 826.5, "Gaudi 2: 418.7 bf16, 826.5 fp8"),
+    "gaudi3": (1243, 1289.5, "Gaudi 3: 1243 bf16, 1289.5 fp8, measured against the 1,677 "
+               "effective peak (matrix engine at 1600 MHz, caveat 5); the fraction is taken "
+               "against the catalog's vendor 1,835"),
+}
+
+# The GPU's own link to host memory (CPU offload copies, weight sync to CPU): the PCIe
+# generation of its x16 host interface from the vendor's datasheet or architecture paper, or
+# NVLink-C2C where a Grace CPU is attached. A host platform with an older PCIe generation caps
+# it (planner/models/network.py host_link_gbps).
+_NV_DS = "NVIDIA {} datasheet (system interface)"
+HOST_LINK: dict[str, tuple[str, str]] = {
+    "t4": ("pcie3", _NV_DS.format("T4") + ": PCIe Gen3 x16"),
+    "v100-16gb": ("pcie3", "NVIDIA V100 datasheet: PCIe Gen3 (SXM2 modules reach the host "
+                  "through PCIe Gen3 switches on HGX-1/DGX-1 boards)"),
+    "v100-32gb": ("pcie3", "NVIDIA V100 datasheet: PCIe Gen3 (SXM2 modules reach the host "
+                  "through PCIe Gen3 switches on HGX-1/DGX-1 boards)"),
+    "a10g": ("pcie4", _NV_DS.format("A10 (A10G is AWS's A10 variant)") + ": PCIe Gen4 x16"),
+    "a10": ("pcie4", _NV_DS.format("A10") + ": PCIe Gen4 x16"),
+    "l4": ("pcie4", _NV_DS.format("L4") + ": PCIe Gen4 x16"),
+    "l40s": ("pcie4", _NV_DS.format("L40S") + ": PCIe Gen4 x16"),
+    "rtx-3090": ("pcie4", "NVIDIA GA102 whitepaper: GeForce RTX 3090, PCIe Gen4"),
+    "rtx-3090-ti": ("pcie4", "NVIDIA GA102 whitepaper: GeForce RTX 3090 Ti, PCIe Gen4"),
+    "rtx-4090": ("pcie4", "NVIDIA Ada GPU architecture whitepaper: GeForce RTX 4090, PCIe Gen4"),
+    "rtx-5090": ("pcie5", "NVIDIA GeForce RTX 5090 specifications: PCIe Gen5 (CSV interconnect "
+                 "pcie5)"),
+    "rtx-a6000": ("pcie4", _NV_DS.format("RTX A6000") + ": PCI Express Gen 4 x16"),
+    "rtx-6000-ada": ("pcie4", _NV_DS.format("RTX 6000 Ada Generation") + ": PCIe Gen 4 x16"),
+    "rtx-pro-6000-blackwell": ("pcie5", _NV_DS.format("RTX PRO 6000 Blackwell") +
+                               ": PCIe Gen 5 x16 (CSV interconnect pcie5)"),
+    "a100-40gb-sxm": ("pcie4", _NV_DS.format("A100") + ": PCIe Gen4 64 GB/s"),
+    "a100-40gb-pcie": ("pcie4", _NV_DS.format("A100") + ": PCIe Gen4 64 GB/s"),
+    "a100-80gb-sxm": ("pcie4", _NV_DS.format("A100") + ": PCIe Gen4 64 GB/s"),
+    "a100-80gb-pcie": ("pcie4", _NV_DS.format("A100") + ": PCIe Gen4 64 GB/s"),
+    "a800-80gb": ("pcie4", "A100 SXM4 derivative (A800: NVLink cut to 400 GB/s): PCIe Gen4 as "
+                  "the A100 datasheet"),
+    "h100-pcie": ("pcie5", _NV_DS.format("H100") + ": PCIe Gen5 128 GB/s"),
+    "h100-nvl": ("pcie5", _NV_DS.format("H100") + ": PCIe Gen5 128 GB/s"),
+    "h100-sxm": ("pcie5", _NV_DS.format("H100") + ": PCIe Gen5 128 GB/s"),
+    "h800": ("pcie5", "H100 SXM5 derivative (H800: NVLink cut to 400 GB/s): PCIe Gen5 as the "
+             "H100 datasheet"),
+    "h20": ("pcie5", "Hopper HGX part (H20): PCIe Gen5 128 GB/s as the H100 SXM"),
+    "h200-sxm": ("pcie5", _NV_DS.format("H200") + ": PCIe Gen5 128 GB/s"),
+    "b200": ("pcie6", "glennklockwood.com/garden/processors/B200: PCIe Gen6 host interface "
+             "(HGX B200 hosts with PCIe Gen5 CPUs cap it at Gen5: the platform's pcie_gen)"),
+    "gb200": ("nvlink-c2c", "NVIDIA GB200 NVL72 specifications: each Grace CPU reaches its two "
+              "Blackwell GPUs over NVLink-C2C at 900 GB/s bidirectional (the planner takes 225 "
+              "GB/s one way per GPU: network.NVLINK_C2C_GBPS)"),
+    "mi250x": ("pcie4", "AMD Instinct MI250X datasheet: PCIe Gen4 x16 host interface"),
+    "mi300x": ("pcie5", "AMD Instinct MI300X datasheet: PCIe Gen5 x16 host interface"),
+    "mi325x": ("pcie5", "AMD Instinct MI325X datasheet: PCIe Gen5 x16 host interface"),
+    "gaudi2": ("pcie4", "Intel Gaudi 2 HL-225H datasheet: PCIe Gen4 x16 host interface"),
+    "gaudi3": ("pcie5", "Intel Gaudi 3 HL-325L white paper: PCIe Gen5 x16 host interface"),
+}
+
+
+def vendor_facts(gpu_id: str, num: dict[str, int | float]) -> dict[str, object]:
+    """The MAMF fractions (measured / the CSV's dense peak, 4 decimals) and the host link."""
+    out: dict[str, object] = {}
+    if gpu_id in MAMF:
+        bf16, fp8, what = MAMF[gpu_id]
+        if bf16 is not None:
+            out["mamf_bf16_fraction"] = round(bf16 / num["bf16_dense_tflops"], 4)
+        if fp8 is not None:
+            out["mamf_fp8_fraction"] = round(fp8 / num["fp8_dense_tflops"], 4)
+        out["mamf_source"] = f"{_MAMF}: {what} TFLOPS"
+    if gpu_id in HOST_LINK:
+        out["host_link"], out["host_link_source"] = HOST_LINK[gpu_id]
+    return out
+
+
 def _number(text: str) -> int | float:
     value = float(text)
     return int(value) if value.is_integer() else value
@@ -250,6 +343,7 @@ def entry_from_row(row: dict[str, str]) -> dict[str, object]:
     unverified = [f.strip() for f in row["unverified_fields"].split(";") if f.strip()]
     if unverified:
         entry["unverified_fields"] = [RENAMED.get(f, f) for f in unverified]
+    entry.update(vendor_facts(gpu_id, num))
     return entry
 
 
@@ -261,9 +355,9 @@ def read_rows(csv_path: Path) -> list[dict[str, str]]:
 def main(argv: list[str]) -> int:
     csv_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV
     rows = read_rows(csv_path)
-    unknown = [r["id"] for r in rows if r["id"] not in FORM_FACTOR]
+    unknown = [r["id"] for r in rows if r["id"] not in FORM_FACTOR or r["id"] not in HOST_LINK]
     if unknown:
-        print(f"no form_factor decided for: {', '.join(unknown)}", file=sys.stderr)
+        print(f"no form_factor or host_link decided for: {', '.join(unknown)}", file=sys.stderr)
         return 1
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     header = HEADER.format(csv=csv_path.name)

@@ -55,6 +55,8 @@ Interconnect = Literal[
 ]
 
 FormFactor = Literal["consumer", "workstation", "pcie-datacenter", "sxm", "oam", "superchip"]
+# The GPU's own link to host memory: a PCIe generation (x16), or NVLink-C2C to a Grace CPU.
+HostLink = Literal["pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c"]
 
 
 class GpuSpec(_Frozen):
@@ -92,6 +94,27 @@ class GpuSpec(_Frozen):
     price_source_urls: tuple[str, ...] = Field(default_factory=tuple)
     notes: str = ""
     unverified_fields: tuple[str, ...] = Field(default_factory=tuple)
+    # Vendor facts of the speed model (issue 18), each with its source; absent = not measured
+    # (the model then states the default it uses: efficiency.matmul_fraction, network).
+    mamf_bf16_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="measured maximum achievable 16-bit matmul TFLOPS / bf16_dense_tflops")
+    mamf_fp8_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="measured maximum achievable FP8 matmul TFLOPS / fp8_dense_tflops")
+    mamf_source: str | None = None
+    host_link: HostLink | None = Field(
+        default=None, description="the GPU's link to host memory (PCIe generation or C2C)")
+    host_link_source: str | None = None
+
+    @model_validator(mode="after")
+    def _facts_have_sources(self) -> GpuSpec:
+        measured = self.mamf_bf16_fraction is not None or self.mamf_fp8_fraction is not None
+        if measured and not self.mamf_source:
+            raise ValueError("a measured matmul fraction needs mamf_source")
+        if self.host_link is not None and not self.host_link_source:
+            raise ValueError("host_link needs host_link_source")
+        return self
 
     @model_validator(mode="after")
     def _prices_have_date(self) -> GpuSpec:

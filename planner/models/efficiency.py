@@ -39,26 +39,10 @@ DECODE_STACKS: tuple[str, ...] = DecodeStack.__args__  # type: ignore[attr-defin
 _FITTED = fitted()["efficiency"]
 
 # ---------------------------------------------------------------------------------------------
-# Vendor facts: measured maximum achievable matmul TFLOPS / dense peak (gpus_README caveat 3,
-# stas00/ml-engineering @744d01e compute/accelerator/README.md "MAMF").
+# Vendor facts: the measured maximum achievable matmul fraction (MAMF / dense peak) lives in each
+# GPU's catalog file (mamf_bf16_fraction, mamf_fp8_fraction, with mamf_source; written by
+# tools/gpus_from_csv.py from stas00/ml-engineering @744d01e, gpus_README caveat 3).
 # ---------------------------------------------------------------------------------------------
-# GPU id -> (bf16 MAMF / bf16 peak, fp8 MAMF / fp8 peak); None where not measured.
-MAMF_FRACTION: dict[str, tuple[float | None, float | None]] = {
-    "h100-sxm": (794.5 / 989, 1402.6 / 1979),
-    "h200-sxm": (None, 1453.4 / 1979),
-    "a100-80gb-sxm": (271.2 / 312, None),
-    "a100-40gb-sxm": (271.2 / 312, None),  # same GA100 SXM part as the 80 GB row
-    "a100-80gb-pcie": (252.9 / 312, None),
-    "a100-40gb-pcie": (252.9 / 312, None),
-    "b200": (1745 / 2250, 3432.5 / 4500),
-    "gb200": (1822 / 2500, 3615.6 / 5000),
-    "mi300x": (668.4 / 1300, None),
-    "mi325x": (784.9 / 1300, None),
-    "gaudi2": (418.7 / 432, 826.5 / 865),
-    # Gaudi 3 was measured against the 1,677 TFLOPS effective peak; the catalog keeps the
-    # vendor's 1,835, so the fraction is taken against 1,835 (caveat 5).
-    "gaudi3": (1243 / 1835, 1289.5 / 1835),
-}
 # GPUs without a measurement: the median of the NVIDIA bf16 rows (H100 0.80, A100 SXM 0.87,
 # A100 PCIe 0.81, B200 0.78, GB200 0.73) is 0.80; fp8 rows (H100 0.71, H200 0.73, B200 0.76,
 # GB200 0.72) give 0.72. AMD parts are measured far lower (0.51-0.60) and have their own rows.
@@ -67,14 +51,11 @@ DEFAULT_MAMF_FP8 = 0.72
 
 
 def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
-    """MAMF / peak of ``gpu`` for matmuls in ``precision`` (fp8, else the 16-bit row; the H200
-    has no bf16 measurement and shares the H100's compute die, so it takes the H100 row)."""
-    bf16, fp8 = MAMF_FRACTION.get(gpu.id, (None, None))
-    if gpu.id == "h200-sxm":
-        bf16 = MAMF_FRACTION["h100-sxm"][0]
+    """MAMF / peak of ``gpu`` for matmuls in ``precision`` (fp8, else the 16-bit row), from the
+    GPU's catalog file; the stated default where the GPU has no measurement."""
     if precision == "fp8":
-        return fp8 or DEFAULT_MAMF_FP8
-    return bf16 or DEFAULT_MAMF_BF16
+        return gpu.mamf_fp8_fraction or DEFAULT_MAMF_FP8
+    return gpu.mamf_bf16_fraction or DEFAULT_MAMF_BF16
 
 
 # ---------------------------------------------------------------------------------------------

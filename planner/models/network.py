@@ -18,11 +18,13 @@ DEFAULT_INTER_NODE_GBPS_PER_GPU = 25.0
 # Host CPU cores per GPU when no platform is given (a DGX/HGX host has 112 cores for 8 GPUs).
 DEFAULT_CPU_CORES_PER_GPU = 14
 _PCIE_GBPS_PER_LANE = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}  # one direction, GB/s
-_GPU_PCIE_GEN = {
-    "pcie3": 3, "pcie4": 4, "pcie5": 5, "nvlink2": 3, "nvlink3": 4, "nvlink3-bridge": 4,
-    "nvlink4": 5, "nvlink4-bridge": 5, "nvlink5": 5, "infinity-fabric": 5, "hccs": 4,
-    "roce-100gbe": 4, "roce-200gbe": 5,
-}
+# PCIe generation of a GPU's host link (catalog GpuSpec.host_link); a GPU file without one
+# (a user's overlay) is taken as Gen4, stated here. NVLink-C2C (GB200: one Grace CPU to its two
+# Blackwell GPUs, 900 GB/s bidirectional, NVIDIA GB200 NVL72 specifications) is taken as shared
+# by the two GPUs: 225 GB/s one way per GPU (Grace's LPDDR5X, up to 512 GB/s, caps it too).
+_HOST_PCIE_GEN = {"pcie3": 3, "pcie4": 4, "pcie5": 5, "pcie6": 6}
+DEFAULT_HOST_PCIE_GEN = 4
+NVLINK_C2C_GBPS = 225.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,9 +68,12 @@ def host_span_notes(cfg: TrainConfig, links: Links) -> list[str]:
 
 
 def host_link_gbps(gpu: GpuSpec, platform: PlatformSpec | None) -> float:
-    """PCIe one way: the lower generation of GPU and host, x lanes per GPU (platform; 16),
-    x HOST_LINK_EFFICIENCY (pinned copies)."""
-    gen = _GPU_PCIE_GEN.get(gpu.interconnect, 4)
+    """GPU <-> host memory one way: PCIe at the lower generation of GPU (its catalog host_link)
+    and host, x lanes per GPU (platform; 16), or NVLink-C2C to a Grace CPU; x
+    HOST_LINK_EFFICIENCY (pinned copies)."""
+    if gpu.host_link == "nvlink-c2c":
+        return NVLINK_C2C_GBPS * eff.HOST_LINK_EFFICIENCY
+    gen = _HOST_PCIE_GEN.get(gpu.host_link or "", DEFAULT_HOST_PCIE_GEN)
     lanes = 16
     if platform is not None:
         gen, lanes = min(gen, platform.pcie_gen), platform.pcie_lanes_per_gpu
