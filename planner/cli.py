@@ -332,9 +332,8 @@ def validate(files: tuple[str, ...], catalogs: tuple[str, ...], as_json: bool) -
       planner validate
       planner validate my_cases.yaml --json
     """
-    paths = [Path(f) for f in files] or [shipped_validation_dir() / "memory_cases.yaml",
-                                         shipped_validation_dir() / "throughput_cases.yaml",
-                                         project_cases_path()]
+    paths = [Path(f) for f in files] or [*(shipped_validation_dir() / n for n in (
+        "memory_cases.yaml", "throughput_cases.yaml")), project_cases_path()]
     catalog = load_catalog(catalogs)
     docs = [_validation_report(path, catalog, as_json) for path in paths]
     if as_json:
