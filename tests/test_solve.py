@@ -232,9 +232,10 @@ def test_the_recheck_runs_every_rule_object():
 
 
 def test_design_card_keeps_weights_on_the_gpu_and_says_what_offload_would_give(capsys):
-    """Issue 18: until a validation case measures an offloaded run, a plan without CPU offload
-    comes first at the same cost; the note names the faster offload plan as cheap, the overlap
-    it rests on, and the flag that plans it, which does."""
+    """Issue 18: a plan without CPU offload comes first at the same cost; the note names the
+    faster offload plan as cheap, the PCIe and CPU-optimizer rates and the overlap its timing
+    assumed, the published offloaded run of its kind that checks them
+    (efficiency.OFFLOAD_CASES), and the flag that plans it, which does."""
     import json
     import re
 
@@ -248,7 +249,11 @@ def test_design_card_keeps_weights_on_the_gpu_and_says_what_offload_would_give(c
     found = re.search(r"offloads (\S+) to the CPU.*: ([\d.]+) h against ([\d.]+) h", note)
     kind, faster, kept = found.group(1), float(found.group(2)), float(found.group(3))
     assert faster < kept == pytest.approx(body["time_hours"], abs=0.05)
-    assert "50% hidden" in note and "no validation case" in note
+    assert "50% hidden" in note and "checked, not fitted" in note
+    assert re.search(r"PCIe copies at [\d.]+ GB/s per GPU", note)
+    assert re.search(r"CPU optimizer 30 B per parameter at \d+ GB/s of host memory", note)
+    from planner.models.efficiency import OFFLOAD_CASES
+    assert any(cid in note for cid, (k, _) in OFFLOAD_CASES.items() if k == kind)
     code, out, _ = run(capsys, "plan", "--budget", "3000", "--model", "7b", "--offload", kind,
                        "--json")
     offloaded = json.loads(out)["plan"]

@@ -131,7 +131,7 @@ def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str,
     """The ModelSpec fields of a layer's norms, biases and wiring, from config.json keys and
     the family's known defaults."""
     return {
-        "norm": "layernorm" if family in {"opt", "gpt_neox", "falcon", "bloom", "mpt"}
+        "norm": "layernorm" if family in {"opt", "gpt_neox", "falcon", "bloom", "mpt", "gpt2"}
         else "rmsnorm",
         "attention_bias": bool(_first(
             cfg, "attention_bias", "qkv_bias",

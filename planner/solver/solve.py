@@ -81,7 +81,7 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
     if solved.status != "optimal":
         notes.append("time limit reached: best plan found, not proven optimal")
     if result.config.offload != "none" and request.offload == "auto":
-        notes.append(_offload_note(request, catalog, result))
+        notes.append(_offload_note(request, catalog, space, result))
     elif request.offload == "auto" and not needs_timing(request):
         notes += _offload_declined_note(space, result)
     if result.num_hosts > 1:  # which traffic crosses hosts, and at what bandwidth
@@ -147,15 +147,32 @@ def plan(request: PlanRequest, catalog: Catalog | None = None) -> PlanResult:
     return _explained(request, catalog, _solve(request, catalog))
 
 
-def _offload_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
-    """Why a plan offloads: what the offload costs in its step (PCIe copies hidden behind
-    compute at the stack's assumed overlap, efficiency.OVERLAP pcie; no validation case
-    measures it), and the best plan that keeps the states on the GPU."""
+def offload_basis(space: PlanSpace, other: Plan) -> str:
+    """What an offloaded plan's timing assumed and what checks it: the PCIe rate per GPU and
+    the share hidden behind compute (efficiency.OVERLAP pcie), the CPU optimizer's bytes per
+    parameter and host-memory rate (network.resolve_links), and the published offloaded runs
+    of the same offload kind (efficiency.OFFLOAD_CASES; all of them where none is)."""
+    offer = space.offer_of(other)
+    links = resolve_links(offer.gpu, platform=offer.platform, gpus_per_node=offer.gpus_per_host)
+    overlap = eff.OVERLAP[other.throughput.stack]["pcie"]
+    kind = other.config.offload
+    cases = [f"{cid} ({what})" for cid, (k, what) in eff.OFFLOAD_CASES.items() if k == kind] \
+        or [f"{cid} ({what})" for cid, (_k, what) in eff.OFFLOAD_CASES.items()]
+    return (f"PCIe copies at {links.host_link_gbps:.1f} GB/s per GPU, assumed {overlap:.0%} "
+            f"hidden behind compute (efficiency.OVERLAP), CPU optimizer "
+            f"{eff.CPU_ADAM_BYTES_PER_PARAM:g} B per parameter at {links.host_memory_gbps:.0f} "
+            f"GB/s of host memory per GPU; checked, not fitted, on {'; '.join(cases)}")
+
+
+def _offload_note(request: PlanRequest, catalog: Catalog, space: PlanSpace, best: Plan
+                  ) -> str:
+    """Why a plan offloads: what the offload costs in its step, the rates it was timed at and
+    the published runs that check them (offload_basis), and the best plan that keeps the
+    states on the GPU."""
     t = best.throughput
     terms = getattr(t, "terms", None) or getattr(t, "phases", {})  # RL: the iteration's phases
     share = sum(v for k, v in terms.items() if "offload" in k or k == "cpu_optimizer") / \
         t.step_time_s
-    overlap = eff.OVERLAP[t.stack]["pcie"]
     on_gpu = plan(request.model_copy(update={"offload": "none"}), catalog).plan
     if on_gpu is None:
         other = "no plan keeps the states on the GPU within the request"
@@ -168,15 +185,13 @@ def _offload_note(request: PlanRequest, catalog: Catalog, best: Plan) -> str:
     return (f"offload {best.config.offload}: the freed GPU memory holds "
             f"{best.config.micro_batch_size} sequence(s) per micro-step with checkpointing "
             f"{best.config.checkpointing}; its host copies and CPU optimizer add "
-            f"{share:.1%} to the step, with the PCIe copies assumed {overlap:.0%} hidden behind "
-            f"compute (efficiency.OVERLAP; no validation case measures an offloaded run); "
-            f"{other}")
+            f"{share:.1%} to the step, timed with {offload_basis(space, best)}; {other}")
 
 
 def _offload_declined_note(space: PlanSpace, best: Plan) -> list[str]:
     """A plan as cheap that offloads model states to the CPU and is faster, when there is one:
     the tie-break prefers no offload (stages.tie_break_stages), and the note says what that
-    preference costs and what it rests on."""
+    preference costs and the rates and runs the offloaded timing rests on (offload_basis)."""
     solved = _or_none(lambda: solve_lexicographic(space, space.request.time_limit_s,
                                                   offload_first=False))
     if solved is None:
@@ -184,12 +199,11 @@ def _offload_declined_note(space: PlanSpace, best: Plan) -> list[str]:
     other = _checked(space, solved)
     if other.config.offload == "none" or other.time_hours >= best.time_hours:
         return []
-    c, overlap = other.config, eff.OVERLAP[other.throughput.stack]["pcie"]
+    c = other.config
     return [f"kept on the GPU: a plan as cheap offloads {c.offload} to the CPU and is faster "
             f"({other.num_gpus} x {other.gpu}, {c.method}, checkpointing {c.checkpointing}, "
             f"micro-batch {c.micro_batch_size}: {other.time_hours:,.1f} h against "
-            f"{best.time_hours:,.1f} h), but that rests on PCIe copies assumed {overlap:.0%} "
-            f"hidden behind compute (efficiency.OVERLAP) that no validation case measures; "
+            f"{best.time_hours:,.1f} h), but its timing rests on {offload_basis(space, other)}; "
             f"--offload {c.offload} plans it"]
 
 

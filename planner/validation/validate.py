@@ -94,16 +94,35 @@ def case_additions() -> CaseAdditions:
     return parse_additions(data, what=f"validation additions {str(path)!r}")
 
 
+# The project's own cases beside the shared files (architectures without a Hugging Face id
+# given as config.json files under validation/models/); fit.py, loso.py and `planner validate`
+# read them with the shared ones.
+PROJECT_CASES_FILE = "project_cases.yaml"
+
+
+def project_cases_path() -> Path:
+    """validation/project_cases.yaml: the cases the project adds beside the shared files."""
+    return shipped_validation_dir() / PROJECT_CASES_FILE
+
+
+def _with_architecture_config(case: Any, folder: Path) -> Any:
+    """A case that gives its architecture as ``architecture_config`` (a config.json relative to its
+    file) with that file's path as its ``model`` (Catalog.model reads config.json paths)."""
+    if not isinstance(case, dict) or not case.get("architecture_config") or case.get("model"):
+        return case
+    return {**case, "model": str(folder / str(case["architecture_config"]))}
+
+
 def load_cases(path: Path) -> list[dict[str, Any]]:
     """The cases of a validation file, read through the input boundary, with the project's
     additions for their ids (validation_input.with_additions), checked against
-    validation_input's case schema."""
+    validation_input's case schema; a ``architecture_config`` becomes the case's model path."""
     data = load_file(path, what="validation file", kind="yaml")
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
         raise PlannerError(f"validation file {str(path)!r} has no 'cases' list")
     what = f"validation file {str(path)!r}"
-    cases = check_cases(cases, what=what)
+    cases = check_cases([_with_architecture_config(c, path.parent) for c in cases], what=what)
     return check_cases(with_additions(cases, case_additions()), what=what)
 
 

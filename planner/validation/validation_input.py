@@ -115,6 +115,9 @@ class _Case(_Fields):
     location: Text | None = None
     # The framework release or commit the measurement ran (null: the source does not say).
     framework_version: Text | None = None
+    # An architecture without a Hugging Face id: a config.json path relative to the case's file
+    # (validate.load_cases makes it the case's model).
+    architecture_config: Text | None = None
 
     @model_validator(mode="after")
     def _layout(self) -> _Case:
@@ -147,6 +150,8 @@ class ThroughputCase(_Case):
     gpu: Text | None
     num_gpus: Count | None
     global_batch_size: Count | None
+    # CPU offload of model states (memory schema values); project cases state it
+    offload: Text | None = None
 
 
 class _Addition(BaseModel):
