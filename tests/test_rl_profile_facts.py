@@ -137,8 +137,9 @@ def test_an_eager_engine_decodes_no_faster_than_its_host_launches_kernels():
 
 def test_the_eager_floor_follows_the_engine_and_the_profile(catalog, tmp_path):
     """DeepSpeed's hybrid engine and HF generate are eager whatever the framework; a vLLM
-    engine is eager where its framework's profile says enforce_eager (verl 0.4), and a
-    user's profile with the same fact gets the same generation time."""
+    engine is eager where its framework's profile says enforce_eager (verl before 0.6; 0.7
+    runs CUDA graphs) or where a case states how it ran, and a user's profile with the same
+    fact gets the same generation time."""
     from planner.catalog.frameworks import apply, resolve
 
     model = catalog.model("qwen3-0.6b").spec
@@ -148,10 +149,14 @@ def test_the_eager_floor_follows_the_engine_and_the_profile(catalog, tmp_path):
     for engine in rltime.EAGER_ENGINES:
         cfg = base.model_copy(update={"rollout_engine": engine})
         assert rltime.rollout_host_floor_s(model, cfg) > 0
-    assert apply(base, resolve(catalog, "verl")).rollout_eager
+    assert not apply(base, resolve(catalog, "verl")).rollout_eager
     assert not apply(base, resolve(catalog, "nemo-rl")).rollout_eager
-    case = CASES[VERL_PPO]
-    shipped = rl_estimate(case, catalog)
+    stated = CASES[VERL_PPO]  # its additions: the release it ran defaulted to enforce_eager
+    assert stated["extra"]["rollout_enforce_eager"] is True
+    shipped = rl_estimate(stated, catalog)
+    case = {**stated, "extra": {k: v for k, v in stated["extra"].items()
+                                if k != "rollout_enforce_eager"}}
+    assert rl_estimate(case, catalog).phases["generation"] < shipped.phases["generation"]
     mine = _overlay(tmp_path, "my-verl", {
         "workloads": ["ppo"], "rollout_engines": ["vllm"], "batch_counts_prompts": True,
         "idle_offload": True, "rollout_enforce_eager": True, "efficiency": "hf"})

@@ -63,6 +63,7 @@ class _Extra(_Fields):
     chunked_ce: bool | None = None
     offloaded_checkpointing: bool | None = None
     fsdp_cpu_offload: bool | None = None
+    rollout_enforce_eager: bool | None = None  # the vLLM rollout ran without CUDA graphs
     reward_model: Text | None = None
     critic_reward_model: Text | None = None
     weight_quant: Text | None = None
