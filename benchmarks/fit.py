@@ -52,7 +52,7 @@ from planner.models import calibration as cal
 from planner.models import efficiency as eff
 from planner.models.fitted import FILE, fitted
 from planner.validation.throughput_cases import DEFAULT_STACK
-from planner.validation.validate import PROJECT_CASES_FILE, load_cases, predict_case
+from planner.validation.validate import load_cases, predict_case, project_case_files
 from planner.validation.validate_throughput import (
     implied_decode_efficiency,
     implied_rl_decode_efficiency,
@@ -139,10 +139,9 @@ class Fit:
 
 def load(folder: Path = DEFAULT_DIR) -> Cases:
     """The cases of ``folder``: the shared memory and throughput files and, where the folder
-    has one, the project's own (validate.PROJECT_CASES_FILE), each by its schema."""
-    files = [folder / "memory_cases.yaml", folder / "throughput_cases.yaml"]
-    if (folder / PROJECT_CASES_FILE).exists():
-        files.append(folder / PROJECT_CASES_FILE)
+    has them, the project's own (validate.project_case_files), each by its schema."""
+    files = [folder / "memory_cases.yaml", folder / "throughput_cases.yaml",
+             *project_case_files(folder)]
     cases = [c for f in files for c in load_cases(f)]
     return Cases({c["id"]: c for c in cases if "metric" not in c},
                  {c["id"]: c for c in cases if "metric" in c})

@@ -73,7 +73,7 @@ from planner.models.cost import define_job
 from planner.models.efficiency import STACKS
 from planner.outputs import listings, render, render_pareto, render_tune
 from planner.outputs.files import check_targets
-from planner.validation.validate import project_cases_path
+from planner.validation.validate import project_case_files
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -325,7 +325,7 @@ def validate(files: tuple[str, ...], catalogs: tuple[str, ...], as_json: bool) -
     """Predict every case of validation files and report the error.
 
     Without FILES: the project's own cases (validation/memory_cases.yaml,
-    validation/throughput_cases.yaml and validation/project_cases.yaml).
+    validation/throughput_cases.yaml and validation/project_cases*.yaml).
 
     \b
     Example:
@@ -333,7 +333,7 @@ def validate(files: tuple[str, ...], catalogs: tuple[str, ...], as_json: bool) -
       planner validate my_cases.yaml --json
     """
     paths = [Path(f) for f in files] or [*(shipped_validation_dir() / n for n in (
-        "memory_cases.yaml", "throughput_cases.yaml")), project_cases_path()]
+        "memory_cases.yaml", "throughput_cases.yaml")), *project_case_files()]
     catalog = load_catalog(catalogs)
     docs = [_validation_report(path, catalog, as_json) for path in paths]
     if as_json:

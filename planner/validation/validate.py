@@ -98,11 +98,18 @@ def case_additions() -> CaseAdditions:
 # given as config.json files under validation/models/); fit.py, loso.py and `planner validate`
 # read them with the shared ones.
 PROJECT_CASES_FILE = "project_cases.yaml"
+PROJECT_CASES_GLOB = "project_cases*.yaml"  # project_cases.yaml, project_cases_rl.yaml, ...
 
 
 def project_cases_path() -> Path:
-    """validation/project_cases.yaml: the cases the project adds beside the shared files."""
+    """validation/project_cases.yaml: the first file of cases the project adds."""
     return shipped_validation_dir() / PROJECT_CASES_FILE
+
+
+def project_case_files(folder: Path | None = None) -> list[Path]:
+    """Every file of cases the project adds beside the shared files in ``folder`` (default the
+    shipped validation/): project_cases*.yaml, sorted by name."""
+    return sorted((folder or shipped_validation_dir()).glob(PROJECT_CASES_GLOB))
 
 
 def _with_architecture_config(case: Any, folder: Path) -> Any:
