@@ -28,7 +28,12 @@ from fit import DEFAULT_DIR, Cases, Fit, applied, fit_constants, fitted_ids, loa
 
 from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.validation.throughput_cases import stack_of  # noqa: E402
-from planner.validation.validate import CaseResult, predict_case, summarise  # noqa: E402
+from planner.validation.validate import (  # noqa: E402
+    CaseResult,
+    load_cases,
+    predict_case,
+    summarise,
+)
 from planner.validation.validate_throughput import (  # noqa: E402
     ThroughputResult,
     error_stats,
@@ -168,7 +173,36 @@ def rows(results: tuple[list[CaseResult], list[ThroughputResult]],
     return out
 
 
-def table(report: dict[str, Any], cases: Cases) -> str:
+def only(results: tuple[list[CaseResult], list[ThroughputResult]], ids: set[str]) -> tuple[
+        list[CaseResult], list[ThroughputResult]]:
+    """The results of the cases in ``ids``."""
+    return [r for r in results[0] if r.id in ids], [r for r in results[1] if r.id in ids]
+
+
+SHARED_GROUPS = ("memory: SFT-family peaks (usable)", "memory: RL/preference peaks",
+                 "throughput: training (usable)", "RL step time: ppo (usable)",
+                 "RL step time: grpo (usable)")
+
+
+def shared_table(report: dict[str, Any], shared: set[str]) -> list[str]:
+    """The headline groups on the shared validation cases alone (the acceptance figures of
+    issues 17 and 18), the project's own cases (validation/project_cases*.yaml) left out of the
+    summary but not out of the fits."""
+    fb = report["fallback_ids"]
+    inside = rows(only(report["in"], shared), fb)
+    outside = rows(only(report["loso"], shared), fb)
+    lines = ["", "On the ../shared/validation cases alone (project cases fitted on, not counted):",
+             "", "| group | cases | LOSO median | LOSO p90 | in-sample median | in-sample p90 |",
+             "|---|---|---|---|---|---|"]
+    for name in SHARED_GROUPS:
+        n, med, p90, _ = outside[name]
+        _n, imed, ip90, _ = inside[name]
+        lines.append(f"| {name} | {n} | {_pct(med)} | {_pct(p90)} | {_pct(imed)} | "
+                     f"{_pct(ip90)} |")
+    return lines
+
+
+def table(report: dict[str, Any], cases: Cases, shared: set[str] | None = None) -> str:
     fb = report["fallback_ids"]
     inside, outside = rows(report["in"], fb), rows(report["loso"], fb)
     usable_fb = {r.id for r in report["loso"][1] if r.usable and r.id in fb}
@@ -199,7 +233,15 @@ def table(report: dict[str, Any], cases: Cases) -> str:
         fbs = "; ".join(report["sources"][key][2]) or "-"
         lines.append(f"| {key} | {len(errs[0])} | {_pct(_median_abs(errs[0]))} | "
                      f"{_pct(_median_abs(errs[1]))} | {fbs} |")
+    if shared is not None and shared != set(cases.memory) | set(cases.throughput):
+        lines += shared_table(report, shared)
     return "\n".join(lines)
+
+
+def shared_ids(folder: Path) -> set[str]:
+    """The ids of the shared validation files of ``folder`` (not the project's own)."""
+    return {c["id"] for name in ("memory_cases.yaml", "throughput_cases.yaml")
+            for c in load_cases(folder / name)}
 
 
 def _median_abs(errs: list[float]) -> float | None:
@@ -211,7 +253,7 @@ def main() -> None:
     start = time.perf_counter()
     cases = load(folder)
     report = loso(cases, load_catalog(), log=lambda s: print(s, file=sys.stderr))
-    print(table(report, cases))
+    print(table(report, cases, shared_ids(folder)))
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 

@@ -18,7 +18,9 @@ def table():
 
     cases, catalog = fit.load(), load_catalog()
     report = loso.loso(cases, catalog)
-    return loso.rows(report["loso"], report["fallback_ids"])
+    # the bars are on the shared validation cases; the project's own cases are fitted on only
+    shared = loso.shared_ids(fit.DEFAULT_DIR)
+    return loso.rows(loso.only(report["loso"], shared), report["fallback_ids"])
 
 
 def _row(table, name):
