@@ -283,7 +283,7 @@ def test_rule_4_a_backend_the_framework_lacks_is_an_error_not_a_fallback(slug, n
 
 
 @pytest.mark.parametrize(("slug", "nearest"), [
-    ("colossal", "colossalai"), ("nanotorn", "nanotron"), ("torchtunes", "torchtune"),
+    ("colosal", "colossalai"), ("nanotorn", "nanotron"), ("torchtunes", "torchtune"),
     ("skyrll==0.2", "skyrl"), ("foo+deepspeed", None), ("tensorrt-llm", None),
     ("verl+openrlhf", None),  # two frameworks, neither derived from the other
 ])
