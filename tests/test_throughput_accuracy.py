@@ -19,6 +19,7 @@ import yaml
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.models import efficiency as eff
 from planner.validation.throughput_cases import stack_of
+from planner.validation.validate import load_cases, project_case_files
 from planner.validation.validate_throughput import (
     implied_decode_efficiency,
     implied_utilisation,
@@ -58,7 +59,7 @@ def test_training_acceptance(summary):
 
 
 def test_every_stack_and_workload_is_reported(summary):
-    # fsdp pools torchtune's and prime-rl's rows (efficiency.STACK_POOLS): no case runs on it
+    # shared cases only: fsdp pools torchtune's, prime-rl's and project rows (STACK_POOLS)
     assert set(summary["training_by_stack"]) == {"megatron", "deepspeed", "torchtune", "hf",
                                                  "unsloth", "prime-rl"}
     assert {"pretrain", "sft", "lora", "qlora"} <= set(summary["training_by_workload"])
@@ -84,16 +85,23 @@ def _usable(cases, family):
 
 def test_stack_factors_are_the_medians_of_their_cases(cases, catalog):
     """Each stack's factor is the median implied utilisation of its cases (those of its own
-    framework, or of every framework a pooled stack pools) that imply at most 1."""
-    training = _usable(cases, "training")
+    framework, or of every framework a pooled stack pools) that imply at most 1, per precision
+    class. Every usable shared case of a stack sets it; project cases (validation/
+    project_cases*.yaml) set it where efficiency.STACK_CASES names them."""
+    shared = _usable(cases, "training")
+    project = [c for f in project_case_files() for c in load_cases(f)]
+    by_id = {c["id"]: c for c in shared + _usable(project, "training")}
     for stack, ids in eff.STACK_CASES.items():
         members = eff.STACK_POOLS.get(stack, (stack,))
-        mine = [c for c in training if stack_of(c) in members]
-        assert {c["id"] for c in mine} == set(ids), stack
-        values = [implied_utilisation(c, catalog) for c in mine]
-        implied = statistics.median(v for v in values if v <= 1)
-        precision = "fp8" if mine[0].get("precision") == "fp8" else "bf16"
-        assert eff.stack_utilisation(stack, precision) == pytest.approx(implied, abs=0.01), stack
+        assert {c["id"] for c in shared if stack_of(c) in members} <= set(ids), stack
+        mine = [by_id[i] for i in ids]
+        assert all(stack_of(c) in members for c in mine), stack
+        for precision in {"fp8" if c.get("precision") == "fp8" else "bf16" for c in mine}:
+            values = [implied_utilisation(c, catalog) for c in mine
+                      if ("fp8" if c.get("precision") == "fp8" else "bf16") == precision]
+            implied = statistics.median(v for v in values if v <= 1)
+            assert eff.stack_utilisation(stack, precision) == pytest.approx(implied, abs=0.01), (
+                stack, precision)
 
 
 def test_decode_factors_are_the_medians_of_their_cases(cases, catalog):
