@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml  # noqa: E402
 from fit import DEFAULT_DIR, load  # noqa: E402
-from loso import loso, source_key  # noqa: E402
+from loso import loso, shared_ids, source_key  # noqa: E402
 
 from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.models.bands import (  # noqa: E402
@@ -110,9 +110,10 @@ def tally(results: list[tuple[Ratio, str, bool, bool]], key: Any
     return {k: (v[0], v[1]) for k, v in sorted(out.items())}
 
 
-def report(found: dict[str, list[Ratio]]) -> list[str]:
-    """The coverage lines: per kind overall, by the group the band came from, by the case's
-    family and own group."""
+def report(found: dict[str, list[Ratio]], shared: set[str] | None = None) -> list[str]:
+    """The coverage lines: per kind overall (and on the shared validation cases alone, the
+    acceptance figure, where ``shared`` names them), by the group the band came from, by the
+    case's family and own group."""
     lines = []
     for kind, rows in sorted(found.items()):
         results = coverage(rows, score=SCORES[kind])
@@ -121,6 +122,11 @@ def report(found: dict[str, list[Ratio]]) -> list[str]:
                      f"band of the other sources for {inside} of {len(results)} cases "
                      f"({inside / len(results):.1%}); at or below its upper edge {below} "
                      f"({below / len(results):.1%})")
+        mine = [r for r in results if shared is not None and r[0].case in shared]
+        if mine and len(mine) < len(results):
+            k = sum(r[2] for r in mine)
+            lines.append(f"  on the shared validation cases alone: {k} of {len(mine)} "
+                         f"({k / len(mine):.1%})")
         for title, key in (("band from", lambda r: r[1]), ("family", lambda r: r[0].keys[1]),
                            ("group", lambda r: r[0].keys[0])):
             lines += [f"  {title} {g}: {k} of {n}" for g, (k, n) in tally(results, key).items()]
@@ -133,7 +139,7 @@ def main() -> None:
     start = time.perf_counter()
     cases, catalog = load(folder), load_catalog()
     found = ratios(loso(cases, catalog), cases, catalog)
-    print("\n".join(report(found)))
+    print("\n".join(report(found, shared_ids(folder))))
     bands = table(found)
     if "--write" in sys.argv[1:]:
         BANDS_FILE.write_text("# written by benchmarks/bands.py --write: do not edit\n"

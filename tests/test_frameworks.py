@@ -34,7 +34,11 @@ def test_a_profile_inherits_from_its_base_and_overrides():
     assert trl.value("loss") == "fp32" and trl.inherited("loss") == "hf-trainer"
     key, why = efficiency_of(trl)
     assert key == "hf" and "inherited from hf-trainer" in why
-    assert efficiency_of(resolve(CAT, "verl"))[0] is None
+    # a JAX framework states no efficiency the planner could honestly use
+    assert efficiency_of(resolve(CAT, "maxtext"))[0] is None
+    # verl states its trainer's (Hugging Face models run eagerly under FSDP), with its source
+    key, why = efficiency_of(resolve(CAT, "verl"))
+    assert key == "hf" and "fsdp_workers.py" in why
 
 
 def test_lookup_by_alias_and_unknown_ids_name_the_nearest():
