@@ -18,7 +18,11 @@ import io
 import sys
 from pathlib import Path
 
-from planner.cli import run
+# the checkout this file is in, not whatever planner the environment installed (a worktree's
+# outputs are its own)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from planner.cli import run  # noqa: E402
 
 REQUESTS: tuple[tuple[str, ...], ...] = (
     ("plan", "--budget", "3000", "--model", "7b"),
