@@ -32,7 +32,10 @@ def test_a_profile_inherits_from_its_base_and_overrides():
     trl = resolve(CAT, "trl")
     assert trl.value("logprobs") == "16bit" and trl.inherited("logprobs") is None
     assert trl.value("loss") == "fp32" and trl.inherited("loss") == "hf-trainer"
-    key, why = efficiency_of(trl)
+    key, why = efficiency_of(trl)  # TRL's own rows sit in the hf pool: stated, not inherited
+    assert key == "hf" and trl.inherited("efficiency") is None and "TRL SFTTrainer" in why
+    axolotl = resolve(CAT, "axolotl")
+    key, why = efficiency_of(axolotl)
     assert key == "hf" and "inherited from hf-trainer" in why
     # a JAX framework states no efficiency the planner could honestly use
     assert efficiency_of(resolve(CAT, "maxtext"))[0] is None
