@@ -28,7 +28,7 @@ def bill_usd(offer: OfferSpec, num_gpus, hours):
     billed as _instance_cost; elementwise on numpy arrays (the planner's search scores many
     pairs at once)."""
     usd = instances_for(offer, num_gpus) * _instance_cost(offer, hours)
-    return float(usd) if np.ndim(usd) == 0 else usd
+    return float(usd) if isinstance(usd, float | int) or np.ndim(usd) == 0 else usd
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,11 @@ def billed_hours(hours, increment_hours: float, minimum_hours: float = 0.0):
     A job of 61 s at a per-minute increment bills 2 minutes; 30 s at a 1-minute minimum bills
     1 minute; 1 h 1 s at an hourly increment bills 2 hours.
     """
+    if isinstance(hours, float | int) and math.isfinite(hours):  # the search's scalar path
+        if hours < 0:
+            raise PlannerError(f"hours must not be negative (got {hours:g})")
+        return max(float(minimum_hours),
+                   math.ceil(hours / increment_hours * (1 - _EPS)) * increment_hours)
     h = np.asarray(hours, dtype=float)
     if np.any(h < 0):
         raise PlannerError(f"hours must not be negative (got {np.min(h):g})")
