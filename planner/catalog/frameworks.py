@@ -120,6 +120,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     if attention is not None:
         out["flash_attention"] = attention != "eager"
         out["expand_kv_heads"] = attention == "sdpa-expanded-kv"
+    if profile.value("attention_kernel") is not None:
+        out["attention_kernel"] = profile.value("attention_kernel")
     loss = profile.value("loss")
     if workload in ("sft", "pretrain") and profile.value("sft_loss") is not None:
         loss = profile.value("sft_loss")
@@ -177,8 +179,8 @@ def efficiency_of(profile: Profile) -> tuple[str | None, str]:
 
 
 # Fields a profile's memory semantics set (config_fields); the others are the job's own.
-SEMANTIC_FIELDS = ("flash_attention", "expand_kv_heads", "chunked_loss", "loss_in_fp32",
-                   "loss_holds_logits",
+SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "chunked_loss",
+                   "loss_in_fp32", "loss_holds_logits",
                    "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
                    "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",

@@ -154,6 +154,11 @@ class TrainConfig(_Request):
         "longest sample in a batch, or the pack length with packing"
     )
     flash_attention: bool = True
+    attention_kernel: Literal["fa2", "fa3", "cudnn"] | None = Field(
+        default=None, description="the fused attention kernel under flash_attention: fa2 "
+        "(FlashAttention-2, PyTorch SDPA's flash backend), fa3 (FlashAttention-3, Hopper), "
+        "cudnn (cuDNN fused attention, TransformerEngine on Hopper and newer); None: fa2"
+    )
     expand_kv_heads: bool = Field(
         default=False, description="k and v copied to every query head before attention "
         "(torchtune, Hugging Face sdpa before native GQA), not read by a GQA kernel"

@@ -330,6 +330,9 @@ CheckpointingKind = Literal["none", "full", "selective"]
 # sdpa-expanded-kv: k and v copied to every query head before the kernel; eager: the softmax
 # probabilities are materialised and saved.
 AttentionKind = Literal["flash", "sdpa-expanded-kv", "eager"]
+# The fused kernel a flash attention runs (models/attention.py): FlashAttention-2 (and PyTorch
+# SDPA's flash backend), FlashAttention-3, cuDNN fused attention (TransformerEngine).
+AttentionKernelKind = Literal["fa2", "fa3", "cudnn"]
 # fp32: logits upcast to fp32 for the loss; fp32-under-autocast: upcast only under autocast
 # (16-bit under DeepSpeed's engine); 16bit: no upcast; chunked: the loss over token chunks of
 # the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices;
@@ -371,6 +374,9 @@ class FrameworkFacts(_Frozen):
         default=None, description="what its selective checkpointing recomputes: Megatron's "
         "core attention, or PyTorch op-level selective checkpointing (torchtitan)")
     attention: Fact[AttentionKind] | None = None
+    attention_kernel: Fact[AttentionKernelKind] | None = Field(
+        default=None, description="the fused attention kernel its flash attention runs by "
+        "default (speed: models/attention.py)")
     loss: Fact[LossKind] | None = None
     sft_loss: Fact[LossKind] | None = Field(
         default=None, description="the loss of SFT and pretraining where it differs from "

@@ -211,6 +211,17 @@ def stack_utilisation(stack: str, precision: str) -> float:
     return table["bf16"]
 
 
+# Whether the stack utilisation also scales the attention core's time (attention.py gives the
+# kernel's own measured rate). DECISION PENDING (measured both ways in benchmarks/README.md).
+ATTENTION_TAKES_UTILISATION = True
+
+
+def attention_utilisation(util: float) -> float:
+    """The factor on the attention kernel's measured rate: the stack utilisation ``util``
+    where ATTENTION_TAKES_UTILISATION, else 1 (the kernel's benchmark rate as it stands)."""
+    return util if ATTENTION_TAKES_UTILISATION else 1.0
+
+
 # Host-side time per optimizer step that does not shrink with the work per GPU (optimizer and
 # gradient-norm launches over many tensors, synchronisation, logging, data loading). It is
 # what separates the MLPerf llama2_70b_lora rows with grad_accum 4 and 1: per micro-batch work

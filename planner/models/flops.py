@@ -139,9 +139,15 @@ class FlopsPerToken:
         return self.linear_fwd + self.linear_bwd + self.recompute_linear
 
     @property
+    def attention(self) -> float:
+        """The attention core: forward, backward and recomputed forward (a fused kernel's
+        work, timed at its own rate: attention.py)."""
+        return self.attention_fwd + self.attention_bwd + self.recompute_attention
+
+    @property
     def sixteen_bit(self) -> float:
         """Work that stays in 16 bit: attention (fp8 recipes keep bf16 attention) and adapters."""
-        return self.attention_fwd + self.attention_bwd + self.recompute_attention + self.adapter
+        return self.attention + self.adapter
 
     @property
     def total(self) -> float:

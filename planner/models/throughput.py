@@ -2,7 +2,8 @@
 
 A training step on one GPU takes
 
-    compute (FLOPs / (peak x vendor matmul fraction x stack utilisation))
+    compute (matmul FLOPs / (peak x vendor matmul fraction x stack utilisation)
+             + attention FLOPs / (peak x the fused kernel's measured fraction, attention.py))
   + pipeline bubble            compute x (p-1)/(v*m)               (Narayanan et al. 2021)
   + exposed communication      sum over tp/cp/dp/pp of max(0, raw - overlap x compute)
   + offload                    PCIe copies (partly overlapped) + CPU optimizer (exposed)
@@ -33,6 +34,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, hosts_for
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models.attention import attention_rate
 from planner.models.flops import (
     FlopsPerToken,
     attention_fwd_flops_per_layer,
@@ -220,14 +222,17 @@ def compute_seconds(
     flops: FlopsPerToken, gpu: GpuSpec, cfg: TrainConfig, *, util: float, tokens_per_gpu: float
 ) -> tuple[float, float]:
     """(seconds, efficiency): matmul-precision work at peak(precision) x MAMF fraction x stack
-    utilisation ``util``, 16-bit work (attention, adapters) at the 16-bit peak likewise."""
+    utilisation ``util``; adapters (16 bit) at the 16-bit peak likewise; the attention core at
+    its fused kernel's measured rate (attention.attention_rate) x ATTENTION_UTILISATION_SHARE
+    of ``util`` (efficiency.attention_utilisation)."""
     prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     e_lin = eff.matmul_fraction(gpu, prec) * util
     sixteen = "fp32" if prec == "fp32" else "bf16"
     e_16 = eff.matmul_fraction(gpu, sixteen) * util
     t = tokens_per_gpu * (
         flops.linear / (peak_tflops(gpu, prec) * 1e12 * e_lin)
-        + flops.sixteen_bit / (peak_tflops(gpu, sixteen) * 1e12 * e_16)
+        + flops.adapter / (peak_tflops(gpu, sixteen) * 1e12 * e_16)
+        + flops.attention / (attention_rate(gpu, cfg) * eff.attention_utilisation(util))
     )
     return t, e_lin
 

@@ -16,6 +16,7 @@ from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import efficiency as eff
+from planner.models.attention import SEQ_POINTS, attention_rate
 from planner.models.flops import matmul_precision, peak_tflops, training_flops
 from planner.models.network import resolve_links, ring_factor
 from planner.models.rltime import (
@@ -119,9 +120,15 @@ class Timing:
             prec = matmul_precision(gpu, space.base.effective_precision(gpu))
             sixteen = "fp32" if prec == "fp32" else "bf16"
             util = eff.stack_utilisation(space.request.stack, prec)
+            # 16-bit work is adapters (matmul rate) and attention (its kernel's rate,
+            # throughput.compute_seconds): the faster of the two, the kernel's at the longest
+            # benchmarked sequence (its fastest; RL roles' lengths differ), keeps it a bound
+            longest = space.base.model_copy(update={"seq_len": SEQ_POINTS[-1]})
+            attention = attention_rate(gpu, longest) * eff.attention_utilisation(util)
             self._rates[offer_idx] = (
                 peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * util,
-                peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
+                max(peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
+                    attention),
                 gpu.memory_bandwidth_gbps * 1e9 * eff.DECODE_EFFICIENCY["vllm"],
             )
         return self._rates[offer_idx]

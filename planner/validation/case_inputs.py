@@ -15,6 +15,7 @@ from planner.catalog.request import TrainConfig, zero_stage_of
 from planner.catalog.request_checks import validate_config
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, UnknownNameError
+from planner.models.attention import KERNEL_NAMES
 
 SFT_WORKLOADS = ("sft", "pretrain")
 
@@ -91,7 +92,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     """The TrainConfig fields a case takes from its framework's profile, with the case's own
     statements winning: extra.chunked_ce (false: the whole logits, no fused head),
     extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size and the weight dtypes
-    (extra.master_weights_dtype / frozen_base_weights_dtype)."""
+    (extra.master_weights_dtype / frozen_base_weights_dtype) and the attention implementation
+    it ran (extra.attention: attention.KERNEL_NAMES)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
@@ -103,6 +105,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["lm_head_vocab_chunk"] = _vocab_chunk(case)
     if extra.get("master_weights_dtype") or extra.get("frozen_base_weights_dtype"):
         sem["fp32_trained_weights"] = _fp32_weights(case)
+    if KERNEL_NAMES.get(str(extra.get("attention"))):
+        sem["attention_kernel"] = KERNEL_NAMES[str(extra["attention"])]
     return sem
 
 
