@@ -69,6 +69,12 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 # spread inside a stack is the model's honest error: e.g. torchtune's single-GPU rows imply
 # 0.82-1.39, its 8x A100 rows 0.59-0.77. A case implying more than 1 (faster than the achievable
 # matmul rate allows with its recorded settings) sets no factor (fit.py MAX_IMPLIED_UTILISATION).
+# The per-stack ranges below were measured with attention at the matmul rate; since attention
+# is timed at its fused kernel's rate (attention.py, x the same factor) the implied ranges are
+# (2026-11-25, benchmarks/README.md): megatron fp8 0.47-0.91, deepspeed 0.41-0.73, torchtune
+# 0.60-1.44, fsdp bf16 0.37-1.44 and fp8 0.52-0.76, hf 0.48-1.00, unsloth 0.73, prime-rl
+# 0.37-0.70 (0.42-0.80, 0.35-0.69, 0.59-1.39, 0.31-1.39, 0.39-0.57, 0.47-0.95, 0.71, 0.31-0.49
+# before).
 #   megatron fp8: the NeMo/MLPerf rows (implied 0.42-0.80 with LoRA's matmul traffic timed
 #       apart, LORA_GEMM_BYTES; 0.43-0.72 without it).
 #   deepspeed: 3 MLPerf LoRA rows (implied 0.35-0.69; end-to-end rates incl. evaluation) and
