@@ -65,3 +65,14 @@ def test_a_case_names_the_kernel_it_ran(cat):
             "extra": {"attention": "flash_attention_3"}}
     assert case_config(case, cat)[0].attention_kernel == "fa3"
     assert case_config({**case, "extra": {}}, cat)[0].attention_kernel == "fa2"
+
+
+def test_gpus_older_than_ampere_run_attention_unfused(cat):
+    """FlashAttention-2/3 and TransformerEngine's fused kernels need Ampere or newer: a flash
+    request on a V100 or T4 is timed at the eager row; on an A100 it runs FlashAttention-2."""
+    cfg = tiny_config().model_copy(update={"flash_attention": True, "attention_kernel": "fa2"})
+    for gid in ("v100-32gb", "v100-16gb", "t4"):
+        assert att.kernel_on(cat.gpu(gid), cfg) == "eager"
+    assert att.kernel_on(cat.gpu("a100-80gb-sxm"), cfg) == "fa2"
+    assert att.kernel_on(cat.gpu("a100-80gb-sxm"),
+                         cfg.model_copy(update={"attention_kernel": "fa3"})) == "fa2"

@@ -65,8 +65,11 @@ BENCHMARK_PEAK_TFLOPS = {"a100-80gb-sxm": 312.0, "h100-sxm": 989.0}
 # the measured row of its architecture's datacenter part as a share of its own peak: Ampere
 # and Ada the A100's (FlashAttention-2 and cuDNN run the same sm80 code paths there;
 # TransformerEngine picks FlashAttention-2 below Hopper, see KERNEL_ON), Hopper the H100's.
-# Assumed, no measurement: Blackwell takes the Hopper row, every other GPU (Volta, Turing,
-# AMD, Gaudi, Ascend: no FlashAttention-2 build or another vendor's kernel) the A100 row.
+# Assumed, no measurement: Blackwell takes the Hopper row, AMD, Gaudi and Ascend (their own
+# fused kernels) the A100 row. Volta and Turing cannot run FlashAttention-2 or -3
+# (Dao-AILab/flash-attention README, "Requirements": Ampere, Ada or Hopper; Turing "coming
+# soon") nor TransformerEngine's fused kernels: a flash request runs unfused there, timed at
+# the eager row (PRE_AMPERE).
 ARCHITECTURE: dict[str, str] = {
     **dict.fromkeys(("a10", "a10g", "a100-40gb-pcie", "a100-40gb-sxm", "a100-80gb-pcie",
                      "a100-80gb-sxm", "a800-80gb", "rtx-3090", "rtx-3090-ti", "rtx-a6000",
@@ -75,6 +78,7 @@ ARCHITECTURE: dict[str, str] = {
                      "gb200", "rtx-5090", "rtx-pro-6000-blackwell"), "h100-sxm"),
 }
 HOPPER = frozenset(("h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h20", "h800"))
+PRE_AMPERE = frozenset(("v100-16gb", "v100-32gb", "t4"))
 HOPPER_OR_NEWER = HOPPER | {"b200", "gb200", "rtx-5090", "rtx-pro-6000-blackwell"}
 
 # Names frameworks and case files give their attention implementation -> kernel. Hugging Face
@@ -88,13 +92,14 @@ KERNEL_NAMES: dict[str, str] = {
 
 
 def kernel_on(gpu: GpuSpec, cfg: TrainConfig) -> AttentionKernel:
-    """The kernel that runs a config's attention on ``gpu``: eager without flash attention,
-    else the config's kernel (FlashAttention-2 by default). FlashAttention-3 needs Hopper
-    (flash-attention README: "Requirements: H100 / H800 GPU") and TransformerEngine selects
+    """The kernel that runs a config's attention on ``gpu``: eager without flash attention or
+    on a GPU older than Ampere (PRE_AMPERE), else the config's kernel (FlashAttention-2 by
+    default). FlashAttention-3 needs Hopper (flash-attention README: "Requirements: H100 /
+    H800 GPU") and TransformerEngine selects
     cuDNN's fused attention only from Hopper on (NVIDIA/TransformerEngine@d0067d0
     transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend:
     "give FusedAttention preference on Hopper+"); below, both run FlashAttention-2."""
-    if not cfg.flash_attention:
+    if not cfg.flash_attention or gpu.id in PRE_AMPERE:
         return "eager"
     kernel = cfg.attention_kernel or "fa2"
     if (kernel == "fa3" and gpu.id not in HOPPER) or (
