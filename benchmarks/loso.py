@@ -1,6 +1,8 @@
 """Leave-one-source-out accuracy (issues 17 and 18): the headline figures of benchmarks/README.md.
 
-    python benchmarks/loso.py [VALIDATION_DIR]     # default: validation/ (project copy)
+    python benchmarks/loso.py [VALIDATION_DIR] [--cases]   # default: validation/ (project copy)
+
+``--cases`` also prints every usable throughput case's LOSO and in-sample error, worst first.
 
 Cases are grouped by the document or repository their ``source`` names (source_key). For each
 source, every fitted constant is refitted without that source's cases (benchmarks/fit.py,
@@ -248,12 +250,31 @@ def _median_abs(errs: list[float]) -> float | None:
     return statistics.median(abs(e) for e in errs) if errs else None
 
 
+def per_case(report: dict[str, Any], shared: set[str]) -> str:
+    """Every usable throughput case's LOSO and in-sample error, worst first per family (the
+    cases behind the medians and p90s), marked shared or project and on a fallback."""
+    inside = {r.id: r for r in report["in"][1]}
+    rows = sorted(((r.family, -abs(r.rel_err), r) for r in report["loso"][1]
+                   if r.usable and r.rel_err is not None), key=lambda x: (x[0], x[1]))
+    lines = ["| family | case | framework | LOSO | in-sample | set |", "|---|---|---|---|---|---|"]
+    for family, _, r in rows:
+        ins = inside[r.id].rel_err
+        where = ("shared" if r.id in shared else "project") + \
+            (", on a fallback" if r.id in report["fallback_ids"] else "")
+        lines.append(f"| {family} | {r.id} | {r.framework} | {100 * r.rel_err:+.1f} % | "
+                     f"{'-' if ins is None else f'{100 * ins:+.1f} %'} | {where} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_DIR
+    args = [a for a in sys.argv[1:] if a != "--cases"]
+    folder = Path(args[0]) if args else DEFAULT_DIR
     start = time.perf_counter()
     cases = load(folder)
     report = loso(cases, load_catalog(), log=lambda s: print(s, file=sys.stderr))
     print(table(report, cases, shared_ids(folder)))
+    if "--cases" in sys.argv[1:]:
+        print("\n" + per_case(report, shared_ids(folder)))
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 
