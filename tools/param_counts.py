@@ -39,24 +39,29 @@ MODEL_TYPES: dict[str, str] = {
          "llama-3.1-70b", "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b",
          "codellama-34b", "open-llama-3b", "open-llama-7b", "open-llama-13b", "deepseek-llm-7b"],
         "llama"),
-    "mistral-7b": "mistral",
-    "mixtral-8x7b": "mixtral",
+    "tinyllama-1.1b": "llama",
+    **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b"], "mistral"),
+    **dict.fromkeys(["mixtral-8x7b", "mixtral-8x22b"], "mixtral"),
+    **dict.fromkeys(["phi-3-mini-4k", "phi-3-mini-128k", "phi-3.5-mini", "phi-4"], "phi3"),
+    **dict.fromkeys(["gemma-2b", "gemma-7b"], "gemma"),
     **dict.fromkeys(["qwen-1.8b", "qwen-7b", "qwen-14b", "qwen-72b"], "qwen2"),
     **dict.fromkeys(
         ["qwen2-7b", "qwen2-72b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b",
          "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"], "qwen2"),
     "qwen2-57b-a14b": "qwen2_moe",
-    **dict.fromkeys(["qwen3-0.6b", "qwen3-4b", "qwen3-8b", "qwen3-32b"], "qwen3"),
+    **dict.fromkeys(["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b"],
+                    "qwen3"),
     **dict.fromkeys(["qwen3-30b-a3b", "qwen3-235b-a22b"], "qwen3_moe"),
     "glm-4.5-air": "glm4_moe",
     "deepseek-v3": "deepseek_v3",
-    "gemma-2-9b": "gemma2",
+    **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
     **dict.fromkeys(
         ["opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b", "opt-13b", "opt-30b", "opt-66b"], "opt"),
     "bloom-7b1": "bloom",
     **dict.fromkeys(["mpt-7b", "mpt-30b"], "mpt"),
     **dict.fromkeys(["falcon-7b", "falcon-40b"], "falcon"),
-    **dict.fromkeys(["pythia-2.8b", "pythia-6.9b"], "gpt_neox"),
+    **dict.fromkeys(["pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b", "pythia-2.8b",
+                     "pythia-6.9b", "pythia-12b", "gpt-neox-20b"], "gpt_neox"),
 }
 
 # Configs without a catalog entry: name -> (model_type, overrides of transformers' defaults).
@@ -90,7 +95,7 @@ def _decoder(m: ModelSpec) -> dict[str, Any]:
 def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
     """config.json keys of ``model_type`` giving ``m``'s shapes (the rest: its defaults)."""
     moe = m.moe
-    if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma2"}:
+    if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}:
         extra = {"attention_bias": m.attention_bias, "mlp_bias": m.mlp_bias} \
             if model_type == "llama" else {}
         return {**_decoder(m), **extra}
