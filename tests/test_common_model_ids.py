@@ -1,0 +1,53 @@
+"""Commonly trained open models, named by their Hugging Face ids, resolve to a catalog
+architecture of the right shape (a measured case naming one can be planned at all)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog.load import load_catalog
+from planner.catalog.params import count_params
+
+# HF id -> (catalog id, total parameters in billions, rounded to 2 decimals)
+COMMON_IDS: dict[str, tuple[str, float]] = {
+    "meta-llama/Llama-2-7b-chat-hf": ("llama-2-7b", 6.74),
+    "meta-llama/Llama-2-13b-chat-hf": ("llama-2-13b", 13.02),
+    "meta-llama/Llama-2-70b-chat-hf": ("llama-2-70b", 68.98),
+    "meta-llama/Meta-Llama-3-8B-Instruct": ("llama-3-8b", 8.03),
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": ("llama-3.1-8b", 8.03),
+    "meta-llama/Llama-3.2-1B-Instruct": ("llama-3.2-1b", 1.24),
+    "meta-llama/Llama-3.2-3B-Instruct": ("llama-3.2-3b", 3.21),
+    "mistralai/Mistral-7B-Instruct-v0.3": ("mistral-7b-v0.3", 7.25),
+    "mistralai/Mistral-Nemo-Instruct-2407": ("mistral-nemo-12b", 12.25),
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": ("mixtral-8x22b", 140.63),
+    "microsoft/Phi-3-mini-4k-instruct": ("phi-3-mini-4k", 3.82),
+    "microsoft/Phi-3-mini-128k-instruct": ("phi-3-mini-128k", 3.82),
+    "microsoft/Phi-3.5-mini-instruct": ("phi-3.5-mini", 3.82),
+    "microsoft/phi-4": ("phi-4", 14.66),
+    "google/gemma-2b": ("gemma-2b", 2.51),
+    "google/gemma-7b-it": ("gemma-7b", 8.54),
+    "google/gemma-2-2b-it": ("gemma-2-2b", 2.61),
+    "google/gemma-2-27b": ("gemma-2-27b", 27.23),
+    "Qwen/Qwen2-0.5B-Instruct": ("qwen2.5-0.5b", 0.49),
+    "Qwen/Qwen2-1.5B": ("qwen2.5-1.5b", 1.54),
+    "Qwen/Qwen2.5-Coder-7B-Instruct": ("qwen2.5-7b", 7.62),
+    "Qwen/Qwen3-1.7B": ("qwen3-1.7b", 1.72),
+    "Qwen/Qwen3-14B": ("qwen3-14b", 14.77),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": ("qwen2.5-7b", 7.62),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": ("qwen2.5-32b", 32.76),
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": ("llama-3.1-8b", 8.03),
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": ("llama-3.3-70b", 70.55),
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": ("tinyllama-1.1b", 1.10),
+    "EleutherAI/pythia-160m": ("pythia-160m", 0.16),
+    "EleutherAI/pythia-1b-deduped": ("pythia-1b", 1.01),
+    "EleutherAI/pythia-12b": ("pythia-12b", 11.85),
+    "EleutherAI/gpt-neox-20b": ("gpt-neox-20b", 20.55),
+}
+
+
+@pytest.mark.parametrize("hf_id", sorted(COMMON_IDS))
+def test_common_hf_id_resolves(hf_id: str) -> None:
+    model_id, billions = COMMON_IDS[hf_id]
+    spec = load_catalog().model(hf_id).spec
+    assert spec.id == model_id
+    assert round(count_params(spec).total / 1e9, 2) == pytest.approx(billions)
