@@ -57,3 +57,17 @@ def test_transformers_rebuilds_the_recorded_counts() -> None:
         {k: v["params"] for k, v in DATA["catalog"].items()}
     assert {k: v["params"] for k, v in fresh["hf_configs"].items()} == \
         {k: v["params"] for k, v in DATA["hf_configs"].items()}
+
+
+def test_gpt2_config_counts_its_conv1d_biases():
+    """GPT-2's projections (c_attn, c_proj, c_fc) all carry a bias: transformers builds GPT2Config()
+    (GPT-2 small) with 124,439,808 parameters, and config.json reading must match it."""
+    from planner.catalog.hfconfig import spec_from_hf_dict
+    from planner.catalog.params import count_params
+
+    cfg = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+           "vocab_size": 50257, "n_positions": 1024, "n_inner": None,
+           "activation_function": "gelu_new", "tie_word_embeddings": True}
+    spec = spec_from_hf_dict(cfg, name="gpt2")
+    assert spec.attention_bias and spec.mlp_bias
+    assert count_params(spec).total == 124_439_808

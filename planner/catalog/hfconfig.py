@@ -135,11 +135,14 @@ def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str,
         else "rmsnorm",
         "attention_bias": bool(_first(
             cfg, "attention_bias", "qkv_bias",
-            default=family in {"opt", "gpt_neox", "bloom", "qwen2", "qwen2_moe"},
+            default=family in {"opt", "gpt_neox", "bloom", "qwen2", "qwen2_moe", "gpt2"},
         )),
         # q, k and v only: o_proj has no bias in Qwen2, Qwen2-MoE and GLM-4-MoE
         "attention_out_bias": False if family in _QKV_BIAS_ONLY else None,
-        "mlp_bias": bool(_first(cfg, "mlp_bias", default=family in {"opt", "gpt_neox", "bloom"})),
+        # GPT-2's Conv1D projections (c_attn, c_proj, c_fc) all carry a bias (transformers
+        # models/gpt2/modeling_gpt2.py: Conv1D defines bias for every projection)
+        "mlp_bias": bool(_first(cfg, "mlp_bias",
+                                default=family in {"opt", "gpt_neox", "bloom", "gpt2"})),
         "parallel_attention_mlp": bool(
             _first(cfg, "use_parallel_residual", "parallel_attn", default=family == "falcon")
         ),
