@@ -226,23 +226,27 @@ def compute_seconds(
     its fused kernel's measured rate (attention.attention_rate) x ATTENTION_UTILISATION_SHARE
     of ``util`` (efficiency.attention_utilisation)."""
     prec = matmul_precision(gpu, cfg.effective_precision(gpu))
-    e_lin = eff.matmul_fraction(gpu, prec) * util
     sixteen = "fp32" if prec == "fp32" else "bf16"
-    e_16 = eff.matmul_fraction(gpu, sixteen) * util
     t = tokens_per_gpu * (
-        flops.linear / (peak_tflops(gpu, prec) * 1e12 * e_lin)
-        + flops.adapter / (peak_tflops(gpu, sixteen) * 1e12 * e_16)
+        flops.linear / matmul_rate(gpu, prec, util)
+        + flops.adapter / matmul_rate(gpu, sixteen, util)
         + flops.attention / (attention_rate(gpu, cfg) * eff.attention_utilisation(util))
     )
-    return t, e_lin
+    return t, eff.matmul_fraction(gpu, prec) * util
+
+
+def matmul_rate(gpu: GpuSpec, precision: str, util: float) -> float:
+    """Achievable matmul FLOP/s on ``gpu`` in ``precision`` at stack utilisation ``util``:
+    peak x MAMF fraction x utilisation (the one home of this product; the solver's step-time
+    bound reads it too)."""
+    return peak_tflops(gpu, precision) * 1e12 * (eff.matmul_fraction(gpu, precision) * util)
 
 
 def matmul_fraction_rate(gpu: GpuSpec, cfg: TrainConfig, stack: str) -> float:
     """Achievable FLOP/s of 16-bit (or the config's matmul precision) work on ``gpu`` under
     ``stack``: peak x MAMF fraction x stack utilisation."""
     prec = matmul_precision(gpu, cfg.effective_precision(gpu))
-    return peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * \
-        eff.stack_utilisation(stack, prec)
+    return matmul_rate(gpu, prec, eff.stack_utilisation(stack, prec))
 
 
 def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal_skip: bool = True

@@ -17,7 +17,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import efficiency as eff
 from planner.models.attention import SEQ_POINTS, attention_rate
-from planner.models.flops import matmul_precision, peak_tflops, training_flops
+from planner.models.flops import matmul_precision, training_flops
 from planner.models.network import resolve_links, ring_factor
 from planner.models.rltime import (
     engine_side,
@@ -26,7 +26,11 @@ from planner.models.rltime import (
     workload_throughput,
 )
 from planner.models.rollout import Engine
-from planner.models.throughput import forward_flops_per_token, pipeline_bubble_fraction
+from planner.models.throughput import (
+    forward_flops_per_token,
+    matmul_rate,
+    pipeline_bubble_fraction,
+)
 from planner.models.workloads import roles
 from planner.solver.hardware import Offer
 from planner.solver.rows import Row
@@ -126,9 +130,8 @@ class Timing:
             longest = space.base.model_copy(update={"seq_len": SEQ_POINTS[-1]})
             attention = attention_rate(gpu, longest) * eff.attention_utilisation(util)
             self._rates[offer_idx] = (
-                peak_tflops(gpu, prec) * 1e12 * eff.matmul_fraction(gpu, prec) * util,
-                max(peak_tflops(gpu, sixteen) * 1e12 * eff.matmul_fraction(gpu, sixteen) * util,
-                    attention),
+                matmul_rate(gpu, prec, util),
+                max(matmul_rate(gpu, sixteen, util), attention),
                 gpu.memory_bandwidth_gbps * 1e9 * eff.DECODE_EFFICIENCY["vllm"],
             )
         return self._rates[offer_idx]
