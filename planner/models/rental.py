@@ -182,16 +182,15 @@ def billed_hours(hours, increment_hours: float, minimum_hours: float = 0.0):
     A job of 61 s at a per-minute increment bills 2 minutes; 30 s at a 1-minute minimum bills
     1 minute; 1 h 1 s at an hourly increment bills 2 hours.
     """
-    if isinstance(hours, float | int) and math.isfinite(hours):  # the search's scalar path
-        if hours < 0:
-            raise PlannerError(f"hours must not be negative (got {hours:g})")
-        return max(float(minimum_hours),
-                   math.ceil(hours / increment_hours * (1 - _EPS)) * increment_hours)
-    h = np.asarray(hours, dtype=float)
-    if np.any(h < 0):
+    # a finite scalar (the search's per-pair checks) takes math's ceil and max: numpy's scalar
+    # overhead dominated the GRPO rental-by-time request; one formula for both
+    scalar = isinstance(hours, float | int) and math.isfinite(hours)
+    h = hours if scalar else np.asarray(hours, dtype=float)
+    if (h < 0) if scalar else np.any(h < 0):
         raise PlannerError(f"hours must not be negative (got {np.min(h):g})")
-    billed = np.maximum(minimum_hours, np.ceil(h / increment_hours * (1 - _EPS)) * increment_hours)
-    return float(billed) if np.ndim(billed) == 0 else billed
+    ceil, maximum = (math.ceil, max) if scalar else (np.ceil, np.maximum)
+    billed = maximum(minimum_hours, ceil(h / increment_hours * (1 - _EPS)) * increment_hours)
+    return float(billed) if scalar or np.ndim(billed) == 0 else billed
 
 
 @dataclass(frozen=True)
