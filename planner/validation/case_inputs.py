@@ -93,7 +93,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     statements winning: extra.chunked_ce (false: the whole logits, no fused head),
     extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size and the weight dtypes
     (extra.master_weights_dtype / frozen_base_weights_dtype) and the attention implementation
-    it ran (extra.attention: attention.KERNEL_NAMES)."""
+    it ran (extra.attention: attention.KERNEL_NAMES) and the rollout engine's enforce_eager
+    (extra.rollout_enforce_eager)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
@@ -107,6 +108,11 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["fp32_trained_weights"] = _fp32_weights(case)
     if KERNEL_NAMES.get(str(extra.get("attention"))):
         sem["attention_kernel"] = KERNEL_NAMES[str(extra["attention"])]
+    # the rollout engine's enforce_eager as the case ran it (the framework's default at the
+    # release it ran, its additions say), else as the profile says
+    eager = extra.get("rollout_enforce_eager")
+    sem["rollout_eager"] = bool(profile.value("rollout_enforce_eager") if eager is None
+                                else eager)
     return sem
 
 

@@ -186,11 +186,8 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         rc = largest_fitting_batch(mem, rc, catalog)
     cfg = rc.cfg
     tp, pp = case.get("tp") or 1, case.get("pp") or 1
-    # enforce_eager as the case ran it where its additions state it (the framework's default at
-    # the release it ran), else as its profile says
-    eager = (case.get("extra") or {}).get("rollout_enforce_eager")
-    update: dict[str, Any] = {"rollout_engine": default_engine(profile, cfg), "rollout_eager": bool(
-        profile.value("rollout_enforce_eager") if eager is None else eager)}
+    # enforce_eager came with the case's semantics (case_inputs._semantics)
+    update: dict[str, Any] = {"rollout_engine": default_engine(profile, cfg)}
     if "off-policy" in str(extra.get("policy", "")) and profile.value("off_policy_placement"):
         update["placement"] = profile.value("off_policy_placement")
     if case.get("global_batch_size") and extra.get("rollouts_per_step"):
