@@ -1,0 +1,77 @@
+"""Every file of cases the project adds (validation/project_cases*.yaml, validate.
+project_case_files): ids unique across the files, each source a file at a commit, notes within
+the schema's lengths, an unusable case saying why once, known frameworks and GPUs, and every
+usable throughput case predicts. What a single file must hold is tested beside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog.frameworks import resolve
+from planner.catalog.load import load_catalog
+from planner.models import efficiency as eff
+from planner.validation.validate import load_cases, project_case_files
+from planner.validation.validate_throughput import predict_throughput_case
+
+FILES = {path.name: path for path in project_case_files()}
+# how many cases (and usable ones) each file was written with, at least
+SIZES = {"project_cases.yaml": (1, 1), "project_cases_training.yaml": (30, 20),
+         "project_cases_hf.yaml": (20, 19)}
+# files whose notes keep to the shared schema's 300 / 200 characters (the others quote longer)
+SCHEMA_LENGTHS = {"project_cases_hf.yaml"}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def by_file() -> dict[str, list[dict]]:
+    return {name: load_cases(path) for name, path in FILES.items()}
+
+
+def test_the_files_are_the_ones_read_and_their_ids_unique(by_file):
+    assert set(SIZES) <= set(FILES)
+    ids = [c["id"] for cases in by_file.values() for c in cases]
+    assert len(ids) == len(set(ids))
+    for name, (least, usable) in SIZES.items():
+        assert len(by_file[name]) >= least, name
+        assert sum(c["usable_for_accuracy"] for c in by_file[name]) >= usable, name
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_sources_at_a_commit_and_notes_said(name, by_file):
+    for c in by_file[name]:
+        # every source is a file at a commit (40 hex digits), so the row can be read again
+        commit = c["source"].split("/blob/")[1].split("/")[0] if "/blob/" in c["source"] else ""
+        assert len(commit) == 40, c["id"]
+        if name in SCHEMA_LENGTHS:
+            assert len(c["note"]) <= 300 and len(c["location"]) <= 200, c["id"]
+        if not c["usable_for_accuracy"]:
+            assert c["note"].count("Not usable") == 1, c["id"]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_every_case_names_a_known_framework_and_gpu_and_usable_ones_predict(
+        name, by_file, catalog):
+    for c in by_file[name]:
+        assert resolve(catalog, c["framework"]) is not None, c["id"]
+        assert catalog.gpu(c["gpu"]) is not None, c["id"]
+        if c["usable_for_accuracy"] and "metric" in c:
+            result = predict_throughput_case(c, catalog)
+            assert result.predicted is not None and result.predicted > 0, (c["id"], result)
+
+
+def test_fsdp_pool_holds_the_usable_rows_of_frameworks_inheriting_fsdp(by_file):
+    """The torchtitan and llm-foundry rows set the fsdp factor (efficiency.STACK_CASES)."""
+    inherit = {c["id"] for c in by_file["project_cases_training.yaml"]
+               if c["usable_for_accuracy"]
+               and c["framework"] in ("torchtitan", "llm-foundry", "fms-fsdp")}
+    assert inherit and inherit <= set(eff.STACK_CASES["fsdp"])
+
+
+def test_hf_pool_holds_the_usable_hugging_face_path_rows(by_file):
+    """fms-acceleration's plain-HF rows set the hf factor with LLaMA-Factory's and ms-swift's."""
+    usable = {c["id"] for c in by_file["project_cases_hf.yaml"] if c["usable_for_accuracy"]}
+    assert usable and usable <= set(eff.STACK_CASES["hf"])
