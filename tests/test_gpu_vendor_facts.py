@@ -33,3 +33,13 @@ def test_host_link_follows_the_gpu_generation_and_a_grace_c2c_link():
     assert host_link_gbps(v100, None) < host_link_gbps(a100, None) < host_link_gbps(h100, None)
     # GB200's NVLink-C2C to Grace is far faster than any PCIe x16 link
     assert host_link_gbps(cat.gpu("gb200"), None) > 3 * host_link_gbps(h100, None)
+
+
+def test_every_catalog_gpu_states_its_architecture_and_attention_reads_it():
+    from planner.models import attention as att
+
+    cat = load_catalog()
+    assert all(gpu.architecture for gpu in cat.gpus.values())
+    assert cat.gpu("v100-32gb").architecture in att.PRE_AMPERE
+    assert cat.gpu("h200-sxm").architecture == "hopper"
+    assert att.BENCHMARK_ROW.get(cat.gpu("b200").architecture) == "h100-sxm"

@@ -287,6 +287,19 @@ HOST_LINK: dict[str, tuple[str, str]] = {
 }
 
 
+# Architecture generation of each GPU (its datasheet / whitepaper, as named in the CSV's sources):
+# which kernels run on it (models/attention.py).
+ARCHITECTURE: dict[str, str] = {
+    "t4": "turing", "v100-16gb": "volta", "v100-32gb": "volta",
+    **dict.fromkeys(("a10g", "a10", "rtx-3090", "rtx-3090-ti", "rtx-a6000", "a100-40gb-sxm",
+                     "a100-40gb-pcie", "a100-80gb-sxm", "a100-80gb-pcie", "a800-80gb"), "ampere"),
+    **dict.fromkeys(("l4", "l40s", "rtx-4090", "rtx-6000-ada"), "ada"),
+    **dict.fromkeys(("h100-pcie", "h100-sxm", "h100-nvl", "h800", "h20", "h200-sxm"), "hopper"),
+    **dict.fromkeys(("rtx-5090", "rtx-pro-6000-blackwell", "b200", "gb200"), "blackwell"),
+    "mi250x": "cdna2", "mi300x": "cdna3", "mi325x": "cdna3", "gaudi2": "gaudi", "gaudi3": "gaudi",
+}
+
+
 def vendor_facts(gpu_id: str, num: dict[str, int | float]) -> dict[str, object]:
     """The MAMF fractions (measured / the CSV's dense peak, 4 decimals) and the host link."""
     out: dict[str, object] = {}
@@ -297,6 +310,8 @@ def vendor_facts(gpu_id: str, num: dict[str, int | float]) -> dict[str, object]:
         if fp8 is not None:
             out["mamf_fp8_fraction"] = round(fp8 / num["fp8_dense_tflops"], 4)
         out["mamf_source"] = f"{_MAMF}: {what} TFLOPS"
+    if gpu_id in ARCHITECTURE:
+        out["architecture"] = ARCHITECTURE[gpu_id]
     if gpu_id in HOST_LINK:
         out["host_link"], out["host_link_source"] = HOST_LINK[gpu_id]
     return out
@@ -355,9 +370,12 @@ def read_rows(csv_path: Path) -> list[dict[str, str]]:
 def main(argv: list[str]) -> int:
     csv_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV
     rows = read_rows(csv_path)
-    unknown = [r["id"] for r in rows if r["id"] not in FORM_FACTOR or r["id"] not in HOST_LINK]
+    unknown = [r["id"] for r in rows
+               if r["id"] not in FORM_FACTOR or r["id"] not in HOST_LINK
+               or r["id"] not in ARCHITECTURE]
     if unknown:
-        print(f"no form_factor or host_link decided for: {', '.join(unknown)}", file=sys.stderr)
+        print(f"no form_factor, host_link or architecture decided for: {', '.join(unknown)}",
+              file=sys.stderr)
         return 1
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     header = HEADER.format(csv=csv_path.name)

@@ -55,6 +55,10 @@ Interconnect = Literal[
 ]
 
 FormFactor = Literal["consumer", "workstation", "pcie-datacenter", "sxm", "oam", "superchip"]
+# The accelerator's architecture generation (which kernels it runs: FlashAttention needs Ampere+,
+# FlashAttention-3 Hopper).
+Architecture = Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2",
+                       "cdna3", "gaudi", "davinci"]
 # The GPU's own link to host memory: a PCIe generation (x16), or NVLink-C2C to a Grace CPU.
 HostLink = Literal["pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c"]
 
@@ -103,6 +107,8 @@ class GpuSpec(_Frozen):
         default=None, gt=0, le=1,
         description="measured maximum achievable FP8 matmul TFLOPS / fp8_dense_tflops")
     mamf_source: str | None = None
+    architecture: Architecture | None = Field(
+        default=None, description="architecture generation (the kernels it runs)")
     host_link: HostLink | None = Field(
         default=None, description="the GPU's link to host memory (PCIe generation or C2C)")
     host_link_source: str | None = None

@@ -61,25 +61,18 @@ HOPPER_BWD_TFLOPS: dict[str, tuple[float, ...]] = {
 # SXM 989 TFLOPS), so that a rate becomes a share of a GPU's own peak.
 BENCHMARK_PEAK_TFLOPS = {"a100-80gb-sxm": 312.0, "h100-sxm": 989.0}
 
-# NVIDIA architectures of the catalog's GPUs (each GPU's datasheet, catalog/gpus). A GPU takes
-# the measured row of its architecture's datacenter part as a share of its own peak: Ampere
-# and Ada the A100's (FlashAttention-2 and cuDNN run the same sm80 code paths there;
-# TransformerEngine picks FlashAttention-2 below Hopper, see KERNEL_ON), Hopper the H100's.
-# Assumed, no measurement: Blackwell takes the Hopper row, AMD, Gaudi and Ascend (their own
-# fused kernels) the A100 row. Volta and Turing cannot run FlashAttention-2 or -3
-# (Dao-AILab/flash-attention README, "Requirements": Ampere, Ada or Hopper; Turing "coming
-# soon") nor TransformerEngine's fused kernels: a flash request runs unfused there, timed at
-# the eager row (PRE_AMPERE).
-ARCHITECTURE: dict[str, str] = {
-    **dict.fromkeys(("a10", "a10g", "a100-40gb-pcie", "a100-40gb-sxm", "a100-80gb-pcie",
-                     "a100-80gb-sxm", "a800-80gb", "rtx-3090", "rtx-3090-ti", "rtx-a6000",
-                     "l4", "l40s", "rtx-4090", "rtx-6000-ada"), "a100-80gb-sxm"),
-    **dict.fromkeys(("h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h20", "h800", "b200",
-                     "gb200", "rtx-5090", "rtx-pro-6000-blackwell"), "h100-sxm"),
-}
-HOPPER = frozenset(("h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h20", "h800"))
-PRE_AMPERE = frozenset(("v100-16gb", "v100-32gb", "t4"))
-HOPPER_OR_NEWER = HOPPER | {"b200", "gb200", "rtx-5090", "rtx-pro-6000-blackwell"}
+# Which benchmark row a GPU takes, by its catalog architecture (GpuSpec.architecture,
+# tools/gpus_from_csv.py): the measured row of its architecture's datacenter part as a share of
+# its own peak. Ampere and Ada the A100's (FlashAttention-2 and cuDNN run the same sm80 code
+# paths there; TransformerEngine picks FlashAttention-2 below Hopper, see kernel_on), Hopper
+# the H100's. Assumed, no measurement: Blackwell takes the Hopper row; AMD, Gaudi and Ascend
+# (their own fused kernels) and a GPU without an architecture the A100 row. Volta and Turing
+# cannot run FlashAttention-2 or -3 (Dao-AILab/flash-attention README, "Requirements": Ampere,
+# Ada or Hopper; Turing "coming soon") nor TransformerEngine's fused kernels: a flash request
+# runs unfused there, timed at the eager row (PRE_AMPERE).
+BENCHMARK_ROW = {"hopper": "h100-sxm", "blackwell": "h100-sxm"}
+PRE_AMPERE = frozenset(("volta", "turing"))
+HOPPER_OR_NEWER = frozenset(("hopper", "blackwell"))
 
 # Names frameworks and case files give their attention implementation -> kernel. Hugging Face
 # attn_implementation "sdpa" and PyTorch's scaled_dot_product_attention run the flash backend,
@@ -99,11 +92,11 @@ def kernel_on(gpu: GpuSpec, cfg: TrainConfig) -> AttentionKernel:
     cuDNN's fused attention only from Hopper on (NVIDIA/TransformerEngine@d0067d0
     transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend:
     "give FusedAttention preference on Hopper+"); below, both run FlashAttention-2."""
-    if not cfg.flash_attention or gpu.id in PRE_AMPERE:
+    if not cfg.flash_attention or gpu.architecture in PRE_AMPERE:
         return "eager"
     kernel = cfg.attention_kernel or "fa2"
-    if (kernel == "fa3" and gpu.id not in HOPPER) or (
-            kernel == "cudnn" and gpu.id not in HOPPER_OR_NEWER):
+    if (kernel == "fa3" and gpu.architecture != "hopper") or (
+            kernel == "cudnn" and gpu.architecture not in HOPPER_OR_NEWER):
         return "fa2"
     return kernel
 
@@ -135,7 +128,7 @@ def attention_fraction(gpu: GpuSpec, kernel: AttentionKernel, seq_len: int) -> f
     """Share of ``gpu``'s dense 16-bit peak that ``kernel`` reaches on forward+backward causal
     attention over sequences of ``seq_len`` (head dim 128): the measured rate of the GPU's
     architecture row over that benchmark GPU's peak."""
-    ref = ARCHITECTURE.get(gpu.id, "a100-80gb-sxm")
+    ref = BENCHMARK_ROW.get(gpu.architecture or "", "a100-80gb-sxm")
     if ref == "h100-sxm" and kernel != "eager":
         row = _hopper_row(kernel)
     else:
