@@ -161,9 +161,12 @@ def update_steps(sequences, micro_batch, dp, *, grad_accum):
     one step per global batch (micro_batch x grad_accum x dp), a shortened accumulation when
     the sequences do not fill them (rounded to nearest, at least 1). Integers or numpy arrays
     (the planner's step-time bound: steptime.RowArrays)."""
+    # integers (an estimate) take Python's min/max/round (half to even, as numpy's): numpy's
+    # scalar overhead showed in the planner's RL searches; one formula for both
+    scalar = isinstance(sequences, int) and isinstance(micro_batch, int)
+    lo, hi, rnd = (min, max, round) if scalar else (np.minimum, np.maximum, np.round)
     steps = -(-sequences // (micro_batch * grad_accum * dp))
-    return steps, np.minimum(grad_accum, np.maximum(1, np.round(sequences / steps /
-                                                                (micro_batch * dp))))
+    return steps, lo(grad_accum, hi(1, rnd(sequences / steps / (micro_batch * dp))))
 
 
 # The planner times thousands of layouts that share their parts (the same engine batch on the

@@ -133,11 +133,12 @@ def _base(cfg: TrainConfig, **update: object) -> TrainConfig:
     return cfg.model_copy(update=fields)
 
 
-def _frozen_cfg(cfg: TrainConfig, gpus: int) -> TrainConfig:
+def _frozen_cfg(cfg: TrainConfig, gpus: int, **update: object) -> TrainConfig:
     """Frozen models keep 16-bit weights (no master copy), sharded like the trainer's weights
-    (verl's FSDP reference, OpenRLHF's ZeRO-3 inference engine), never offloaded by ZeRO."""
+    (verl's FSDP reference, OpenRLHF's ZeRO-3 inference engine), never offloaded by ZeRO;
+    ``update``: more fields of the role's config."""
     return _base(cfg, method="full", lora_rank=None, pure_bf16=True, offload="none",
-                 num_gpus=gpus, grad_accum=1, fp32_trained_weights=False)
+                 num_gpus=gpus, grad_accum=1, fp32_trained_weights=False, **update)
 
 
 def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None,
@@ -155,8 +156,8 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
         mb = cfg.micro_batch_size * 2
         out = [Role("policy", model, _base(cfg, micro_batch_size=mb), True)]
         if cfg.reference and not cfg.precompute_ref:
-            out.append(Role("reference", model, _frozen_cfg(cfg, n).model_copy(
-                update={"micro_batch_size": mb}), False, shares_base=peft))
+            out.append(Role("reference", model, _frozen_cfg(cfg, n, micro_batch_size=mb), False,
+                            shares_base=peft))
         return tuple(out)
     split = cfg.placement == "split"
     if split:
@@ -165,7 +166,7 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
     lp = cfg.logprob_batch
 
     def fwd(name: str) -> TrainConfig:
-        return _frozen_cfg(cfg, gpus(name)).model_copy(update={"micro_batch_size": lp})
+        return _frozen_cfg(cfg, gpus(name), micro_batch_size=lp)
 
     out = [Role("actor", model, _base(cfg, num_gpus=n), True)]
     if cfg.workload == "ppo":

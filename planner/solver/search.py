@@ -159,19 +159,20 @@ class _Goal:
         usd = plan_usd(self.space, oi, row.num_gpus, hours=job_hours_at(t_us, self.steps))
         return 1000 * usd if self.space.request.pricing == "rent" else usd
 
-    def time_ok(self, oi: int, row: Row, t_us: float) -> bool:
-        """Whether a pair at step time ``t_us`` meets the deadline, the minimum throughput and
-        a rental budget."""
+    def time_ok(self, oi: int, num_gpus, t_us):
+        """Whether pairs at step time ``t_us`` meet the deadline, the minimum throughput and
+        a rental budget: a bool for one pair, elementwise on numpy arrays of GPU counts and
+        step times (scored drops the pairs whose bound already breaks a limit at once)."""
         req = self.space.request
-        if self.deadline is not None and job_hours_at(t_us, self.steps) > self.deadline:
-            return False
-        tokens_step = req.sequences_per_step * req.seq_len
-        if self.min_rate is not None and tokens_step / (t_us / 1e6) < self.min_rate:
-            return False
-        if req.pricing != "rent" or self.budget is None:
-            return True
-        usd = self.space.offers[oi].rental_usd(row.num_gpus, job_hours_at(t_us, self.steps))
-        return not 1000 * usd > self.budget * 1000
+        ok = True
+        if self.deadline is not None:
+            ok = ok & (job_hours_at(t_us, self.steps) <= self.deadline)
+        if self.min_rate is not None:
+            ok = ok & (req.sequences_per_step * req.seq_len / (t_us / 1e6) >= self.min_rate)
+        if req.pricing == "rent" and self.budget is not None:
+            usd = self.space.offers[oi].rental_usd(num_gpus, job_hours_at(t_us, self.steps))
+            ok = ok & (1000 * usd <= self.budget * 1000)
+        return ok
 
     def scored(self, oi: int, arr: RowArrays, keep):
         """(values, step-time bounds, row indices) of the offer's feasible pairs. The bound is
@@ -179,6 +180,9 @@ class _Goal:
         space = self.space
         idx = np.nonzero(fits_mask(space, oi, arr, budget=self.buy_budget) & keep)[0]
         b = arr.bounds(oi)[idx] - ROUNDING
+        within = self.time_ok(oi, arr.num_gpus[idx], b)  # the bound already breaks a limit
+        if within is not True:
+            idx, b = idx[within], b[within]
         if self.objective == "time":
             v = b
         elif space.request.pricing == "rent":
@@ -264,10 +268,8 @@ def _best_first(goal: _Goal, allowed: list[int], low: np.ndarray, *, opener,
         if j + 1 < len(v):
             heapq.heappush(heap, (float(v[j + 1]), k, j + 1))
         oi, r = allowed[k], by_need[int(idx[j])]
-        if not goal.time_ok(oi, r, b[j]):  # the bound already breaks a time limit
-            continue
         t = goal.space.timing.step_us(oi, r)
-        if not goal.time_ok(oi, r, t):
+        if not goal.time_ok(oi, r.num_gpus, t):
             continue
         val = round(goal.value(oi, r, t))
         found.append((val, oi, r, t))
