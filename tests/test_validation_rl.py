@@ -129,6 +129,23 @@ def test_rl_rollout_efficiency_is_the_median_of_its_cases(catalog, time_cases):
     assert statistics.median(implied) == pytest.approx(RL_ROLLOUT_DECODE_EFFICIENCY, abs=0.002)
 
 
+def test_implied_rollout_efficiency_of_a_throughput_reading(catalog, time_cases):
+    """A tokens/s reading of an iteration implies the engine share at which it is predicted
+    exactly, as its step time does (a rate rises with the engine's speed, a time falls)."""
+    case = time_cases["verl_amd_grpo_deepseek7b_8xMI300"]
+    rate = {**case, "metric": "tokens_per_sec_per_gpu",
+            "value": case["extra"]["tokens_per_sec_per_gpu"]}
+    for c in (case, rate):
+        eff = implied_rl_decode_efficiency(c, catalog)
+        assert 0.02 < eff < 4.0
+        predicted = predict_throughput_case(c, catalog)
+        assert predicted.rel_err is not None
+    # the same run read both ways implies about the same share (its tok/s is its own
+    # tokens / step time; the logged and modelled tokens differ slightly)
+    assert implied_rl_decode_efficiency(rate, catalog) == pytest.approx(
+        implied_rl_decode_efficiency(case, catalog), rel=0.25)
+
+
 # --- memory --------------------------------------------------------------------------------
 def test_rl_memory_peaks(memory):
     _cases_by_id, results = memory

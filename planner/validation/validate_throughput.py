@@ -280,11 +280,14 @@ def implied_rl_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> floa
     (bisection in log space; 4.0 when even that is too slow). The calibrated
     efficiency.RL_ROLLOUT_DECODE_EFFICIENCY is the median over RL_ROLLOUT_CASES."""
     target = float(case["value"])
+    # a time falls as the engine gets faster; a throughput (tokens/s) rises
+    rate = case["metric"] == "tokens_per_sec_per_gpu"
     lo, hi = 0.02, 4.0
     for _ in range(40):
         mid = (lo * hi) ** 0.5
         value = _rl_metric(case, rl_estimate(case, catalog, decode_efficiency=mid))
-        lo, hi = (mid, hi) if value > target else (lo, mid)
+        too_slow = value < target if rate else value > target
+        lo, hi = (mid, hi) if too_slow else (lo, mid)
     return (lo * hi) ** 0.5
 
 
