@@ -2,7 +2,8 @@
 
 A training step on one GPU takes
 
-    compute (matmul FLOPs / (peak x vendor matmul fraction x stack utilisation)
+    compute (matmul FLOPs / (peak x vendor matmul fraction x stack utilisation), the routed
+             experts' share at their GEMM size's measured fraction of it (gemm.py)
              + attention FLOPs / (peak x the fused kernel's measured fraction, attention.py))
   + pipeline bubble            compute x (p-1)/(v*m)               (Narayanan et al. 2021)
   + exposed communication      sum over tp/cp/dp/pp of max(0, raw - overlap x compute)
