@@ -114,7 +114,9 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 #       traffic was timed apart): in-sample by construction.
 #   prime-rl: 5 prime-rl CI SFT benchmarks (FSDP2, torch.compile, Hugging Face model code;
 #       implied 0.31-0.49, the Qwen3-30B-A3B MoE row lowest). FSDP2 like torchtune, but its rows
-#       imply half of torchtune's: each framework keeps its own factor; fsdp pools both.
+#       imply half of torchtune's: each framework keeps its own factor; fsdp pools both. Since
+#       the routed experts' small GEMMs are timed at their measured rate (gemm.py, 2026-11-25)
+#       the rows imply 0.40-0.70 and the MoE row 0.59 (0.37 before): it no longer sits apart.
 # Stated, not fitted (STATED_UTILISATION): megatron bf16. No usable bf16 Megatron case; from the
 # published Megatron-LM A100 MFUs (megatron_readme_mfu_22b/175b/530b/1t_A100: 0.415, 0.514,
 # 0.56, 0.563; not usable, no public checkpoint) as MFU / MAMF(A100 SXM 0.87) / (1 - ~5 %

@@ -49,7 +49,7 @@ from planner.models.throughput import (
     elementwise_seconds,
     estimate_throughput,
     exposed,
-    forward_flops_per_token,
+    forward_time_flops_per_token,
     matmul_fraction_rate,
 )
 from planner.models.workloads import (
@@ -120,7 +120,7 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
     weights, network.dp_bytes_per_step without the backward half and the gradients), hidden
     behind compute up to the stack's data-parallel overlap. Unfused elementwise ops add their
     forward traffic (throughput.elementwise_seconds)."""
-    compute = tokens / gpus * forward_flops_per_token(model, cfg.seq_len) / \
+    compute = tokens / gpus * forward_time_flops_per_token(model, cfg, batch) / \
         matmul_fraction_rate(gpu, cfg, stack) + elementwise_seconds(
             model, gpu, cfg, stack=stack, tokens=tokens / gpus, backward=False)
     if links is None or gpus == 1 or not cfg.shards_weights:

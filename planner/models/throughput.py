@@ -2,7 +2,8 @@
 
 A training step on one GPU takes
 
-    compute (matmul FLOPs / (peak x vendor matmul fraction x stack utilisation)
+    compute (matmul FLOPs / (peak x vendor matmul fraction x stack utilisation), the routed
+             experts' share at their GEMM size's measured fraction of it (gemm.py)
              + attention FLOPs / (peak x the fused kernel's measured fraction, attention.py))
   + pipeline bubble            compute x (p-1)/(v*m)               (Narayanan et al. 2021)
   + exposed communication      sum over tp/cp/dp/pp of max(0, raw - overlap x compute)
@@ -43,6 +44,7 @@ from planner.models.flops import (
     peak_tflops,
     training_flops,
 )
+from planner.models.gemm import linear_time_scale
 from planner.models.network import (
     DEFAULT_CPU_CORES_PER_GPU,
     DEFAULT_INTER_NODE_GBPS_PER_GPU,
@@ -219,16 +221,18 @@ class ThroughputEstimate:
 
 
 def compute_seconds(
-    flops: FlopsPerToken, gpu: GpuSpec, cfg: TrainConfig, *, util: float, tokens_per_gpu: float
+    flops: FlopsPerToken, gpu: GpuSpec, cfg: TrainConfig, *, util: float, tokens_per_gpu: float,
+    linear_scale: float = 1.0,
 ) -> tuple[float, float]:
     """(seconds, efficiency): matmul-precision work at peak(precision) x MAMF fraction x stack
-    utilisation ``util``; adapters (16 bit) at the 16-bit peak likewise; the attention core at
-    its fused kernel's measured rate (attention.attention_rate) x ATTENTION_UTILISATION_SHARE
-    of ``util`` (efficiency.attention_utilisation)."""
+    utilisation ``util``, its time x ``linear_scale`` (gemm.linear_time_scale: routed experts'
+    small GEMMs); adapters (16 bit) at the 16-bit peak likewise; the attention core at its
+    fused kernel's measured rate (attention.attention_rate) x ATTENTION_UTILISATION_SHARE of
+    ``util`` (efficiency.attention_utilisation)."""
     prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     sixteen = "fp32" if prec == "fp32" else "bf16"
     t = tokens_per_gpu * (
-        flops.linear / matmul_rate(gpu, prec, util)
+        flops.linear * linear_scale / matmul_rate(gpu, prec, util)
         + flops.adapter / matmul_rate(gpu, sixteen, util)
         + flops.attention / (attention_rate(gpu, cfg) * eff.attention_utilisation(util))
     )
@@ -256,6 +260,15 @@ def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal_skip: bool
     log-probs, DPO's reference, prefill."""
     return 2 * matmul_params(model) + model.num_layers * attention_fwd_flops_per_layer(
         model, seq_len, causal_skip=causal_skip)
+
+
+def forward_time_flops_per_token(model: ModelSpec, cfg: TrainConfig,
+                                 micro_batch: int | None = None) -> float:
+    """forward_flops_per_token at ``cfg.seq_len`` with the matmul part weighted by
+    gemm.linear_time_scale (micro-batches of ``micro_batch`` sequences, else the config's):
+    the FLOPs that take a forward pass's time at the matmul rate."""
+    return forward_flops_per_token(model, cfg.seq_len) + 2 * matmul_params(model) * (
+        linear_time_scale(model, cfg, micro_batch) - 1.0)
 
 
 def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -372,7 +385,8 @@ def estimate_throughput(
     tokens_step = cfg.global_batch_size * cfg.sequences_per_example * cfg.seq_len
     per_gpu_tokens = tokens_step / cfg.num_gpus
     util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation
-    compute, e_lin = compute_seconds(flops, gpu, cfg, util=util, tokens_per_gpu=per_gpu_tokens)
+    compute, e_lin = compute_seconds(flops, gpu, cfg, util=util, tokens_per_gpu=per_gpu_tokens,
+                                     linear_scale=linear_time_scale(model, cfg))
     bubble = compute * pipeline_bubble_fraction(cfg.pp, cfg.grad_accum, virtual_stages)
     comm, raw = _comm_seconds(model, gpu, cfg, links=links, stack=stack, compute=compute,
                               virtual_stages=virtual_stages)

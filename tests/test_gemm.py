@@ -1,0 +1,79 @@
+"""Routed experts' GEMMs at their size's measured share of the MAMF rate (models/gemm.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner.catalog.load import load_catalog
+from planner.catalog.request import TrainConfig
+from planner.models import gemm
+from planner.models.flops import matmul_params
+
+
+@pytest.fixture(scope="module")
+def real():
+    return load_catalog()
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = {"checkpointing": "full", "seq_len": 16384, "micro_batch_size": 1}
+    return TrainConfig(**{**base, **kw})
+
+
+def test_fraction_is_the_benchmarks_share_of_the_h100_mamf():
+    # VeOmni PR 460: 180.67 and 242.12 TFLOP/s of the H100's 794.5 MAMF
+    assert gemm.gemm_fraction(1.34e9) == pytest.approx(180.67 / 794.5, abs=1e-3)
+    assert gemm.gemm_fraction(6.44e9) == pytest.approx(242.12 / 794.5, abs=1e-3)
+    # torchao PR 2490: 2 x 8192 x 5120 x 8192 FLOPs in 1.31 and 1.26 ms, mean share of 794.5
+    mean = (2 * 8192 * 5120 * 8192 / 1.31e-3 + 2 * 8192 * 5120 * 8192 / 1.26e-3) / 2
+    assert gemm.gemm_fraction(4.29e10) == pytest.approx(mean / 794.5e12, abs=2e-3)
+    # halfway in log between the two VeOmni rows: (0.227 + 0.305) / 2
+    assert gemm.gemm_fraction(math.sqrt(1.34e9 * 6.44e9)) == pytest.approx(0.266)
+    # the ends hold beyond the anchors; larger GEMMs never run slower
+    assert gemm.gemm_fraction(1e6) == 0.227 and gemm.gemm_fraction(1e13) == 1.0
+    sizes = [10 ** (8 + i / 4) for i in range(20)]
+    fractions = [gemm.gemm_fraction(s) for s in sizes]
+    assert fractions == sorted(fractions)
+
+
+def test_qwen3_30b_a3b_expert_gemm_and_share(real):
+    m = real.model("qwen3-30b-a3b").spec
+    # 16384 tokens x 8 / 128 experts = 1024 rows of a 2048 x 768 gate: 2 x 1024 x 2048 x 768
+    assert gemm.expert_gemm_flops(m, _cfg()) == pytest.approx(2 * 1024 * 2048 * 768)
+    # two sequences per micro-batch: twice the rows
+    assert gemm.expert_gemm_flops(m, _cfg(), micro_batch=2) == pytest.approx(
+        2 * 2048 * 2048 * 768)
+    # routed: 48 layers x 8 x 3 x 2048 x 768 = 1.812e9 of N = 3.042e9
+    # (per layer attention 18.874M + router 0.262M + experts 37.749M; head 151936 x 2048)
+    routed = 48 * 8 * 3 * 2048 * 768
+    assert gemm.expert_matmul_share(m) == pytest.approx(routed / matmul_params(m))
+    assert matmul_params(m) == pytest.approx(48 * (18_874_368 + 262_144 + 37_748_736)
+                                             + 151936 * 2048)
+    # scale 1 + s (1 / f - 1), f between the VeOmni rows (3.2 GFLOP per expert GEMM)
+    f = gemm.gemm_fraction(2 * 1024 * 2048 * 768)
+    assert 0.227 < f < 0.305
+    s = routed / matmul_params(m)
+    assert gemm.linear_time_scale(m, _cfg()) == pytest.approx(1 + s * (1 / f - 1))
+
+
+def test_dense_and_large_experts_keep_the_mamf_rate(real):
+    assert gemm.linear_time_scale(real.model("qwen3-4b").spec, _cfg()) == 1.0
+    # Mixtral 8x7B, 2 x 4096 tokens: 2048 rows of 4096 x 14336 = 2.4e11 FLOPs, on the plateau
+    mixtral = real.model("mixtral-8x7b").spec
+    cfg = _cfg(seq_len=4096, micro_batch_size=2)
+    assert gemm.expert_gemm_flops(mixtral, cfg) == pytest.approx(2 * 2048 * 4096 * 14336)
+    assert gemm.linear_time_scale(mixtral, cfg) == 1.0
+
+
+def test_smaller_micro_batches_make_moe_steps_slower_per_token(real):
+    from planner.models.throughput import estimate_throughput
+
+    m, gpu = real.model("qwen3-30b-a3b").spec, real.gpu("h200-sxm")
+    one = estimate_throughput(m, gpu, _cfg(seq_len=2048, grad_accum=8), stack="fsdp")
+    eight = estimate_throughput(m, gpu, _cfg(seq_len=2048, micro_batch_size=8), stack="fsdp")
+    # same tokens per step; 256 rows per expert GEMM (0.227 of MAMF) against 2048 (0.305): the
+    # routed experts' time grows 0.305 / 0.227 = 1.34x, diluted by attention and dense layers
+    assert one.tokens_per_step == eight.tokens_per_step
+    assert one.terms["compute"] > 1.1 * eight.terms["compute"]
