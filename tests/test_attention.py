@@ -67,6 +67,19 @@ def test_a_case_names_the_kernel_it_ran(cat):
     assert case_config({**case, "extra": {}}, cat)[0].attention_kernel == "fa2"
 
 
+def test_a_case_states_eager_attention_and_pure_bf16_over_its_profile(cat):
+    """LitGPT runs Gemma 2 (attention softcapping) unfused and its config_hub YAMLs set
+    bf16-true: the case's extra.attention eager and extra.pure_bf16 win over the profile's
+    SDPA and bf16-mixed defaults (litgpt.yaml)."""
+    from planner.validation.case_inputs import case_config
+    case = {"framework": "litgpt", "model": "google/gemma-2-2b", "workload": "sft",
+            "method": "full", "precision": "bf16", "gpu": "a10g", "num_gpus": 1, "seq_len": 512}
+    plain = case_config(case, cat)[0]
+    assert plain.flash_attention and not plain.pure_bf16
+    stated = case_config({**case, "extra": {"attention": "eager", "pure_bf16": True}}, cat)[0]
+    assert not stated.flash_attention and stated.pure_bf16
+
+
 def test_gpus_older_than_ampere_run_attention_unfused(cat):
     """FlashAttention-2/3 and TransformerEngine's fused kernels need Ampere or newer: a flash
     request on a V100 or T4 is timed at the eager row; on an A100 it runs FlashAttention-2."""

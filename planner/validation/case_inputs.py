@@ -92,9 +92,11 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     """The TrainConfig fields a case takes from its framework's profile, with the case's own
     statements winning: extra.chunked_ce (false: the whole logits, no fused head),
     extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size and the weight dtypes
-    (extra.master_weights_dtype / frozen_base_weights_dtype) and the attention implementation
-    it ran (extra.attention: attention.KERNEL_NAMES) and the rollout engine's enforce_eager
-    (extra.rollout_enforce_eager)."""
+    (extra.master_weights_dtype / frozen_base_weights_dtype), pure 16-bit training
+    (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
+    --precision bf16-true), the attention implementation it ran (extra.attention:
+    attention.KERNEL_NAMES, or eager: the probabilities materialised) and the rollout engine's
+    enforce_eager (extra.rollout_enforce_eager)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
@@ -108,6 +110,10 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["fp32_trained_weights"] = _fp32_weights(case)
     if KERNEL_NAMES.get(str(extra.get("attention"))):
         sem["attention_kernel"] = KERNEL_NAMES[str(extra["attention"])]
+    if str(extra.get("attention")) == "eager":
+        sem["flash_attention"] = False
+    if extra.get("pure_bf16") is not None:
+        sem["pure_bf16"] = bool(extra["pure_bf16"])
     # the rollout engine's enforce_eager as the case ran it (the framework's default at the
     # release it ran, its additions say), else as the profile says
     eager = extra.get("rollout_enforce_eager")

@@ -73,6 +73,8 @@ class _Extra(_Fields):
     fused_lm_head_chunk_size: Count | None = None
     master_weights_dtype: Text | None = None
     frozen_base_weights_dtype: Text | None = None
+    pure_bf16: bool | None = None  # bf16 weights and optimizer states, no fp32 master copy
+    attention: Text | None = None  # the kernel it ran (attention.KERNEL_NAMES) or eager
     trainer_only: bool | None = None
     critic_model: Text | None = None
     avg_prompt_len: Amount | None = None
