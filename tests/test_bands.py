@@ -219,5 +219,30 @@ def test_the_bands_file_is_what_the_script_computes(found):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["memory", "throughput"])
 def test_the_p90_band_covers_85_percent_of_cases_of_unseen_sources(found, kind):
-    results = _script().coverage(found[kind], score=SCORES[kind])
+    # the cases of the sources the bands are built on (bands.py MEMORY_BANDS_HELD_OUT aside)
+    script = _script()
+    rows = script.banded(kind, found[kind])
+    results = script.coverage(rows, score=SCORES[kind])
     assert sum(inside for _row, _group, inside, _below in results) >= 0.85 * len(results)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="LitGPT's memory peaks (held out of the bands: an unexplained QLoRA "
+                          "gap) lie inside the other sources' p90 band for 13 of 34 cases: "
+                          "with them memory coverage is 59 of 85 (69 %)")
+def test_memory_bands_cover_85_percent_with_the_held_out_sources_too(found):
+    script = _script()
+    results = script.coverage(found["memory"], score=SCORES["memory"],
+                              pool=script.banded("memory", found["memory"]))
+    assert sum(inside for _row, _group, inside, _below in results) >= 0.85 * len(results)
+
+
+def test_every_memory_source_held_out_of_the_bands_has_cases():
+    # an entry of MEMORY_BANDS_HELD_OUT names a source of the validation files (not a stale one)
+    from fit import DEFAULT_DIR, load
+    from loso import source_key
+
+    cases = load(DEFAULT_DIR)
+    sources = {source_key(str(c.get("source"))) for c in cases.memory.values()}
+    assert set(_script().MEMORY_BANDS_HELD_OUT) <= sources
