@@ -39,7 +39,6 @@ from planner.models.bands import (  # noqa: E402
     select,
 )
 
-
 # Sources whose memory ratios stay out of bands.yaml (their coverage is still reported against
 # the bands of the other sources), each with its reason. LitGPT (validation/
 # project_cases_litgpt.yaml, 34 usable peaks, added 2026-11-25) would be 29 of the 48 ratios of
