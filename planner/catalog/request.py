@@ -259,6 +259,11 @@ class TrainConfig(_Request):
         default=False, description="LoRA layers as fused autograd functions saving only their "
         "inputs (and a gated MLP's gate and up outputs), gradients written in place (Unsloth)"
     )
+    quant_keeps_inputs: bool = Field(
+        default=False, description="QLoRA: every 4-bit base matmul keeps its 16-bit input for "
+        "backward (bitsandbytes before 0.43.2: MatMul4Bit saved ctx.tensors = (A, B); "
+        "bitsandbytes-foundation/bitsandbytes 9e753741, #1270, keeps only the packed weight)"
+    )
     loss_token_chunk_gib: float | None = Field(
         default=None, gt=0, description="head and loss fused over token chunks of at most this "
         "many GiB of fp32 logits, the gradient taken in the forward pass (Unsloth's fused "

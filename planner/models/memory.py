@@ -61,12 +61,18 @@ def tokens_per_gpu(cfg: TrainConfig) -> int:
 NORM_READERS = {"attention": ("q", "k", "v", "q_a", "kv_a"), "mlp": ("gate", "up")}
 
 
+def _inputs_kept(cfg: TrainConfig, trained: frozenset[str] | None) -> frozenset[str] | None:
+    """Matrices whose inputs are saved: those that train (None: all), or all when the 4-bit base
+    keeps them (cfg.quant_keeps_inputs: bitsandbytes < 0.43.2, MatMul4Bit ctx.tensors = (A, B))."""
+    return None if cfg.method == "qlora" and cfg.quant_keeps_inputs else trained
+
+
 def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str] | None) -> float:
     """Bytes per token the layer's two norms keep (layer_activation_bytes_per_token): their
     inputs, the normalised inputs when the norm weights train (``trained`` None: everything
-    trains) and their outputs when a matrix reading them trains."""
+    trains) and their outputs when a matrix reading them keeps its input (_inputs_kept)."""
     h, b = model.hidden_size, 2
-    reads = {part: trained is None or any(n in trained for n in names)
+    reads = {part: (kept := _inputs_kept(cfg, trained)) is None or any(n in kept for n in names)
              for part, names in NORM_READERS.items()}
     outputs = h * b * (reads["attention"] + reads["mlp"])
     if cfg.compiled:
@@ -79,7 +85,7 @@ def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str
 def _mlp_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str] | None) -> float:
     """Bytes per token the layer's MLP keeps (layer_activation_bytes_per_token), with an MoE
     layer's router logits and routed copies."""
-    down = trained is None or "down" in trained
+    down = (kept := _inputs_kept(cfg, trained)) is None or "down" in kept
     # gated: gate out, up out (+ act(gate) unless compiled); plain: the activation's input
     kept = (2 if cfg.compiled else 3) if model.activation in ("swiglu", "geglu") else 1
     per_f = kept + down  # + the down projection's input when it trains
@@ -149,9 +155,8 @@ def _fused_lora(model: ModelSpec, cfg: TrainConfig) -> bool:
     with adapters on all seven matrices, the case in which Unsloth swaps its autograd functions
     in (unslothai/unsloth@015bdef unsloth/models/llama.py FastLlamaModel.patch_peft_model: MLP,
     QKV and O paths when every matrix of the group has a LoRA, without dropout or bias)."""
-    if not (cfg.fused_lora_kernels and cfg.is_peft) or model.moe is not None:
-        return False
-    if model.activation not in ("swiglu", "geglu") or model.norm != "rmsnorm":
+    if not (cfg.fused_lora_kernels and cfg.is_peft) or model.moe is not None \
+            or model.activation not in ("swiglu", "geglu") or model.norm != "rmsnorm":
         return False
     return FUSED_LORA_MATRICES.issubset(_trained_matrices(model, cfg) or ())
 

@@ -88,6 +88,21 @@ def case_profile(case: dict[str, Any], catalog: Catalog) -> Profile:
         raise PlannerError(f"framework {slug!r} has no profile (catalog/frameworks)") from None
 
 
+# The first bitsandbytes release whose MatMul4Bit keeps only the packed weight for backward
+# (memory._inputs_kept): 0.43.2 holds 9e753741 (#1270); 0.41.0 and 0.42.0 keep the input too.
+BNB_KEEPS_ONLY_WEIGHT = (0, 43, 2)
+
+
+def _version(text: object) -> tuple[int, ...]:
+    """A release string as a comparable tuple of its leading numbers ("0.42.0" -> (0, 42, 0));
+    PlannerError on one without them."""
+    parts = re.findall(r"\d+", str(text).split("+")[0])[:3]
+    if not parts:
+        raise PlannerError(f"extra.bitsandbytes_version {str(text)[:40]!r}: not a release "
+                           "number such as 0.42.0")
+    return tuple(int(p) for p in parts)
+
+
 def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict[str, Any]:
     """The TrainConfig fields a case takes from its framework's profile, with the case's own
     statements winning: extra.chunked_ce (false: the whole logits, no fused head),
@@ -114,6 +129,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["flash_attention"] = False
     if extra.get("pure_bf16") is not None:
         sem["pure_bf16"] = bool(extra["pure_bf16"])
+    if extra.get("bitsandbytes_version") is not None:
+        sem["quant_keeps_inputs"] = _version(extra["bitsandbytes_version"]) < BNB_KEEPS_ONLY_WEIGHT
     # the rollout engine's enforce_eager as the case ran it (the framework's default at the
     # release it ran, its additions say), else as the profile says
     eager = extra.get("rollout_enforce_eager")
