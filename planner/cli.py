@@ -103,6 +103,8 @@ def cli() -> None:
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding.")
 @click.option("--tp", type=INT, default=1, show_default=True)
 @click.option("--pp", type=INT, default=1, show_default=True)
+@click.option("--ep", type=INT, default=1, show_default=True,
+              help="Expert parallel: routed experts split over this many GPUs (MoE only).")
 @click.option("--offload", type=_choice(OFFLOADS), default="none", show_default=True)
 @click.option("--checkpointing", type=_choice(CHECKPOINTINGS), default="full", show_default=True)
 @click.option("--micro-batch", type=INT, default=1, show_default=True)
