@@ -79,3 +79,71 @@ def _case(**fields):
 def test_cases_read_ep_or_extra_ep(fields, ep):
     cfg, _ = case_config(_case(**fields), CATALOG)
     assert cfg.ep == ep
+
+
+# --- memory ----------------------------------------------------------------------------------
+from planner.catalog.params import count_params  # noqa: E402
+from planner.models import calibration as cal  # noqa: E402
+from planner.models import states  # noqa: E402
+
+QWEN3_235B = CATALOG.model("qwen3-235b-a22b").spec
+
+
+def test_routed_params_of_qwen3_235b():
+    # 94 layers x 128 experts x 3 x 4096 x 1536 (gate, up, down; no bias) = 227.1e9
+    assert states.routed_params(QWEN3_235B) == 94 * 128 * 3 * 4096 * 1536
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_ep_divides_the_experts_held_unsharded(zero):
+    one = TrainConfig(num_gpus=64, zero_stage=zero)
+    eight = TrainConfig(num_gpus=64, zero_stage=zero, ep=8)
+    routed = states.routed_params(QWEN3_235B)
+    # 7/8 of the routed experts leave the GPU: weights 2 B each
+    drop = routed * 7 / 8 * 2
+    assert states.weight_bytes(QWEN3_235B, one, "bf16") - \
+        states.weight_bytes(QWEN3_235B, eight, "bf16") == pytest.approx(drop)
+    assert states.params_on_gpu(QWEN3_235B, eight) == pytest.approx(
+        count_params(QWEN3_235B).total - routed * 7 / 8)
+    if zero < 2:  # unsharded gradients: 2 B each
+        assert states.gradient_bytes(QWEN3_235B, one, "bf16") - \
+            states.gradient_bytes(QWEN3_235B, eight, "bf16") == pytest.approx(drop)
+
+
+def test_ep_shards_the_experts_over_the_expert_data_parallel_group():
+    # ZeRO-1 over dp 64: the experts' fp32 master and Adam states of one EP rank (1/8 of them)
+    # are sharded over the 8 ranks holding the same experts: routed / 8 / 8 = routed / 64,
+    # the same share as without EP; non-expert states over all 64 as before
+    z1, z1e = TrainConfig(num_gpus=64, zero_stage=1), TrainConfig(num_gpus=64, zero_stage=1, ep=8)
+    assert states.master_weight_bytes(QWEN3_235B, z1e, "bf16") == pytest.approx(
+        states.master_weight_bytes(QWEN3_235B, z1, "bf16"))
+    assert states.optimizer_state_bytes(QWEN3_235B, z1e) == pytest.approx(
+        states.optimizer_state_bytes(QWEN3_235B, z1))
+    # ZeRO-3: weights too; the gathered layer holds only the rank's experts
+    z3, z3e = TrainConfig(num_gpus=64, zero_stage=3), TrainConfig(num_gpus=64, zero_stage=3, ep=8)
+    assert states.weight_bytes(QWEN3_235B, z3e, "bf16") == pytest.approx(
+        states.weight_bytes(QWEN3_235B, z3, "bf16"))
+    per_layer = 128 * 3 * 4096 * 1536
+    # FSDP: GATHERED_UNITS layers + one layer's gradient, 2 B each, hold 7/8 of the experts
+    # fewer; the root unit (embedding, head) as before
+    fs, fse = TrainConfig(num_gpus=64, fsdp=True), TrainConfig(num_gpus=64, fsdp=True, ep=8)
+    units = cal.GATHERED_UNITS + 1
+    assert states.gathered_bytes(QWEN3_235B, fs, "bf16") - states.gathered_bytes(
+        QWEN3_235B, fse, "bf16") == pytest.approx(per_layer * 7 / 8 * 2 * units)
+
+
+def test_ep_spreads_lora_adapters_on_experts():
+    lora = TrainConfig(num_gpus=8, method="lora", lora_rank=8)
+    routed = states.trainable_routed(QWEN3_30B, lora)
+    # 48 layers x 128 experts x (gate, up: 8 x (2048 + 768); down: 8 x (768 + 2048))
+    assert routed == 48 * 128 * 3 * 8 * (2048 + 768)
+    eight = lora.model_copy(update={"ep": 8})
+    assert states.trainable_on_gpu(QWEN3_30B, lora) - states.trainable_on_gpu(
+        QWEN3_30B, eight) == pytest.approx(routed * 7 / 8)
+
+
+def test_dense_and_ep_one_unchanged():
+    cfg = TrainConfig(num_gpus=8, zero_stage=3)
+    assert states.trainable_routed(DENSE_7B, cfg) == 0.0
+    assert states.trainable_shard(QWEN3_30B, cfg, 8) == states.trainable_on_gpu(QWEN3_30B,
+                                                                                 cfg) / 8

@@ -62,7 +62,7 @@ from planner.models.network import (
     stored_bytes_per_param,
     tp_bytes_per_step,
 )
-from planner.models.states import state_shards, trainable_on_gpu
+from planner.models.states import state_shards, trainable_shard
 from planner.models.traffic import adapter_seconds, elementwise_seconds
 
 MFU_DEFINITION = (
@@ -83,7 +83,7 @@ def offload_pcie_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     host-to-device for every forward and backward of every micro-batch."""
     if cfg.offload == "none":
         return 0.0
-    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    shard = trainable_shard(model, cfg, _shards(cfg))
     traffic = shard * (_grad_bytes(cfg) + 2)
     if cfg.offload == "optimizer+params":
         weights = params_per_gpu(model, cfg) / (cfg.dp if cfg.shards_weights else 1)
@@ -97,7 +97,7 @@ def cpu_optimizer_seconds(model: ModelSpec, cfg: TrainConfig, links: Links) -> f
     CPU-Adam is 5-7x faster than PyTorch's CPU Adam, DeepSpeed ZeRO-Offload tutorial)."""
     if cfg.offload == "none":
         return 0.0
-    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    shard = trainable_shard(model, cfg, _shards(cfg))
     return shard * eff.CPU_ADAM_BYTES_PER_PARAM / (links.host_memory_gbps * 1e9)
 
 
@@ -140,7 +140,7 @@ def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> 
         key = "sgd"
     elif key == "adamw" and cfg.pure_bf16:
         key = "adamw-pure-bf16"
-    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    shard = trainable_shard(model, cfg, _shards(cfg))
     traffic = shard * eff.OPTIMIZER_STEP_BYTES[key]
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
