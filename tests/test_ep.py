@@ -147,3 +147,61 @@ def test_dense_and_ep_one_unchanged():
     assert states.trainable_routed(DENSE_7B, cfg) == 0.0
     assert states.trainable_shard(QWEN3_30B, cfg, 8) == states.trainable_on_gpu(QWEN3_30B,
                                                                                  cfg) / 8
+
+
+# --- time ------------------------------------------------------------------------------------
+from planner.models import gemm, network  # noqa: E402
+from planner.models.throughput import estimate_throughput  # noqa: E402
+
+H100 = CATALOG.gpu("h100-sxm")
+
+
+def test_rows_per_expert_grow_with_ep():
+    one = TrainConfig(num_gpus=8, seq_len=4096)
+    # 4096 tokens x 8 / 128 experts = 256 rows; x ep 8 = 2048: 2 x 2048 x 2048 x 768
+    assert gemm.expert_gemm_flops(QWEN3_30B, one) == 2 * 256 * 2048 * 768
+    eight = one.model_copy(update={"ep": 8})
+    assert gemm.expert_gemm_flops(QWEN3_30B, eight) == 8 * gemm.expert_gemm_flops(QWEN3_30B,
+                                                                                   one)
+    assert gemm.linear_time_scale(QWEN3_30B, eight) < gemm.linear_time_scale(QWEN3_30B, one)
+
+
+def test_all_to_all_bytes():
+    cfg = TrainConfig(num_gpus=8, ep=8, seq_len=4096, micro_batch_size=2, grad_accum=3,
+                      checkpointing="none")
+    # per MoE layer: forward dispatch + combine, backward the same: 4 all-to-alls of
+    # 2 x 4096 tokens x top_k 8 x h 2048 x 2 B, 7/8 of it leaving the GPU; 48 layers, GA 3
+    message = 2 * 4096 * 8 * 2048 * 2
+    assert network.ep_bytes_per_step(QWEN3_30B, cfg) == pytest.approx(
+        3 * 48 * 4 * 7 / 8 * message)
+    full = cfg.model_copy(update={"checkpointing": "full"})  # the recomputed forward: 2 more
+    assert network.ep_bytes_per_step(QWEN3_30B, full) == pytest.approx(
+        3 * 48 * 6 * 7 / 8 * message)
+    assert network.ep_bytes_per_step(QWEN3_30B, cfg.model_copy(update={"ep": 1})) == 0.0
+
+
+def test_all_to_all_link_inside_and_across_nodes():
+    links = network.resolve_links(H100)  # 8 per node
+    inside = TrainConfig(num_gpus=64, ep=8)
+    assert network.ep_link_gbps(inside, links) == links.intra_node_gbps
+    # ep 16 across two nodes: 8 of the 15 peers are off-node, so 8/15 of the bytes take the
+    # network, 7/15 NVLink; the network sets the time
+    across = TrainConfig(num_gpus=64, ep=16)
+    expected = 1 / max((8 / 15) / links.inter_node_gbps, (7 / 15) / links.intra_node_gbps)
+    assert network.ep_link_gbps(across, links) == pytest.approx(expected)
+
+
+def test_ep_step_terms_and_fsdp_gathers_local_experts():
+    base = TrainConfig(num_gpus=64, fsdp=True, seq_len=4096)
+    one = estimate_throughput(QWEN3_235B, H100, base)
+    eight = estimate_throughput(QWEN3_235B, H100, base.model_copy(update={"ep": 8}))
+    assert "ep_comm" not in one.terms and eight.terms["ep_comm"] > 0
+    # FSDP gathers and reduces 1/8 of the experts (over 8 ranks, not 64): far less dp traffic
+    assert eight.raw["dp_comm"] < one.raw["dp_comm"] / 4
+    assert eight.tokens_per_s > 2 * one.tokens_per_s
+
+
+def test_ep_one_keeps_dense_terms():
+    cfg = TrainConfig(num_gpus=8, zero_stage=2, seq_len=2048)
+    est = estimate_throughput(DENSE_7B, H100, cfg)
+    assert "ep_comm" not in est.terms and "ep_comm" not in est.raw

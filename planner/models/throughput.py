@@ -54,6 +54,8 @@ from planner.models.network import (
     _spans,
     cp_bytes_per_step,
     dp_bytes_per_step,
+    ep_bytes_per_step,
+    ep_link_gbps,
     gather_bytes_per_step,
     host_span_notes,
     params_per_gpu,
@@ -345,6 +347,13 @@ def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Li
         f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
         for k, b in comm_bytes.items()
     }
+    if cfg.ep > 1:  # only then: every other estimate keeps its terms as they were
+        comm_bytes["ep"] = ep_bytes_per_step(model, cfg)
+        raw["ep_comm"] = comm_bytes["ep"] / (ep_link_gbps(cfg, links) * 1e9)
+        # exposed: the token all-to-alls sit between the router and the experts' GEMMs on
+        # the critical path; Megatron-Core hides them only with --overlap-moe-expert-parallel-comm
+        # (off by default), which no profile states
+        ov.setdefault("ep", 0.0)
     raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
     raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
         links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
@@ -393,7 +402,7 @@ def estimate_throughput(
     terms = {"compute": compute, "pipeline_bubble": bubble, **comm}
     terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
     step = sum(terms.values())
-    category = _categories(terms, raw, _COLLECTIVES)
+    category = _categories(terms, raw, _COLLECTIVES + (("ep",) if cfg.ep > 1 else ()))
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
                 for k, v in category.items()})
     tps = tokens_step / step
