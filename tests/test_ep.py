@@ -205,3 +205,9 @@ def test_ep_one_keeps_dense_terms():
     cfg = TrainConfig(num_gpus=8, zero_stage=2, seq_len=2048)
     est = estimate_throughput(DENSE_7B, H100, cfg)
     assert "ep_comm" not in est.terms and "ep_comm" not in est.raw
+
+
+def test_framework_without_ep_refuses_it(capsys):
+    code, _, err = _run(capsys, "check", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm",
+                        "--num-gpus", "8", "--ep", "8", "--framework", "hf-trainer")
+    assert code == 2 and "parallelism ep" in err

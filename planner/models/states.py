@@ -69,7 +69,7 @@ def local_routed(model: ModelSpec, cfg: TrainConfig, n_routed: float) -> float:
     return n_routed * stage_layers(model, cfg) / model.num_layers / cfg.tp / cfg.ep
 
 
-def spread(n_local: float, routed_local: float, shards: int, ep: int) -> float:
+def spread(n_local: float, routed_local: float, shards: int, *, ep: int) -> float:
     """What one GPU keeps of ``n_local`` (the rank's unsharded holding, of which
     ``routed_local`` are routed-expert parameters already divided by ep) when ZeRO/FSDP shard
     it over ``shards`` ranks (1: unsharded). Non-expert parameters are sharded over the data x
@@ -190,7 +190,7 @@ def trainable_shard(model: ModelSpec, cfg: TrainConfig, shards: int) -> float:
     n = trainable_on_gpu(model, cfg)
     if cfg.ep == 1:
         return n / shards
-    return spread(n, local_routed(model, cfg, trainable_routed(model, cfg)), shards, cfg.ep)
+    return spread(n, local_routed(model, cfg, trainable_routed(model, cfg)), shards, ep=cfg.ep)
 
 
 def shard_group(cfg: TrainConfig) -> int:
@@ -249,7 +249,7 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
         per = 4 if cfg.fsdp and not cfg.pure_bf16 and (
             cfg.method == "full" or cfg.fp32_trained_weights) else dtype_bytes(precision)
         stored = n * per
-    return spread(stored, routed * per, _weight_shards(cfg), cfg.ep)
+    return spread(stored, routed * per, _weight_shards(cfg), ep=cfg.ep)
 
 
 def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
