@@ -51,6 +51,7 @@ from planner.cli_options import (
     CATALOG_OPTION,
     CLI_MEMORY_MARGIN,
     CONFIDENCE_HELP,
+    EP_OPTION,
     FLOAT,
     INT,
     JSON_OPTION,
@@ -62,12 +63,7 @@ from planner.cli_options import (
     workload_options,
 )
 from planner.errors import PlannerError
-from planner.inputs import (
-    check_arg,
-    check_confidence,
-    check_margin,
-    short,
-)
+from planner.inputs import check_arg, check_confidence, check_margin, short
 from planner.models.bands import DEFAULT_CONFIDENCE, request_headroom
 from planner.models.cost import define_job
 from planner.models.efficiency import STACKS
@@ -103,6 +99,7 @@ def cli() -> None:
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding.")
 @click.option("--tp", type=INT, default=1, show_default=True)
 @click.option("--pp", type=INT, default=1, show_default=True)
+@EP_OPTION
 @click.option("--offload", type=_choice(OFFLOADS), default="none", show_default=True)
 @click.option("--checkpointing", type=_choice(CHECKPOINTINGS), default="full", show_default=True)
 @click.option("--micro-batch", type=INT, default=1, show_default=True)

@@ -238,6 +238,11 @@ def workload_options(command):
     return command
 
 
+# check's (and so tune's) expert-parallel degree (TrainConfig.ep); plan does not search it.
+EP_OPTION = click.option("--ep", type=INT, default=1, show_default=True,
+                         help="Expert parallel: routed experts split over this many GPUs "
+                              "(MoE models only; divides dp x cp).")
+
 # Options shared by `plan` and `pareto` (PlanRequest fields).
 PLAN_OPTIONS = [
     click.option("--model", required=True,

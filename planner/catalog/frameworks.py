@@ -220,7 +220,7 @@ def unsupported(profile: Profile, cfg: TrainConfig, *, at_gpu_count: bool = True
                                                         else set())
         if kind not in offered:
             out.append(f"sharding {kind} (it runs {', '.join(sharding)})")
-    for axis in ("tp", "pp", "cp"):
+    for axis in ("tp", "pp", "cp", "ep"):
         if getattr(cfg, axis) > 1:
             lacks("parallelism", axis, "parallelism")
     if cfg.offload != "none":

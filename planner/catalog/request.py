@@ -130,6 +130,12 @@ class TrainConfig(_Request):
     tp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
     cp: int = Field(default=1, gt=0)
+    ep: int = Field(
+        default=1, gt=0, description="expert parallel: each MoE layer's routed experts are "
+        "split over ep GPUs of the data x context parallel ranks, tokens exchanged by "
+        "all-to-all (Megatron-Core --expert-model-parallel-size); 1 = every GPU holds every "
+        "expert"
+    )
     offload: Offload = "none"
     checkpointing: Checkpointing = "full"
     framework: str | None = Field(

@@ -36,6 +36,9 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
         )
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
+    error = ep_error(cfg, model)
+    if error:
+        raise PlannerError(error)
     validate_workload(cfg, model)
 
 
@@ -57,6 +60,32 @@ def model_parallel_error(*, tp: int, pp: int, cp: int = 1, num_gpus: int) -> str
     shown = f" x cp {cp}" if cp != 1 else ""
     return (f"--tp {tp} x --pp {pp}{shown} = {mp} does not divide --num-gpus {num_gpus}; use a "
             f"GPU count that is a multiple of {mp}")
+
+
+def ep_error(cfg: TrainConfig, model: ModelSpec) -> str | None:
+    """Expert parallelism splits the routed experts of an MoE model over ep GPUs carved out of
+    the data x context parallel ones. Megatron-Core (NVIDIA/Megatron-LM @ 00caa53af309,
+    megatron/core/parallel_state.py, initialize_model_parallel) builds the expert grid as
+    expert_data_parallel_size = world_size // (expert tp x ep x pp), expert tp = tp by
+    default: with world = tp x cp x dp x pp, ep divides dp x cp and the expert data parallel
+    group is dp x cp / ep. torchtitan (pytorch/torchtitan @ 0119de156de5,
+    torchtitan/distributed/parallel_dims.py, ParallelDims._validate) asserts
+    ``(dp_shard * cp) % ep == 0`` with etp = tp and shards the experts over
+    dp_shard_in_ep = dp_shard x cp / ep. Megatron's validate_args also asserts "Number of
+    experts should be a multiple of expert model parallel_size" (megatron/training/arguments.py).
+    """
+    if cfg.ep == 1:
+        return None
+    if model.moe is None:
+        return f"--ep {cfg.ep} needs a Mixture-of-Experts model; {model.id} is dense (use --ep 1)"
+    group = cfg.dp * cfg.cp
+    if group % cfg.ep:
+        return (f"--ep {cfg.ep} must divide the data x context parallel GPUs (dp {cfg.dp} x cp "
+                f"{cfg.cp} = {group}), out of which the expert groups are carved")
+    if model.moe.num_experts % cfg.ep:
+        return (f"--ep {cfg.ep} must divide the {model.moe.num_experts} routed experts of "
+                f"{model.id}")
+    return None
 
 
 def tp_error(tp: int, model: ModelSpec) -> str | None:
@@ -114,10 +143,11 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
         raise PlannerError(f"--seq-len {cfg.seq_len} must equal prompt + response "
                            f"({cfg.prompt_len} + {cfg.response_len}) for {cfg.workload}")
     validate_engine(cfg)
-    if cfg.tp != 1 or cfg.pp != 1 or cfg.cp != 1:
+    if cfg.tp != 1 or cfg.pp != 1 or cfg.cp != 1 or cfg.ep != 1:
+        shown = f", ep {cfg.ep}" if cfg.ep != 1 else ""
         raise PlannerError(f"{cfg.workload}: the trainer is data parallel (verl FSDP, OpenRLHF "
-                           f"DeepSpeed); tensor/pipeline/context parallel training is not "
-                           f"modelled (got tp {cfg.tp}, pp {cfg.pp}, cp {cfg.cp})")
+                           f"DeepSpeed); tensor/pipeline/context/expert parallel training is "
+                           f"not modelled (got tp {cfg.tp}, pp {cfg.pp}, cp {cfg.cp}{shown})")
     if not model.splits_heads(cfg.rollout_tp):
         allowed = list(tensor_parallel_options(model, model.num_kv_heads))
         raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the attention and kv heads "

@@ -59,12 +59,14 @@ def expert_gemm_flops(model: ModelSpec, cfg: TrainConfig, micro_batch: int | Non
                       ) -> float:
     """FLOPs of one routed expert's gate (or up) GEMM in one micro-batch (``micro_batch``
     sequences, else the config's) on one GPU: 2 x rows x hidden x expert width / tp, rows = the
-    micro-batch's tokens (/ cp) x top_k / experts, balanced routing. Expert parallelism (each
-    GPU's experts receive ep ranks' tokens) is not modelled."""
+    micro-batch's tokens (/ cp) x top_k / experts x ep, balanced routing: with expert
+    parallelism each GPU holds experts / ep of them and receives the tokens routed to them from
+    the ep ranks of its group (Megatron-Core MoEAlltoAllTokenDispatcher), so each local expert
+    sees ep times the rows (the FLOPs per GPU stay those of its own tokens)."""
     moe = model.moe
     sequences = (micro_batch or cfg.micro_batch_size) * cfg.sequences_per_example
     tokens = sequences * cfg.seq_len / cfg.cp
-    rows = tokens * moe.experts_per_token / moe.num_experts
+    rows = tokens * moe.experts_per_token / moe.num_experts * cfg.ep
     return 2 * rows * model.hidden_size * moe.expert_ffn_hidden_size / cfg.tp
 
 

@@ -12,7 +12,7 @@ from planner.models.states import (
     optimizer_state_bytes_per_param,
     stage_layers,
     state_shards,
-    trainable_on_gpu,
+    trainable_shard,
     weight_bytes,
 )
 
@@ -33,13 +33,13 @@ def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> fl
     ranks = min(gpus_per_node, cfg.num_gpus)
     offloaded = 0.0
     if cfg.offload != "none":
-        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
+        n = trainable_shard(model, cfg, state_shards(cfg))
         master = 0 if cfg.is_peft or cfg.pure_bf16 else 4
         offloaded += n * (master + optimizer_state_bytes_per_param(model, cfg) + 4)
     if cfg.offload == "optimizer+params":
         offloaded += _stored_weight_bytes(model, cfg) / _weight_shards(cfg)
     if cfg.paged and cfg.offload == "none":
-        n = trainable_on_gpu(model, cfg) / state_shards(cfg)
+        n = trainable_shard(model, cfg, state_shards(cfg))
         offloaded += n * optimizer_state_bytes_per_param(model, cfg)  # worst case: all paged out
     offloaded += offloaded_checkpoint_bytes(model, cfg)
     offloaded *= 1 + cal.HOST_OFFLOAD_OVERHEAD

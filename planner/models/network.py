@@ -10,7 +10,14 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.models import efficiency as eff
 from planner.models.flops import backward_layers
-from planner.models.states import NF4_BYTES_PER_PARAM, params_on_gpu, trainable_on_gpu
+from planner.models.states import (
+    NF4_BYTES_PER_PARAM,
+    local_routed,
+    params_on_gpu,
+    routed_params,
+    trainable_on_gpu,
+    trainable_routed,
+)
 
 # Inter-node bandwidth per GPU when no platform says otherwise: 200 Gb/s per GPU (one HDR
 # InfiniBand port per GPU, A100-era DGX). Stated in the notes of every estimate that uses it.
@@ -58,7 +65,7 @@ def host_span_notes(cfg: TrainConfig, links: Links) -> list[str]:
         return []
     hosts = hosts_for(n, g)
     fill = f"{hosts - 1} x {g} + {n - (hosts - 1) * g}" if n % g else f"{hosts} x {g}"
-    degree = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": cfg.pp}
+    degree = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": cfg.pp, "ep": cfg.ep}
     crossing = [k for k, v in _spans(cfg, links).items() if v and degree[k] > 1]
     where = ", ".join(crossing) or "no"
     return [f"{n} GPUs on {hosts} hosts of {g} ({fill}"
@@ -168,6 +175,51 @@ def pp_bytes_per_step(model: ModelSpec, cfg: TrainConfig, virtual_stages: int) -
     return cfg.grad_accum * virtual_stages * 2 * act
 
 
+def moe_layers_on_stage(model: ModelSpec, cfg: TrainConfig, layers: float) -> float:
+    """MoE layers among ``layers`` of a pp stage: their share of the model's layers."""
+    if model.moe is None:
+        return 0.0
+    return layers * (model.num_layers - model.moe.first_dense_layers) / model.num_layers
+
+
+def ep_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Expert-parallel token all-to-alls per GPU and step. Each MoE layer's forward dispatches
+    every local token's top_k copies (hidden wide, 16 bit) to the ranks holding their experts
+    and combines the expert outputs back: 2 all-to-alls, each sending (ep-1)/ep of
+    tokens x top_k x h x 2 B (balanced routing); the backward sends their gradients the same
+    way (2 more), and full checkpointing repeats the forward's (2 more). Megatron-Core
+    MoEAlltoAllTokenDispatcher (NVIDIA/Megatron-LM @ bed33f89945f,
+    megatron/core/transformer/moe/token_dispatcher.py: token_permutation all_to_all over the
+    expert model parallel group, token_unpermutation the reverse); GShard (Lepikhin et al.
+    2020) and DeepSpeed-MoE (Rajbhandari et al. 2022) the same dispatch/combine pair. Local
+    tokens: micro-batch x sequence / cp / tp (sequence parallel: the dispatcher sends each TP
+    rank's slice and gathers over TP after the all-to-all)."""
+    if cfg.ep == 1 or model.moe is None:
+        return 0.0
+    nb = backward_layers(model, cfg)
+    a2a = (moe_layers_on_stage(model, cfg, nb) * (4 + (2 if cfg.checkpointing == "full" else 0))
+           + moe_layers_on_stage(model, cfg, model.num_layers - nb) * 2) / cfg.pp
+    tokens = cfg.micro_batch_size * cfg.sequences_per_example * cfg.seq_len / cfg.cp / cfg.tp
+    message = tokens * model.moe.experts_per_token * model.hidden_size * 2
+    return cfg.grad_accum * a2a * (cfg.ep - 1) / cfg.ep * message
+
+
+def ep_link_gbps(cfg: TrainConfig, links: Links) -> float:
+    """Bandwidth of the EP all-to-all, GB/s per GPU. The ep ranks sit next to the tp ranks
+    (Megatron's expert rank order tp-ep-dp-pp), tp x ep GPUs in a row: inside a node the
+    scale-up fabric carries it; a group across nodes sends the share (ep - k) / (ep - 1) of
+    its bytes to the k = gpus_per_node / tp ranks outside its node over the network, the rest
+    over NVLink, both at once: the slower of the two sets the time."""
+    g = links.gpus_per_node
+    local = max(1, min(cfg.ep, g // cfg.tp))
+    if local >= cfg.ep:
+        return links.collective_gbps(cfg.ep, False)
+    off = (cfg.ep - local) / (cfg.ep - 1)
+    inside = links.collective_gbps(local, False)
+    seconds_per_gb = max(off / links.inter_node_gbps, (1 - off) / inside)
+    return 1.0 / seconds_per_gb
+
+
 def _grad_bytes(cfg: TrainConfig) -> int:
     """Gradient element size on the wire: fp32 for PEFT adapters under mixed precision (PEFT
     keeps adapters in fp32), 16 bit otherwise."""
@@ -201,6 +253,9 @@ def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     the same bytes for full training (ZeRO paper section 7). Frozen weights are gathered too.
     """
     d = cfg.dp
+    if cfg.ep > 1:
+        return _dp_bytes(model, cfg, d, expert=False) + _dp_bytes(
+            model, cfg, cfg.dp * cfg.cp // cfg.ep, expert=True)
     if d == 1:
         return 0.0
     trainable = trainable_on_gpu(model, cfg)
@@ -216,24 +271,60 @@ def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     return ring_factor(d, "all-reduce") * g
 
 
+def _ep_parts(model: ModelSpec, cfg: TrainConfig, *, expert: bool) -> tuple[float, float]:
+    """(trainable, all) parameters on this GPU that are routed experts (``expert``) or not,
+    under expert parallelism (the experts: this rank's 1/ep of them)."""
+    routed_all = local_routed(model, cfg, routed_params(model))
+    routed_trainable = local_routed(model, cfg, trainable_routed(model, cfg))
+    if expert:
+        return routed_trainable, routed_all
+    return (trainable_on_gpu(model, cfg) - routed_trainable,
+            params_per_gpu(model, cfg) - routed_all)
+
+
+def _dp_bytes(model: ModelSpec, cfg: TrainConfig, d: int, *, expert: bool) -> float:
+    """dp_bytes_per_step of one part of the parameters under EP: the non-expert ones over the
+    data-parallel group as without EP, the routed experts over their expert data parallel
+    group of dp x cp / ep ranks (Megatron-Core reduces and gathers expert gradients and
+    parameters over the expert data parallel group; torchtitan FSDP over dp_shard_in_ep)."""
+    if d <= 1:
+        return 0.0
+    trainable, every = _ep_parts(model, cfg, expert=expert)
+    g = trainable * _grad_bytes(cfg)
+    m = cfg.grad_accum
+    if cfg.shards_weights:
+        return m * ring_factor(d, "all-gather") * (2 * every * stored_bytes_per_param(cfg) + g)
+    if cfg.zero_stage == 2:
+        return ring_factor(d, "reduce-scatter") * m * g
+    if cfg.zero_stage == 1:
+        return ring_factor(d, "reduce-scatter") * g
+    return ring_factor(d, "all-reduce") * g
+
+
 def gather_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     """ZeRO-1/2 and the distributed optimizer: each rank updates its shard of the weights and
     all-gathers the updated 16-bit trainable weights once per step, (d-1)/d x P_trainable,
     after the step (overlapped only where the stack overlaps it: efficiency.OVERLAP gather)."""
     if cfg.dp == 1 or cfg.shards_weights or cfg.zero_stage not in (1, 2):
         return 0.0
+    if cfg.ep > 1:
+        expert, _ = _ep_parts(model, cfg, expert=True)
+        other, _ = _ep_parts(model, cfg, expert=False)
+        return (ring_factor(cfg.dp, "all-gather") * other
+                + ring_factor(cfg.dp * cfg.cp // cfg.ep, "all-gather") * expert) * 2
     return ring_factor(cfg.dp, "all-gather") * trainable_on_gpu(model, cfg) * 2
 
 
 def _spans(cfg: TrainConfig, links: Links) -> dict[str, bool]:
     """Which groups cross node boundaries, with Megatron's rank order tp (innermost), cp, dp,
-    pp (outermost)."""
+    pp (outermost); the expert groups tp, ep, dp, pp."""
     g = links.gpus_per_node
     return {
         "tp": cfg.tp > g,
         "cp": cfg.tp * cfg.cp > g,
         "dp": cfg.tp * cfg.cp * cfg.dp > g,
         "pp": cfg.num_gpus > g,
+        "ep": cfg.tp * cfg.ep > g,  # the expert grid's order tp-ep-dp-pp (ep_link_gbps)
     }
 
 

@@ -35,11 +35,54 @@ def params_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
     over tp (Megatron-style TP shards attention, MLP, embedding and head). With pp > 1 the first
     stage holds the embedding and the last the head; the larger of the two bounds the most
     loaded stage.
+
+    With expert parallelism (ep > 1) the rank holds 1/ep of each MoE layer's routed experts
+    (Megatron-Core: num_local_experts = num_moe_experts / ep; the shared experts, router and
+    attention are replicated over the ep group): routed_on_gpu x (1 - 1/ep) fewer.
     """
     c = count_params(model)
     per_stage_layers = c.layers * stage_layers(model, cfg) / model.num_layers
     ends = c.embedding + c.lm_head if cfg.pp == 1 else max(c.embedding, c.lm_head)
-    return (per_stage_layers + ends + c.final_norm) / cfg.tp
+    n = (per_stage_layers + ends + c.final_norm) / cfg.tp
+    if cfg.ep > 1:
+        n -= routed_on_gpu(model, cfg) * (1 - 1 / cfg.ep)
+    return n
+
+
+@lru_cache(maxsize=1024)
+def routed_params(model: ModelSpec) -> int:
+    """Parameters of every routed expert of every MoE layer (weights and biases); 0 dense."""
+    return sum(lin.params for i in range(model.num_layers) for lin in layer_linears(model, i)
+               if lin.group == "expert")
+
+
+def routed_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Routed-expert parameters of the most loaded tp x pp shard before expert parallelism:
+    their share of the largest stage's layers (as params_on_gpu takes the layers), / tp
+    (Megatron's expert tensor parallel size defaults to tp)."""
+    return routed_params(model) * stage_layers(model, cfg) / model.num_layers / cfg.tp
+
+
+def local_routed(model: ModelSpec, cfg: TrainConfig, n_routed: float) -> float:
+    """``n_routed`` (routed-expert parameters of the whole model) as held by one GPU: its
+    tp x pp shard, then 1/ep of it."""
+    return n_routed * stage_layers(model, cfg) / model.num_layers / cfg.tp / cfg.ep
+
+
+def spread(n_local: float, routed_local: float, shards: int, *, ep: int) -> float:
+    """What one GPU keeps of ``n_local`` (the rank's unsharded holding, of which
+    ``routed_local`` are routed-expert parameters already divided by ep) when ZeRO/FSDP shard
+    it over ``shards`` ranks (1: unsharded). Non-expert parameters are sharded over the data x
+    context parallel group (shard_group), the routed experts over the expert data parallel
+    group of shards / ep ranks that hold the same experts (Megatron-Core's distributed
+    optimizer shards expert parameters over the expert data parallel group,
+    parallel_state.get_expert_data_parallel_group; torchtitan FSDP-shards the experts over
+    dp_shard_in_ep = dp_shard x cp / ep: ParallelDims at pytorch/torchtitan @ 0119de156de5).
+    Fully sharded, a GPU thus keeps the same share as without EP; unsharded, 1/ep of the
+    experts."""
+    if shards == 1 or ep == 1 or not routed_local:
+        return n_local / shards
+    return (n_local - routed_local) / shards + routed_local * ep / shards
 
 
 def stage_layers(model: ModelSpec, cfg: TrainConfig) -> int:
@@ -101,9 +144,53 @@ def _trainable_params(model: ModelSpec, method: str, rank: int, targets: tuple[s
 
 
 def trainable_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Trainable parameters on the most loaded model-parallel rank (before ZeRO sharding)."""
+    """Trainable parameters on the most loaded model-parallel rank (before ZeRO sharding): the
+    rank's share of the parameters, less the trainable routed experts other ep ranks hold."""
     total = count_params(model).total
-    return trainable_params(model, cfg) * params_on_gpu(model, cfg) / total
+    if cfg.ep == 1:
+        return trainable_params(model, cfg) * params_on_gpu(model, cfg) / total
+    whole = params_on_gpu(model, cfg) + routed_on_gpu(model, cfg) * (1 - 1 / cfg.ep)
+    routed = trainable_routed(model, cfg)
+    return trainable_params(model, cfg) * whole / total \
+        - local_routed(model, cfg, routed) * (cfg.ep - 1)
+
+
+def trainable_routed(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Trainable routed-expert parameters of the whole model: all of them (full), those of
+    the last k layers (freeze), the adapters on expert matrices (LoRA-family: r x (d_in +
+    d_out) each, DoRA + d_out)."""
+    return _trainable_routed(model, cfg.method, cfg.rank, tuple(cfg.lora_targets),
+                             cfg.freeze_trainable_layers)
+
+
+@lru_cache(maxsize=1024)
+def _trainable_routed(model: ModelSpec, method: str, rank: int, targets: tuple[str, ...],
+                      freeze_layers: int) -> float:
+    if model.moe is None:
+        return 0.0
+    if method == "full":
+        return float(routed_params(model))
+    first = model.num_layers - min(freeze_layers, model.num_layers) if method == "freeze" else 0
+    total = 0.0
+    for i in range(first, model.num_layers):
+        for lin in layer_linears(model, i):
+            if lin.group != "expert":
+                continue
+            if method == "freeze":
+                total += lin.params
+            elif "all-linear" in targets or lin.name in targets:
+                total += (rank * (lin.d_in + lin.d_out)
+                          + (lin.d_out if method == "dora" else 0)) * lin.count
+    return total
+
+
+def trainable_shard(model: ModelSpec, cfg: TrainConfig, shards: int) -> float:
+    """Trainable parameters one GPU keeps states of when they are sharded over ``shards``
+    ranks (1: unsharded), the routed experts over the expert data parallel group (spread)."""
+    n = trainable_on_gpu(model, cfg)
+    if cfg.ep == 1:
+        return n / shards
+    return spread(n, local_routed(model, cfg, trainable_routed(model, cfg)), shards, ep=cfg.ep)
 
 
 def shard_group(cfg: TrainConfig) -> int:
@@ -131,6 +218,14 @@ def _weight_shards(cfg: TrainConfig) -> int:
 # ---------------------------------------------------------------------------------------------
 # Model states
 # ---------------------------------------------------------------------------------------------
+def _state_bytes(model: ModelSpec, cfg: TrainConfig, per: float, shards: int) -> float:
+    """``per`` bytes of each trainable parameter one GPU keeps over ``shards`` ranks
+    (trainable_shard; without EP in the arithmetic order the planner always used)."""
+    if cfg.ep == 1:
+        return trainable_on_gpu(model, cfg) * per / shards
+    return trainable_shard(model, cfg, shards) * per
+
+
 def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     """Stored model weights on one GPU (base weights; adapters are separate).
 
@@ -144,16 +239,17 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     if cfg.offload == "optimizer+params":
         return 0.0
     n = params_on_gpu(model, cfg)
+    routed = local_routed(model, cfg, routed_params(model)) if cfg.ep > 1 else 0.0
     if cfg.method == "qlora":
         c = count_params(model)
-        linear = c.layer_linear / (cfg.pp * cfg.tp)
+        linear = c.layer_linear / (cfg.pp * cfg.tp) - routed * (cfg.ep - 1)
         per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else NF4_BYTES_PER_PARAM
         stored = linear * per + (n - linear) * qlora_unquantized_bytes(cfg)
-    elif cfg.fsdp and not cfg.pure_bf16 and (cfg.method == "full" or cfg.fp32_trained_weights):
-        stored = n * 4
     else:
-        stored = n * dtype_bytes(precision)
-    return stored / _weight_shards(cfg)
+        per = 4 if cfg.fsdp and not cfg.pure_bf16 and (
+            cfg.method == "full" or cfg.fp32_trained_weights) else dtype_bytes(precision)
+        stored = n * per
+    return spread(stored, routed * per, _weight_shards(cfg), ep=cfg.ep)
 
 
 def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
@@ -172,7 +268,7 @@ def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     if not cfg.is_peft:
         return 0.0
     per = 2 if cfg.pure_bf16 else 4
-    return trainable_on_gpu(model, cfg) * per / _weight_shards(cfg)
+    return _state_bytes(model, cfg, per, _weight_shards(cfg))
 
 
 def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
@@ -186,7 +282,6 @@ def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     Trainer's accelerator.no_sync) holds every gradient unsharded until the step."""
     if cfg.offload != "none" or cfg.optimizer_in_backward:
         return 0.0
-    n = trainable_on_gpu(model, cfg)
     if cfg.is_peft:
         per = 2 if cfg.pure_bf16 else 4
     elif cfg.fsdp and not cfg.pure_bf16:
@@ -194,7 +289,7 @@ def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     else:
         per = dtype_bytes(precision)
     unsharded = cfg.fsdp and cfg.fsdp_no_sync and cfg.grad_accum > 1
-    return n * per / (1 if unsharded else _grad_shards(cfg))
+    return _state_bytes(model, cfg, per, 1 if unsharded else _grad_shards(cfg))
 
 
 def master_weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
@@ -207,7 +302,7 @@ def master_weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> f
         return 0.0
     if cfg.offload != "none":
         return 0.0
-    return trainable_on_gpu(model, cfg) * 4 / state_shards(cfg)
+    return _state_bytes(model, cfg, 4, state_shards(cfg))
 
 
 def optimizer_state_bytes_per_param(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -241,7 +336,7 @@ def optimizer_state_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     if cfg.offload != "none" or cfg.paged:
         return 0.0
     per = optimizer_state_bytes_per_param(model, cfg)
-    return trainable_on_gpu(model, cfg) * per / state_shards(cfg)
+    return _state_bytes(model, cfg, per, state_shards(cfg))
 
 
 def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -260,7 +355,7 @@ def optimizer_step_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     per = _step_bytes_per_element(cfg)
     if not per:
         return 0.0
-    n = trainable_on_gpu(model, cfg) / state_shards(cfg)
+    n = trainable_shard(model, cfg, state_shards(cfg))
     if steps_by_sub_group(cfg):
         n = min(n, cal.ZERO3_SUB_GROUP_ELEMENTS)
     return n * per
@@ -320,12 +415,21 @@ def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str, *,
     c = count_params(model)
     b16 = qlora_unquantized_bytes(cfg) if cfg.method == "qlora" else dtype_bytes(precision)
     per = NF4_BYTES_PER_PARAM if cfg.method == "qlora" else dtype_bytes(precision)
-    layer = c.largest_layer / cfg.tp * per
+    largest = c.largest_layer - _routed_per_layer(model) * (1 - 1 / cfg.ep)
+    layer = largest / cfg.tp * per
     head = (c.lm_head or c.embedding) / cfg.tp * b16
     if cfg.fsdp and not cfg.shard_embeddings:
         params = (c.embedding + c.lm_head) / cfg.tp * b16 + cal.GATHERED_UNITS * layer
     else:
         params = max(cal.GATHERED_UNITS * layer, head + layer)
     trains_layers = backward and cfg.method in ("full", "freeze")
-    grads = c.largest_layer / cfg.tp * dtype_bytes(precision) if trains_layers else 0.0
+    grads = largest / cfg.tp * dtype_bytes(precision) if trains_layers else 0.0
     return params + grads
+
+
+def _routed_per_layer(model: ModelSpec) -> float:
+    """Routed-expert parameters of one MoE layer (expert parallelism gathers only the
+    rank's 1/ep of them); 0 for a dense model."""
+    if model.moe is None:
+        return 0.0
+    return routed_params(model) / (model.num_layers - model.moe.first_dense_layers)

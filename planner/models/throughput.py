@@ -54,6 +54,8 @@ from planner.models.network import (
     _spans,
     cp_bytes_per_step,
     dp_bytes_per_step,
+    ep_bytes_per_step,
+    ep_link_gbps,
     gather_bytes_per_step,
     host_span_notes,
     params_per_gpu,
@@ -62,7 +64,7 @@ from planner.models.network import (
     stored_bytes_per_param,
     tp_bytes_per_step,
 )
-from planner.models.states import state_shards, trainable_on_gpu
+from planner.models.states import state_shards, trainable_shard
 from planner.models.traffic import adapter_seconds, elementwise_seconds
 
 MFU_DEFINITION = (
@@ -83,7 +85,7 @@ def offload_pcie_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     host-to-device for every forward and backward of every micro-batch."""
     if cfg.offload == "none":
         return 0.0
-    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    shard = trainable_shard(model, cfg, _shards(cfg))
     traffic = shard * (_grad_bytes(cfg) + 2)
     if cfg.offload == "optimizer+params":
         weights = params_per_gpu(model, cfg) / (cfg.dp if cfg.shards_weights else 1)
@@ -97,7 +99,7 @@ def cpu_optimizer_seconds(model: ModelSpec, cfg: TrainConfig, links: Links) -> f
     CPU-Adam is 5-7x faster than PyTorch's CPU Adam, DeepSpeed ZeRO-Offload tutorial)."""
     if cfg.offload == "none":
         return 0.0
-    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    shard = trainable_shard(model, cfg, _shards(cfg))
     return shard * eff.CPU_ADAM_BYTES_PER_PARAM / (links.host_memory_gbps * 1e9)
 
 
@@ -140,7 +142,7 @@ def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> 
         key = "sgd"
     elif key == "adamw" and cfg.pure_bf16:
         key = "adamw-pure-bf16"
-    shard = trainable_on_gpu(model, cfg) / _shards(cfg)
+    shard = trainable_shard(model, cfg, _shards(cfg))
     traffic = shard * eff.OPTIMIZER_STEP_BYTES[key]
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
@@ -345,6 +347,13 @@ def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Li
         f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
         for k, b in comm_bytes.items()
     }
+    if cfg.ep > 1:  # only then: every other estimate keeps its terms as they were
+        comm_bytes["ep"] = ep_bytes_per_step(model, cfg)
+        raw["ep_comm"] = comm_bytes["ep"] / (ep_link_gbps(cfg, links) * 1e9)
+        # exposed: the token all-to-alls sit between the router and the experts' GEMMs on
+        # the critical path; Megatron-Core hides them only under its opt-in
+        # --overlap-moe-expert-parallel-comm schedule, which no framework profile states
+        ov.setdefault("ep", 0.0)
     raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
     raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
         links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
@@ -393,7 +402,7 @@ def estimate_throughput(
     terms = {"compute": compute, "pipeline_bubble": bubble, **comm}
     terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
     step = sum(terms.values())
-    category = _categories(terms, raw, _COLLECTIVES)
+    category = _categories(terms, raw, _COLLECTIVES + (("ep",) if cfg.ep > 1 else ()))
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
                 for k, v in category.items()})
     tps = tokens_step / step

@@ -80,7 +80,7 @@ def _layout(cfg: TrainConfig) -> str:
     if cfg.num_gpus == 1 and not cfg.zero_stage and not cfg.fsdp:
         shard = "single GPU"
     return (f"dp={cfg.dp} tp={cfg.tp} pp={cfg.pp}" + (f" cp={cfg.cp}" if cfg.cp > 1 else "")
-            + f", {shard}, offload {cfg.offload}")
+            + (f" ep={cfg.ep}" if cfg.ep > 1 else "") + f", {shard}, offload {cfg.offload}")
 
 
 def method_text(cfg: TrainConfig) -> str:

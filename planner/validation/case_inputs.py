@@ -194,6 +194,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         tp=case.get("tp") or 1,
         pp=case.get("pp") or 1,
         cp=case.get("cp") or 1,
+        ep=int(case.get("ep") or extra.get("ep") or 1),
         offload=case.get("offload") or "none",
         checkpointing=case.get("grad_checkpointing")
         or profile.value("checkpointing_default", "none"),
