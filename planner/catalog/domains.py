@@ -31,6 +31,9 @@ AUTO_OPTIMIZERS = ("adamw", "adamw-8bit")
 AUTO_CHECKPOINTINGS = ("none", "full")
 ZERO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
+# Largest expert parallel degree a plan searches: DeepSeek-V3 trained with 64-way EP over 8
+# nodes (DeepSeek-V3 technical report, section 3.2.1); wider groups only add all-to-all hops.
+MAX_EP = 64
 
 Key = str | tuple[str, ...]
 Domains = dict[Key, tuple[Any, ...]]
@@ -51,6 +54,7 @@ class Choice(NamedTuple):
     role_gpus: tuple[tuple[str, int], ...] | None = None
     rollout_tp: int = 1
     offload_idle: bool = False
+    ep: int = 1  # expert parallel degree (MoE models on a framework that runs it)
 
     @property
     def role_names(self) -> tuple[str, ...]:
@@ -109,6 +113,15 @@ def pinned_or(value: Any, open_values: tuple[Any, ...], *, open_marks: tuple[Any
 def pipeline_parallel_options(model: ModelSpec, *, at_most: int = 16) -> tuple[int, ...]:
     """pp divides the layers (equal stages)."""
     return divisors(model.num_layers, at_most=at_most)
+
+
+def expert_parallel_options(model: ModelSpec, *, at_most: int) -> tuple[int, ...]:
+    """ep degrees of an MoE model: the divisors of its routed experts (each rank holds
+    experts / ep of them: Megatron-Core asserts num_experts % ep == 0) up to ``at_most``
+    (MAX_EP and the GPU limit); (1,) for a dense model."""
+    if model.moe is None:
+        return (1,)
+    return divisors(model.moe.num_experts, at_most=at_most)
 
 
 def choices(domains: Mapping[Key, tuple[Any, ...]]) -> tuple[Choice, ...]:

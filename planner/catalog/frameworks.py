@@ -36,6 +36,13 @@ COLOCATED_LAUNCHES = ("verl",)
 # (the writers refuse tp with ZeRO-3: axolotl@2f5cb9d schemas/config.py tensor_parallel_size
 # "Only supported with DeepSpeed AutoTP"; ms-swift v4.5.2 sft_args.py).
 AUTOTP_LAUNCHES = ("axolotl", "ms-swift")
+# Launch formats whose writer writes the expert parallel degree (each with the framework's own
+# field, verified in its code: planner.outputs.export); a plan on any other keeps ep 1.
+# NeMo-RL's is not among them: its DTensorConfig.expert_parallel_size (NVIDIA-NeMo/RL@7ea279a
+# nemo_rl/models/policy/__init__.py) derives dp as world / (tp x cp x ep), a grid other than
+# the planner's (ep inside dp x cp), so its plans keep ep 1.
+EP_LAUNCHES = ("torchrun", "torchtitan", "nemo", "megatron-bridge", "nemo-automodel",
+               "prime-rl")
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,12 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
     express (DATA_PARALLEL_LAUNCHES, AUTOTP_LAUNCHES, COLOCATED_LAUNCHES): a plan holds none of
     it; check still predicts it."""
     fmt, out = profile.value("launch_format"), []
-    if fmt in DATA_PARALLEL_LAUNCHES and max(cfg.tp, cfg.pp, cfg.cp) > 1:
-        out.append(f"tp {cfg.tp} / pp {cfg.pp} / cp {cfg.cp} (its {fmt} launch is data parallel)")
+    if fmt in DATA_PARALLEL_LAUNCHES and max(cfg.tp, cfg.pp, cfg.cp, cfg.ep) > 1:
+        shown = f" / ep {cfg.ep}" if cfg.ep > 1 else ""
+        out.append(f"tp {cfg.tp} / pp {cfg.pp} / cp {cfg.cp}{shown} (its {fmt} launch is data "
+                   "parallel)")
+    if cfg.ep > 1 and fmt not in DATA_PARALLEL_LAUNCHES and fmt not in EP_LAUNCHES:
+        out.append(f"ep {cfg.ep} (its {fmt} launch does not write expert parallelism)")
     if fmt in AUTOTP_LAUNCHES and cfg.tp > 1 and cfg.zero_stage == 3:
         out.append(f"tp {cfg.tp} with ZeRO-3 (its {fmt} launch's tensor parallel is DeepSpeed "
                    "AutoTP, ZeRO 0 to 2)")
@@ -87,10 +98,13 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
 
 def launch_parallelism(profile: Profile) -> tuple[str, ...]:
     """The parallel axes a plan on ``profile`` may use: its parallelism fact (tp and pp when it
-    states none), none where its launch format's writer expresses data parallelism only."""
-    if profile.value("launch_format") in DATA_PARALLEL_LAUNCHES:
+    states none), none where its launch format's writer expresses data parallelism only, and
+    ep only where it writes the expert parallel degree (EP_LAUNCHES)."""
+    fmt = profile.value("launch_format")
+    if fmt in DATA_PARALLEL_LAUNCHES:
         return ()
-    return tuple(profile.value("parallelism", ("tp", "pp")))
+    axes = tuple(profile.value("parallelism", ("tp", "pp")))
+    return axes if fmt in EP_LAUNCHES else tuple(a for a in axes if a != "ep")
 
 
 def resolve(catalog: Catalog, name: str) -> Profile:

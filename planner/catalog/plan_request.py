@@ -13,9 +13,11 @@ from planner.catalog.domains import (
     AUTO_METHODS,
     AUTO_OPTIMIZERS,
     MICRO_BATCHES,
+    MAX_EP,
     ZERO_SHARDINGS,
     Choice,
     Domains,
+    expert_parallel_options,
     method_rank_domain,
     pinned_or,
     pipeline_parallel_options,
@@ -221,11 +223,12 @@ class PlanRequest(_Request):
         weights, colocated at the trainer's layout with nothing parked
         (request_checks.validate_engine)."""
         return {**self._choice_domains(model=model, per_node=per_node, shardings=shardings,
-                                       trainer_generates=trainer_generates),
+                                       trainer_generates=trainer_generates, parallel=parallel),
                 **self._layout_domains(model=model, per_node=per_node, parallel=parallel)}
 
     def _choice_domains(self, *, model: ModelSpec, per_node: int, shardings: tuple[str, ...],
-                        trainer_generates: bool) -> Domains:
+                        trainer_generates: bool, parallel: tuple[str, ...] = ("tp", "pp")
+                        ) -> Domains:
         methods = ("full",) if self.workload == "pretrain" else AUTO_METHODS  # every weight
         rl = self.is_rl and not trainer_generates
         placements = pinned_or(self.placement, PLACEMENTS) if rl else ("colocate",)
@@ -242,6 +245,11 @@ class PlanRequest(_Request):
             "rollout_tp": pinned_or(self.rollout_tp, tensor_parallel_options(model, per_node))
             if rl else (1,),
             "offload_idle": pinned_or(self.offload_idle, (False, True)) if rl else (False,),
+            # expert parallelism: MoE models on a framework whose launch writes it, not RL (its
+            # trainer is data parallel: validate_workload); a row keeps ep | dp x cp
+            "ep": expert_parallel_options(model, at_most=min(MAX_EP, self.num_gpus or
+                                                             self.max_gpus))
+            if "ep" in parallel and not self.is_rl else (1,),
         }
 
     def _layout_domains(self, *, model: ModelSpec, per_node: int,

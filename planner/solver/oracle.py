@@ -58,7 +58,8 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                 for pp in space.pps:
                     for dp in space.dps:
                         n = space.num_gpus(si, tp, pp, dp=dp)
-                        if n > max_gpus or dp % space.strategies[si].rollout_tp:
+                        s = space.strategies[si]
+                        if n > max_gpus or dp % s.rollout_tp or (dp * space.base.cp) % s.ep:
                             continue
                         hosts = offer.hosts(n)
                         host_mib = offer.host_ram_mib

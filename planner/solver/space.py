@@ -426,7 +426,8 @@ def host_sizes(space: PlanSpace) -> tuple[int, ...]:
 
 def candidate_rows(space: PlanSpace) -> list[Row]:
     """Every (strategy, tp, pp, dp, micro-batch) that completes the global batch, respects the
-    GPU-count limit and fits the largest offered GPU; needs from the memory tables (numpy over
+    GPU-count limit, carves the strategy's expert parallel group out of dp x cp and fits the
+    largest offered GPU; needs from the memory tables (numpy over
     every strategy, dp and micro-batch of one tp and pp at once)."""
     req = space.request
     max_gpus = req.num_gpus or req.max_gpus
@@ -440,13 +441,17 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     whole = (gb % (dps * mbs) == 0).reshape(-1)  # dp-major, micro-batch-minor
     dps, mbs = dps.reshape(-1)[whole], mbs.reshape(-1)[whole]
     rtp = np.array([s.rollout_tp for s in space.strategies], dtype=np.int64)
+    # ep divides dp x cp (request_checks.ep_error): the expert grid is carved from them
+    eps = np.array([s.ep for s in space.strategies], dtype=np.int64)
+    cp = space.base.cp
     # every (strategy, dp, micro-batch) of one (tp, pp) at once, in the order rows are listed
     si = np.repeat(np.arange(len(space.strategies), dtype=np.int64), len(dps))
     dp, mb = np.tile(dps, len(space.strategies)), np.tile(mbs, len(space.strategies))
     order = []
     for tp in space.tps:
         for pp in space.pps:
-            ok = (space.num_gpus(si, tp, pp, dp=dp) <= max_gpus) & (dp % rtp[si] == 0)
+            ok = (space.num_gpus(si, tp, pp, dp=dp) <= max_gpus) & (dp % rtp[si] == 0) & (
+                (dp * cp) % eps[si] == 0)
             s_, d_, m_ = si[ok], dp[ok], mb[ok]
             need = space.gpu_need_mib(s_, tp, pp, dp=d_, mb=m_)
             keep = need <= largest

@@ -16,6 +16,7 @@ large dp); no physics is re-derived here, and a test checks that the decompositi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from planner.catalog.domains import Choice, placement_groups
@@ -113,9 +114,14 @@ def states_coefficients(
     """a, b, c (and e, k) of every phase for the choices in ``cfg`` (its num_gpus is ignored).
 
     ZeRO-3's step temporaries are min(e/dp, k) (states.steps_by_sub_group): k is their value
-    at dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp."""
+    at dp = 1, e their value at dp = CAP_FREE_DP (far below any cap) times that dp.
+
+    With expert parallelism (ep > 1) a layout's dp is a multiple of d = first_dp(cfg) > 1:
+    the terms are read at dp = d, 2d and 4d, where every dp is above 1, so c is 0 and a + b/dp
+    holds exactly for every dp of the rows (k at dp = d bounds e/dp from there on)."""
+    d = first_dp(cfg)
     m1, m2, m4 = (
-        _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (1, 2, 4)
+        _phases(model, _with_dp(cfg, dp), precision, roles) for dp in (d, 2 * d, 4 * d)
     )
     free = (_phases(model, _with_dp(cfg, CAP_FREE_DP), precision, roles)
             if steps_by_sub_group(cfg) else None)
@@ -129,9 +135,16 @@ def states_coefficients(
             e = w * free[phase][STEP_TERM] * CAP_FREE_DP
             s1, s2, s4 = (s - w * m[phase][STEP_TERM]
                           for s, m in ((s1, m1), (s2, m2), (s4, m4)))
-        b = 4 * (s2 - s4)
-        out[phase] = StatesCoefficients(a=s1 - b, b=b, c=s2 - s1 + b / 2, e=e, k=k)
+        b = 4 * d * (s2 - s4)
+        out[phase] = StatesCoefficients(a=s1 - b, b=b, c=s2 - s1 + b / 2, e=e, k=k) if d == 1 \
+            else StatesCoefficients(a=s2 - b / (2 * d), b=b, c=0.0, e=e, k=k)
     return out
+
+
+def first_dp(cfg: TrainConfig) -> int:
+    """The smallest data-parallel degree of a layout with cfg's ep and cp: ep divides dp x cp
+    (request_checks.ep_error), so dp is a multiple of ep / gcd(ep, cp); 1 without EP."""
+    return cfg.ep // math.gcd(cfg.ep, cfg.cp)
 
 
 STEP_TERM = "optimizer_step"
@@ -143,11 +156,13 @@ CAP_FREE_DP = 2**20  # a data-parallel degree at which no ZeRO-3 sub-group cap b
 def host_coefficients(model: ModelSpec, cfg: TrainConfig, roles: RoleModels = NO_ROLES,
                       *, precision: str = "bf16") -> tuple[int, int]:
     """Host RAM of one training process in MiB as a + b/dp (offloaded shards + the process),
-    read off workloads.workload_host_ram at dp = 1 and 2."""
+    read off workloads.workload_host_ram at dp = 1 and 2 (with EP at dp = d and 2d, d =
+    first_dp: the layouts' smallest dp)."""
+    d = first_dp(cfg)
     r1, r2 = (workload_host_ram(model, _with_dp(cfg, dp), 1, precision=precision,
-                                critic=roles.critic, reward=roles.reward) for dp in (1, 2))
-    b = 2 * (r1 - r2)
-    return _ceil_mib(r1 - b), _ceil_mib(b)
+                                critic=roles.critic, reward=roles.reward) for dp in (d, 2 * d))
+    b = 2 * d * (r1 - r2)
+    return _ceil_mib(r1 - b / d), _ceil_mib(b)
 
 
 def activation_reserved_bytes(
@@ -246,7 +261,7 @@ def _states_entry(model: ModelSpec, base: TrainConfig, s: Choice, *, tp: int, pp
     (a, b, c, e, k) in MiB) of a strategy on (tp, pp), memoised in ``shared`` by what model
     states depend on (not checkpointing)."""
     states_key = (s.method, s.lora_rank, s.optimizer, s.zero_stage, s.fsdp, s.offload,
-                  s.placement, s.offload_idle)
+                  s.placement, s.offload_idle, s.ep)
     key = (states_key, tp, pp, acc)
     if key not in shared:
         cfg = base.model_copy(update={

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from planner.catalog.frameworks import EP_LAUNCHES
 from planner.catalog.load import load_catalog
 from planner.catalog.request import PRECISIONS, TrainConfig
 from planner.catalog.request_checks import validate_config
@@ -243,6 +244,10 @@ def _every_format(job: Job, out: _Out) -> None:
         # verl's log-probs stay in 16 bit
         out.warn("the plan assumed 16-bit loss buffers (no fp32 upcast of the logits); stock "
                  "Hugging Face models upcast: more memory than planned")
+    if cfg.ep > 1 and out.fmt.split("@")[0] not in EP_LAUNCHES:
+        out.refuse(f"expert parallelism (ep {cfg.ep}: this launch has no expert parallel "
+                   "degree)", f"re-plan on a framework whose launch writes it ("
+                   f"{', '.join(EP_LAUNCHES)}), or check with --ep 1")
     if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node
         out.refuse(f"{job.num_gpus} GPUs on {job.num_hosts} nodes (launchers start "
                    f"{job.per_node} processes on every node: {job.per_node * job.num_hosts} "
@@ -255,9 +260,9 @@ def _every_format(job: Job, out: _Out) -> None:
 # ---------------------------------------------------------------------------------------------
 def _need_data_parallel(job: Job, out: _Out, fmt_hint: str) -> None:
     c = job.cfg
-    if c.tp > 1 or c.pp > 1 or c.cp > 1:
-        out.refuse(f"tensor/pipeline/context parallel training (tp {c.tp}, pp {c.pp}, cp {c.cp})",
-                   fmt_hint)
+    if c.tp > 1 or c.pp > 1 or c.cp > 1 or c.ep > 1:
+        out.refuse(f"tensor/pipeline/context/expert parallel training (tp {c.tp}, pp {c.pp}, "
+                   f"cp {c.cp}, ep {c.ep})", fmt_hint)
 
 
 def _need_not_rl(job: Job, out: _Out) -> None:

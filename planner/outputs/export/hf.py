@@ -137,7 +137,7 @@ def export_torchrun(job: Job, out: _Out) -> ExportResult:
     """A torchrun launch script for the job (HF Trainer or Megatron-LM arguments)."""
     cfg = job.cfg
     _need_not_rl(job, out)
-    megatron = cfg.tp * cfg.pp * cfg.cp > 1
+    megatron = cfg.tp * cfg.pp * cfg.cp * cfg.ep > 1
     script, groups = (_megatron_args(job, out) if megatron
                       else _hf_script_args(job, out, sharding=True))
     if not megatron:
@@ -184,6 +184,9 @@ def _megatron_args(job: Job, out: _Out) -> tuple[str, list[list[str]]]:
         ("--tensor-model-parallel-size", cfg.tp),
         ("--pipeline-model-parallel-size", cfg.pp),
         ("--context-parallel-size", cfg.cp if cfg.cp > 1 else None),
+        # ModelParallelConfig.expert_model_parallel_size, an argument through
+        # ArgumentGroupFactory (core_v0.17.1 argument_utils.py); expert tp defaults to tp
+        ("--expert-model-parallel-size", cfg.ep if cfg.ep > 1 else None),
         ("--sequence-parallel", cfg.tp > 1),
         ("--micro-batch-size", cfg.micro_batch_size),
         ("--global-batch-size", cfg.global_batch_size),

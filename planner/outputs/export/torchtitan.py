@@ -78,7 +78,8 @@ def _check(job: Job, out: _Out) -> None:
 
 
 def _parallelism(job: Job) -> dict[str, Any]:
-    """The [parallelism] table: FSDP2 shard or DDP replicate degree, tp, pp, cp."""
+    """The [parallelism] table: FSDP2 shard or DDP replicate degree, tp, pp, cp, and with
+    expert parallelism expert_parallel_degree and expert_tensor_parallel_degree (= tp)."""
     cfg = job.cfg
     doc: dict[str, Any] = {
         "data_parallel_replicate_degree": 1 if cfg.fsdp else cfg.dp,
@@ -86,6 +87,9 @@ def _parallelism(job: Job) -> dict[str, Any]:
         "tensor_parallel_degree": cfg.tp, "pipeline_parallel_degree": cfg.pp,
         "context_parallel_degree": cfg.cp,
     }
+    if cfg.ep > 1:  # ParallelismConfig at v0.2.2: etp is 1 or tp; the planner's experts split by tp
+        doc["expert_parallel_degree"] = cfg.ep
+        doc["expert_tensor_parallel_degree"] = cfg.tp
     if cfg.pp > 1:
         doc["pipeline_parallel_microbatch_size"] = cfg.micro_batch_size
         doc["pipeline_parallel_schedule"] = "1F1B"
