@@ -23,6 +23,7 @@ from typing import Any
 
 from planner.outputs.export._common import GRADIENT_CLIPPING, Job, _Out, _precision_note
 
+
 def expert_parallel(cfg: Any) -> dict[str, int]:
     """Megatron-Core's expert parallel fields of a plan with ep > 1 (none otherwise):
     ModelParallelConfig.expert_model_parallel_size and expert_tensor_parallel_size, set to tp

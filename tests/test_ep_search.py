@@ -1,0 +1,158 @@
+"""Expert parallelism in the plan search: the space offers ep > 1 to MoE models on frameworks
+whose launch writes it, the memory decomposition stays exact on every dp a row may take, the
+solver agrees with exhaustive enumeration, the step-time bounds stay bounds, and every plan
+exports with its ep written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.catalog.frameworks import launch_parallelism, resolve, unlaunchable
+from planner.catalog.load import load_catalog
+from planner.catalog.plan_request import PlanRequest
+from planner.catalog.request import TrainConfig
+from planner.errors import PlannerError
+from planner.models.memory import GIB, device_overhead_bytes, phase_terms, reserved_bytes
+from planner.models.workloads import estimate_memory
+from planner.outputs.export import export_plan, launch_format_of
+from planner.solver.oracle import enumerate_best
+from planner.solver.solve import plan
+from planner.solver.space import build_space
+from planner.solver.stages import solve_lexicographic
+from planner.solver.tables import PHASES, activation_reserved_bytes, states_coefficients
+
+CAT = load_catalog()
+GPU = CAT.gpu("h100-sxm")
+FLOOR = reserved_bytes({})
+MOE = [CAT.model(m).spec for m in ("qwen3-30b-a3b", "mixtral-8x7b")]
+
+
+def test_ep_is_searched_for_moe_models_only_where_the_launch_writes_it():
+    moe = build_space(PlanRequest(model="qwen3-30b-a3b", framework="torchtitan",
+                                  workload="pretrain", max_gpus=64, budget_usd=10**6), CAT)
+    assert {s.ep for s in moe.strategies} == {1, 2, 4, 8, 16, 32, 64}
+    assert all(r.dp % moe.strategies[r.strategy].ep == 0 for r in moe.rows)
+    dense = build_space(PlanRequest(model="qwen3-8b", framework="torchtitan",
+                                    workload="pretrain", max_gpus=64), CAT)
+    assert {s.ep for s in dense.strategies} == {1}
+    # hf-trainer runs no ep; NeMo-RL's launch does not write it (its grid differs)
+    hf = build_space(PlanRequest(model="qwen3-30b-a3b", max_gpus=64), CAT)
+    assert {s.ep for s in hf.strategies} == {1}
+    rl = resolve(CAT, "nemo-rl")
+    assert "ep" not in launch_parallelism(rl)
+    assert unlaunchable(rl, TrainConfig(num_gpus=8, ep=8)) != []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["none", "zero1", "zero2", "zero3", "fsdp"]),
+       st.sampled_from(["none", "optimizer"]), st.sampled_from([1, 2]),
+       st.sampled_from([2, 4, 8]), st.sampled_from([1, 2, 4, 8, 32]), st.integers(0, 1),
+       st.sampled_from(["full", "lora"]))
+def test_decomposition_is_exact_with_ep(shard, offload, tp, ep, mult, mi, method):
+    model = MOE[mi]
+    ep = min(ep, model.moe.num_experts)
+    dp = ep * mult
+    if shard == "none":
+        offload = "none"
+    cfg = TrainConfig(method=method, tp=tp, ep=ep, num_gpus=tp * dp, seq_len=2048,
+                      zero_stage={"zero1": 1, "zero2": 2, "zero3": 3}.get(shard, 0),
+                      fsdp=shard == "fsdp", offload=offload)
+    coeffs = states_coefficients(model, cfg, "bf16")
+    acts = activation_reserved_bytes(model, cfg, "bf16")
+    terms = phase_terms(model, cfg, "bf16")
+    for phase in PHASES:
+        direct = reserved_bytes(terms[phase]) - FLOOR
+        assert coeffs[phase].at(dp) + acts[phase] == pytest.approx(direct, rel=1e-9, abs=1.0)
+    device = max(coeffs[p].at(dp) + acts[p] for p in PHASES) + FLOOR
+    device += device_overhead_bytes(cfg.num_gpus)
+    assert device / GIB == pytest.approx(estimate_memory(model, GPU, cfg).device / GIB,
+                                         rel=1e-9)
+
+
+SMALL = [
+    dict(model="qwen3-30b-a3b", framework="torchtitan", workload="pretrain",
+         gpus=("rtx-4090", "h100-sxm"), max_gpus=16, global_batch_size=16),
+    dict(model="qwen3-30b-a3b", framework="torchtitan", workload="pretrain",
+         gpus=("h100-sxm", "a100-80gb-sxm"), max_gpus=16, global_batch_size=16, objective="time",
+         budget_usd=600000, tokens=1e8),
+    dict(model="mixtral-8x7b", framework="megatron-lm", workload="pretrain",
+         gpus=("h100-sxm",), max_gpus=16, global_batch_size=16, objective="time",
+         budget_usd=800000, tokens=1e8),
+    dict(model="mixtral-8x7b", framework="nemo-automodel", workload="sft", method="full",
+         gpus=("h100-sxm", "l40s"), max_gpus=16, global_batch_size=16, pricing="rent",
+         tokens=1e8),
+]
+
+
+@pytest.mark.parametrize("kw", SMALL, ids=lambda kw: f"{kw['model']}-{kw['framework']}")
+def test_solver_matches_enumeration_with_ep(kw):
+    space = build_space(PlanRequest(**kw), CAT)
+    assert max(s.ep for s in space.strategies) > 1
+    solved = solve_lexicographic(space, 30)
+    best = enumerate_best(space)
+    assert best is not None and solved is not None and solved.status == "optimal"
+    v = solved.values
+    cost = v["cost_usd"] if kw.get("pricing") != "rent" else best.cost
+    got = (cost, v["num_gpus"], solved.strategy, solved.offer, v["tp"], v["pp"],
+           -v["micro_batch"], v["dp"], v["grad_accum"], v["hosts"])
+    assert got == (best.cost, best.num_gpus, best.strategy, best.offer, best.tp, best.pp,
+                   best.neg_micro_batch, best.dp, best.grad_accum, best.hosts)
+    if kw.get("objective") == "time":
+        assert v["step_time_us"] == best.step_time_us
+
+
+def test_step_time_bounds_hold_with_ep():
+    """RowArrays.bounds <= the throughput model's step time for every row, ep > 1 among them:
+    the all-to-all adds time >= 0 and the expert GEMMs run at <= the MAMF rate the bound
+    takes (gemm.linear_time_scale >= 1), whatever their rows x ep."""
+    space = build_space(PlanRequest(model="qwen3-30b-a3b", framework="torchtitan",
+                                    workload="pretrain", gpus=("h100-sxm", "rtx-4090"),
+                                    max_gpus=32, global_batch_size=32), CAT)
+    rows, arr = space.timing.by_need(space.rows)
+    eps = np.array([space.strategies[r.strategy].ep for r in rows])
+    assert (eps > 1).sum() > 50
+    pick = np.random.default_rng(0).choice(len(rows), size=min(400, len(rows)), replace=False)
+    for oi in range(len(space.offers)):
+        bounds = arr.bounds(oi)
+        for i in pick.tolist():
+            assert bounds[i] <= space.timing.step_us(oi, rows[i]) + 1
+
+
+@pytest.mark.parametrize("kw", [
+    dict(model="qwen3-30b-a3b", framework="torchtitan", workload="pretrain",
+         budget_usd=400000, objective="time", tokens=1e9),
+    dict(model="mixtral-8x7b", framework="megatron-lm", workload="pretrain",
+         budget_usd=400000, objective="time", tokens=1e9),
+    dict(model="qwen3-30b-a3b", framework="megatron-bridge", workload="pretrain",
+         budget_usd=400000, objective="time", tokens=1e9),
+    dict(model="mixtral-8x7b", framework="nemo", workload="pretrain",
+         budget_usd=400000, objective="time", tokens=1e9),
+    dict(model="mixtral-8x7b", framework="nemo-automodel", workload="pretrain",
+         budget_usd=100000),
+    dict(model="qwen3-30b-a3b", framework="prime-rl", workload="sft",
+         budget_usd=400000, objective="time", tokens=1e9),
+], ids=lambda kw: kw["framework"])
+def test_an_ep_plan_exports_with_its_ep_written(kw):
+    result = plan(PlanRequest(**kw), CAT)
+    cfg = result.plan.config
+    assert cfg.ep > 1, "the request should make an expert-parallel plan"
+    fmt = launch_format_of(resolve(CAT, cfg.framework), cfg.workload)
+    text = export_plan(result, fmt, catalog=CAT).text
+    field = {"torchrun": "--expert-model-parallel-size", "torchtitan": "expert_parallel_degree",
+             "megatron-bridge": "expert_model_parallel_size",
+             "nemo": "expert_model_parallel_size", "nemo-automodel": "ep_size",
+             "prime-rl": "ep"}[fmt]
+    assert any(field in line and str(cfg.ep) in line for line in text.splitlines()), text
+
+
+def test_a_format_without_ep_refuses_it_in_one_line():
+    result = plan(PlanRequest(model="qwen3-30b-a3b", framework="torchtitan",
+                              workload="pretrain", budget_usd=400000, objective="time",
+                              tokens=1e9), CAT)
+    assert result.plan.config.ep > 1
+    with pytest.raises(PlannerError, match="cannot express expert parallel") as exc:
+        export_plan(result, "deepspeed", catalog=CAT)
+    assert "\n" not in str(exc.value)
