@@ -170,7 +170,7 @@ def test_litgpt_refusals(lit, update, match):
 
 def test_litgpt_refuses_model_parallel_and_fp16_pretraining(lit):
     full = variant(lit, method="full", lora_rank=None, num_gpus=4, grad_accum=4)
-    with pytest.raises(PlannerError, match="tensor/pipeline/context parallel"):
+    with pytest.raises(PlannerError, match="tensor/pipeline/context/expert parallel"):
         export_plan(variant(full, tp=2), "litgpt")
     doc = _doc(variant(full, workload="pretrain"))
     doc["plan"]["memory"]["precision"] = "fp16"
