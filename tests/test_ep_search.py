@@ -5,6 +5,9 @@ exports with its ep written."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -156,3 +159,20 @@ def test_a_format_without_ep_refuses_it_in_one_line():
     with pytest.raises(PlannerError, match="cannot express expert parallel") as exc:
         export_plan(result, "deepspeed", catalog=CAT)
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("framework, field", [
+    ("prime-rl", "ep"), ("megatron-bridge", "expert_model_parallel_size"),
+    ("nemo-automodel", "ep_size")])
+def test_an_moe_plan_at_ep_1_still_writes_it_where_the_launch_defaults_otherwise(framework,
+                                                                                 field):
+    # prime-rl's ep defaults to "auto" (min(world, 8)) and Bridge's MoE recipes set their own:
+    # the plan's ep 1 is written, not left to the launch
+    result = plan(PlanRequest(model="qwen3-30b-a3b", framework=framework, workload="sft",
+                              budget_usd=400000, objective="time", tokens=1e9, max_gpus=8), CAT)
+    cfg = result.plan.config.model_copy(update={"ep": 1})
+    fixed = dataclasses.replace(result.plan, config=cfg)
+    fmt = launch_format_of(resolve(CAT, cfg.framework), cfg.workload)
+    text = export_plan(fixed, fmt, catalog=CAT).text
+    pattern = re.compile(rf"^\s*(model\.)?{field}\s*[=:]\s*1\b")
+    assert any(pattern.match(line) for line in text.splitlines()), text

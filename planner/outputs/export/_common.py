@@ -54,6 +54,15 @@ class Job:
     precision: str  # effective on this GPU (bf16 becomes fp16 on GPUs without bf16)
     engine_utilization: float | None = None  # RL: vLLM gpu_memory_utilization to set
     reward_model: bool = False  # RL: a reward model is one of the plan's roles
+    # a Mixture-of-Experts model: launches that take ep write it even at 1, as their defaults
+    # differ (prime-rl's ModelConfig.ep "auto" = min(world, 8) at 559b447; Megatron-Bridge's
+    # Qwen3-MoE recipes set 4 or more)
+    moe: bool = False
+
+    @property
+    def writes_ep(self) -> bool:
+        """Whether a launch that has an expert-parallel setting writes it: every MoE plan."""
+        return self.moe or self.cfg.ep > 1
 
     @property
     def per_node(self) -> int:
@@ -130,6 +139,7 @@ def _job_of_plan(plan: Plan, *, model_path: str | None, catalog: Any) -> Job:
         precision=plan.memory.precision or cfg.precision,
         engine_utilization=engine_utilization_to_set(cfg, plan.memory),
         reward_model=_has_reward_model(cfg, plan.memory.phases),
+        moe=spec is not None and spec.moe is not None,
     )
 
 
@@ -184,6 +194,7 @@ def _job_of_doc(plan: Mapping, *, model_path: str | None, catalog: Any) -> Job:
         precision=precision,
         engine_utilization=None if u is None else float(u),
         reward_model=_has_reward_model(cfg, phases),
+        moe=spec is not None and spec.moe is not None,
     )
 
 

@@ -24,15 +24,15 @@ from typing import Any
 from planner.outputs.export._common import GRADIENT_CLIPPING, Job, _Out, _precision_note
 
 
-def expert_parallel(cfg: Any) -> dict[str, int]:
-    """Megatron-Core's expert parallel fields of a plan with ep > 1 (none otherwise):
+def expert_parallel(job: Any) -> dict[str, int]:
+    """Megatron-Core's expert parallel fields of an MoE plan (Job.writes_ep; none otherwise):
     ModelParallelConfig.expert_model_parallel_size and expert_tensor_parallel_size, set to tp
     as the planner splits the experts (core_v0.17.1 model_parallel_config.py: None becomes tp,
     but Megatron-Bridge's MoE recipes set 1, e.g. recipes/qwen/h100/qwen3_moe.py at v0.6.0);
     NeMo 2's MegatronStrategy takes both (NVIDIA/NeMo@v2.4.0 megatron_strategy.py)."""
-    if cfg.ep == 1:
+    if not job.writes_ep:
         return {}
-    return {"expert_model_parallel_size": cfg.ep, "expert_tensor_parallel_size": cfg.tp}
+    return {"expert_model_parallel_size": job.cfg.ep, "expert_tensor_parallel_size": job.cfg.tp}
 
 
 # Megatron-Core module of each planner LoRA target (q, k, v share one fused projection; so do a

@@ -83,7 +83,7 @@ def _distributed(job: Job, out: _Out) -> dict[str, Any]:
     dist: dict[str, Any] = {"strategy": _strategy(job), "dp_size": None, "tp_size": cfg.tp,
                             "cp_size": cfg.cp, "pp_size": cfg.pp,
                             "sequence_parallel": cfg.tp > 1}
-    if cfg.ep > 1:  # _dist_utils.py parse_distributed_section ep_size (v0.5.0)
+    if job.writes_ep:  # _dist_utils.py parse_distributed_section ep_size (v0.5.0)
         dist["ep_size"] = cfg.ep
     if cfg.tp * cfg.cp * cfg.pp > 1 and not cfg.fsdp and cfg.dp > 1:
         out.warn("tensor/context/pipeline parallel run under Automodel's FSDP2 strategy: "

@@ -72,7 +72,7 @@ def bridge_settings(job: Job, out: _Out) -> list[tuple[str, Any]]:
         ("model.context_parallel_size", cfg.cp),
         ("model.sequence_parallel", cfg.tp > 1),
     ]
-    sets += [(f"model.{k}", v) for k, v in expert_parallel(cfg).items()]
+    sets += [(f"model.{k}", v) for k, v in expert_parallel(job).items()]
     sets += [(f"model.{k}", v) for k, v in recompute(job, out).items()]
     sets += [("train.micro_batch_size", cfg.micro_batch_size),
              ("train.global_batch_size", cfg.global_batch_size),

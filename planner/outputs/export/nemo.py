@@ -67,7 +67,7 @@ def nemo_settings(job: Job, out: _Out) -> list[tuple[str, Any]]:
         ("trainer.strategy.pipeline_model_parallel_size", cfg.pp),
         ("trainer.strategy.context_parallel_size", cfg.cp),
         ("trainer.strategy.sequence_parallel", cfg.tp > 1),
-        *((f"trainer.strategy.{k}", v) for k, v in expert_parallel(cfg).items()),
+        *((f"trainer.strategy.{k}", v) for k, v in expert_parallel(job).items()),
         ("trainer.plugins", _Code(f"{NEMO_PRECISION[job.precision]}()")),
         ("data.micro_batch_size", cfg.micro_batch_size),
         ("data.global_batch_size", cfg.global_batch_size),

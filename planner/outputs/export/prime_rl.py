@@ -102,7 +102,7 @@ def _prime_rl_model(job: Job, out: _Out) -> dict[str, Any]:
         "fsdp_cpu_offload": cfg.offload == "optimizer+params",
         "cp": cfg.cp,
         # ModelConfig.ep (packages/prime-rl-configs .../trainer.py at 559b447; default "auto")
-        **({"ep": cfg.ep} if cfg.ep > 1 else {}),
+        **({"ep": cfg.ep} if job.writes_ep else {}),
         "optimization_dtype": "bfloat16" if cfg.pure_bf16 else "float32",
         "reduce_dtype": "bfloat16" if cfg.pure_bf16 else "float32",
     }
