@@ -261,6 +261,8 @@ PLAN_OPTIONS = [
                   default=None, help="Pin ZeRO stage / FSDP [default: solver picks]."),
     click.option("--tp", type=INT, default=None),
     click.option("--pp", type=INT, default=None),
+    click.option("--ep", type=INT, default=None,
+                  help="Expert parallel degree of an MoE model [default: solver picks]."),
     click.option("--offload", type=_choice(("auto", *OFFLOADS)), default="auto", show_default=True),
     click.option("--checkpointing", type=_choice(("auto", *CHECKPOINTINGS)), default="auto",
                   show_default=True),

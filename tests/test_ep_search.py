@@ -176,3 +176,24 @@ def test_an_moe_plan_at_ep_1_still_writes_it_where_the_launch_defaults_otherwise
     text = export_plan(fixed, fmt, catalog=CAT).text
     pattern = re.compile(rf"^\s*(model\.)?{field}\s*[=:]\s*1\b")
     assert any(pattern.match(line) for line in text.splitlines()), text
+
+
+def test_a_pinned_ep_is_the_plans():
+    result = plan(PlanRequest(model="qwen3-30b-a3b", framework="torchtitan", workload="pretrain",
+                              budget_usd=400000, objective="time", tokens=1e9, ep=2), CAT)
+    assert result.plan.config.ep == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "7b", "--ep", "2"], "needs a Mixture-of-Experts model"),
+    (["--model", "qwen3-30b-a3b", "--ep", "3"], "must divide the 128 routed experts"),
+    (["--model", "qwen3-30b-a3b", "--framework", "unsloth", "--ep", "2"],
+     "does not run expert parallelism"),
+    (["--model", "qwen3-30b-a3b", "--workload", "grpo", "--ep", "2"], "data parallel only"),
+])
+def test_a_bad_ep_pin_is_one_line_and_exit_2(capsys, args, message):
+    from planner.cli import run
+
+    code = run(["plan", "--budget", "400000", *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and "\n" not in err

@@ -125,6 +125,7 @@ class PlanRequest(_Request):
     sharding: Sharding | None = None
     tp: int | None = Field(default=None, gt=0)
     pp: int | None = Field(default=None, gt=0)
+    ep: int | None = Field(default=None, gt=0)  # expert parallel degree; None: searched
     offload: Offload | Literal["auto"] = "auto"
     checkpointing: Checkpointing | Literal["auto"] = "auto"
     micro_batch_size: int | None = Field(default=None, gt=0)
@@ -247,8 +248,8 @@ class PlanRequest(_Request):
             "offload_idle": pinned_or(self.offload_idle, (False, True)) if rl else (False,),
             # expert parallelism: MoE models on a framework whose launch writes it, not RL (its
             # trainer is data parallel: validate_workload); a row keeps ep | dp x cp
-            "ep": expert_parallel_options(model, at_most=min(MAX_EP, self.num_gpus or
-                                                             self.max_gpus))
+            "ep": pinned_or(self.ep, expert_parallel_options(
+                model, at_most=min(MAX_EP, self.num_gpus or self.max_gpus)))
             if "ep" in parallel and not self.is_rl else (1,),
         }
 
@@ -294,6 +295,15 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     error = tp_error(req.tp, model) if req.tp is not None else None
     if error:
         raise PlannerError(error)
+    if req.ep not in (None, 1):
+        if model.moe is None:
+            raise PlannerError(f"--ep {req.ep} needs a Mixture-of-Experts model; {model.id} is "
+                               "dense (use --ep 1)")
+        if model.moe.num_experts % req.ep:
+            raise PlannerError(f"--ep {req.ep} must divide the {model.moe.num_experts} routed "
+                               f"experts of {model.id}")
+        if req.is_rl:
+            raise PlannerError(f"--ep {req.ep}: the RL trainer is data parallel only (--ep 1)")
     if req.pp is not None and model.num_layers % req.pp:  # the plan's stages are equal
         raise PlannerError(f"--pp {req.pp} must divide the {model.num_layers} layers of {model.id}")
     error = model_parallel_error(tp=req.tp or 1, pp=req.pp or 1, num_gpus=req.num_gpus) \

@@ -387,13 +387,13 @@ def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: 
     parallel axes; a pin of an axis it does not run is a PlannerError, and RL pins are checked
     as the engine's options when the trainer generates (validate_engine)."""
     parallel = launch_parallelism(profile)
-    for axis in ("tp", "pp"):
+    names = {"tp": "tensor", "pp": "pipeline", "ep": "expert"}
+    for axis in ("tp", "pp", "ep"):
         if (getattr(request, axis) or 1) > 1 and axis not in parallel:
             raise PlannerError(
                 f"--{axis} {getattr(request, axis)}: --framework {profile.id} does not "
-                f"run {'tensor' if axis == 'tp' else 'pipeline'} parallelism (or its launch "
-                "format expresses data parallelism only); name one that does ('planner "
-                "catalog frameworks', column parallel)")
+                f"run {names[axis]} parallelism (or its launch format does not express it); "
+                "name one that does ('planner catalog frameworks', column parallel)")
     if request.is_rl and base.generates_in_trainer:
         validate_engine(base.model_copy(update={
             "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
