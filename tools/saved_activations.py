@@ -4,8 +4,8 @@
     python tools/saved_activations.py --op-sac > tests/data/saved_activations_op_sac.json
     python tools/saved_activations.py --peft > tests/data/saved_activations_peft.json
 
-Needs torch and transformers (optionally torchtune 0.3 and peft) in the environment; the planner does
-not. For each implementation it builds one Llama-style decoder layer in bf16, runs a forward
+Needs torch and transformers (optionally torchtune 0.3 and peft) in the environment; the planner
+does not. For each implementation it builds one Llama-style decoder layer in bf16, runs a forward
 pass over a batch of tokens and sums the distinct storages autograd keeps for backward
 (parameters and buffers excluded), the quantity ``memory.layer_activation_bytes_per_token``
 predicts:

@@ -23,9 +23,9 @@ from planner.catalog.params import layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
+from planner.models.lora_dropout import lora_dropout_bytes_per_token as dropout_bytes
 from planner.models.states import (
     _adapted_names,
-    adapted_linear_specs,
     adapted_linears,
     adapter_bytes,
     comm_buffer_bytes,
@@ -63,48 +63,10 @@ NORM_READERS = {"attention": ("q", "k", "v", "q_a", "kv_a"), "mlp": ("gate", "up
 
 
 def _inputs_kept(cfg: TrainConfig, trained: frozenset[str] | None) -> frozenset[str] | None:
-    """Matrices whose inputs are saved: those that train (None: all), or all when the 4-bit base
-    keeps them (cfg.quant_keeps_inputs: bitsandbytes < 0.43.2, MatMul4Bit ctx.tensors = (A, B)).
-    Under LoRA dropout none: each A reads its dropout's output instead (lora_dropout_bytes)."""
-    if cfg.method == "qlora" and cfg.quant_keeps_inputs:
-        return None
-    return frozenset() if trained is not None and lora_dropout_on(cfg) else trained
-
-
-def lora_dropout_on(cfg: TrainConfig) -> bool:
-    """The adapters drop out their input (cfg.lora_dropout > 0; fused LoRA kernels run only
-    without dropout, _fused_lora)."""
-    return cfg.is_peft and cfg.lora_dropout > 0
-
-
-QKV = frozenset({"q", "k", "v"})
-
-
-def lora_dropout_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
-    """What LoRA dropout saves per token in one layer: each dropout's 16-bit output, the input
-    lora_A's weight gradient reads, and its bool mask (torch native_dropout, the op nn.Dropout
-    runs on CUDA, saves result1: 1 byte an element), 3 x d_in bytes per dropout module. PEFT
-    gives every adapted matrix its own (huggingface/peft LoraLayer.update_layer: lora_dropout
-    ModuleDict per adapter; q, k and v each drop out the shared input), as torchtune's
-    LoRALinear does; LitGPT's fused LoRAQKVLinear drops out the shared input once
-    (Lightning-AI/litgpt@2685705 litgpt/lora.py: F.linear(self.lora_dropout(x), self.lora_A),
-    cfg.lora_dropout_shared_qkv). The input itself is then no longer kept for the adapters
-    (_inputs_kept). A routed expert's dropout sees the k routed copies of a token. Measured:
-    tools/saved_activations.py, PEFT 0.21 with lora_dropout 0.05 vs 0 on q, v and on every
-    linear layer (tests/data/saved_activations.json)."""
-    if not lora_dropout_on(cfg):
-        return 0.0
-    k = model.moe.experts_per_token if model.moe is not None else 1
-    inputs = 0
-    shared_qkv = False
-    for lin in adapted_linear_specs(model, cfg):
-        if cfg.lora_dropout_shared_qkv and lin.name in QKV:
-            if not shared_qkv:
-                inputs += lin.d_in
-            shared_qkv = True
-            continue
-        inputs += lin.d_in * (min(k, lin.count) if lin.group == "expert" else lin.count)
-    return 3 * inputs
+    """Matrices whose inputs are saved: those that train (None: all; none under LoRA dropout), or
+    all when the 4-bit base keeps them (cfg.quant_keeps_inputs: bitsandbytes < 0.43.2)."""
+    dropped = frozenset() if trained is not None and cfg.lora_dropout else trained
+    return None if cfg.method == "qlora" and cfg.quant_keeps_inputs else dropped
 
 
 def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str] | None) -> float:
@@ -159,10 +121,8 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     and k, v are saved after their expansion to every query head (2h each instead of 2hg), as
     they are where the framework copies them before the attention kernel (cfg.expand_kv_heads:
     torchtune, Hugging Face sdpa before native GQA). DoRA adds the base output of each adapted
-    matrix (d_out) and LoRA the A-projection output (r) per adapted matrix, and under LoRA
-    dropout (cfg.lora_dropout > 0) each dropout's output and mask in place of the input the
-    adapters would share with the base (lora_dropout_bytes_per_token). Divided by tp
-    (sequence parallel).
+    matrix (d_out) and LoRA the A-projection output (r) per adapted matrix (with LoRA dropout
+    each dropout's output and mask: lora_dropout). Divided by tp (sequence parallel).
     All of it is measured: tools/saved_activations.py sums the tensors autograd saves in a
     Hugging Face Llama layer and in torchtune's (eager and AOT-partitioned, full and LoRA;
     torch 2.14 on CPU), recorded in tests/data/saved_activations.json.
@@ -183,8 +143,7 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
         total += 2 * q_dim * (1 - g) * b
     if cfg.is_peft and not _fused_lora(model, cfg):
         adapted = adapted_linears(model, cfg)
-        total += sum(cnt * cfg.rank * b for _, _, cnt in adapted)
-        total += lora_dropout_bytes_per_token(model, cfg)
+        total += sum(cnt * cfg.rank * b for _, _, cnt in adapted) + dropout_bytes(model, cfg)
         if cfg.method == "dora":
             total += sum(cnt * d_out * b for _, d_out, cnt in adapted)
     return total / cfg.tp
@@ -198,8 +157,7 @@ def _fused_lora(model: ModelSpec, cfg: TrainConfig) -> bool:
     with adapters on all seven matrices, the case in which Unsloth swaps its autograd functions
     in (unslothai/unsloth@015bdef unsloth/models/llama.py FastLlamaModel.patch_peft_model: MLP,
     QKV and O paths when every matrix of the group has a LoRA, without dropout or bias)."""
-    if not (cfg.fused_lora_kernels and cfg.is_peft) or cfg.lora_dropout > 0 \
-            or model.moe is not None \
+    if not (cfg.fused_lora_kernels and cfg.is_peft) or cfg.lora_dropout or model.moe \
             or model.activation not in ("swiglu", "geglu") or model.norm != "rmsnorm":
         return False
     return FUSED_LORA_MATRICES.issubset(_trained_matrices(model, cfg) or ())
@@ -365,10 +323,8 @@ def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     tokens = tokens_per_gpu(cfg)
     if cfg.loss_token_chunk_gib:
         return token_fused_loss_bytes(model, cfg)
-    if cfg.lm_head_vocab_chunk:
-        fused = tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
-    else:
-        fused = 0.0
+    fused = (tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
+             if cfg.lm_head_vocab_chunk else 0.0)
     if cfg.lm_head_vocab_chunk:
         per = cal.LOGIT_BYTES_UNCHUNKED
     elif cfg.chunked_loss:
