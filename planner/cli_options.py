@@ -173,6 +173,9 @@ WORKLOAD_OPTIONS = [
 CONFIG_OPTIONS = [
     click.option("--lora-targets", default="all-linear", show_default=True,
                  help="Comma list of q,k,v,o,gate,up,down or all-linear."),
+    click.option("--lora-dropout", type=click.FloatRange(0, 1, max_open=True), default=None,
+                 help="LoRA dropout probability (default: the framework's; PEFT's 0.0). Above "
+                 "0 every adapter keeps its dropout's output and mask."),
     click.option("--precision", type=_choice(PRECISIONS), default="bf16", show_default=True),
     click.option("--pure-bf16", is_flag=True, help="No fp32 master weights (torchtune-style)."),
     click.option("--paged-optimizer", is_flag=True,
@@ -203,8 +206,8 @@ def _lora_targets(value: object) -> tuple[str, ...]:
 
 
 # The CONFIG_OPTIONS' parameter names (config_field maps each to its TrainConfig field).
-CONFIG_FLAGS = ("lora_targets", "precision", "pure_bf16", "paged_optimizer", "fused_optimizer",
-                "compiled", "no_flash_attention", "chunked_loss")
+CONFIG_FLAGS = ("lora_targets", "lora_dropout", "precision", "pure_bf16", "paged_optimizer",
+                "fused_optimizer", "compiled", "no_flash_attention", "chunked_loss")
 
 
 def config_field(name: str, value: object) -> tuple[str, object]:

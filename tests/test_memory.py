@@ -126,6 +126,40 @@ def test_saved_activations_match_measurement(tiny, row):
         assert working == pytest.approx(row["working_set_bytes_per_token"], rel=2e-3)
 
 
+PEFT_DROPOUT = json.loads((DATA / "saved_activations_peft.json").read_text())
+
+
+@pytest.mark.parametrize("row", PEFT_DROPOUT["rows"], ids=lambda r: "-".join(
+    str(r[k]) for k in ("method", "lora_dropout", "hidden")))
+def test_lora_dropout_matches_peft_measurement(tiny, row):
+    """PEFT's own LoRA layers at lora_dropout 0 and 0.05 (tools/saved_activations.py --peft,
+    native_dropout as on CUDA): with dropout every adapted matrix keeps its dropout's 16-bit
+    output and bool mask (3 x d_in bytes) and no adapter keeps the shared input; e.g. q, v on
+    Llama-3.2-3B: 96,488 + 2 x 3 x 3072 - 2 x 3072 (the attention norm's output) = 108,776."""
+    model = tiny.model_copy(update={
+        "hidden_size": row["hidden"], "ffn_hidden_size": row["ffn"],
+        "num_attention_heads": row["heads"], "num_kv_heads": row["kv_heads"],
+        "head_dim": row["hidden"] // row["heads"]})
+    c = cfg(seq_len=row["tokens"], lora_dropout=row["lora_dropout"], **METHODS[row["method"]])
+    predicted = mem.layer_activation_bytes_per_token(model, c)
+    assert predicted == pytest.approx(row["bytes_per_token"], rel=2e-3)
+
+
+def test_lora_dropout_shared_qkv_counts_one_input(tiny):
+    """LitGPT's fused LoRAQKVLinear drops out the shared input once for q, k and v: 3 x h
+    bytes less per shared matrix than PEFT's one dropout each; without dropout no change."""
+    qkv = {"method": "lora", "lora_rank": 8, "lora_targets": ("q", "k", "v")}
+    h = tiny.hidden_size
+    each = mem.layer_activation_bytes_per_token(tiny, cfg(lora_dropout=0.05, **qkv))
+    shared = mem.layer_activation_bytes_per_token(
+        tiny, cfg(lora_dropout=0.05, lora_dropout_shared_qkv=True, **qkv))
+    assert each - shared == 2 * 3 * h
+    assert mem.layer_activation_bytes_per_token(tiny, cfg(**qkv)) == \
+        mem.layer_activation_bytes_per_token(tiny, cfg(lora_dropout_shared_qkv=True, **qkv))
+    full = mem.layer_activation_bytes_per_token(tiny, cfg())
+    assert full == mem.layer_activation_bytes_per_token(tiny, cfg(lora_dropout=0.1))
+
+
 OP_SAC = json.loads((DATA / "saved_activations_op_sac.json").read_text())
 
 

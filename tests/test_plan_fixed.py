@@ -29,6 +29,7 @@ def test_fixed_fields_are_train_config_fields():
     (["--no-flash-attention"], "flash_attention", False),
     (["--lora-targets", "q,v"], "lora_targets", ["q", "v"]),
     (["--chunked-loss"], "chunked_loss", True),
+    (["--lora-dropout", "0.1"], "lora_dropout", 0.1),
 ])
 def test_plan_takes_checks_flags_and_check_agrees(capsys, flags, field, value):
     code, out, _ = run(capsys, "plan", "--model", "7b", "--budget", "3000", *flags, "--json")
@@ -48,6 +49,23 @@ def test_eager_attention_costs_memory_in_the_plan(capsys):
     eager = plan(base.model_copy(update={"fixed": {"flash_attention": False}}), CAT).plan
     assert eager.config.flash_attention is False
     assert eager.memory.device > flash.memory.device
+
+
+def test_lora_dropout_costs_memory_and_litgpt_states_its_own(capsys):
+    """--lora-dropout keeps each adapter's dropout output and mask: a LoRA check uses more
+    memory with it; without the flag the framework's value holds (LitGPT 0.05, one shared
+    q, k, v dropout; PEFT's 0.0 for the Hugging Face Trainer)."""
+    args = ("check", "--model", "7b", "--gpu", "a100-80gb-sxm", "--method", "lora",
+            "--micro-batch", "4", "--checkpointing", "none", "--json")
+    _, plain, _ = run(capsys, *args)
+    _, dropped, _ = run(capsys, *args, "--lora-dropout", "0.05")
+    assert json.loads(dropped)["memory"]["per_gpu_gib"] > json.loads(plain)["memory"]["per_gpu_gib"]
+    _, lit, _ = run(capsys, *args, "--framework", "litgpt")
+    assert json.loads(lit)["config"]["lora_dropout"] == 0.05
+    assert json.loads(lit)["config"]["lora_dropout_shared_qkv"] is True
+    assert json.loads(plain)["config"]["lora_dropout"] == 0.0
+    code, _, err = run(capsys, *args, "--lora-dropout", "1.5")
+    assert code == 2 and len(err.strip().splitlines()) == 1
 
 
 def test_bad_fixed_values_are_one_line_errors(capsys):

@@ -77,3 +77,16 @@ def test_hf_pool_holds_the_usable_hugging_face_path_rows(by_file):
     """fms-acceleration's plain-HF rows set the hf factor with LLaMA-Factory's and ms-swift's."""
     usable = {c["id"] for c in by_file["project_cases_hf.yaml"] if c["usable_for_accuracy"]}
     assert usable and usable <= set(eff.STACK_CASES["hf"])
+
+
+def test_litgpt_adapter_cases_run_their_configs_lora_dropout(by_file, catalog):
+    """Each LitGPT LoRA/QLoRA row states its config's lora_dropout (config_hub 0.05, the Gemma
+    configs 0.1), and the case's TrainConfig carries it with LitGPT's one shared q, k, v
+    dropout (case_inputs reads extra.lora_dropout over the profile's 0.05)."""
+    from planner.validation.case_inputs import case_config
+
+    rows = [c for c in by_file["project_cases_litgpt.yaml"] if c["method"] in ("lora", "qlora")]
+    assert rows and all("lora_dropout" in c["extra"] for c in rows)
+    gemma = next(c for c in rows if c["id"] == "litgpt_hub_gemma-2b_lora_1xA10G")
+    cfg, _ = case_config(gemma, catalog)
+    assert cfg.lora_dropout == 0.1 and cfg.lora_dropout_shared_qkv

@@ -2,9 +2,10 @@
 
     python tools/saved_activations.py > tests/data/saved_activations.json
     python tools/saved_activations.py --op-sac > tests/data/saved_activations_op_sac.json
+    python tools/saved_activations.py --peft > tests/data/saved_activations_peft.json
 
-Needs torch and transformers (optionally torchtune 0.3) in the environment; the planner does
-not. For each implementation it builds one Llama-style decoder layer in bf16, runs a forward
+Needs torch and transformers (optionally torchtune 0.3 and peft) in the environment; the planner
+does not. For each implementation it builds one Llama-style decoder layer in bf16, runs a forward
 pass over a batch of tokens and sums the distinct storages autograd keeps for backward
 (parameters and buffers excluded), the quantity ``memory.layer_activation_bytes_per_token``
 predicts:
@@ -27,6 +28,13 @@ predicts:
 
 Methods: full (every weight trains), lora (rank-32 adapters on every matrix, base weights and
 norms frozen) and lora-qv (adapters on q and v only).
+
+- PEFT LoRA dropout (--peft, needs peft): the same layer with PEFT's own
+  LoRA layers (peft.inject_adapter_in_model, r 32) at lora_dropout 0 and 0.05, on q, v and on
+  every matrix. nn.Dropout runs torch's fused native_dropout (output + bool mask) on CUDA but
+  a bernoulli mask in the input's dtype on the CPU (aten/src/ATen/native/Dropout.cpp
+  is_fused_kernel_acceptable); the rows route F.dropout through torch.native_dropout, the op
+  CUDA runs, and also give the CPU path's bytes ("cpu_dropout_bytes_per_token").
 
 tests/test_memory.py compares the model with the recorded output.
 """
@@ -220,6 +228,52 @@ def torchtune_layer(hidden, ffn, heads, kv):
     return layer, lambda x: layer(x), ()
 
 
+def peft_layer(hidden, ffn, heads, kv, method, dropout):
+    """An HF Llama layer with PEFT LoRA (r 32) on ``method``'s matrices, base frozen."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    layer, run, extra = hf_layer(hidden, ffn, heads, kv, "sdpa")
+    for p in layer.parameters():
+        p.requires_grad_(False)
+    config = LoraConfig(r=32, lora_alpha=16, lora_dropout=dropout,
+                        target_modules=list(LORA_TARGETS[method]))
+    layer = inject_adapter_in_model(config, layer).to(torch.bfloat16).train()
+    return layer, run, extra
+
+
+def _native_dropout(x, p=0.5, training=True, inplace=False):
+    """F.dropout as CUDA runs it: the fused native_dropout (saves a bool mask)."""
+    if not training or p == 0:
+        return x
+    return torch.native_dropout(x, p, True)[0]
+
+
+def peft_rows() -> list[dict]:
+    rows = []
+    functional = torch.nn.functional
+    cpu_dropout = functional.dropout
+    for hidden, ffn, heads, kv in SHAPES:
+        for method in ("lora", "lora-qv"):
+            for dropout in (0.0, 0.05):
+                saved = {}
+                for path, fn in (("cuda", _native_dropout), ("cpu", cpu_dropout)):
+                    torch.manual_seed(0)
+                    functional.dropout = fn
+                    try:
+                        layer, run, extra = peft_layer(hidden, ffn, heads, kv, method, dropout)
+                        x = torch.randn(1, TOKENS, hidden, dtype=torch.bfloat16,
+                                        requires_grad=True)
+                        saved[path] = _eager(layer, run, x, extra)
+                    finally:
+                        functional.dropout = cpu_dropout
+                rows.append({"implementation": "peft", "attention": "sdpa", "method": method,
+                             "lora_dropout": dropout, "compiled": False, "hidden": hidden,
+                             "ffn": ffn, "heads": heads, "kv_heads": kv, "tokens": TOKENS,
+                             "lora_rank": 32, "bytes_per_token": saved["cuda"] / TOKENS,
+                             "cpu_dropout_bytes_per_token": saved["cpu"] / TOKENS})
+    return rows
+
+
 # torchtitan's op-level save list (aten.mm and the attention kernels), with the CPU kernel.
 SAC_SAVE = (
     "mm.default", "_scaled_dot_product_efficient_attention.default",
@@ -280,6 +334,15 @@ def main() -> None:
         versions["torchtune"] = torchtune.__version__.split("+")[0]
     except ImportError:
         pass
+    try:
+        import peft
+        versions["peft"] = peft.__version__
+    except ImportError:
+        pass
+    if "--peft" in sys.argv[1:]:
+        json.dump({"measured_with": versions, "rows": peft_rows()}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     if "--op-sac" in sys.argv[1:]:
         json.dump({"measured_with": versions, "rows": op_sac_rows()}, sys.stdout, indent=1)
         sys.stdout.write("\n")

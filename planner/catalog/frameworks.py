@@ -158,8 +158,10 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["fp32_trained_weights"] = profile.value("frozen_base_dtype") == "fp32"
     if profile.value("selective_checkpointing") is not None:
         out["selective_checkpointing"] = profile.value("selective_checkpointing")
+    if profile.value("lora_dropout") is not None:
+        out["lora_dropout"] = float(profile.value("lora_dropout"))
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
-                "fused_lora_kernels"):
+                "fused_lora_kernels", "lora_dropout_shared_qkv"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out
@@ -198,7 +200,8 @@ SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "ch
                    "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
                    "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
-                   "fused_lora_kernels", "loss_token_chunk_gib")
+                   "fused_lora_kernels", "loss_token_chunk_gib", "lora_dropout",
+                   "lora_dropout_shared_qkv")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:

@@ -87,7 +87,7 @@ MAX_GLOBAL_BATCH = 65_536
 # with, not what the planner searches (layout, sharding, method, batch are PlanRequest's own
 # choices, open or pinned).
 FIXED_FIELDS = ("precision", "pure_bf16", "paged_optimizer", "fused_optimizer", "compiled",
-                "flash_attention", "chunked_loss", "lora_targets")
+                "flash_attention", "chunked_loss", "lora_targets", "lora_dropout")
 
 
 # PlanRequest fields that are TrainConfig fields of the same name and meaning: every candidate

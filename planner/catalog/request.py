@@ -117,6 +117,13 @@ class TrainConfig(_Request):
     method: Method = "full"
     lora_rank: int | None = Field(default=None, gt=0)
     lora_targets: tuple[LoraTarget, ...] = DEFAULT_LORA_TARGETS
+    lora_dropout: float = Field(
+        default=0.0, ge=0, lt=1, description="LoRA dropout probability on the adapters' input "
+        "(PEFT LoraConfig.lora_dropout, default 0.0): above 0 each dropout keeps its output and "
+        "mask for backward")
+    lora_dropout_shared_qkv: bool = Field(
+        default=False, description="one LoRA dropout for the q, k, v adapters' shared input "
+        "(LitGPT's fused LoRAQKVLinear), not one each (PEFT, torchtune)")
     freeze_trainable_layers: int = Field(default=2, gt=0, description="method freeze: last k")
     quant_format: QuantFormat = "nf4"
     optimizer: Optimizer = "adamw"

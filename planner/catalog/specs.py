@@ -412,6 +412,10 @@ class FrameworkFacts(_Frozen):
         default=None, description="FSDP: embedding and head wrapped as units of their own")
     lora_rank: Fact[int] | None = None
     lora_targets: Fact[tuple[str, ...]] | None = None
+    lora_dropout: Fact[Annotated[float, Field(ge=0, lt=1)]] | None = Field(
+        default=None, description="the LoRA dropout its launches set when the job states none")
+    lora_dropout_shared_qkv: Fact[bool] | None = Field(
+        default=None, description="one LoRA dropout for the fused q, k, v adapters' input")
     fp8_generation: Fact[bool] | None = Field(
         default=None, description="FP8 training recipes also generate in FP8")
     # speed

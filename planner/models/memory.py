@@ -23,6 +23,7 @@ from planner.catalog.params import layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
+from planner.models.lora_dropout import lora_dropout_bytes_per_token as dropout_bytes
 from planner.models.states import (
     _adapted_names,
     adapted_linears,
@@ -62,9 +63,10 @@ NORM_READERS = {"attention": ("q", "k", "v", "q_a", "kv_a"), "mlp": ("gate", "up
 
 
 def _inputs_kept(cfg: TrainConfig, trained: frozenset[str] | None) -> frozenset[str] | None:
-    """Matrices whose inputs are saved: those that train (None: all), or all when the 4-bit base
-    keeps them (cfg.quant_keeps_inputs: bitsandbytes < 0.43.2, MatMul4Bit ctx.tensors = (A, B))."""
-    return None if cfg.method == "qlora" and cfg.quant_keeps_inputs else trained
+    """Matrices whose inputs are saved: those that train (None: all; none under LoRA dropout), or
+    all when the 4-bit base keeps them (cfg.quant_keeps_inputs: bitsandbytes < 0.43.2)."""
+    dropped = frozenset() if trained is not None and cfg.lora_dropout else trained
+    return None if cfg.method == "qlora" and cfg.quant_keeps_inputs else dropped
 
 
 def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str] | None) -> float:
@@ -119,8 +121,8 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     and k, v are saved after their expansion to every query head (2h each instead of 2hg), as
     they are where the framework copies them before the attention kernel (cfg.expand_kv_heads:
     torchtune, Hugging Face sdpa before native GQA). DoRA adds the base output of each adapted
-    matrix (d_out) and LoRA the A-projection output (r) per adapted matrix. Divided by tp
-    (sequence parallel).
+    matrix (d_out) and LoRA the A-projection output (r) per adapted matrix (with LoRA dropout
+    each dropout's output and mask: lora_dropout). Divided by tp (sequence parallel).
     All of it is measured: tools/saved_activations.py sums the tensors autograd saves in a
     Hugging Face Llama layer and in torchtune's (eager and AOT-partitioned, full and LoRA;
     torch 2.14 on CPU), recorded in tests/data/saved_activations.json.
@@ -141,7 +143,7 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
         total += 2 * q_dim * (1 - g) * b
     if cfg.is_peft and not _fused_lora(model, cfg):
         adapted = adapted_linears(model, cfg)
-        total += sum(cnt * cfg.rank * b for _, _, cnt in adapted)
+        total += sum(cnt * cfg.rank * b for _, _, cnt in adapted) + dropout_bytes(model, cfg)
         if cfg.method == "dora":
             total += sum(cnt * d_out * b for _, d_out, cnt in adapted)
     return total / cfg.tp
@@ -155,7 +157,7 @@ def _fused_lora(model: ModelSpec, cfg: TrainConfig) -> bool:
     with adapters on all seven matrices, the case in which Unsloth swaps its autograd functions
     in (unslothai/unsloth@015bdef unsloth/models/llama.py FastLlamaModel.patch_peft_model: MLP,
     QKV and O paths when every matrix of the group has a LoRA, without dropout or bias)."""
-    if not (cfg.fused_lora_kernels and cfg.is_peft) or model.moe is not None \
+    if not (cfg.fused_lora_kernels and cfg.is_peft) or cfg.lora_dropout or model.moe \
             or model.activation not in ("swiglu", "geglu") or model.norm != "rmsnorm":
         return False
     return FUSED_LORA_MATRICES.issubset(_trained_matrices(model, cfg) or ())
@@ -321,10 +323,8 @@ def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     tokens = tokens_per_gpu(cfg)
     if cfg.loss_token_chunk_gib:
         return token_fused_loss_bytes(model, cfg)
-    if cfg.lm_head_vocab_chunk:
-        fused = tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
-    else:
-        fused = 0.0
+    fused = (tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
+             if cfg.lm_head_vocab_chunk else 0.0)
     if cfg.lm_head_vocab_chunk:
         per = cal.LOGIT_BYTES_UNCHUNKED
     elif cfg.chunked_loss:

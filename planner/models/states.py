@@ -98,6 +98,11 @@ def adapted_linears(model: ModelSpec, cfg: TrainConfig) -> list[tuple[int, int, 
     return list(_adapted(model, tuple(cfg.lora_targets)))
 
 
+def adapted_linear_specs(model: ModelSpec, cfg: TrainConfig) -> tuple[Linear, ...]:
+    """The LoRA-adapted matrices of one layer (layer 0 shape), as params.Linear."""
+    return _adapted_linears(model, tuple(cfg.lora_targets))
+
+
 @lru_cache(maxsize=1024)
 def _adapted_linears(model: ModelSpec, targets: tuple[str, ...]) -> tuple[Linear, ...]:
     every = "all-linear" in targets

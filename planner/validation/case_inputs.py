@@ -110,8 +110,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     (extra.master_weights_dtype / frozen_base_weights_dtype), pure 16-bit training
     (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
     --precision bf16-true), the attention implementation it ran (extra.attention:
-    attention.KERNEL_NAMES, or eager: the probabilities materialised) and the rollout engine's
-    enforce_eager (extra.rollout_enforce_eager)."""
+    attention.KERNEL_NAMES, or eager: the probabilities materialised), its LoRA dropout
+    (extra.lora_dropout) and the rollout engine's enforce_eager (extra.rollout_enforce_eager)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
@@ -129,6 +129,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["flash_attention"] = False
     if extra.get("pure_bf16") is not None:
         sem["pure_bf16"] = bool(extra["pure_bf16"])
+    if extra.get("lora_dropout") is not None:
+        sem["lora_dropout"] = float(extra["lora_dropout"])
     if extra.get("bitsandbytes_version") is not None:
         sem["quant_keeps_inputs"] = _version(extra["bitsandbytes_version"]) < BNB_KEEPS_ONLY_WEIGHT
     # the rollout engine's enforce_eager as the case ran it (the framework's default at the

@@ -55,6 +55,7 @@ class _Extra(_Fields):
     batch_size_prompts: Count | None = None
     generation_tp: Count | None = None
     lora_rank: Count | None = None
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] | None = None  # the adapters' dropout
     total_tokens: Count | None = None
     vp: Count | None = None
     paged_optimizer: bool | None = None
