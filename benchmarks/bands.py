@@ -43,13 +43,13 @@ from planner.models.bands import (  # noqa: E402
 # the bands of the other sources), each with its reason. LitGPT (validation/
 # project_cases_litgpt.yaml, 34 usable peaks, added 2026-11-25) would be 29 of the 48 ratios of
 # the SFT adapter family and set every framework's adapter headroom by its own misses: QLoRA
-# peaks under-predicted by 20-49 % (part of it explained since: bitsandbytes < 0.43.2 kept every
-# 4-bit matmul's input, memory._inputs_kept; LoRA dropout's saved tensors, lora_dropout.py), LoRA
-# on 1-3B models by 15-31 % before the dropout term; benchmarks/README.md "LitGPT". With both
-# terms 15 of its 34 peaks lie inside the other sources' band (13 before). With them the
-# adapter headroom went 1.185 -> 1.94 (before both terms) and `plan --budget 3000 --model 7b`
-# offloaded parameters to the CPU of a 24 GiB card for a 7B LoRA. Its groups hold too few cases for a band of their own (19 at
-# p = 0.9). Remove the entry once those gaps are modelled.
+# peaks under-predicted by 20-49 % and LoRA on 1-3B models by 15-31 % at first, part of it
+# explained since (bitsandbytes < 0.43.2 kept every 4-bit matmul's input, memory._inputs_kept;
+# LoRA dropout's saved tensors, lora_dropout.py); benchmarks/README.md "LitGPT". With both terms
+# 15 of its 34 peaks lie inside the other sources' band (13 before). Pooled, before both terms,
+# they raised the adapter headroom 1.185 -> 1.94 and `plan --budget 3000 --model 7b` offloaded
+# parameters to the CPU of a 24 GiB card for a 7B LoRA. Its groups hold too few cases for a band
+# of their own (19 at p = 0.9). Remove the entry once those gaps are modelled.
 MEMORY_BANDS_HELD_OUT: dict[str, str] = {
     "github.com/lightning-ai/litgpt": "one source would set the SFT adapter family's band by "
                                       "an unexplained QLoRA gap (benchmarks/README.md)",
