@@ -252,48 +252,36 @@ def dp_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     in backward and reduce-scatters G: m x (d-1)/d x (2 P_all + G), i.e. 1.5x an all-reduce of
     the same bytes for full training (ZeRO paper section 7). Frozen weights are gathered too.
     """
-    d = cfg.dp
-    if cfg.ep > 1:
-        return _dp_bytes(model, cfg, d, expert=False) + _dp_bytes(
-            model, cfg, cfg.dp * cfg.cp // cfg.ep, expert=True)
-    if d == 1:
-        return 0.0
-    trainable = trainable_on_gpu(model, cfg)
-    g = trainable * _grad_bytes(cfg)
-    m = cfg.grad_accum
-    if cfg.shards_weights:
-        p_all = params_per_gpu(model, cfg) * stored_bytes_per_param(cfg)
-        return m * ring_factor(d, "all-gather") * (2 * p_all + g)
-    if cfg.zero_stage == 2:
-        return ring_factor(d, "reduce-scatter") * m * g
-    if cfg.zero_stage == 1:
-        return ring_factor(d, "reduce-scatter") * g
-    return ring_factor(d, "all-reduce") * g
+    return sum(_dp_bytes(cfg, d, trainable, every) for d, trainable, every in _dp_groups(
+        model, cfg))
 
 
-def _ep_parts(model: ModelSpec, cfg: TrainConfig, *, expert: bool) -> tuple[float, float]:
-    """(trainable, all) parameters on this GPU that are routed experts (``expert``) or not,
-    under expert parallelism (the experts: this rank's 1/ep of them)."""
+def _dp_groups(model: ModelSpec, cfg: TrainConfig):
+    """(group size, trainable parameters, a function of all parameters) of each set of this
+    GPU's parameters that one data-parallel group reduces and gathers: all of them over dp;
+    under expert parallelism the non-expert ones over dp and the rank's routed experts over
+    their expert data parallel group of dp x cp / ep ranks (Megatron-Core reduces and gathers
+    expert gradients and parameters over the expert data parallel group; torchtitan FSDP over
+    dp_shard_in_ep). The parameters are read only by ZeRO-3/FSDP's gathers."""
+    if cfg.ep == 1:
+        return ((cfg.dp, trainable_on_gpu(model, cfg), lambda: params_per_gpu(model, cfg)),)
     routed_all = local_routed(model, cfg, routed_params(model))
     routed_trainable = local_routed(model, cfg, trainable_routed(model, cfg))
-    if expert:
-        return routed_trainable, routed_all
-    return (trainable_on_gpu(model, cfg) - routed_trainable,
-            params_per_gpu(model, cfg) - routed_all)
+    return ((cfg.dp, trainable_on_gpu(model, cfg) - routed_trainable,
+             lambda: params_per_gpu(model, cfg) - routed_all),
+            (cfg.dp * cfg.cp // cfg.ep, routed_trainable, lambda: routed_all))
 
 
-def _dp_bytes(model: ModelSpec, cfg: TrainConfig, d: int, *, expert: bool) -> float:
-    """dp_bytes_per_step of one part of the parameters under EP: the non-expert ones over the
-    data-parallel group as without EP, the routed experts over their expert data parallel
-    group of dp x cp / ep ranks (Megatron-Core reduces and gathers expert gradients and
-    parameters over the expert data parallel group; torchtitan FSDP over dp_shard_in_ep)."""
+def _dp_bytes(cfg: TrainConfig, d: int, trainable: float, every) -> float:
+    """dp_bytes_per_step of ``trainable`` parameters (and ``every()`` for the gathers) over a
+    data-parallel group of ``d`` ranks."""
     if d <= 1:
         return 0.0
-    trainable, every = _ep_parts(model, cfg, expert=expert)
     g = trainable * _grad_bytes(cfg)
     m = cfg.grad_accum
     if cfg.shards_weights:
-        return m * ring_factor(d, "all-gather") * (2 * every * stored_bytes_per_param(cfg) + g)
+        p_all = every() * stored_bytes_per_param(cfg)
+        return m * ring_factor(d, "all-gather") * (2 * p_all + g)
     if cfg.zero_stage == 2:
         return ring_factor(d, "reduce-scatter") * m * g
     if cfg.zero_stage == 1:
@@ -304,15 +292,12 @@ def _dp_bytes(model: ModelSpec, cfg: TrainConfig, d: int, *, expert: bool) -> fl
 def gather_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     """ZeRO-1/2 and the distributed optimizer: each rank updates its shard of the weights and
     all-gathers the updated 16-bit trainable weights once per step, (d-1)/d x P_trainable,
-    after the step (overlapped only where the stack overlaps it: efficiency.OVERLAP gather)."""
+    after the step (overlapped only where the stack overlaps it: efficiency.OVERLAP gather);
+    per data-parallel group (_dp_groups)."""
     if cfg.dp == 1 or cfg.shards_weights or cfg.zero_stage not in (1, 2):
         return 0.0
-    if cfg.ep > 1:
-        expert, _ = _ep_parts(model, cfg, expert=True)
-        other, _ = _ep_parts(model, cfg, expert=False)
-        return (ring_factor(cfg.dp, "all-gather") * other
-                + ring_factor(cfg.dp * cfg.cp // cfg.ep, "all-gather") * expert) * 2
-    return ring_factor(cfg.dp, "all-gather") * trainable_on_gpu(model, cfg) * 2
+    return sum(ring_factor(d, "all-gather") * trainable * 2
+               for d, trainable, _ in _dp_groups(model, cfg))
 
 
 def _spans(cfg: TrainConfig, links: Links) -> dict[str, bool]:
