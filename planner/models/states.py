@@ -57,16 +57,20 @@ def routed_params(model: ModelSpec) -> int:
 
 
 def routed_on_gpu(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Routed-expert parameters of the most loaded tp x pp shard before expert parallelism:
-    their share of the largest stage's layers (as params_on_gpu takes the layers), / tp
+    """Routed-expert parameters of the most loaded tp x pp shard before expert parallelism."""
+    return _routed_shard(model, cfg, routed_params(model))
+
+
+def _routed_shard(model: ModelSpec, cfg: TrainConfig, n_routed: float) -> float:
+    """``n_routed`` (routed-expert parameters of the whole model) in the most loaded tp x pp
+    shard: their share of the largest stage's layers (as params_on_gpu takes the layers), / tp
     (Megatron's expert tensor parallel size defaults to tp)."""
-    return routed_params(model) * stage_layers(model, cfg) / model.num_layers / cfg.tp
+    return n_routed * stage_layers(model, cfg) / model.num_layers / cfg.tp
 
 
 def local_routed(model: ModelSpec, cfg: TrainConfig, n_routed: float) -> float:
-    """``n_routed`` (routed-expert parameters of the whole model) as held by one GPU: its
-    tp x pp shard, then 1/ep of it."""
-    return n_routed * stage_layers(model, cfg) / model.num_layers / cfg.tp / cfg.ep
+    """``n_routed`` as held by one GPU: its tp x pp shard (_routed_shard), then 1/ep of it."""
+    return _routed_shard(model, cfg, n_routed) / cfg.ep
 
 
 def spread(n_local: float, routed_local: float, shards: int, *, ep: int) -> float:
