@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner.catalog.params import layer_linears, lora_params
+from planner.catalog.params import Linear, layer_linears, lora_params
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec
 
@@ -45,12 +45,17 @@ def layer_matmul_params(model: ModelSpec, layer: int) -> float:
     top_k of num_experts times (MoE compute counts active experts, DESIGN.md s.4)."""
     total = 0.0
     for lin in layer_linears(model, layer):
-        n = lin.d_in * lin.d_out
-        if lin.group == "expert" and model.moe is not None:
-            total += n * model.moe.experts_per_token
-        else:
-            total += n * lin.count
+        total += linear_matmul_params(model, lin)
     return total
+
+
+def linear_matmul_params(model: ModelSpec, lin: Linear) -> float:
+    """Weight parameters a token multiplies in one layer's linear ``lin``: its
+    d_in x d_out times its count, a routed expert's times top_k."""
+    n = lin.d_in * lin.d_out
+    if lin.group == "expert" and model.moe is not None:
+        return n * model.moe.experts_per_token
+    return n * lin.count
 
 
 def head_matmul_params(model: ModelSpec) -> float:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from planner.catalog.params import layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
-from planner.models.flops import matmul_params
+from planner.models.flops import linear_matmul_params, matmul_params
 
 # (FLOPs of one expert's GEMM, achieved rate / H100 MAMF 794.5 TFLOPS), ascending:
 #   1.34e9, 0.227: ByteDance-Seed/VeOmni pull request 460 (2026-02-06, description, "H100"),
@@ -76,7 +76,7 @@ def expert_matmul_share(model: ModelSpec) -> float:
     the routed experts run; 0 for a dense model."""
     if model.moe is None:
         return 0.0
-    routed = sum(lin.d_in * lin.d_out * model.moe.experts_per_token
+    routed = sum(linear_matmul_params(model, lin)
                  for i in range(model.num_layers) for lin in layer_linears(model, i)
                  if lin.group == "expert")
     return routed / matmul_params(model)
