@@ -28,6 +28,39 @@ def load_tool(name: str) -> ModuleType:
     return module
 
 
+def assert_decomposition_exact(model, gpu, cfg: TrainConfig, dp: int) -> None:
+    """The solver's memory tables (a + b/dp states, activations) give every phase's reserved
+    bytes and the device peak of the memory model at ``dp`` (cfg's num_gpus is its dp)."""
+    from planner.models.memory import GIB, device_overhead_bytes, phase_terms, reserved_bytes
+    from planner.models.workloads import estimate_memory
+    from planner.solver.tables import PHASES, activation_reserved_bytes, states_coefficients
+
+    floor = reserved_bytes({})  # the constant allocator floor
+    coeffs = states_coefficients(model, cfg, "bf16")
+    acts = activation_reserved_bytes(model, cfg, "bf16")
+    terms = phase_terms(model, cfg, "bf16")
+    for phase in PHASES:
+        direct = reserved_bytes(terms[phase]) - floor
+        assert coeffs[phase].at(dp) + acts[phase] == pytest.approx(direct, rel=1e-9, abs=1.0)
+    device = max(coeffs[p].at(dp) + acts[p] for p in PHASES) + floor
+    device += device_overhead_bytes(cfg.num_gpus)
+    assert device / GIB == pytest.approx(estimate_memory(model, gpu, cfg).device / GIB, rel=1e-9)
+
+
+def assert_solver_matches_enumeration(solved, best, kw: dict) -> None:
+    """The CP-SAT solution and the independent enumeration's best agree on cost, GPUs,
+    strategy, offer, layout, batch and hosts (and the step time of a time objective)."""
+    assert best is not None and solved is not None and solved.status == "optimal"
+    v = solved.values
+    cost = v["cost_usd"] if kw.get("pricing") != "rent" else best.cost
+    got = (cost, v["num_gpus"], solved.strategy, solved.offer, v["tp"], v["pp"],
+           -v["micro_batch"], v["dp"], v["grad_accum"], v["hosts"])
+    assert got == (best.cost, best.num_gpus, best.strategy, best.offer, best.tp, best.pp,
+                   best.neg_micro_batch, best.dp, best.grad_accum, best.hosts)
+    if kw.get("objective") == "time":
+        assert v["step_time_us"] == best.step_time_us
+
+
 def tiny_config(**kw) -> TrainConfig:
     """A TrainConfig for hand-computed tests: 8 tokens, one sequence, no recomputation."""
     base = {"checkpointing": "none", "seq_len": 8, "micro_batch_size": 1}

@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import assert_decomposition_exact, assert_solver_matches_enumeration
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,18 +19,14 @@ from planner.catalog.load import load_catalog
 from planner.catalog.plan_request import PlanRequest
 from planner.catalog.request import TrainConfig
 from planner.errors import PlannerError
-from planner.models.memory import GIB, device_overhead_bytes, phase_terms, reserved_bytes
-from planner.models.workloads import estimate_memory
 from planner.outputs.export import export_plan, launch_format_of
 from planner.solver.oracle import enumerate_best
 from planner.solver.solve import plan
 from planner.solver.space import build_space
 from planner.solver.stages import solve_lexicographic
-from planner.solver.tables import PHASES, activation_reserved_bytes, states_coefficients
 
 CAT = load_catalog()
 GPU = CAT.gpu("h100-sxm")
-FLOOR = reserved_bytes({})
 MOE = [CAT.model(m).spec for m in ("qwen3-30b-a3b", "mixtral-8x7b")]
 
 
@@ -63,16 +60,7 @@ def test_decomposition_is_exact_with_ep(shard, offload, tp, ep, mult, mi, method
     cfg = TrainConfig(method=method, tp=tp, ep=ep, num_gpus=tp * dp, seq_len=2048,
                       zero_stage={"zero1": 1, "zero2": 2, "zero3": 3}.get(shard, 0),
                       fsdp=shard == "fsdp", offload=offload)
-    coeffs = states_coefficients(model, cfg, "bf16")
-    acts = activation_reserved_bytes(model, cfg, "bf16")
-    terms = phase_terms(model, cfg, "bf16")
-    for phase in PHASES:
-        direct = reserved_bytes(terms[phase]) - FLOOR
-        assert coeffs[phase].at(dp) + acts[phase] == pytest.approx(direct, rel=1e-9, abs=1.0)
-    device = max(coeffs[p].at(dp) + acts[p] for p in PHASES) + FLOOR
-    device += device_overhead_bytes(cfg.num_gpus)
-    assert device / GIB == pytest.approx(estimate_memory(model, GPU, cfg).device / GIB,
-                                         rel=1e-9)
+    assert_decomposition_exact(model, GPU, cfg, dp)
 
 
 SMALL = [
@@ -96,15 +84,7 @@ def test_solver_matches_enumeration_with_ep(kw):
     assert max(s.ep for s in space.strategies) > 1
     solved = solve_lexicographic(space, 30)
     best = enumerate_best(space)
-    assert best is not None and solved is not None and solved.status == "optimal"
-    v = solved.values
-    cost = v["cost_usd"] if kw.get("pricing") != "rent" else best.cost
-    got = (cost, v["num_gpus"], solved.strategy, solved.offer, v["tp"], v["pp"],
-           -v["micro_batch"], v["dp"], v["grad_accum"], v["hosts"])
-    assert got == (best.cost, best.num_gpus, best.strategy, best.offer, best.tp, best.pp,
-                   best.neg_micro_batch, best.dp, best.grad_accum, best.hosts)
-    if kw.get("objective") == "time":
-        assert v["step_time_us"] == best.step_time_us
+    assert_solver_matches_enumeration(solved, best, kw)
 
 
 def test_step_time_bounds_hold_with_ep():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import assert_solver_matches_enumeration
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,15 +54,8 @@ def test_solver_matches_enumeration(kw):
     if best is None:
         assert solved is None
         return
-    assert solved is not None and solved.status == "optimal"
+    assert_solver_matches_enumeration(solved, best, kw)
     v = solved.values
-    cost = v["cost_usd"] if kw.get("pricing") != "rent" else best.cost
-    got = (cost, v["num_gpus"], solved.strategy, solved.offer, v["tp"], v["pp"],
-           -v["micro_batch"], v["dp"], v["grad_accum"], v["hosts"])
-    assert got == (best.cost, best.num_gpus, best.strategy, best.offer, best.tp, best.pp,
-                   best.neg_micro_batch, best.dp, best.grad_accum, best.hosts)
-    if kw.get("objective") == "time":
-        assert v["step_time_us"] == best.step_time_us
     result = make_plan(space, solved.offer, config_of(space, solved), hosts=v["hosts"])
     assert check_plan(space, result) == []
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from conftest import assert_decomposition_exact
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog.load import load_catalog
-from planner.models.memory import GIB, device_overhead_bytes, phase_terms, reserved_bytes
-from planner.models.workloads import estimate_memory
-from planner.solver.tables import PHASES, activation_reserved_bytes, states_coefficients
+from planner.models.memory import phase_terms, reserved_bytes
+from planner.solver.tables import activation_reserved_bytes, states_coefficients
 
 CAT = load_catalog()
 MODELS = [CAT.model(m).spec for m in ("qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")]
@@ -51,15 +51,7 @@ def _config(c: dict, dp: int):
 def test_decomposition_is_exact(c, dp):
     model = MODELS[c["model"]]
     cfg = _config(c, dp)
-    coeffs = states_coefficients(model, cfg, "bf16")
-    acts = activation_reserved_bytes(model, cfg, "bf16")
-    terms = phase_terms(model, cfg, "bf16")
-    for phase in PHASES:
-        direct = reserved_bytes(terms[phase]) - FLOOR
-        assert coeffs[phase].at(dp) + acts[phase] == pytest.approx(direct, rel=1e-9, abs=1.0)
-    device = max(coeffs[p].at(dp) + acts[p] for p in PHASES) + FLOOR
-    device += device_overhead_bytes(cfg.num_gpus)
-    assert device / GIB == pytest.approx(estimate_memory(model, GPU, cfg).device / GIB, rel=1e-9)
+    assert_decomposition_exact(model, GPU, cfg, dp)
 
 
 @pytest.mark.parametrize("dp", [1, 2, 3, 8, 9, 16, 128])
