@@ -272,15 +272,25 @@ ALLREDUCE_LATENCY_S = 10e-6
 #   gather: the all-gather of the updated weights after a ZeRO-1/2 (distributed-optimizer) step:
 #       Megatron overlaps it with the next forward (--overlap-param-gather,
 #       megatron/core/distributed/param_and_grad_buffer.py); DeepSpeed's stage 1/2 step
-#       gathers after the update (stage_1_and_2.py step: all_gather_dp_groups), exposed.
+#       gathers after the update (stage_1_and_2.py step: all_gather_dp_groups), exposed;
+#   ep: the MoE token all-to-alls sit between the router and the experts' GEMMs on the critical
+#       path: exposed everywhere (Megatron-Core hides them only under its opt-in
+#       --overlap-moe-expert-parallel-comm schedule, which no framework profile states).
 OVERLAP: dict[str, dict[str, float]] = {
-    "megatron": {"dp": 0.9, "tp": 0.7, "cp": 0.9, "pp": 0.9, "pcie": 0.5, "gather": 0.9},
-    "deepspeed": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
-    "fsdp": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
-    "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
-    "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
-    "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
-    "torchtune": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0},
+    "megatron": {"dp": 0.9, "tp": 0.7, "cp": 0.9, "pp": 0.9, "pcie": 0.5, "gather": 0.9,
+                 "ep": 0.0},
+    "deepspeed": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
+                  "ep": 0.0},
+    "fsdp": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
+             "ep": 0.0},
+    "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
+           "ep": 0.0},
+    "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
+                "ep": 0.0},
+    "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
+                 "ep": 0.0},
+    "torchtune": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
+                  "ep": 0.0},
 }
 
 # ---------------------------------------------------------------------------------------------

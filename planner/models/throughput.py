@@ -350,10 +350,6 @@ def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Li
     if cfg.ep > 1:  # only then: every other estimate keeps its terms as they were
         comm_bytes["ep"] = ep_bytes_per_step(model, cfg)
         raw["ep_comm"] = comm_bytes["ep"] / (ep_link_gbps(cfg, links) * 1e9)
-        # exposed: the token all-to-alls sit between the router and the experts' GEMMs on
-        # the critical path; Megatron-Core hides them only under its opt-in
-        # --overlap-moe-expert-parallel-comm schedule, which no framework profile states
-        ov.setdefault("ep", 0.0)
     raw["offload_pcie"] = offload_pcie_bytes_per_step(model, cfg) / (links.host_link_gbps * 1e9)
     raw["gather_comm"] = gather_bytes_per_step(model, cfg) / (
         links.collective_gbps(cfg.dp, spans["dp"]) * 1e9)
