@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.catalog.frameworks import FrameworkChoice, lacks_model, lacks_precision
+from planner.catalog.frameworks import (
+    FrameworkChoice,
+    built_model,
+    lacks_model,
+    lacks_precision,
+)
 from planner.catalog.load import Catalog
 from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
@@ -105,6 +110,7 @@ def evaluate(
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config=config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
+    resolved = replace(resolved, spec=built_model(framework.profile, resolved.spec))
     precision = lacks_precision(framework.profile, cfg, gpu_spec)
     missing = lacks_model(framework.profile, resolved.spec.id) or (
         precision and f"{gpu_spec.id}: {precision}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.catalog.load import Catalog
 from planner.catalog.request import DEFAULT_ROLLOUT_ENGINE, TRAINER_ENGINES, TrainConfig
-from planner.catalog.specs import Fact, FrameworkFacts, FrameworkSpec, GpuSpec
+from planner.catalog.specs import Fact, FrameworkFacts, FrameworkSpec, GpuSpec, ModelSpec
 from planner.errors import PlannerError
 
 # The framework a command assumes when none is named, per workload.
@@ -160,11 +160,23 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["selective_checkpointing"] = profile.value("selective_checkpointing")
     if profile.value("lora_dropout") is not None:
         out["lora_dropout"] = float(profile.value("lora_dropout"))
+    if profile.value("quantizes_head") is not None:
+        out["quantized_head"] = bool(profile.value("quantizes_head"))
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
                 "fused_lora_kernels", "lora_dropout_shared_qkv"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out
+
+
+def built_model(profile: Profile, model: ModelSpec) -> ModelSpec:
+    """``model`` as ``profile``'s framework builds it from the checkpoint: where the checkpoint
+    ties the LM head to the input embedding and the framework keeps them apart (fact
+    unties_embeddings), a model with a head of its own (a second vocab x hidden weight, with
+    its gradient and optimizer states in full training)."""
+    if model.tied_embeddings and profile.value("unties_embeddings"):
+        return model.model_copy(update={"tied_embeddings": False})
+    return model
 
 
 def default_engine(profile: Profile, cfg: TrainConfig | None = None) -> str:
@@ -201,7 +213,7 @@ SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "ch
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
                    "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
                    "fused_lora_kernels", "loss_token_chunk_gib", "lora_dropout",
-                   "lora_dropout_shared_qkv")
+                   "lora_dropout_shared_qkv", "quantized_head")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:

@@ -272,6 +272,10 @@ class TrainConfig(_Request):
         default=False, description="LoRA layers as fused autograd functions saving only their "
         "inputs (and a gated MLP's gate and up outputs), gradients written in place (Unsloth)"
     )
+    quantized_head: bool = Field(
+        default=False, description="QLoRA: the LM head is stored 4-bit like the layers' "
+        "linears (Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear)"
+    )
     quant_keeps_inputs: bool = Field(
         default=False, description="QLoRA: every 4-bit base matmul keeps its 16-bit input for "
         "backward (bitsandbytes before 0.43.2: MatMul4Bit saved ctx.tensors = (A, B); "

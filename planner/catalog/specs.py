@@ -460,6 +460,12 @@ class FrameworkFacts(_Frozen):
     single_gpu_methods: Fact[tuple[str, ...]] | None = Field(
         default=None, description="methods it runs on one GPU only (e.g. a quantized base "
         "its multi-GPU strategy does not take)")
+    # how it builds the model from a checkpoint
+    unties_embeddings: Fact[bool] | None = Field(
+        default=None, description="the input embedding and the LM head are two weights even "
+        "where the checkpoint ties them (the head is a copy of the embedding)")
+    quantizes_head: Fact[bool] | None = Field(
+        default=None, description="QLoRA: the LM head is quantized with the layers' linears")
 
 
 class FrameworkSpec(_Frozen):

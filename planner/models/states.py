@@ -238,8 +238,9 @@ def _state_bytes(model: ModelSpec, cfg: TrainConfig, per: float, shards: int) ->
 def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     """Stored model weights on one GPU (base weights; adapters are separate).
 
-    16-bit: 2 B/param (4 B in fp32). QLoRA: transformer-layer matrices in NF4 or GPTQ int4;
-    embeddings, head, norms and biases at qlora_unquantized_bytes. ZeRO-3/FSDP divide by dp.
+    16-bit: 2 B/param (4 B in fp32). QLoRA: transformer-layer matrices in NF4 or GPTQ int4 (the
+    untied head too where cfg.quantized_head); embeddings, head, norms and biases at
+    qlora_unquantized_bytes. ZeRO-3/FSDP divide by dp.
     FSDP without pure bf16 keeps the sharded flat parameters in fp32 for full training (PyTorch FSDP
     MixedPrecision: param_dtype casts only the gathered copy), i.e. 4 B/param / dp; so does
     any method with fp32_trained_weights (verl loads its actor in fp32, LoRA base included).
@@ -250,8 +251,7 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     n = params_on_gpu(model, cfg)
     routed = local_routed(model, cfg, routed_params(model)) if cfg.ep > 1 else 0.0
     if cfg.method == "qlora":
-        c = count_params(model)
-        linear = c.layer_linear / (cfg.pp * cfg.tp) - routed * (cfg.ep - 1)
+        linear = quantized_params(model, cfg) - routed * (cfg.ep - 1)
         per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else NF4_BYTES_PER_PARAM
         stored = linear * per + (n - linear) * qlora_unquantized_bytes(cfg)
     else:
@@ -259,6 +259,14 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
             cfg.method == "full" or cfg.fp32_trained_weights) else dtype_bytes(precision)
         stored = n * per
     return spread(stored, routed * per, _weight_shards(cfg), ep=cfg.ep)
+
+
+def quantized_params(model: ModelSpec, cfg: TrainConfig) -> float:
+    """QLoRA: the 4-bit parameters of one GPU's tp x pp shard (before expert parallelism): the
+    layers' linears, and the untied head where cfg.quantized_head (pp 1: one stage holds it)."""
+    c = count_params(model)
+    head = c.lm_head / cfg.tp if cfg.quantized_head and cfg.pp == 1 else 0.0
+    return c.layer_linear / (cfg.pp * cfg.tp) + head
 
 
 def qlora_unquantized_bytes(cfg: TrainConfig) -> int:

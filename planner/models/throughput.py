@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from planner.catalog.params import count_params, layer_linears
+from planner.catalog.params import layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, hosts_for
 from planner.errors import PlannerError
@@ -64,7 +64,7 @@ from planner.models.network import (
     stored_bytes_per_param,
     tp_bytes_per_step,
 )
-from planner.models.states import state_shards, trainable_shard
+from planner.models.states import quantized_params, state_shards, trainable_shard
 from planner.models.traffic import adapter_seconds, elementwise_seconds
 
 MFU_DEFINITION = (
@@ -104,13 +104,13 @@ def cpu_optimizer_seconds(model: ModelSpec, cfg: TrainConfig, links: Links) -> f
 
 
 def dequant_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
-    """QLoRA: every forward, backward (and recomputed forward) dequantises each 4-bit layer
-    matrix the GPU computes with (all of its tp x pp shard; ZeRO-3/FSDP gather first):
+    """QLoRA: every forward, backward (and recomputed forward) dequantises each 4-bit matrix
+    the GPU computes with (states.quantized_params; ZeRO-3/FSDP gather first):
     DEQUANT_BYTES_PER_PARAM of HBM traffic per weight per pass, per micro-batch."""
     if cfg.method != "qlora":
         return 0.0
     passes = 2 + (1 if cfg.checkpointing == "full" else 0)
-    weights = count_params(model).layer_linear / (cfg.tp * cfg.pp)
+    weights = quantized_params(model, cfg)
     traffic = cfg.grad_accum * passes * weights * eff.DEQUANT_BYTES_PER_PARAM
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 

@@ -24,6 +24,7 @@ from planner.catalog.domains import Choice, Domains, choices
 from planner.catalog.frameworks import (
     Profile,
     apply,
+    built_model,
     for_request,
     gpu_count_lacks,
     lacks_model,
@@ -304,6 +305,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     model = catalog.model(request.model).spec
     validate_plan_request(request, model)
     framework = for_request(catalog, request)
+    model = built_model(framework.profile, model)
     missing = lacks_model(framework.profile, model.id) or _unwritten(framework.profile,
                                                                   request.workload)
     if missing:

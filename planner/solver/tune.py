@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from planner.catalog.frameworks import built_model
 from planner.catalog.load import Catalog
 from planner.catalog.request import (
     DEFAULT_ROLLOUT_N,
@@ -197,6 +198,7 @@ def _problem(*, model: str, gpu: str, config: TrainConfig, catalog: Catalog | No
     cat = catalog_or_default(catalog)
     resolved, gpu_spec, cfg = resolve_job(cat, model, gpu, config=config, reward_model=reward_model)
     cfg, framework, stack = job_framework(cat, cfg, stack)
+    resolved = replace(resolved, spec=built_model(framework.profile, resolved.spec))
     headroom = memory_headroom(framework=framework.profile.id, workload=cfg.workload,
                                methods=(cfg.method,), p=confidence)
     margin = planning_margin(margin, headroom)

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.catalog.frameworks import Profile, config_fields, default_engine, resolve
+from planner.catalog.frameworks import (
+    Profile,
+    built_model,
+    config_fields,
+    default_engine,
+    resolve,
+)
 from planner.catalog.load import Catalog
 from planner.catalog.request import TrainConfig, zero_stage_of
 from planner.catalog.request_checks import validate_config
@@ -173,6 +179,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
     resolved = catalog.model(case["model"])
     extra = case.get("extra") or {}
     profile = case_profile(case, catalog)
+    resolved = replace(resolved, spec=built_model(profile, resolved.spec))
     method = case.get("method") or "full"
     sharding = case.get("sharding") or "none"
     quant = "gptq" if "gptq" in str(extra.get("weight_quant", "")).lower() else "nf4"
@@ -295,6 +302,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     resolved = catalog.model(case["model"])
     extra = case.get("extra") or {}
     profile = case_profile(case, catalog)
+    resolved = replace(resolved, spec=built_model(profile, resolved.spec))
     assumed: list[str] = []
     if extra.get("roles"):
         # OpenRLHF without --colocate: each role on GPUs of its own (e.g. actor 4, critic 2,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from planner.catalog.frameworks import (
     Profile,
     apply,
+    built_model,
     for_request,
     plan_shardings,
     unlaunchable,
@@ -170,6 +171,7 @@ def reference_optimum(req: PlanRequest, cat: Catalog) -> Found | None:
     timed = (req.objective == "time" or req.pricing == "rent" or req.max_hours is not None
              or req.min_tokens_per_s is not None)
     framework = for_request(cat, req)  # the plan's framework: its layouts, semantics, speed
+    model = built_model(framework.profile, model)
     best: Found | None = None
     for gpu in (cat.gpu(g) for g in (req.gpus or tuple(cat.gpus))):
         if req.pricing != "rent" and gpu_purchase_price(gpu, req.price_kind)[0] is None:

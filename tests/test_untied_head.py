@@ -1,0 +1,59 @@
+"""How a framework builds the model from a checkpoint (frameworks.built_model): LitGPT keeps the
+input embedding and the LM head as two weights even where the checkpoint ties them (litgpt
+model.py GPT.__init__, convert_hf_checkpoint.py copies the embedding into the head), and its
+QLoRA quantizes the head with the other linears (Fabric's BitsandbytesPrecision replaces every
+nn.Linear): profile facts unties_embeddings and quantizes_head."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import tiny_config
+
+from planner.api import evaluate as check
+from planner.catalog.frameworks import built_model, resolve
+from planner.catalog.load import load_catalog
+from planner.catalog.params import count_params
+from planner.models.states import NF4_BYTES_PER_PARAM, qlora_unquantized_bytes, weight_bytes
+
+CAT = load_catalog()
+TIED = CAT.model("google/gemma-2b").spec
+UNTIED = CAT.model("llama-3.1-8b").spec
+
+
+def test_litgpt_builds_a_head_of_its_own_for_a_tied_checkpoint():
+    assert TIED.tied_embeddings and count_params(TIED).lm_head == 0
+    built = built_model(resolve(CAT, "litgpt"), TIED)
+    assert count_params(built).lm_head == TIED.vocab_size * TIED.hidden_size
+    assert count_params(built).total - count_params(TIED).total == count_params(built).lm_head
+    # a framework that keeps the checkpoint's tie, and a checkpoint with a head already
+    assert built_model(resolve(CAT, "pytorch-fsdp"), TIED) == TIED
+    assert built_model(resolve(CAT, "litgpt"), UNTIED) == UNTIED
+
+
+def test_the_quantized_head_is_stored_at_nf4():
+    cfg = tiny_config(method="qlora", lora_rank=8, pure_bf16=True)
+    head = count_params(UNTIED).lm_head
+    kept = weight_bytes(UNTIED, cfg, "bf16")
+    quantized = weight_bytes(UNTIED, cfg.model_copy(update={"quantized_head": True}), "bf16")
+    assert kept - quantized == pytest.approx(head * (qlora_unquantized_bytes(cfg)
+                                                     - NF4_BYTES_PER_PARAM))
+    # LoRA keeps a 16-bit head whatever the flag says
+    lora = tiny_config(method="lora", lora_rank=8)
+    assert weight_bytes(UNTIED, lora, "bf16") == weight_bytes(
+        UNTIED, lora.model_copy(update={"quantized_head": True}), "bf16")
+
+
+def test_check_on_litgpt_counts_the_second_copy():
+    """Full fine-tuning of a tied 2B model on LitGPT trains the separate head too: weights,
+    gradients and AdamW states of vocab x hidden more than on a framework that keeps the tie."""
+    cfg = tiny_config(method="full", num_gpus=1, seq_len=512, micro_batch_size=1,
+                      checkpointing="none")
+    lit = check(model="google/gemma-2b", gpu="a100-80gb-sxm", config=cfg.model_copy(
+        update={"framework": "litgpt"}))
+    fsdp = check(model="google/gemma-2b", gpu="a100-80gb-sxm", config=cfg.model_copy(
+        update={"framework": "pytorch-fsdp"}))
+    assert count_params(lit.model).lm_head == TIED.vocab_size * TIED.hidden_size
+    extra = lit.memory.terms["weights"] - fsdp.memory.terms["weights"]
+    head = count_params(lit.model).lm_head
+    assert extra >= 2 * head * 0.999  # at least a 16-bit copy (fp32 where the stack keeps it)
+    assert lit.memory.terms["optimizer_states"] > fsdp.memory.terms["optimizer_states"]
