@@ -39,22 +39,6 @@ from planner.models.bands import (  # noqa: E402
     select,
 )
 
-# Sources whose memory ratios stay out of bands.yaml (their coverage is still reported against
-# the bands of the other sources), each with its reason. LitGPT (validation/
-# project_cases_litgpt.yaml, 34 usable peaks, added 2026-11-25) would be 29 of the 48 ratios of
-# the SFT adapter family and set every framework's adapter headroom by its own misses: QLoRA
-# peaks under-predicted by 20-49 % and LoRA on 1-3B models by 15-31 % at first, part of it
-# explained since (bitsandbytes < 0.43.2 kept every 4-bit matmul's input, memory._inputs_kept;
-# LoRA dropout's saved tensors, lora_dropout.py); benchmarks/README.md "LitGPT". With both terms
-# 15 of its 34 peaks lie inside the other sources' band (13 before). Pooled, before both terms,
-# they raised the adapter headroom 1.185 -> 1.94 and `plan --budget 3000 --model 7b` offloaded
-# parameters to the CPU of a 24 GiB card for a 7B LoRA. Its groups hold too few cases for a band
-# of their own (19 at p = 0.9). Remove the entry once those gaps are modelled.
-MEMORY_BANDS_HELD_OUT: dict[str, str] = {
-    "github.com/lightning-ai/litgpt": "one source would set the SFT adapter family's band by "
-                                      "an unexplained QLoRA gap (benchmarks/README.md)",
-}
-
 
 class Ratio(NamedTuple):
     keys: tuple[str, str, str]
@@ -95,29 +79,19 @@ def groups(rows: list[Ratio]) -> dict[str, list[float]]:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def banded(kind: str, rows: list[Ratio]) -> list[Ratio]:
-    """The ratios that set ``kind``'s bands: memory ratios of MEMORY_BANDS_HELD_OUT sources
-    left out."""
-    if kind != "memory":
-        return rows
-    return [r for r in rows if r.source not in MEMORY_BANDS_HELD_OUT]
-
-
 def table(found: dict[str, list[Ratio]]) -> dict[str, Any]:
-    """The bands file: per kind, per group, the sorted LOSO ratios (banded)."""
-    return {kind: groups(banded(kind, rows)) for kind, rows in sorted(found.items())}
+    """The bands file: per kind, per group, the sorted LOSO ratios of every source."""
+    return {kind: groups(rows) for kind, rows in sorted(found.items())}
 
 
-def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE, score: str = "tails",
-             pool: list[Ratio] | None = None) -> list[tuple[Ratio, str, bool, bool]]:
+def coverage(rows: list[Ratio], p: float = DEFAULT_CONFIDENCE, score: str = "tails"
+             ) -> list[tuple[Ratio, str, bool, bool]]:
     """(case, group its band came from, measured value inside, measured value at or below the
     upper edge): each case of ``rows`` against the band (``score``: bands.SCORES) of the other
-    sources' ratios of ``pool`` (default ``rows``: the ratios that set the bands) alone; group
-    "none" (outside) where no group had enough."""
-    pool = rows if pool is None else pool
+    sources' ratios alone; group "none" (outside) where no group had enough."""
     out = []
     for row in rows:
-        others = groups([r for r in pool if r.source != row.source])
+        others = groups([r for r in rows if r.source != row.source])
         found = select(others, row.keys, p, score=score)
         ratio = round(row.ratio, 4)
         out.append((row, found[0] if found else "none",
@@ -142,18 +116,12 @@ def report(found: dict[str, list[Ratio]], shared: set[str] | None = None) -> lis
     case's family and own group."""
     lines = []
     for kind, rows in sorted(found.items()):
-        results = coverage(rows, score=SCORES[kind], pool=banded(kind, rows))
+        results = coverage(rows, score=SCORES[kind])
         inside, below = sum(r[2] for r in results), sum(r[3] for r in results)
         lines.append(f"{kind}: measured value inside the p{round(100 * DEFAULT_CONFIDENCE)} "
                      f"band of the other sources for {inside} of {len(results)} cases "
                      f"({inside / len(results):.1%}); at or below its upper edge {below} "
                      f"({below / len(results):.1%})")
-        held = [r for r in results if kind == "memory" and r[0].source in MEMORY_BANDS_HELD_OUT]
-        if held:
-            k = sum(r[2] for r in held)
-            lines.append(f"  of them from sources held out of the bands (MEMORY_BANDS_HELD_OUT):"
-                         f" {k} of {len(held)}; the others {inside - k} of "
-                         f"{len(results) - len(held)}")
         mine = [r for r in results if shared is not None and r[0].case in shared]
         if mine and len(mine) < len(results):
             k = sum(r[2] for r in mine)

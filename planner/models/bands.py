@@ -4,7 +4,9 @@ planner/models/bands.yaml; issue 18 item 4).
 
 Each validation case is predicted with every fitted constant refitted without its own source;
 its ratio r = measured / predicted joins three groups: its own (framework x workload x method),
-its family (SFT-family or RL/preference x full or adapters) and its kind's pool ("all"). A
+its family (SFT-family or RL/preference x full training, LoRA-type adapters on a 16-bit base or
+a quantized base: FAMILY_KINDS, whose errors differ in size and sign) and its kind's pool
+("all"); every source's ratios count, one case one ratio. A
 prediction P takes the most specific group that holds enough cases for a finite band at the
 asked confidence p (min_cases: 19 at p = 0.9) and gets the split-conformal band
 [P * r_(k_lo), P * r_(k_hi)] of that group's n sorted ratios, with k_lo = floor((n + 1)(1 - p)/2)
@@ -21,7 +23,10 @@ ceil((n + 1) p)-th smallest |log r| of the group's n ratios, band [P / q, P * q]
 ratios at p = 0.9, so groups of one framework qualify sooner. Measured on leave-one-source-out
 predictions (benchmarks/bands.py, 2026-11-25): throughput 54 of 61 cases inside (88.5 %) against
 50 (82.0 %) with the two-tailed band (53, 86.9 %, once LoRA's matmul traffic was timed); memory
-46 of 52 (88.5 %) two-tailed, 45 (86.5 %) by log.
+46 of 52 (88.5 %) two-tailed, 45 (86.5 %) by log. Later the same day, every source pooled
+(LitGPT's 34 peaks no longer held out) and the adapter family split into LoRA/DoRA and QLoRA
+(FAMILY_KINDS): memory 100 of 114 inside (87.7 %; 48 of 51 shared), throughput 109 of 118
+(55 of 61 shared); pooled with one adapter family, memory was 95 of 114.
 
 Planning at confidence p puts the band's upper memory edge P * r_(k_hi) within the GPU:
 usable capacity = capacity x (1 - margin) / headroom, headroom = max(1, r_(k_hi))
@@ -59,12 +64,17 @@ def case_method(workload: str, method: str | None) -> tuple[str, str]:
     return workload, method or "full"
 
 
+# The method part of a family group: LoRA and DoRA train adapters on a 16-bit base, QLoRA on a
+# quantized one (its own 4-bit kernels and their saved tensors); the rest train the base.
+FAMILY_KINDS = {"lora": "lora", "dora": "lora", "qlora": "qlora"}
+
+
 def group_keys(framework: str, workload: str, method: str | None) -> tuple[str, str, str]:
     """The groups of a job, most specific first: framework/workload/method, family, all."""
     workload, method = case_method(workload, method)
     family = "sft" if workload in SFT_FAMILY else "rl"
     return (f"{framework}/{workload}/{method}",
-            f"{family}/{'peft' if method in PEFT else 'full'}", "all")
+            f"{family}/{FAMILY_KINDS.get(method, 'full')}", "all")
 
 
 def conformal_ranks(n: int, p: float) -> tuple[int, int]:
