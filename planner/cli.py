@@ -253,7 +253,9 @@ def plan_cmd(*, catalogs: tuple[str, ...], as_json: bool, gpus: str | None, html
     result = plan_request(request, catalog)
     doc = render.with_memory_limit(render.plan_doc(result), margin=request.memory_margin,
                                    confidence=request.confidence,
-                                   headroom=request_headroom(request))
+                                   headroom=request_headroom(
+                                       request, result.plan.config.method if result.plan
+                                       else None))
     export = None  # rendered before anything is printed: a refusal leaves no half output
     if export_fmt and result.plan is not None:
         from planner.outputs.export import export_plan  # deferred: only with --export

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,9 @@ from planner.models.bands import (
     log_rank,
     memory_headroom,
     min_cases,
+    need_scale,
     planning_margin,
+    request_headroom,
     request_margin,
     select,
 )
@@ -145,6 +148,34 @@ def test_plan_holds_the_upper_edge_and_confidence_zero_is_the_point_plan():
     # the point plan's peak does not fit at its band's upper edge: the plan changes
     assert point.plan.memory.device * h > point.plan.memory.capacity
     assert banded.plan.memory.device < point.plan.memory.device
+
+
+def test_an_open_method_holds_each_method_to_its_own_band():
+    """With the method open the offers' usable memory is stated at the widest band (QLoRA's
+    today); every strategy's need is scaled by need_scale, so a LoRA strategy is held to LoRA's
+    band: its scaled need is the need of the same strategy in a LoRA-only request x
+    h_lora / h_widest."""
+    from planner.solver.space import build_space
+
+    kw = {"model": "7b", "budget_usd": 3000, "confidence": 0.9, "gpus": ("rtx-3090",)}
+    auto, lora = PlanRequest(**kw), PlanRequest(method="lora", **kw)
+    h = {m: request_headroom(auto, m) for m in ("lora", "qlora")}
+    assert request_headroom(auto) == max(h.values()) > h["lora"]
+    assert need_scale(auto, "lora") == pytest.approx(h["lora"] / request_headroom(auto))
+    assert need_scale(lora, "lora") == 1.0
+    wide, own = build_space(auto, CAT), build_space(lora, CAT)
+    index = {s: i for i, s in enumerate(own.strategies)}
+    pairs = [(i, index[s]) for i, s in enumerate(wide.strategies) if s in index]
+    assert pairs
+    for i, j in pairs:
+        scaled = wide.gpu_need_mib(i, 1, 1, dp=1, mb=1)
+        plain = own.gpu_need_mib(j, 1, 1, dp=1, mb=1)
+        assert scaled == math.ceil(plain * need_scale(auto, "lora"))
+    # the plan of the open request reports the limit of its own method
+    result = plan(auto)
+    method = result.plan.config.method
+    limit = result.plan.memory.capacity * (1 - request_margin(auto, method))
+    assert result.plan.memory.device <= limit
 
 
 def test_tune_limit_is_capacity_over_the_headroom():

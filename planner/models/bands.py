@@ -30,7 +30,9 @@ predictions (benchmarks/bands.py, 2026-11-25): throughput 54 of 61 cases inside 
 
 Planning at confidence p puts the band's upper memory edge P * r_(k_hi) within the GPU:
 usable capacity = capacity x (1 - margin) / headroom, headroom = max(1, r_(k_hi))
-(planning_margin turns this into the single margin the solver reads).
+(planning_margin turns this into the single margin the solver reads). With the method open the
+offers' usable memory is stated at the widest band of the methods and each candidate's need is
+scaled by its own method's headroom / the widest (need_scale), so each is held to its own band.
 """
 
 from __future__ import annotations
@@ -194,18 +196,29 @@ def prediction_bands(*, framework: str, workload: str, method: str | None, memor
             "cost_usd": rental_usd and inverse_band(rate, tokens_per_s, rental_usd)}
 
 
-def request_headroom(request: Any) -> float:
+def request_headroom(request: Any, method: str | None = None) -> float:
     """memory_headroom of a plan request (a PlanRequest; duck-typed: models import no
-    schemas): with the method open, the widest band of the methods."""
-    methods = PLAN_METHODS if request.method == "auto" else (request.method,)
+    schemas) for a plan of ``method``; without one, the request's method, and with the method
+    open the widest band of the methods (the limit the offers' usable memory is stated in)."""
+    methods = ((method,) if method is not None
+               else PLAN_METHODS if request.method == "auto" else (request.method,))
     return memory_headroom(framework=request.framework or "", workload=request.workload,
                            methods=methods, p=request.confidence)
 
 
-def request_margin(request: Any) -> float:
-    """The share of GPU memory a plan request's solver keeps free: its memory_margin and the
-    memory band's upper edge at its confidence together (planning_margin)."""
-    return planning_margin(request.memory_margin, request_headroom(request))
+def request_margin(request: Any, method: str | None = None) -> float:
+    """The share of GPU memory a plan request keeps free for a plan of ``method`` (None: the
+    request's widest, request_headroom): its memory_margin and the memory band's upper edge at
+    its confidence together (planning_margin)."""
+    return planning_margin(request.memory_margin, request_headroom(request, method))
+
+
+def need_scale(request: Any, method: str) -> float:
+    """The factor on a ``method`` plan's memory need that lets it be compared with the usable
+    memory of the request's widest band (request_margin): need x h_method <= C (1 - margin) iff
+    need x h_method / h_widest <= C (1 - margin) / h_widest. 1 where the method is the
+    request's own or the bands are off."""
+    return request_headroom(request, method) / request_headroom(request)
 
 
 def framework_id(catalog: Any, slug: str) -> str:

@@ -178,7 +178,8 @@ GPU_MEMORY = Rule(
                        "checkpointing, a smaller micro-batch or a shorter sequence"),
     usage=lambda space, plan, offer: (
         plan.memory.device / GIB,
-        usable_capacity(plan.memory.capacity, request_margin(space.request)) / GIB),
+        usable_capacity(plan.memory.capacity,
+                        request_margin(space.request, plan.config.method)) / GIB),
     encode=_encode_gpu_memory, loosen=_loosen_gpu_memory,
     mask=lambda offer, need: need.gpu_mib <= offer.capacity_mib)
 

@@ -43,7 +43,7 @@ from planner.catalog.specs import (
     ModelSpec,
 )
 from planner.errors import PlannerError
-from planner.models.bands import request_margin
+from planner.models.bands import need_scale, request_margin
 from planner.models.rollout import (
     Engine,
     engine,
@@ -188,6 +188,9 @@ class PlanSpace:
         engine = np.array([self.memory.engine.get(i, (0, 0, 0))
                            for i in range(len(self.strategies))], dtype=np.int64).reshape(-1, 3)
         return {
+            # need_scale of each strategy's method: its own memory band within the offers'
+            # usable memory, which is stated at the request's widest band
+            "scale": np.array([need_scale(self.request, s.method) for s in self.strategies]),
             "apart": np.array([s.groups if s.placement != "colocate" else 0
                                for s in self.strategies], dtype=np.int64),
             "layout": np.array([names.index(k) for k in layouts], dtype=np.int64),
@@ -212,7 +215,9 @@ class PlanSpace:
 
     def gpu_need_mib(self, si, tp: int, pp: int, *, dp, mb):
         """Per-GPU MiB of the worst phase, from the tables (the encoding's and the oracle's);
-        elementwise on numpy arrays of strategies, dp and micro-batch (candidate_rows).
+        elementwise on numpy arrays of strategies, dp and micro-batch (candidate_rows). Each
+        strategy's need is scaled by its method's need_scale, so one usable capacity per offer
+        (at the request's widest memory band) holds each method to its own band.
 
         RL rollout phase: the engine's weights, KV cache and workspace are added exactly. With
         a fixed gpu_memory_utilization u the engine takes u x capacity, which no GPU-independent
@@ -235,7 +240,9 @@ class PlanSpace:
             if phase == ROLLOUT_PHASE:
                 need = self._with_engine(si, dp, need, fixed)
             worst = np.maximum(worst, need)
-        out = worst + fixed
+        scale = self._strategy_arrays["scale"][si]
+        out = np.where(scale == 1.0, worst + fixed,
+                       np.ceil((worst + fixed) * scale).astype(np.int64))
         return int(out) if scalar else out
 
     def _need_tables(self, tp: int, pp: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -261,13 +268,14 @@ class PlanSpace:
         u = self.base.gpu_memory_utilization
         if u is None:
             return resident + weights + work + self._concurrency(si, dp) * per_seq
-        keep = 1 - request_margin(self.request)
-        if keep - u <= 0:
-            return np.full(np.shape(resident), 2**40)  # nothing is left for training states
-        scaled = np.ceil((resident + fixed) * keep / (keep - u)).astype(np.int64) - fixed
+        # the share kept at the strategy's own band (the result is scaled to the widest after)
+        keep = (1 - request_margin(self.request)) / self._strategy_arrays["scale"][si]
+        room = np.maximum(keep - u, 1e-12)
+        scaled = np.ceil((resident + fixed) * keep / room).astype(np.int64) - fixed
         engine_min = np.ceil((weights + work + per_seq + fixed) * keep / u).astype(np.int64) \
             - fixed
-        return np.maximum(scaled, engine_min)
+        # keep <= u: nothing is left for training states
+        return np.where(keep - u <= 0, 2**40, np.maximum(scaled, engine_min))
 
     def _concurrency(self, si, dp):
         """engine_at(si, dp).concurrency elementwise, once per engine layout and dp."""

@@ -207,7 +207,7 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
                     (best is not None and cost >= best.value):
                 continue
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_host)
-        if not est.fits(request_margin(req)):
+        if not est.fits(request_margin(req, cfg.method)):
             continue
         if host.ram_gib is not None and est.host_ram > host.ram_gib * GIB:
             continue
@@ -344,7 +344,7 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
     rented = p.cost.rental.offers[0] if p.cost.rental else None
     doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=cat, stack=stack,
                 pricing=req.pricing, price_kind=req.price_kind, platform=p.platform, job=job,
-                margin=request_margin(req), confidence=0.0,  # the plan's limit, band in it
+                margin=request_margin(req, p.config.method), confidence=0.0,  # the plan's limit
                 offer=offer_id(rented) if rented else None)
     if abs(doc["time_hours"] - p.time_hours) > 1e-9 * p.time_hours or \
             abs(doc["cost"]["usd"] - p.cost_usd) > 1e-9 * p.cost_usd or not doc["fits"]:
