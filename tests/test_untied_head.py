@@ -2,13 +2,17 @@
 input embedding and the LM head as two weights even where the checkpoint ties them (litgpt
 model.py GPT.__init__, convert_hf_checkpoint.py copies the embedding into the head), and its
 QLoRA quantizes the head with the other linears (Fabric's BitsandbytesPrecision replaces every
-nn.Linear): profile facts unties_embeddings and quantizes_head."""
+nn.Linear): profile facts unties_embeddings and quantizes_head. picotron and nanochat build a
+head of their own too (picotron model.py Llama.final_proj, nanochat gpt.py GPT.lm_head), and NeMo
+AutoModel's streaming bitsandbytes load quantizes an untied head (model_init.py
+_init_model_bnb_streaming: replace_with_bnb_linear with no modules left out)."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import tiny_config
 
+import planner.api as api
 from planner.api import evaluate as check
 from planner.catalog.frameworks import built_model, resolve
 from planner.catalog.load import load_catalog
@@ -57,3 +61,45 @@ def test_check_on_litgpt_counts_the_second_copy():
     head = count_params(lit.model).lm_head
     assert extra >= 2 * head * 0.999  # at least a 16-bit copy (fp32 where the stack keeps it)
     assert lit.memory.terms["optimizer_states"] > fsdp.memory.terms["optimizer_states"]
+
+
+def _kept_tie(monkeypatch):
+    """Evaluate as if the framework kept the checkpoint's tie (frameworks.built_model a no-op)."""
+    monkeypatch.setattr(api, "built_model", lambda profile, model: model)
+
+
+@pytest.mark.parametrize("framework", ["picotron", "nanochat"])
+def test_a_head_of_its_own_adds_the_heads_bytes(framework, monkeypatch):
+    """Pretraining tied Llama-3.2-1B on picotron or nanochat holds a second 128,256 x 2,048
+    weight: every model-state term grows by the head's parameters at that term's bytes per
+    parameter."""
+    cfg = tiny_config(method="full", workload="pretrain", num_gpus=1, seq_len=512,
+                      framework=framework)
+    built = check(model="llama-3.2-1b", gpu="a100-80gb-sxm", config=cfg)
+    _kept_tie(monkeypatch)
+    kept = check(model="llama-3.2-1b", gpu="a100-80gb-sxm", config=cfg)
+    head = count_params(built.model).lm_head
+    assert count_params(kept.model).lm_head == 0 and head == 128_256 * 2_048
+    ratio = head / count_params(kept.model).total
+    for term in ("weights", "gradients", "optimizer_states"):
+        assert built.memory.terms[term] - kept.memory.terms[term] == pytest.approx(
+            kept.memory.terms[term] * ratio), term
+    assert built.memory.device > kept.memory.device
+
+
+def test_nemo_automodel_qlora_stores_an_untied_head_at_nf4():
+    """QLoRA of Llama-3.1-8B on NeMo AutoModel: the 128,256 x 4,096 head is NF4, not 16-bit."""
+    cfg = tiny_config(method="qlora", num_gpus=1, seq_len=512, framework="nemo-automodel")
+    quantized = check(model="llama-3.1-8b", gpu="a100-80gb-sxm", config=cfg)
+    kept = check(model="llama-3.1-8b", gpu="a100-80gb-sxm",
+                 config=cfg.model_copy(update={"quantized_head": False}))
+    head = count_params(UNTIED).lm_head
+    assert head == 128_256 * 4_096
+    saved = kept.memory.terms["weights"] - quantized.memory.terms["weights"]
+    assert saved == pytest.approx(head * (qlora_unquantized_bytes(quantized.config)
+                                          - NF4_BYTES_PER_PARAM))
+    # a tied checkpoint has no head of its own to quantize
+    tied = check(model="qwen2.5-0.5b", gpu="a100-80gb-sxm", config=cfg)
+    tied_kept = check(model="qwen2.5-0.5b", gpu="a100-80gb-sxm",
+                      config=cfg.model_copy(update={"quantized_head": False}))
+    assert tied.memory.terms["weights"] == tied_kept.memory.terms["weights"]
