@@ -103,3 +103,18 @@ def test_nemo_automodel_qlora_stores_an_untied_head_at_nf4():
     tied_kept = check(model="qwen2.5-0.5b", gpu="a100-80gb-sxm",
                       config=cfg.model_copy(update={"quantized_head": False}))
     assert tied.memory.terms["weights"] == tied_kept.memory.terms["weights"]
+
+
+def test_openrlhf_keeps_the_unquantized_parts_16bit():
+    """PEFT's prepare_model_for_kbit_training upcasts a QLoRA model's embeddings and head to
+    fp32; OpenRLHF skips it and casts them to bf16 (actor.py): 2 B instead of 4 B each."""
+    from planner.catalog.frameworks import apply
+
+    base = tiny_config(method="qlora", lora_rank=8)
+    hf = apply(base, resolve(CAT, "hf-trainer"))
+    orl = apply(base, resolve(CAT, "openrlhf"))
+    assert qlora_unquantized_bytes(hf) == 4 and qlora_unquantized_bytes(orl) == 2
+    c = count_params(UNTIED)
+    rest = c.total - c.layer_linear
+    assert weight_bytes(UNTIED, hf, "bf16") - weight_bytes(UNTIED, orl, "bf16") == \
+        pytest.approx(2 * rest)

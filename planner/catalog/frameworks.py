@@ -162,6 +162,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["lora_dropout"] = float(profile.value("lora_dropout"))
     if profile.value("quantizes_head") is not None:
         out["quantized_head"] = bool(profile.value("quantizes_head"))
+    if profile.value("qlora_unquantized_dtype") is not None:
+        out["qlora_16bit_rest"] = profile.value("qlora_unquantized_dtype") == "16bit"
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
                 "fused_lora_kernels", "lora_dropout_shared_qkv"):
         if profile.value(key) is not None:
@@ -213,7 +215,7 @@ SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "ch
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
                    "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
                    "fused_lora_kernels", "loss_token_chunk_gib", "lora_dropout",
-                   "lora_dropout_shared_qkv", "quantized_head")
+                   "lora_dropout_shared_qkv", "quantized_head", "qlora_16bit_rest")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:

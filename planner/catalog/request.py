@@ -272,6 +272,10 @@ class TrainConfig(_Request):
         default=False, description="LoRA layers as fused autograd functions saving only their "
         "inputs (and a gated MLP's gate and up outputs), gradients written in place (Unsloth)"
     )
+    qlora_16bit_rest: bool = Field(
+        default=False, description="QLoRA: the unquantized parts (embeddings, head) stay 16-bit "
+        "without pure bf16 (no PEFT prepare_model_for_kbit_training upcast to fp32)"
+    )
     quantized_head: bool = Field(
         default=False, description="QLoRA: the LM head is stored 4-bit like the layers' "
         "linears (Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear)"

@@ -274,9 +274,10 @@ def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
 
     PEFT's prepare_model_for_kbit_training (the Hugging Face QLoRA recipe) casts every
     non-quantized 16-bit parameter of a bitsandbytes model to fp32 "for stability": 4 B. It
-    skips GPTQ models, and pure-bf16 stacks (torchtune) keep bf16: 2 B.
+    skips GPTQ models, pure-bf16 stacks (torchtune) keep bf16, and so do frameworks that keep
+    or cast the rest back to 16 bit (cfg.qlora_16bit_rest, e.g. OpenRLHF): 2 B.
     """
-    return 2 if cfg.pure_bf16 or cfg.quant_format == "gptq" else 4
+    return 2 if cfg.pure_bf16 or cfg.qlora_16bit_rest or cfg.quant_format == "gptq" else 4
 
 
 def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
