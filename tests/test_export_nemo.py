@@ -343,7 +343,8 @@ def test_automodel_qlora_fsdp_offload_and_pipeline(lora, full):
     assert pipe["pp_microbatch_size"] == pp.config.micro_batch_size
     assert pipe["pp_batch_size"] == doc["step_scheduler"]["local_batch_size"] \
         == pp.config.micro_batch_size * 8
-    ddp = automodel(variant(full, zero_stage=0, checkpointing="selective"))
+    # one model-parallel rank (tp x cp x pp = 1): plain data parallelism, DDP
+    ddp = automodel(variant(full, zero_stage=0, checkpointing="selective", tp=1, cp=1, pp=1))
     check_automodel_schema(ddp)  # DDP has no selective checkpointing: full is written
     assert ddp["distributed"]["strategy"] == "ddp"
     assert ddp["distributed"]["activation_checkpointing"] is True

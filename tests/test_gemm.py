@@ -1,4 +1,5 @@
-"""Routed experts' GEMMs at their size's measured share of the MAMF rate (models/gemm.py)."""
+"""Routed experts' and dense linears' GEMMs at their size's measured share of the MAMF rate
+(models/gemm.py)."""
 
 from __future__ import annotations
 
@@ -51,20 +52,77 @@ def test_qwen3_30b_a3b_expert_gemm_and_share(real):
     assert gemm.expert_matmul_share(m) == pytest.approx(routed / matmul_params(m))
     assert matmul_params(m) == pytest.approx(48 * (18_874_368 + 262_144 + 37_748_736)
                                              + 151936 * 2048)
-    # scale 1 + s (1 / f - 1), f between the VeOmni rows (3.2 GFLOP per expert GEMM)
+    # the routed share at f, between the VeOmni rows (3.2 GFLOP per expert GEMM), the rest of
+    # the matmuls at their dense GEMMs' fractions (dense_gemm_shapes)
     f = gemm.gemm_fraction(2 * 1024 * 2048 * 768)
     assert 0.227 < f < 0.305
     s = routed / matmul_params(m)
-    assert gemm.linear_time_scale(m, _cfg()) == pytest.approx(1 + s * (1 / f - 1))
+    dense = sum(share / gemm.dense_gemm_fraction(2 * 16384 * size)
+                for size, share in gemm.dense_gemm_shapes(m))
+    assert gemm.linear_time_scale(m, _cfg()) == pytest.approx(s / f + dense)
+    assert sum(share for _, share in gemm.dense_gemm_shapes(m)) == pytest.approx(1 - s)
 
 
-def test_dense_and_large_experts_keep_the_mamf_rate(real):
-    assert gemm.linear_time_scale(real.model("qwen3-4b").spec, _cfg()) == 1.0
-    # Mixtral 8x7B, 2 x 4096 tokens: 2048 rows of 4096 x 14336 = 2.4e11 FLOPs, on the plateau
+def test_large_dense_gemms_and_large_experts_keep_the_mamf_rate(real):
+    # Qwen3-4B at 16k tokens: every GEMM >= 2 x 16384 x 2560 x 1024 = 8.6e10 FLOPs (k, v)
+    assert gemm.linear_time_scale(real.model("qwen3-4b").spec, _cfg()) == pytest.approx(
+        1.0, abs=0.01)
+    # Mixtral 8x7B, 2 x 4096 tokens: 2048 rows of 4096 x 14336 = 2.4e11 FLOPs, on the plateau;
+    # its k and v (8192 x 4096 x 1024 = 6.9e10 FLOPs) are 2 % of the matmuls
     mixtral = real.model("mixtral-8x7b").spec
     cfg = _cfg(seq_len=4096, micro_batch_size=2)
     assert gemm.expert_gemm_flops(mixtral, cfg) == pytest.approx(2 * 2048 * 4096 * 14336)
-    assert gemm.linear_time_scale(mixtral, cfg) == 1.0
+    assert gemm.linear_time_scale(mixtral, cfg) == pytest.approx(1.0, abs=0.01)
+
+
+def test_dense_fraction_is_the_xla_sm90_table_share_of_the_h100_mamf():
+    # XLA kDefaultMatmulPTable sm_90 bf16: b 2 x m 4096 rows, k 1024: n 1024 598.2, n 2048
+    # 680.9, n 4096 693.0 TFLOP/s; the points are group medians, these rows sit near them
+    assert gemm.dense_gemm_fraction(2 * 8192 * 1024 * 1024) == pytest.approx(598.2 / 794.5,
+                                                                              abs=0.02)
+    assert gemm.dense_gemm_fraction(2 * 8192 * 2048 * 1024) == pytest.approx(680.9 / 794.5,
+                                                                              abs=0.01)
+    assert gemm.dense_gemm_fraction(2 * 8192 * 4096 * 1024) == pytest.approx(693.0 / 794.5,
+                                                                              abs=0.05)
+    # halfway in log between two points: their mean; the ends hold beyond the anchors
+    assert gemm.dense_gemm_fraction(math.sqrt(1.72e10 * 3.44e10)) == pytest.approx(
+        (0.741 + 0.855) / 2)
+    assert gemm.dense_gemm_fraction(1e6) == 0.173 and gemm.dense_gemm_fraction(1e13) == 1.0
+    sizes = [10 ** (8 + i / 4) for i in range(20)]
+    fractions = [gemm.dense_gemm_fraction(s) for s in sizes]
+    assert fractions == sorted(fractions)
+    # over the measured grouped-GEMM sizes (1.34e9 ... 4.29e10: VeOmni, torchao) a dense GEMM
+    # reaches more of the plateau than the routed experts of the same FLOPs
+    assert all(gemm.dense_gemm_fraction(s) > gemm.gemm_fraction(s)
+               for s in sizes if 1.34e9 <= s <= 4.29e10)
+
+
+def test_qwen3_0_6b_dense_gemms(real):
+    # hidden 1024, 16 q heads and 8 kv heads of 128, MLP 3072, vocab 151936, 28 layers
+    m = real.model("qwen3-0.6b").spec
+    shapes = dict(gemm.dense_gemm_shapes(m))
+    n = matmul_params(m)
+    per_layer = {1024 * 2048: 2 * 1024 * 2048,  # q and o
+                 1024 * 1024: 2 * 1024 * 1024,  # k and v
+                 1024 * 3072: 3 * 1024 * 3072}  # gate, up, down
+    for size, params in per_layer.items():
+        assert shapes[size] == pytest.approx(28 * params / n)
+    assert shapes[151936 * 1024] == pytest.approx(151936 * 1024 / n)
+    cfg = _cfg(seq_len=8192)
+    expected = sum(share / gemm.dense_gemm_fraction(2 * 8192 * size)
+                   for size, share in shapes.items())
+    assert gemm.linear_time_scale(m, cfg) == pytest.approx(expected)
+    # 8k tokens: k, v at 0.74, q, o at 0.86 of MAMF; the head (2.5e12 FLOPs) on the plateau
+    assert 1.10 < gemm.linear_time_scale(m, cfg) < 1.15
+    # twice the rows (two sequences, or 16k tokens) run closer to the plateau; tp and cp
+    # shrink the GEMMs again
+    two = gemm.linear_time_scale(m, cfg, micro_batch=2)
+    assert two == pytest.approx(gemm.linear_time_scale(m, _cfg(seq_len=16384)))
+    assert 1.0 < two < gemm.linear_time_scale(m, cfg)
+    assert gemm.linear_time_scale(m, _cfg(seq_len=16384, tp=2, num_gpus=2)) == \
+        pytest.approx(gemm.linear_time_scale(m, cfg))
+    assert gemm.linear_time_scale(m, _cfg(seq_len=16384, cp=2, num_gpus=2)) == \
+        pytest.approx(gemm.linear_time_scale(m, cfg))
 
 
 def test_smaller_micro_batches_make_moe_steps_slower_per_token(real):

@@ -117,6 +117,9 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 #       imply half of torchtune's: each framework keeps its own factor; fsdp pools both. Since
 #       the routed experts' small GEMMs are timed at their measured rate (gemm.py, 2026-11-25)
 #       the rows imply 0.40-0.70 and the MoE row 0.59 (0.37 before): it no longer sits apart.
+#   Since dense linears too are timed at their GEMM size's measured rate (gemm.py
+#   DENSE_GEMM_POINTS, gemm18) the small models' rows (Qwen3-0.6B, OPT-1.3b/350m) imply more:
+#   deepspeed 0.624 -> 0.644, prime-rl 0.576 -> 0.593 (benchmarks/README.md).
 # Stated, not fitted (STATED_UTILISATION): megatron bf16. No usable bf16 Megatron case; from the
 # published Megatron-LM A100 MFUs (megatron_readme_mfu_22b/175b/530b/1t_A100: 0.415, 0.514,
 # 0.56, 0.563; not usable, no public checkpoint) as MFU / MAMF(A100 SXM 0.87) / (1 - ~5 %

@@ -1,14 +1,24 @@
-"""Achieved rate of the routed experts' matmuls of a Mixture-of-Experts layer (kernel facts, pure).
+"""Achieved rate of a step's matmuls by GEMM size: the routed experts of a Mixture-of-Experts
+layer and the dense linears (kernel facts, pure).
 
-A dense layer's matmuls are a few large GEMMs; a routed-expert layer splits the same tokens over
-E experts, so each expert's GEMM has only tokens x top_k / E rows (Qwen3-30B-A3B: 16k tokens x
-8 / 128 = 1,024 rows of a 2048 x 768 matrix). Small GEMMs reach a smaller share of the dense
-matmul rate (tile and wave quantisation, fixed per-GEMM costs), and fine-grained MoE blocks
-add the token permutation and combine around them. throughput.compute_seconds times the routed
-experts' share of the matmul FLOPs at ``expert_gemm_fraction`` x the GPU's measured achievable
-matmul rate (MAMF) instead of the full MAMF. Every anchor below is a published benchmark on an
-H100 SXM (bf16), divided by the H100's MAMF (794.5 TFLOPS, catalog/gpus/h100-sxm.yaml); a GEMM
-is sized by its FLOPs (2 x rows x d_in x d_out of one expert's gate or up projection).
+MAMF (the GPU's measured achievable matmul rate, catalog/gpus) is the plateau of large GEMMs.
+A smaller GEMM reaches a smaller share of it (tile and wave quantisation, prologue and
+epilogue per tile, a short K loop). Two curves, GEMM FLOPs -> share of the plateau:
+
+* routed experts: a routed-expert layer splits the tokens over E experts, so each expert's
+  GEMM has only tokens x top_k / E rows (Qwen3-30B-A3B: 16k tokens x 8 / 128 = 1,024 rows of
+  a 2048 x 768 matrix), and fine-grained MoE blocks add the token permutation and combine
+  around them (EXPERT_GEMM_POINTS: published grouped-GEMM benchmarks);
+* dense linears: M = the micro-batch's tokens (/ cp) rows times d_in x d_out (/ tp): a small
+  model's projections (hidden 1024-2048, Qwen3-0.6B's k and v 1024 x 1024) are GEMMs of
+  1e10-5e10 FLOPs at 8k tokens, below the plateau (DENSE_GEMM_POINTS: XLA's measured
+  Hopper bf16 GEMM table).
+
+throughput.compute_seconds times each linear's share of the matmul FLOPs at its fraction x
+MAMF (linear_time_scale). Every anchor is a measurement on an H100-class GPU (sm_90, bf16),
+divided by the H100's MAMF (794.5 TFLOPS, catalog/gpus/h100-sxm.yaml), and is applied by
+FLOPs on every GPU (pytorch/ao PR 2427's bf16 torch.mm on a B200 gives the same shares at the
+same FLOPs: 0.80 of its 4096^3 plateau at 2048^3 = 1.7e10, where the sm_90 table gives 0.74).
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from functools import lru_cache
 from planner.catalog.params import layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
-from planner.models.flops import linear_matmul_params, matmul_params
+from planner.models.flops import head_matmul_params, linear_matmul_params, matmul_params
 
 # (FLOPs of one expert's GEMM, achieved rate / H100 MAMF 794.5 TFLOPS), ascending:
 #   1.34e9, 0.227: ByteDance-Seed/VeOmni pull request 460 (2026-02-06, description, "H100"),
@@ -43,16 +53,50 @@ EXPERT_GEMM_POINTS: tuple[tuple[float, float], ...] = (
 )
 
 
+# (FLOPs of one dense GEMM, achieved rate / H100 MAMF 794.5 TFLOPS), ascending: XLA's default
+# matmul performance table, tensorflow/tensorflow@372d578bb861cc5804e56d37d93aec931a59762c
+# third_party/xla/xla/service/gpu/model/matmul_interpolator_data.h (kDefaultMatmulPTable,
+# key "sm_90", flops key "bf16xbf16->bf16", FLOP/s per entry b, m, n, k). The entries with
+# m = 4096 (b x m = 4096, 8192 and 16384 rows: the token counts of training micro-batches),
+# n and k each 256 ... 4096, 75 entries, grouped by FLOPs 2 b m n k; each point is its group's
+# median share (groups of 3-13 shapes; within a group the small-K shapes are lowest, e.g.
+# 3.4e10: 0.63 at n 4096 x k 256, 0.93 at n 1024 x k 4096). Rows quoted (TFLOP/s):
+#   b 2, m 4096, n 1024, k 1024 (1.7e10): 598.2; b 2, n 2048, k 1024 (3.4e10): 680.9;
+#   b 2, n 4096, k 1024 (6.9e10): 693.0; b 1, n 4096, k 4096 (1.4e11): 783.3;
+#   b 2, n 4096, k 4096 (2.7e11): 807.7 (above the 794.5 MAMF: the plateau, 1.0).
+DENSE_GEMM_POINTS: tuple[tuple[float, float], ...] = (
+    (1.07e9, 0.173), (2.15e9, 0.273), (4.29e9, 0.422), (8.59e9, 0.562), (1.72e10, 0.741),
+    (3.44e10, 0.855), (6.87e10, 0.917), (1.37e11, 0.970), (2.75e11, 1.0),
+)
+
+
+def _interpolate(points: tuple[tuple[float, float], ...], flops: float) -> float:
+    """``points`` (FLOPs, share) interpolated linearly in log(FLOPs), the end values beyond."""
+    if flops <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if flops <= x1:
+            return y0 + (y1 - y0) * math.log(flops / x0) / math.log(x1 / x0)
+    return points[-1][1]
+
+
 def gemm_fraction(flops: float) -> float:
     """Share of the MAMF rate that an expert GEMM of ``flops`` reaches: EXPERT_GEMM_POINTS
     interpolated linearly in log(FLOPs), the end values beyond them."""
-    pts = EXPERT_GEMM_POINTS
-    if flops <= pts[0][0]:
-        return pts[0][1]
-    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
-        if flops <= x1:
-            return y0 + (y1 - y0) * math.log(flops / x0) / math.log(x1 / x0)
-    return pts[-1][1]
+    return _interpolate(EXPERT_GEMM_POINTS, flops)
+
+
+def dense_gemm_fraction(flops: float) -> float:
+    """Share of the MAMF rate that a dense GEMM of ``flops`` reaches: DENSE_GEMM_POINTS
+    interpolated linearly in log(FLOPs), the end values beyond them."""
+    return _interpolate(DENSE_GEMM_POINTS, flops)
+
+
+def gemm_rows(cfg: TrainConfig, micro_batch: int | None = None) -> float:
+    """Rows (M) of a dense linear's GEMM on one GPU: the micro-batch's tokens (``micro_batch``
+    sequences, else the config's) / cp (context parallelism splits each sequence)."""
+    sequences = (micro_batch or cfg.micro_batch_size) * cfg.sequences_per_example
+    return sequences * cfg.seq_len / cfg.cp
 
 
 def expert_gemm_flops(model: ModelSpec, cfg: TrainConfig, micro_batch: int | None = None
@@ -64,9 +108,7 @@ def expert_gemm_flops(model: ModelSpec, cfg: TrainConfig, micro_batch: int | Non
     the ep ranks of its group (Megatron-Core MoEAlltoAllTokenDispatcher), so each local expert
     sees ep times the rows (the FLOPs per GPU stay those of its own tokens)."""
     moe = model.moe
-    sequences = (micro_batch or cfg.micro_batch_size) * cfg.sequences_per_example
-    tokens = sequences * cfg.seq_len / cfg.cp
-    rows = tokens * moe.experts_per_token / moe.num_experts * cfg.ep
+    rows = gemm_rows(cfg, micro_batch) * moe.experts_per_token / moe.num_experts * cfg.ep
     return 2 * rows * model.hidden_size * moe.expert_ffn_hidden_size / cfg.tp
 
 
@@ -82,14 +124,37 @@ def expert_matmul_share(model: ModelSpec) -> float:
     return routed / matmul_params(model)
 
 
+@lru_cache(maxsize=1024)
+def dense_gemm_shapes(model: ModelSpec) -> tuple[tuple[float, float], ...]:
+    """(d_in x d_out of one GEMM, its share of the matmul FLOPs per token) of every linear that
+    is not a routed expert, summed over the layers per shape: attention and MLP projections
+    (each its own GEMM, as the Hugging Face modeling code runs q, k and v), shared experts,
+    routers, and the LM head (vocab x embedding width, plus OPT-350m's project_in/out: one
+    shape, flops.head_matmul_params)."""
+    total = matmul_params(model)
+    shares: dict[float, float] = {}
+    for i in range(model.num_layers):
+        for lin in layer_linears(model, i):
+            if lin.group != "expert":
+                size = float(lin.d_in * lin.d_out)
+                shares[size] = shares.get(size, 0.0) + linear_matmul_params(model, lin) / total
+    head = float(model.vocab_size * (model.word_embed_proj_dim or model.hidden_size))
+    shares[head] = shares.get(head, 0.0) + head_matmul_params(model) / total
+    return tuple(sorted(shares.items()))
+
+
 def linear_time_scale(model: ModelSpec, cfg: TrainConfig, micro_batch: int | None = None
                       ) -> float:
-    """Factor on the time of a step's matmul FLOPs at the MAMF rate: 1 + s (1 / f - 1), s the
-    routed experts' share of them (expert_matmul_share) and f their GEMMs' fraction
-    (gemm_fraction of expert_gemm_flops); 1 for a dense model. The backward and recomputed
-    GEMMs of the experts (input and weight gradients) are taken at the forward's fraction."""
+    """Factor on the time of a step's matmul FLOPs at the MAMF rate: sum over the GEMMs of
+    share / fraction, the routed experts' share (expert_matmul_share) at gemm_fraction of
+    expert_gemm_flops and every other linear's (dense_gemm_shapes) at dense_gemm_fraction of
+    2 x rows (gemm_rows) x d_in x d_out / tp; 1 when every GEMM is on the plateau. The backward
+    and recomputed GEMMs (input and weight gradients: the same FLOPs, other shapes) are taken
+    at the forward's fraction."""
+    rows = gemm_rows(cfg, micro_batch)
+    scale = sum(share / dense_gemm_fraction(2 * rows * size / cfg.tp)
+                for size, share in dense_gemm_shapes(model))
     share = expert_matmul_share(model)
-    if not share:
-        return 1.0
-    size = expert_gemm_flops(model, cfg, micro_batch)
-    return 1.0 + share * (1.0 / gemm_fraction(size) - 1.0)
+    if share:
+        scale += share / gemm_fraction(expert_gemm_flops(model, cfg, micro_batch))
+    return scale

@@ -2,8 +2,9 @@
 
 A training step on one GPU takes
 
-    compute (matmul FLOPs / (peak x vendor matmul fraction x stack utilisation), the routed
-             experts' share at their GEMM size's measured fraction of it (gemm.py)
+    compute (matmul FLOPs / (peak x vendor matmul fraction x stack utilisation), each linear's
+             share at its GEMM size's measured fraction of it (gemm.py: routed experts and
+             the dense linears of a small model or micro-batch)
              + attention FLOPs / (peak x the fused kernel's measured fraction, attention.py))
   + pipeline bubble            compute x (p-1)/(v*m)               (Narayanan et al. 2021)
   + exposed communication      sum over tp/cp/dp/pp of max(0, raw - overlap x compute)
@@ -227,10 +228,10 @@ def compute_seconds(
     linear_scale: float = 1.0,
 ) -> tuple[float, float]:
     """(seconds, efficiency): matmul-precision work at peak(precision) x MAMF fraction x stack
-    utilisation ``util``, its time x ``linear_scale`` (gemm.linear_time_scale: routed experts'
-    small GEMMs); adapters (16 bit) at the 16-bit peak likewise; the attention core at its
-    fused kernel's measured rate (attention.attention_rate) x ATTENTION_UTILISATION_SHARE of
-    ``util`` (efficiency.attention_utilisation)."""
+    utilisation ``util``, its time x ``linear_scale`` (gemm.linear_time_scale: small GEMMs,
+    routed experts' and dense); adapters (16 bit) at the 16-bit peak likewise; the attention
+    core at its fused kernel's measured rate (attention.attention_rate) x
+    ATTENTION_UTILISATION_SHARE of ``util`` (efficiency.attention_utilisation)."""
     prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     sixteen = "fp32" if prec == "fp32" else "bf16"
     t = tokens_per_gpu * (
