@@ -19,8 +19,9 @@ Two pieces cannot run on a CPU and are written out from their sources instead:
 
 The loop is fit()'s at 5895df1: ``logits = model(input_ids, lm_head_chunk_size=128)``, the last
 chunk sliced, chunked_cross_entropy, backward, the loss rebound to a float, gradients dropped.
-A TorchDispatchMode sums the storages created under it while some tensor references them
-(parameters, buffers and the inputs excluded). Per row it reports, for the second micro-batch:
+tools/saved_activations.py's dispatch mode sums the storages created under it while some tensor
+references them (parameters, buffers and the inputs excluded). Per row, for the second
+micro-batch:
 
 - held: bytes alive after the first micro-batch's step, before the second forward;
 - after_forward: bytes alive when the second forward has returned and ``logits`` is rebound;
@@ -35,13 +36,13 @@ from __future__ import annotations
 import json
 import sys
 import types
-import weakref
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from saved_activations import _LiveBytes  # noqa: E402  (the live-storage counter)
 
 ROWS = (  # (method, bitsandbytes keeps A, LoRA targets, layers, hidden, heads, kv groups, ffn,
     #        vocab, micro-batch, seq): logits-bound shapes and one where the 4-bit head binds
@@ -52,41 +53,6 @@ ROWS = (  # (method, bitsandbytes keeps A, LoRA targets, layers, hidden, heads, 
     ("qlora", False, "qv", 2, 256, 8, 2, 704, 4096, 2, 512),
     ("qlora", True, "qv", 2, 1024, 8, 2, 2816, 8192, 1, 256),
 )
-PHASE = ["setup"]
-
-
-class LiveBytes(TorchDispatchMode):
-    """Bytes of the storages created under the mode and still referenced; the peak per phase."""
-
-    def __init__(self, ignore: set[int]):
-        super().__init__()
-        self.live: dict[int, list[int]] = {}
-        self.now, self.peak, self.ignore = 0, {}, ignore
-
-    def _drop(self, key: int) -> None:
-        entry = self.live.get(key)
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] == 0:
-                self.now -= entry[0]
-                del self.live[key]
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor):
-                continue
-            storage = t.untyped_storage()
-            key = storage.data_ptr()
-            if not storage.nbytes() or key in self.ignore:
-                continue
-            if key not in self.live:
-                self.live[key] = [storage.nbytes(), 0]
-                self.now += storage.nbytes()
-                self.peak[PHASE[0]] = max(self.peak.get(PHASE[0], 0), self.now)
-            self.live[key][1] += 1
-            weakref.finalize(t, self._drop, key)
-        return out
 
 
 class MatMul4Bit(torch.autograd.Function):
@@ -192,17 +158,18 @@ def measure(litgpt, row) -> dict:
                if isinstance(m, Linear4bit)}
     batches = [torch.randint(0, vocab, (mb, seq)) for _ in range(2)]
     ignore |= {b.untyped_storage().data_ptr() for b in batches}
-    mode = LiveBytes(ignore)
+    mode = _LiveBytes(ignore, set())
     out: dict = {}
     with mode:
         for step, input_ids in enumerate(batches):
-            PHASE[0] = f"forward {step}"
+            mode.peak = mode.now
             logits = fabric_forward(model, input_ids, lm_head_chunk_size=128)
-            out[f"after_forward {step}"] = mode.now
+            out[f"after_forward {step}"], out[f"forward_peak {step}"] = mode.now, mode.peak
             logits[-1] = logits[-1][..., :-1, :]
-            PHASE[0] = f"backward {step}"
+            mode.peak = mode.now
             loss = chunked_cross_entropy(logits, input_ids[..., 1:])
             loss.backward()
+            out[f"backward_peak {step}"] = mode.peak
             loss = loss.item()
             for p in model.parameters():
                 p.grad = None
@@ -212,7 +179,7 @@ def measure(litgpt, row) -> dict:
         "layers": layers, "hidden": hidden, "heads": heads, "kv_heads": groups, "ffn": ffn,
         "vocab": vocab, "micro_batch": mb, "seq": seq,
         "held": out["held 0"], "after_forward": out["after_forward 1"],
-        "forward_peak": mode.peak["forward 1"], "backward_peak": mode.peak["backward 1"],
+        "forward_peak": out["forward_peak 1"], "backward_peak": out["backward_peak 1"],
     }
 
 
