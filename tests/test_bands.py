@@ -138,7 +138,7 @@ def test_check_fits_by_the_band_upper_edge_and_reports_every_band():
 
 
 def test_plan_holds_the_upper_edge_and_confidence_zero_is_the_point_plan():
-    kw = {"model": "14b", "budget_usd": 3000, "memory_margin": 0.0}
+    kw = {"model": "8b", "budget_usd": 3000, "memory_margin": 0.0}  # a point plan near 24 GiB
     point, banded = plan(PlanRequest(**kw)), plan(PlanRequest(confidence=0.9, **kw))
     h = memory_headroom(framework="", workload="sft",
                         methods=("full", "lora", "dora", "qlora", "freeze"), p=0.9)
@@ -188,7 +188,7 @@ def test_tune_limit_is_capacity_over_the_headroom():
 
 
 def test_cli_text_and_json_show_bands(capsys):
-    args = ("plan", "--budget", "3000", "--model", "8b")
+    args = ("plan", "--budget", "3000", "--model", "1.5b")  # a point plan above 24 GiB / 1.14
     code, out, _ = run(capsys, *args)
     assert code == 0 and " (p90 band " in out
     code, out, _ = run(capsys, *args, "--json")

@@ -133,7 +133,9 @@ def test_litgpt_full_on_several_nodes(lit):
     assert launch_line(res.text)[-4:] == ["litgpt", "finetune_full", "--config", "litgpt.yaml"]
     assert "NODE_RANK=0..n-1" in launch_line(res.text)
     assert (doc["devices"], doc["num_nodes"]) == (4, 2)
-    assert doc["train"]["global_batch_size"] == p.config.global_batch_size == 8 * 4 * 2
+    # 8 GPUs x the solved plan's micro-batch x 2 accumulation steps
+    mb = p.config.micro_batch_size
+    assert doc["train"]["global_batch_size"] == p.config.global_batch_size == 8 * mb * 2
     assert "lora_r" not in doc
     # LitGPT checkpoints every Block when finetuning on several GPUs; the plan did not
     assert any("activation checkpointing on every Block" in w for w in res.warnings)

@@ -14,6 +14,7 @@ from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.catalog.request import TrainConfig
 from planner.models import memory as mem
 from planner.models.host_ram import offloaded_checkpoint_bytes
+from planner.models.loss_buffers import loss_token_chunks
 from planner.models.workloads import estimate_memory
 from planner.validation.validate import load_cases, predict_case
 
@@ -78,7 +79,7 @@ def test_token_chunks_keep_each_chunk_under_the_target(llama8b, tokens, chunks):
     # (1,000 tokens: 0.48 GiB and 8,192: 3.91 GiB, one chunk; 9,000: 4.3 GiB -> 4;
     # 78,475: 37.5 GiB -> 12)
     c = lora(seq_len=tokens, loss_token_chunk_gib=4.0)
-    assert mem.loss_token_chunks(llama8b, c) == chunks
+    assert loss_token_chunks(llama8b, c) == chunks
     per_chunk = math.ceil(tokens / chunks) * llama8b.vocab_size * 4 / mem.GIB
     assert per_chunk <= 4.0
     # one chunk's buffers (12 B per logit) + grad of the hidden states + final-norm output

@@ -140,11 +140,13 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     if workload in ("sft", "pretrain") and profile.value("sft_loss") is not None:
         loss = profile.value("sft_loss")
     if loss is not None:
-        out["chunked_loss"] = loss == "chunked"
-        out["loss_holds_logits"] = loss == "fp32-held"
+        out["chunked_loss"] = loss in ("chunked", "fp32-held-chunked")
+        out["loss_holds_logits"] = loss in ("fp32-held", "fp32-held-chunked")
         out["loss_in_fp32"] = loss in ("fp32", "fp32-held", "chunked", "vocab-fused",
-                                       "token-fused") or (
+                                       "token-fused", "fp32-held-chunked") or (
             loss == "fp32-under-autocast" and not sharded)
+        out["loss_seq_chunk"] = (profile.value("loss_seq_chunk")
+                                 if loss == "fp32-held-chunked" else None)
         out["lm_head_vocab_chunk"] = (profile.value("loss_vocab_chunk")
                                       if loss == "vocab-fused" else None)
         out["loss_token_chunk_gib"] = (profile.value("loss_token_chunk_gib")
@@ -165,7 +167,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     if profile.value("qlora_unquantized_dtype") is not None:
         out["qlora_16bit_rest"] = profile.value("qlora_unquantized_dtype") == "16bit"
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
-                "fused_lora_kernels", "lora_dropout_shared_qkv"):
+                "fused_lora_kernels", "lora_dropout_shared_qkv", "holds_previous_outputs",
+                "nf4_double_quant"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out
@@ -215,7 +218,8 @@ SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "ch
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
                    "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
                    "fused_lora_kernels", "loss_token_chunk_gib", "lora_dropout",
-                   "lora_dropout_shared_qkv", "quantized_head", "qlora_16bit_rest")
+                   "lora_dropout_shared_qkv", "quantized_head", "loss_seq_chunk",
+                   "holds_previous_outputs", "nf4_double_quant", "qlora_16bit_rest")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:

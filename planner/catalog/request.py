@@ -285,6 +285,24 @@ class TrainConfig(_Request):
         "backward (bitsandbytes before 0.43.2: MatMul4Bit saved ctx.tensors = (A, B); "
         "bitsandbytes-foundation/bitsandbytes 9e753741, #1270, keeps only the packed weight)"
     )
+    nf4_double_quant: bool = Field(
+        default=True, description="QLoRA NF4: the block constants are double-quantised (8-bit, "
+        "0.127 bit a weight: bitsandbytes compress_statistics, Hugging Face "
+        "bnb_4bit_use_double_quant) rather than one fp32 absmax per 64 weights (0.5 bit a weight: "
+        "LitGPT's bnb.nf4)"
+    )
+    holds_previous_outputs: bool = Field(
+        default=False, description="the training loop keeps the previous micro-batch's outputs "
+        "referenced until the next forward returns (LitGPT: logits = model(...)), and with them "
+        "its autograd graph: the logits and what the graph holds outside its saved tensors stay "
+        "alive (held_outputs.held_bytes_per_token)"
+    )
+    loss_seq_chunk: int | None = Field(
+        default=None, gt=0, description="a loss over chunks of this many sequence positions "
+        "whose graphs are all built before backward (LitGPT's chunked_cross_entropy over 128-"
+        "position lm_head chunks): every chunk's fp32 log-softmax is saved, one chunk's "
+        "gradients are alive at a time; None: no such chunks"
+    )
     loss_token_chunk_gib: float | None = Field(
         default=None, gt=0, description="head and loss fused over token chunks of at most this "
         "many GiB of fp32 logits, the gradient taken in the forward pass (Unsloth's fused "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 from planner.inputs import MAX_STRING
 
@@ -342,9 +342,11 @@ AttentionKernelKind = Literal["fa2", "fa3", "cudnn"]
 # fp32: logits upcast to fp32 for the loss; fp32-under-autocast: upcast only under autocast
 # (16-bit under DeepSpeed's engine); 16bit: no upcast; chunked: the loss over token chunks of
 # the 16-bit logits; vocab-fused: the head fused with the loss over vocabulary slices;
-# token-fused: the head fused with the loss over token chunks, the gradient taken in forward.
+# token-fused: the head fused with the loss over token chunks, the gradient taken in forward;
+# fp32-held-chunked: the fp32 logits held through backward, the loss over chunks of
+# loss_seq_chunk positions whose graphs are all built before backward (LitGPT).
 LossKind = Literal["fp32", "fp32-held", "fp32-under-autocast", "16bit", "chunked", "vocab-fused",
-                   "token-fused"]
+                   "token-fused", "fp32-held-chunked"]
 
 
 class Fact(BaseModel, Generic[T]):
@@ -390,6 +392,11 @@ class FrameworkFacts(_Frozen):
         "referenced through the loss backward")
     loss_vocab_chunk: Fact[int] | None = Field(
         default=None, description="vocabulary rows per slice of a vocab-fused head")
+    loss_seq_chunk: Fact[PositiveInt] | None = Field(
+        default=None, description="sequence positions per chunk of an fp32-held-chunked loss")
+    holds_previous_outputs: Fact[bool] | None = Field(
+        default=None, description="the training loop keeps the previous micro-batch's outputs "
+        "(and through them its autograd graph) referenced until the next forward returns")
     logprobs: Fact[Literal["fp32", "16bit"]] | None = Field(
         default=None, description="dtype of forward-only log-prob passes (DPO reference, RL)")
     master_weights: Fact[Literal["fp32", "none"]] | None = Field(
@@ -470,6 +477,9 @@ class FrameworkFacts(_Frozen):
         default=None, description="QLoRA: dtype of the parts left unquantized (embeddings, "
         "head): fp32 where PEFT's prepare_model_for_kbit_training upcasts them, 16bit where the "
         "framework keeps or casts them back")
+    nf4_double_quant: Fact[bool] | None = Field(
+        default=None, description="QLoRA: its NF4 recipe double-quantises the block constants "
+        "(false: one fp32 absmax per 64 weights)")
 
 
 class FrameworkSpec(_Frozen):

@@ -23,7 +23,9 @@ from planner.catalog.params import layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
+from planner.models.held_outputs import forward_end_phases, head_transient, held_bytes_per_token
 from planner.models.lora_dropout import lora_dropout_bytes_per_token as dropout_bytes
+from planner.models.loss_buffers import logit_columns, logits_bytes, tokens_per_gpu
 from planner.models.states import (
     _adapted_names,
     adapted_linears,
@@ -32,6 +34,7 @@ from planner.models.states import (
     gathered_bytes,
     gradient_bytes,
     master_weight_bytes,
+    mlp_width,
     optimizer_state_bytes,
     optimizer_step_bytes,
     stage_layers,
@@ -39,7 +42,8 @@ from planner.models.states import (
 )
 
 GIB = cal.GIB
-TRANSIENT_TERMS = ("activations", "logits_and_loss", "optimizer_step")
+TRANSIENT_TERMS = ("activations", "logits_and_loss", "optimizer_step", "held_outputs",
+                   "dequantized_head")
 
 # ---------------------------------------------------------------------------------------------
 # Activations and loss
@@ -52,11 +56,6 @@ def usable_capacity(capacity: float, margin: float) -> float:
 def usable_mib(memory_gib: float, margin: float) -> int:
     """usable_capacity of a GPU of ``memory_gib`` in whole MiB (the solver's unit)."""
     return int(usable_capacity(memory_gib * 1024, margin))
-
-
-def tokens_per_gpu(cfg: TrainConfig) -> int:
-    """Tokens of one micro-batch on one GPU (context parallel splits the sequence)."""
-    return cfg.micro_batch_size * cfg.seq_len // cfg.cp
 
 
 NORM_READERS = {"attention": ("q", "k", "v", "q_a", "kv_a"), "mlp": ("gate", "up")}
@@ -91,7 +90,7 @@ def _mlp_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str]
     # gated: gate out, up out (+ act(gate) unless compiled); plain: the activation's input
     kept = (2 if cfg.compiled else 3) if model.activation in ("swiglu", "geglu") else 1
     per_f = kept + down  # + the down projection's input when it trains
-    mlp = per_f * _mlp_width(model) * 2
+    mlp = per_f * mlp_width(model) * 2
     if model.moe is not None:
         mlp += model.moe.num_experts * 4  # fp32 router logits
         mlp += routed_copies_bytes_per_token(model)
@@ -170,7 +169,7 @@ def _fused_lora_saved_bytes(model: ModelSpec) -> float:
     and LoRA_MLP their 16-bit input (the normalised input; fast_lora.py), LoRA_MLP the gate and
     up outputs e and g; LoRA_W (o) saves the attention output, counted with attention. The
     A-projections are recomputed in backward, never saved: 2 x (2h + 4) + 2 x 2h + 2 x 2f."""
-    h, f = model.hidden_size, _mlp_width(model)
+    h, f = model.hidden_size, mlp_width(model)
     return 2 * (2 * h + 4) + 2 * 2 * h + 2 * 2 * f
 
 
@@ -194,16 +193,6 @@ def _layer_input_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     return 2 * model.hidden_size * tokens_per_gpu(cfg) / cfg.tp
 
 
-def _mlp_width(model: ModelSpec) -> int:
-    """f-wide MLP units a token passes through: ffn_hidden_size, or for MoE the k routed experts'
-    and the shared experts' widths."""
-    moe = model.moe
-    if moe is None:
-        return model.ffn_hidden_size
-    shared_f = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
-    return moe.experts_per_token * moe.expert_ffn_hidden_size + moe.num_shared_experts * shared_f
-
-
 def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
     """Activation bytes alive at the peak of one layer's backward, per token: its saved tensors
     (recomputed first under checkpointing) plus the f-wide gradients of the MLP backward, alive
@@ -212,7 +201,7 @@ def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> 
     (2f), freed once its weight gradient is taken when down trains. Measured exactly by
     tools/saved_activations.py (full, LoRA and LoRA-on-q,v layers; tests/test_memory.py):
     1.25 x the saved tensors for a fully trained Llama-3.2-3B layer, 1.51 x with LoRA on q, v."""
-    f_bytes = 2 * _mlp_width(model)
+    f_bytes = 2 * mlp_width(model)
     grads = 3 if model.activation in ("swiglu", "geglu") else 2
     trained = _trained_matrices(model, cfg)
     down = trained is None or "down" in trained
@@ -299,66 +288,6 @@ def op_sac_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
     return kept / cfg.tp
 
 
-def logit_columns(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Vocabulary columns of the logits alive at once on one GPU: vocab / tp, or one slice of
-    ``lm_head_vocab_chunk`` rows for a head fused with its loss over vocabulary slices."""
-    columns = model.vocab_size / cfg.tp
-    return min(columns, cfg.lm_head_vocab_chunk) if cfg.lm_head_vocab_chunk else columns
-
-
-def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Output logits and cross-entropy buffers on the last stage: tokens x logit_columns x bytes
-    per element (LOGIT_BYTES_UNCHUNKED for an fp32 loss, LOGIT_BYTES_16BIT_LOSS without the
-    upcast, LOGIT_BYTES_CHUNKED for a chunked/fused loss; LOGIT_BYTES_HELD_COPY more where the
-    fp32 logits stay referenced through the loss backward) plus the final-norm output (2h bytes
-    per token). Dominant for large vocabularies (Qwen 152k).
-
-    A head fused with its loss over vocabulary slices (prime-rl's _ChunkedLogProbEntropyFn,
-    src/prime_rl/trainer/models/layers/lm_head.py) holds, per slice, the fp32 slice logits,
-    their exponentials and the gradient of the slice (three fp32 [tokens, slice] tensors):
-    LOGIT_BYTES_UNCHUNKED over the slice's columns; besides, the fp32 copy of the final hidden
-    states it multiplies (4h bytes per token) and, in backward, the head weight's gradient
-    allocated whole in the weight's 16-bit dtype (torch.zeros_like(weight): vocab x h x 2 B,
-    also when the head is frozen)."""
-    tokens = tokens_per_gpu(cfg)
-    if cfg.loss_token_chunk_gib:
-        return token_fused_loss_bytes(model, cfg)
-    fused = (tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
-             if cfg.lm_head_vocab_chunk else 0.0)
-    if cfg.lm_head_vocab_chunk:
-        per = cal.LOGIT_BYTES_UNCHUNKED
-    elif cfg.chunked_loss:
-        per = cal.LOGIT_BYTES_CHUNKED
-    elif cfg.loss_in_fp32:
-        per = cal.LOGIT_BYTES_UNCHUNKED + (cal.LOGIT_BYTES_HELD_COPY if cfg.loss_holds_logits
-                                           else 0.0)
-    else:
-        per = cal.LOGIT_BYTES_16BIT_LOSS
-    return tokens * logit_columns(model, cfg) * per + tokens * model.hidden_size * 2 + fused
-
-
-def loss_token_chunks(model: ModelSpec, cfg: TrainConfig) -> int:
-    """Token chunks of a token-fused loss: the whole fp32 logits over the chunk target
-    (cfg.loss_token_chunk_gib), rounded up to a multiple of 4, 1 where they fit one chunk
-    (unslothai/unsloth-zoo@ce232d6 unsloth_zoo/fused_losses/cross_entropy_loss.py
-    get_chunk_size, whose target is half the free memory, at most 4 GiB)."""
-    whole = tokens_per_gpu(cfg) * logit_columns(model, cfg) * 4 / GIB
-    exact = whole / cfg.loss_token_chunk_gib
-    return 1 if exact <= 1.0 else 4 * math.ceil(exact / 4)
-
-
-def token_fused_loss_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """A head fused with its loss over token chunks, the gradient taken chunk by chunk in the
-    forward pass (Unsloth's UnslothFusedLoss: torch.func.grad_and_value per chunk): one chunk's
-    logits and loss buffers (LOGIT_BYTES_UNCHUNKED per element, as a whole-vocabulary fp32
-    loss), the gradient of the hidden states it fills (16-bit, every token) and the final-norm
-    output (2h bytes per token each)."""
-    tokens = tokens_per_gpu(cfg)
-    chunk = math.ceil(tokens / loss_token_chunks(model, cfg))
-    return chunk * logit_columns(model, cfg) * cal.LOGIT_BYTES_UNCHUNKED \
-        + 2 * tokens * model.hidden_size * 2
-
-
 # ---------------------------------------------------------------------------------------------
 # Totals
 # ---------------------------------------------------------------------------------------------
@@ -437,14 +366,23 @@ def forward_activation_bytes(model: ModelSpec, cfg: TrainConfig, loss: float) ->
 
 
 def activation_phase_terms(model: ModelSpec, cfg: TrainConfig) -> dict[str, dict[str, float]]:
-    """The activation and loss-buffer terms of each phase of phase_terms (no dp dependence)."""
+    """The activation and loss-buffer terms of each phase of phase_terms (no dp dependence); a
+    loop that holds its outputs adds them to the end of backward and the step, and its own
+    phases (held_outputs.forward_end_phases)."""
     loss = logits_bytes(model, cfg)
-    return {
+    out = {
         FWD_PHASE: {"activations": forward_activation_bytes(model, cfg, loss),
                     "logits_and_loss": loss},
         BWD_END_PHASE: {"activations": backward_end_activation_bytes(model, cfg)},
         STEP_PHASE: {},
     }
+    if cfg.holds_previous_outputs:
+        tokens, columns = tokens_per_gpu(cfg), logit_columns(model, cfg)
+        held = held_bytes_per_token(model, cfg, columns) * tokens
+        out[BWD_END_PHASE]["held_outputs"] = out[STEP_PHASE]["held_outputs"] = held
+        out.update(forward_end_phases(model, cfg, activations=activation_bytes(model, cfg),
+                                      held=held, tokens=tokens, columns=columns))
+    return out
 
 
 def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str, dict[str, float]]:
@@ -453,7 +391,8 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
     end of backward (every gradient, one layer's working set) and the optimizer step. Activations
     shrink and gradients grow layer by layer in between, so the backward peaks at one of its two
     ends; the end binds where gradients do not persist and the step needs no large temporaries
-    (fused or pure-bf16 optimizers: torchtune-llama3.2-3b-full-packed-ac)."""
+    (fused or pure-bf16 optimizers: torchtune-llama3.2-3b-full-packed-ac). A loop that holds
+    its outputs adds the end of the forward before them (activation_phase_terms)."""
     states = {
         "weights": weight_bytes(model, cfg, precision),
         "adapters": adapter_bytes(model, cfg),
@@ -467,12 +406,18 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
     # and FSDP keep their persistent gradient partition buffers.
     keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2 or cfg.fsdp
     acts = activation_phase_terms(model, cfg)
-    fwd = {**states, "gradients": grads if keeps_grads else 0.0, "gathered_params": gathered,
-           **acts[FWD_PHASE]}
-    end = {**states, "gradients": grads, "gathered_params": gathered, **acts[BWD_END_PHASE]}
-    step = {**states, "gradients": grads, "optimizer_step": optimizer_step_bytes(model, cfg),
-            **acts[STEP_PHASE]}
-    return {FWD_PHASE: fwd, BWD_END_PHASE: end, STEP_PHASE: step}
+    forward = {**states, "gradients": grads if keeps_grads else 0.0, "gathered_params": gathered}
+    out = {
+        FWD_PHASE: {**forward, **acts[FWD_PHASE]},
+        BWD_END_PHASE: {**states, "gradients": grads, "gathered_params": gathered,
+                        **acts[BWD_END_PHASE]},
+        STEP_PHASE: {**states, "gradients": grads,
+                     "optimizer_step": optimizer_step_bytes(model, cfg), **acts[STEP_PHASE]},
+    }
+    for name in [n for n in acts if n not in out]:  # held_outputs.forward_end_phases
+        out[name] = {**forward, **acts[name],
+                     **head_transient(name, model, cfg, precision=precision)}
+    return out
 
 
 def reserved_weight(term: str) -> float:

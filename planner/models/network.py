@@ -11,8 +11,8 @@ from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_hos
 from planner.models import efficiency as eff
 from planner.models.flops import backward_layers
 from planner.models.states import (
-    NF4_BYTES_PER_PARAM,
     local_routed,
+    nf4_bytes_per_param,
     params_on_gpu,
     routed_params,
     trainable_on_gpu,
@@ -229,7 +229,7 @@ def _grad_bytes(cfg: TrainConfig) -> int:
 def stored_bytes_per_param(cfg: TrainConfig) -> float:
     """Bytes per weight that ZeRO-3/FSDP all-gather: NF4 for QLoRA, 16 bit otherwise (FSDP
     gathers in param_dtype)."""
-    return NF4_BYTES_PER_PARAM if cfg.method == "qlora" else 2.0
+    return nf4_bytes_per_param(cfg) if cfg.method == "qlora" else 2.0
 
 
 def params_per_gpu(model: ModelSpec, cfg: TrainConfig) -> float:

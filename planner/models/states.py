@@ -15,9 +15,20 @@ from planner.models import calibration as cal
 # bitsandbytes NF4: 4-bit codes (0.5 B) + double-quantised block constants, 0.127 bit/param
 # (Dettmers et al., "QLoRA", 2023, section 3) = 0.5159 B/param.
 NF4_BYTES_PER_PARAM = 0.5 + 0.127 / 8
+# The same without double quantisation: one fp32 absmax per block of 64 weights (bitsandbytes
+# 0.42.0 functional.quantize_4bit: absmax = torch.zeros(blocks, dtype=torch.float32), blocksize
+# 64, kept as is when compress_statistics is False) = 0.5625 B/param.
+NF4_FP32_ABSMAX_BYTES_PER_PARAM = 0.5 + 4 / 64
 # GPTQ int4 (group size 128): 0.5 B codes + one fp16 scale and a packed 4-bit zero per group
 # of 128 weights = 0.5 + (2 + 0.5)/128 B/param (Frantar et al., "GPTQ", 2023; AutoGPTQ packing).
 GPTQ_BYTES_PER_PARAM = 0.5 + 2.5 / 128
+
+
+def nf4_bytes_per_param(cfg: TrainConfig) -> float:
+    """Bytes of one NF4 weight with its block constants: double-quantised (cfg.nf4_double_quant,
+    the QLoRA recipe) or fp32 absmax (LitGPT's bnb.nf4: Lightning's _NF4Linear sets
+    compress_statistics=False)."""
+    return NF4_BYTES_PER_PARAM if cfg.nf4_double_quant else NF4_FP32_ABSMAX_BYTES_PER_PARAM
 
 
 def dtype_bytes(precision: str) -> int:
@@ -95,6 +106,16 @@ def stage_layers(model: ModelSpec, cfg: TrainConfig) -> int:
     --decoder-first/last-pipeline-num-layers, torch.distributed.pipelining splits), and the
     largest sets the peak."""
     return -(-model.num_layers // cfg.pp)
+
+
+def mlp_width(model: ModelSpec) -> int:
+    """f-wide MLP units a token passes through: ffn_hidden_size, or for MoE the k routed experts'
+    and the shared experts' widths."""
+    moe = model.moe
+    if moe is None:
+        return model.ffn_hidden_size
+    shared_f = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
+    return moe.experts_per_token * moe.expert_ffn_hidden_size + moe.num_shared_experts * shared_f
 
 
 def adapted_linears(model: ModelSpec, cfg: TrainConfig) -> list[tuple[int, int, int]]:
@@ -252,7 +273,7 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     routed = local_routed(model, cfg, routed_params(model)) if cfg.ep > 1 else 0.0
     if cfg.method == "qlora":
         linear = quantized_params(model, cfg) - routed * (cfg.ep - 1)
-        per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else NF4_BYTES_PER_PARAM
+        per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else nf4_bytes_per_param(cfg)
         stored = linear * per + (n - linear) * qlora_unquantized_bytes(cfg)
     else:
         per = 4 if cfg.fsdp and not cfg.pure_bf16 and (
@@ -432,7 +453,7 @@ def gathered_bytes(model: ModelSpec, cfg: TrainConfig, precision: str, *,
         return 0.0
     c = count_params(model)
     b16 = qlora_unquantized_bytes(cfg) if cfg.method == "qlora" else dtype_bytes(precision)
-    per = NF4_BYTES_PER_PARAM if cfg.method == "qlora" else dtype_bytes(precision)
+    per = nf4_bytes_per_param(cfg) if cfg.method == "qlora" else dtype_bytes(precision)
     largest = c.largest_layer - _routed_per_layer(model) * (1 - 1 / cfg.ep)
     layer = largest / cfg.tp * per
     head = (c.lm_head or c.embedding) / cfg.tp * b16

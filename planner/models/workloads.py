@@ -458,7 +458,8 @@ def estimate_memory(
             notes.append(f"the rollout engine's {cfg.gpu_memory_utilization:.0%} of memory "
                          "does not hold its weights and one full-length sequence")
     if cfg.workload in ("sft", "pretrain"):
-        full_terms = {k: terms.get(k, 0.0) for k in (*phases[FWD_PHASE], "optimizer_step")}
+        names = dict.fromkeys(k for t in phases.values() for k in t)  # forward/backward's first
+        full_terms = {k: terms.get(k, 0.0) for k in names}
     else:
         full_terms = dict(terms)
     host = workload_host_ram(model, cfg, gpus_per_node or gpus_per_host(gpu, None),

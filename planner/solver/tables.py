@@ -41,7 +41,7 @@ from planner.models.workloads import (
     workload_phases,
 )
 
-ACTIVATION_TERMS = ("activations", "logits_and_loss")
+ACTIVATION_TERMS = ("activations", "logits_and_loss", "held_outputs")
 
 
 ROLLOUT_PHASE = "rollout"  # workloads.ROLLOUT_PHASE

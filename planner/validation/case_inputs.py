@@ -109,6 +109,16 @@ def _version(text: object) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def _double_quant(text: object) -> bool | None:
+    """What an extra.weight_quant says of NF4 double quantisation: False for "no double
+    quantization", True for a -dq recipe or "double quant" (bitsandbytes nf4-dq), None when
+    it says neither."""
+    text = str(text or "").lower()
+    if "no double" in text:
+        return False
+    return True if "-dq" in text or "double quant" in text else None
+
+
 def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict[str, Any]:
     """The TrainConfig fields a case takes from its framework's profile, with the case's own
     statements winning: extra.chunked_ce (false: the whole logits, no fused head),
@@ -117,7 +127,9 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
     --precision bf16-true), the attention implementation it ran (extra.attention:
     attention.KERNEL_NAMES, or eager: the probabilities materialised), its LoRA dropout
-    (extra.lora_dropout) and the rollout engine's enforce_eager (extra.rollout_enforce_eager)."""
+    (extra.lora_dropout), the NF4 recipe (extra.weight_quant: _double_quant), whether its loop
+    holds the previous micro-batch's outputs (extra.holds_previous_outputs) and the rollout
+    engine's enforce_eager (extra.rollout_enforce_eager)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
@@ -139,6 +151,11 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["lora_dropout"] = float(extra["lora_dropout"])
     if extra.get("bitsandbytes_version") is not None:
         sem["quant_keeps_inputs"] = _version(extra["bitsandbytes_version"]) < BNB_KEEPS_ONLY_WEIGHT
+    double = _double_quant(extra.get("weight_quant"))
+    if double is not None:
+        sem["nf4_double_quant"] = double
+    if extra.get("holds_previous_outputs") is not None:
+        sem["holds_previous_outputs"] = bool(extra["holds_previous_outputs"])
     # the rollout engine's enforce_eager as the case ran it (the framework's default at the
     # release it ran, its additions say), else as the profile says
     eager = extra.get("rollout_enforce_eager")
