@@ -119,7 +119,7 @@ def test_cost_buys_two_workstations_a_deadline_buys_the_rig(capsys):
                            f"{cheap['time_hours']:,.1f} h on 2 hosts")
     assert not any(n.startswith("one host: ") for n in fast_doc["notes"])
     deadline = (fast["time_hours"] + cheap["time_hours"]) / 2
-    met = _plan(capsys, *args, "--max-hours", f"{deadline:.1f}")["plan"]
+    met = _plan(capsys, *args, "--max-hours", f"{deadline:.4f}")["plan"]
     assert met["platform"] == RIG and met["cost"]["usd"] == fast["cost"]["usd"]
 
 
