@@ -89,3 +89,17 @@ def test_gpus_older_than_ampere_run_attention_unfused(cat):
     assert att.kernel_on(cat.gpu("a100-80gb-sxm"), cfg) == "fa2"
     assert att.kernel_on(cat.gpu("a100-80gb-sxm"),
                          cfg.model_copy(update={"attention_kernel": "fa3"})) == "fa2"
+
+
+def test_flash_attention_2_on_datacenter_blackwell_runs_at_the_h100_rate(cat):
+    """FlashAttention-2 has no sm100 kernel: on a B200 it reaches the H100's measured TFLOPS
+    (tritonbench #171, flash-attention #1589), not the H100's share of the larger peak; a
+    smaller Blackwell part keeps the share, and kernels with Blackwell code keep the share."""
+    b200, h100, rtx = cat.gpu("b200"), cat.gpu("h100-sxm"), cat.gpu("rtx-5090")
+    for seq in (1024, 4096, 16384):
+        h100_tflops = att.attention_fraction(h100, "fa2", seq) * 989.0
+        b200_tflops = att.attention_fraction(b200, "fa2", seq) * att.peak_tflops(b200, "bf16")
+        assert b200_tflops == pytest.approx(h100_tflops, rel=1e-9)
+        assert att.attention_fraction(rtx, "fa2", seq) == att.attention_fraction(h100, "fa2", seq)
+        assert att.attention_fraction(b200, "cudnn", seq) == att.attention_fraction(
+            h100, "cudnn", seq)

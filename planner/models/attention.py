@@ -71,6 +71,18 @@ BENCHMARK_PEAK_TFLOPS = {"a100-80gb-sxm": 312.0, "h100-sxm": 989.0}
 # Ada or Hopper; Turing "coming soon") nor TransformerEngine's fused kernels: a flash request
 # runs unfused there, timed at the eager row (PRE_AMPERE).
 BENCHMARK_ROW = {"hopper": "h100-sxm", "blackwell": "h100-sxm"}
+# Kernels without code for an architecture, which run there at the benchmark GPU's absolute rate
+# (TFLOPS) rather than at its share of the newer GPU's larger peak: FlashAttention-2 has no
+# Blackwell (sm100) kernel, its sm80 mma.sync code runs there at about the H100's rate.
+# Measured on B200: meta-pytorch/tritonbench pull request 171 (2025-03-04, description:
+# flash_v2, batch 8, 16 heads, head dim 128, forward): 315 / 352 / 354 / 362 / 331 TFLOPS at
+# seq 1k / 2k / 4k / 8k / 16k; Dao-AILab/flash-attention issue 1589 (2025-04-13, flash_attn
+# 2.7.4.post1, benchmarks/benchmark_flash_attention.py, head dim 64, no causal mask): forward +
+# backward 259 / 299 / 321 / 312 / 333 / 346 TFLOPS at 512 .. 16k. The H100 FlashAttention-2
+# row above (forward + backward, causal, head dim 128) is 163-328 TFLOPS, its forward without a
+# mask about 335 (FA2 paper, same figures): the same rates within about 10 %, where the H100's
+# share of peak would put a B200 (2,250 TFLOPS dense bf16) at 370-750.
+ABSOLUTE_RATE_ON = {("blackwell", "fa2"): "h100-sxm"}
 PRE_AMPERE = frozenset(("volta", "turing"))
 HOPPER_OR_NEWER = frozenset(("hopper", "blackwell"))
 
@@ -127,13 +139,20 @@ def _interpolate(row: tuple[float, ...], seq_len: int) -> float:
 def attention_fraction(gpu: GpuSpec, kernel: AttentionKernel, seq_len: int) -> float:
     """Share of ``gpu``'s dense 16-bit peak that ``kernel`` reaches on forward+backward causal
     attention over sequences of ``seq_len`` (head dim 128): the measured rate of the GPU's
-    architecture row over that benchmark GPU's peak."""
+    architecture row over that benchmark GPU's peak; a kernel without code for the GPU's
+    architecture (ABSOLUTE_RATE_ON) at most at the benchmark GPU's rate."""
     ref = BENCHMARK_ROW.get(gpu.architecture or "", "a100-80gb-sxm")
     if ref == "h100-sxm" and kernel != "eager":
         row = _hopper_row(kernel)
     else:
         row = FWD_BWD_CAUSAL_TFLOPS[(ref, "eager" if kernel == "eager" else "fa2")]
-    return _interpolate(row, seq_len) / BENCHMARK_PEAK_TFLOPS[ref]
+    share = _interpolate(row, seq_len) / BENCHMARK_PEAK_TFLOPS[ref]
+    absolute = ABSOLUTE_RATE_ON.get((gpu.architecture or "", kernel))
+    if absolute is None:
+        return share
+    # at most the benchmark GPU's TFLOPS (a smaller part of the architecture keeps its share)
+    rate = _interpolate(FWD_BWD_CAUSAL_TFLOPS[(absolute, kernel)], seq_len)
+    return min(share, rate / peak_tflops(gpu, "bf16"))
 
 
 # Eager attention computes the full s x s square: flops.training_flops counts it in full with a
