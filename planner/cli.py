@@ -199,8 +199,9 @@ def tune_cmd(*, model: str, gpu: str, catalogs: tuple[str, ...], as_json: bool,
     """
     from planner.solver.tune import tune as tune_search  # deferred: each command loads its own
 
+    # an open checkpointing is searched; the base leaves it to frameworks.unstated_checkpointing
     cfg = _config({**opts, "micro_batch": 1, "grad_accum": 1,
-                   "checkpointing": "full" if checkpointing == "auto" else checkpointing})
+                   **({} if checkpointing == "auto" else {"checkpointing": checkpointing})})
     pins = {"micro_batch_size": micro_batch, "grad_accum": grad_accum,
             "global_batch_size": global_batch, "rollout_batch": rollout_batch,
             "rollout_n": rollout_n, "logprob_micro_batch": logprob_micro_batch,

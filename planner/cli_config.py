@@ -30,7 +30,7 @@ from planner.inputs import (
 # Flags whose default means "as the framework does" (its profile's memory semantics): when
 # the user does not give them, TrainConfig leaves the field to the profile (frameworks.apply).
 SEMANTIC_FLAGS = ("pure_bf16", "fused_optimizer", "chunked_loss", "no_flash_attention",
-                  "lora_dropout")
+                  "lora_dropout", "checkpointing")
 
 
 def _config(opts: dict[str, object]) -> TrainConfig:

@@ -17,6 +17,7 @@ from planner.api import evaluate as check
 from planner.catalog.frameworks import built_model, resolve
 from planner.catalog.load import load_catalog
 from planner.catalog.params import count_params
+from planner.catalog.request import TrainConfig as TrainConfig_
 from planner.models.states import NF4_BYTES_PER_PARAM, qlora_unquantized_bytes, weight_bytes
 
 CAT = load_catalog()
@@ -118,3 +119,22 @@ def test_openrlhf_keeps_the_unquantized_parts_16bit():
     rest = c.total - c.layer_linear
     assert weight_bytes(UNTIED, hf, "bf16") - weight_bytes(UNTIED, orl, "bf16") == \
         pytest.approx(2 * rest)
+
+
+def test_an_unstated_checkpointing_takes_the_framework_default_where_full_cannot_run():
+    """LitGPT checkpoints only through its multi-GPU strategy: a one-GPU job that states no
+    checkpointing runs its default (none); one that states full is refused, naming it."""
+    from planner.catalog.frameworks import unstated_checkpointing
+    from planner.errors import PlannerError
+
+    lit = resolve(CAT, "litgpt")
+    job = TrainConfig_(method="lora", lora_rank=8, num_gpus=1, framework="litgpt")
+    assert "checkpointing" not in job.model_fields_set and job.checkpointing == "full"
+    assert unstated_checkpointing(lit, job).checkpointing == "none"
+    assert unstated_checkpointing(resolve(CAT, "hf-trainer"), job).checkpointing == "full"
+    ev = check(model="llama-3.2-1b", gpu="rtx-4090", config=job)
+    assert ev.config.checkpointing == "none"
+    stated = TrainConfig_(method="lora", lora_rank=8, num_gpus=1, framework="litgpt",
+                          checkpointing="full")
+    with pytest.raises(PlannerError, match="checkpointing on one GPU"):
+        check(model="llama-3.2-1b", gpu="rtx-4090", config=stated)

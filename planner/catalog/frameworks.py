@@ -335,21 +335,21 @@ def choose(catalog: Catalog, cfg: TrainConfig, name: str | None = None) -> Frame
     the others, by id (PlannerError when none does)."""
     if name is not None and name != "auto":
         profile = resolve(catalog, name)
-        missing = unsupported(profile, cfg)
+        missing = unsupported(profile, unstated_checkpointing(profile, cfg))
         if missing:
             raise PlannerError(f"--framework {profile.id} does not run this job: "
                                + "; ".join(missing))
         reason = "named"
     else:
         default = resolve(catalog, DEFAULT_FRAMEWORK[cfg.workload])
-        if not unsupported(default, cfg):
+        if not unsupported(default, unstated_checkpointing(default, cfg)):
             profile, reason = default, f"the default for {cfg.workload}"
         else:
             # profiles with a measured efficiency of their own first, then by id
             able = sorted((resolve(catalog, fid) for fid in catalog.frameworks),
                           key=lambda p: (p.value("efficiency") is None
                                          or p.inherited("efficiency") is not None, p.id))
-            able = [p for p in able if not unsupported(p, cfg)]
+            able = [p for p in able if not unsupported(p, unstated_checkpointing(p, cfg))]
             if not able:
                 raise PlannerError("no framework profile runs this job: "
                                    + "; ".join(unsupported(default, cfg)))
@@ -362,9 +362,23 @@ def choose(catalog: Catalog, cfg: TrainConfig, name: str | None = None) -> Frame
     return FrameworkChoice(profile, reason, stack, note)
 
 
+def unstated_checkpointing(profile: Profile, cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with the framework's default checkpointing (checkpointing_default, else none)
+    where the job did not state one (TrainConfig.model_fields_set) and the framework cannot
+    run the planner's default (full) at the job's GPU count (single_gpu_lacks: LitGPT
+    checkpoints only through its multi-GPU strategy)."""
+    if "checkpointing" in cfg.model_fields_set or not any(
+            m.startswith("checkpointing") for m in gpu_count_lacks(profile, cfg)):
+        return cfg
+    return cfg.model_copy(update={"checkpointing": profile.value("checkpointing_default",
+                                                                  "none")})
+
+
 def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
     """``cfg`` with the profile's memory semantics in every field the job did not set itself
-    (TrainConfig.model_fields_set)."""
+    (TrainConfig.model_fields_set), and its checkpointing where the job states none and the
+    framework cannot run the default (unstated_checkpointing)."""
+    cfg = unstated_checkpointing(profile, cfg)
     fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
     if cfg.is_rl:
         fields["rollout_engine"] = default_engine(profile, cfg)
