@@ -117,7 +117,9 @@ def test_litgpt_qlora_one_gpu(lit):
     q = variant(lit, method="qlora", quant_format="nf4")
     res = export_plan(q, "litgpt")
     doc = yaml.safe_load(res.text)
-    assert doc["quantize"] == "bnb.nf4-dq" and doc["precision"] == "bf16-true"
+    # the NF4 the memory was planned with: LitGPT's recipes, no double quantisation
+    assert q.config.nf4_double_quant is False
+    assert doc["quantize"] == "bnb.nf4" and doc["precision"] == "bf16-true"
     assert any("not fp32 as planned" in w for w in res.warnings)
     with pytest.raises(PlannerError, match="QLoRA on 2 GPUs .*not supported for multi-GPU"):
         export_plan(variant(q, num_gpus=2, grad_accum=8), "litgpt")
@@ -332,7 +334,7 @@ def test_export_without_format_writes_the_frameworks_own(fmt, kw, tmp_path, caps
         assert train["max_seq_length"] == c["seq_len"]
         assert doc["devices"] * doc["num_nodes"] == p["num_gpus"]
         assert ("lora_r" in doc) is (c["method"] != "full")
-        assert (doc.get("quantize") == "bnb.nf4-dq") is (c["method"] == "qlora")
+        assert (doc.get("quantize") == "bnb.nf4") is (c["method"] == "qlora")
     else:
         assert doc["device_train_microbatch_size"] == c["micro_batch_size"]
         assert doc["global_train_batch_size"] == c["micro_batch_size"] * c["grad_accum"] * \

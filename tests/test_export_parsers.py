@@ -842,7 +842,8 @@ def test_litgpt_parses_every_export(tmp_path):
     results = run_child(_LITGPT_CHILD, payload, path=LITGPT, tmp_path=tmp_path)
     rejected = mismatches(rows, results, lambda p: {
         "lora_r": p.config.rank if p.config.is_peft else None,
-        "quantize": "bnb.nf4-dq" if p.config.method == "qlora" else None})
+        "quantize": ("bnb.nf4-dq" if p.config.nf4_double_quant else "bnb.nf4")
+        if p.config.method == "qlora" else None})
     assert len(rows) >= 8 and not rejected, "\n".join(rejected)
     assert {launch_of(t)[1] for *_, t in rows} == {"finetune_lora", "finetune_full", "pretrain"}
 

@@ -4,8 +4,8 @@ script's ``setup()`` (LitGPT's CLI parses them with jsonargparse).
 
 Version targeted (LITGPT_VERSIONS): LitGPT 0.5.13, read at Lightning-AI/litgpt@2685705 (the
 0.5.13 version bump):
-* github.com/Lightning-AI/litgpt/blob/2685705/litgpt/finetune/lora.py ``setup`` (lora_r,
-  lora_alpha, lora_query/key/value/projection/mlp/head, quantize "bnb.nf4-dq", precision, devices,
+* github.com/Lightning-AI/litgpt/blob/2685705/litgpt/finetune/lora.py ``setup`` (lora_r, lora_alpha,
+  lora_query/key/value/projection/mlp/head, quantize "bnb.nf4" / "bnb.nf4-dq", precision, devices,
   num_nodes, train, optimizer); quantization with several devices raises NotImplementedError, and
   with a "-mixed" precision a ValueError; on several devices ModelParallelStrategy (FSDP2
   ``fully_shard`` per Block) with ``checkpoint_wrapper`` on every Block; ``validate_args`` refuses
@@ -138,8 +138,8 @@ def _lora_keys(job: Job, out: _Out) -> dict[str, Any]:
     if mlp and mlp != set(_MLP):
         out.warn(f"LoRA on {', '.join(sorted(mlp))} only: LitGPT's lora_mlp adapts every MLP "
                  "projection: more trainable parameters than planned")
-    if cfg.method == "qlora":
-        keys["quantize"] = "bnb.nf4-dq"
+    if cfg.method == "qlora":  # the NF4 the memory was planned with (cfg.nf4_double_quant)
+        keys["quantize"] = "bnb.nf4-dq" if cfg.nf4_double_quant else "bnb.nf4"
     return keys
 
 
