@@ -156,6 +156,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["loss_in_fp32"] = profile.value("logprobs") == "fp32"
     if profile.value("master_weights") is not None:
         out["pure_bf16"] = profile.value("master_weights") == "none"
+    if profile.value("pure_16bit_methods") is not None:
+        out["pure_16bit_methods"] = tuple(profile.value("pure_16bit_methods"))
     if profile.value("frozen_base_dtype") is not None:
         out["fp32_trained_weights"] = profile.value("frozen_base_dtype") == "fp32"
     if profile.value("selective_checkpointing") is not None:
@@ -214,7 +216,8 @@ def efficiency_of(profile: Profile) -> tuple[str | None, str]:
 # Fields a profile's memory semantics set (config_fields); the others are the job's own.
 SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "chunked_loss",
                    "loss_in_fp32", "loss_holds_logits",
-                   "lm_head_vocab_chunk", "pure_bf16", "fp32_trained_weights",
+                   "lm_head_vocab_chunk", "pure_bf16", "pure_16bit_methods",
+                   "fp32_trained_weights",
                    "selective_checkpointing", "fused_optimizer", "shard_embeddings",
                    "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
                    "fused_lora_kernels", "loss_token_chunk_gib", "lora_dropout",

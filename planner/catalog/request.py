@@ -131,6 +131,10 @@ class TrainConfig(_Request):
     pure_bf16: bool = Field(
         default=False, description="no fp32 master weights; optimizer states in 16 bit"
     )
+    pure_16bit_methods: tuple[str, ...] = Field(
+        default=(), description="methods the framework trains only in pure 16 bit whatever "
+        "pure_bf16 says (LitGPT's quantized LoRA: bf16-true); read through pure_16bit"
+    )
     num_gpus: int = Field(default=1, gt=0)
     zero_stage: int = Field(default=0, ge=0, le=3)
     fsdp: bool = False
@@ -323,6 +327,12 @@ class TrainConfig(_Request):
         if self.workload in RL_WORKLOADS and self.placement == "split" and self.role_gpus:
             gpus = dict(self.role_gpus).get("actor", gpus)  # none: validate_workload says so
         return gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def pure_16bit(self) -> bool:
+        """No fp32 master weights, optimizer states in 16 bit: pure_bf16, or a method the
+        framework trains only so (pure_16bit_methods). The models read this, not pure_bf16."""
+        return self.pure_bf16 or self.method in self.pure_16bit_methods
 
     @property
     def is_peft(self) -> bool:

@@ -477,6 +477,9 @@ class FrameworkFacts(_Frozen):
         default=None, description="QLoRA: dtype of the parts left unquantized (embeddings, "
         "head): fp32 where PEFT's prepare_model_for_kbit_training upcasts them, 16bit where the "
         "framework keeps or casts them back")
+    pure_16bit_methods: Fact[tuple[str, ...]] | None = Field(
+        default=None, description="methods it trains only in pure 16 bit (no fp32 master "
+        "weights), whatever its default precision")
     nf4_double_quant: Fact[bool] | None = Field(
         default=None, description="QLoRA: its NF4 recipe double-quantises the block constants "
         "(false: one fp32 absmax per 64 weights)")

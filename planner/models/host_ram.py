@@ -34,7 +34,7 @@ def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> fl
     offloaded = 0.0
     if cfg.offload != "none":
         n = trainable_shard(model, cfg, state_shards(cfg))
-        master = 0 if cfg.is_peft or cfg.pure_bf16 else 4
+        master = 0 if cfg.is_peft or cfg.pure_16bit else 4
         offloaded += n * (master + optimizer_state_bytes_per_param(model, cfg) + 4)
     if cfg.offload == "optimizer+params":
         offloaded += _stored_weight_bytes(model, cfg) / _weight_shards(cfg)

@@ -223,7 +223,7 @@ def ep_link_gbps(cfg: TrainConfig, links: Links) -> float:
 def _grad_bytes(cfg: TrainConfig) -> int:
     """Gradient element size on the wire: fp32 for PEFT adapters under mixed precision (PEFT
     keeps adapters in fp32), 16 bit otherwise."""
-    return 4 if cfg.is_peft and not cfg.pure_bf16 else 2
+    return 4 if cfg.is_peft and not cfg.pure_16bit else 2
 
 
 def stored_bytes_per_param(cfg: TrainConfig) -> float:

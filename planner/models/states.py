@@ -276,7 +276,7 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
         per = GPTQ_BYTES_PER_PARAM if cfg.quant_format == "gptq" else nf4_bytes_per_param(cfg)
         stored = linear * per + (n - linear) * qlora_unquantized_bytes(cfg)
     else:
-        per = 4 if cfg.fsdp and not cfg.pure_bf16 and (
+        per = 4 if cfg.fsdp and not cfg.pure_16bit and (
             cfg.method == "full" or cfg.fp32_trained_weights) else dtype_bytes(precision)
         stored = n * per
     return spread(stored, routed * per, _weight_shards(cfg), ep=cfg.ep)
@@ -298,7 +298,7 @@ def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
     skips GPTQ models, pure-bf16 stacks (torchtune) keep bf16, and so do frameworks that keep
     or cast the rest back to 16 bit (cfg.qlora_16bit_rest, e.g. OpenRLHF): 2 B.
     """
-    return 2 if cfg.pure_bf16 or cfg.qlora_16bit_rest or cfg.quant_format == "gptq" else 4
+    return 2 if cfg.pure_16bit or cfg.qlora_16bit_rest or cfg.quant_format == "gptq" else 4
 
 
 def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -306,7 +306,7 @@ def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     pure bf16; sharded with ZeRO-3/FSDP."""
     if not cfg.is_peft:
         return 0.0
-    per = 2 if cfg.pure_bf16 else 4
+    per = 2 if cfg.pure_16bit else 4
     return _state_bytes(model, cfg, per, _weight_shards(cfg))
 
 
@@ -322,8 +322,8 @@ def gradient_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     if cfg.offload != "none" or cfg.optimizer_in_backward:
         return 0.0
     if cfg.is_peft:
-        per = 2 if cfg.pure_bf16 else 4
-    elif cfg.fsdp and not cfg.pure_bf16:
+        per = 2 if cfg.pure_16bit else 4
+    elif cfg.fsdp and not cfg.pure_16bit:
         per = 4
     else:
         per = dtype_bytes(precision)
@@ -337,7 +337,7 @@ def master_weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> f
     None for PEFT (adapters are already fp32), pure bf16, fp32 training, FSDP (its fp32 flat
     parameters are the master, counted in weight_bytes), or optimizer offload (on the host).
     """
-    if cfg.is_peft or cfg.pure_bf16 or precision == "fp32" or cfg.fsdp:
+    if cfg.is_peft or cfg.pure_16bit or precision == "fp32" or cfg.fsdp:
         return 0.0
     if cfg.offload != "none":
         return 0.0
@@ -353,7 +353,7 @@ def optimizer_state_bytes_per_param(model: ModelSpec, cfg: TrainConfig) -> float
     moment): a row and a column vector per matrix, ~ 4*(d_in+d_out)/(d_in*d_out) ~ 8/h B/param
     (Shazeer & Stern, "Adafactor", 2018).
     """
-    half = cfg.pure_bf16
+    half = cfg.pure_16bit
     return {
         "adamw": 4.0 if half else 8.0,
         "adamw-8bit": 2.0,
@@ -411,7 +411,7 @@ def _step_bytes_per_element(cfg: TrainConfig) -> float:
         return 2 + 4
     if cfg.fused_optimizer:
         return 0.0
-    return 2 if cfg.pure_bf16 else 4
+    return 2 if cfg.pure_16bit else 4
 
 
 def steps_by_sub_group(cfg: TrainConfig) -> bool:

@@ -141,7 +141,7 @@ def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> 
     key = cfg.optimizer.replace("paged-", "")
     if key.startswith("sgd"):
         key = "sgd"
-    elif key == "adamw" and cfg.pure_bf16:
+    elif key == "adamw" and cfg.pure_16bit:
         key = "adamw-pure-bf16"
     shard = trainable_shard(model, cfg, _shards(cfg))
     traffic = shard * eff.OPTIMIZER_STEP_BYTES[key]

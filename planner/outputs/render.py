@@ -176,7 +176,7 @@ def check_text(doc: dict[str, Any]) -> str:
         f"hardware   {doc['num_gpus']} x {doc['gpu']} ({mem['capacity_gib']:.1f} GiB each)",
         f"layout     {_layout(tc)}",
         f"method     {method_text(tc)}, optimizer {tc.optimizer}, {mem['precision']}"
-        + (" (pure, no fp32 master)" if tc.pure_bf16 else " mixed precision"),
+        + (" (pure, no fp32 master)" if tc.pure_16bit else " mixed precision"),
         f"batch      {batch_line(tc)}",
         *framework_lines(doc.get("framework")),
         "",

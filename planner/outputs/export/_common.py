@@ -435,10 +435,10 @@ def _bf16_load_warning(job: Job, out: _Out, how: str) -> None:
     if job.precision != "bf16" or cfg.is_peft:
         return
     sharded = cfg.fsdp or cfg.zero_stage > 0 or cfg.offload != "none"
-    if not sharded and not cfg.pure_bf16:
+    if not sharded and not cfg.pure_16bit:
         out.warn(f"{how} loads the weights in bf16 and, without DeepSpeed or FSDP, keeps no fp32 "
                  "master copy (AdamW states in bf16): less memory than planned, bf16 updates")
-    if sharded and cfg.pure_bf16:
+    if sharded and cfg.pure_16bit:
         out.warn(f"pure bf16 under DeepSpeed/FSDP: {how} loads bf16 weights, but ZeRO and FSDP "
                  "keep fp32 master copies: more memory than planned")
 

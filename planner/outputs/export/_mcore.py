@@ -148,7 +148,7 @@ def kernel_notes(job: Job, out: _Out) -> None:
     """What the plan's framework semantics set that a Megatron-Core recipe decides itself."""
     cfg = job.cfg
     _precision_note(job, out)
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.warn("pure bf16 has no recipe switch: Megatron-Core keeps fp32 main weights and "
                  "optimizer states in the (distributed) optimizer: more memory than planned")
     if not cfg.flash_attention:

@@ -147,7 +147,7 @@ def _automodel_kernels(job: Job, out: _Out) -> dict[str, Any]:
     _precision_note(job, out)
     if job.precision == "fp8":
         out.warn("fp8 has no switch in this config: bf16 set; slower than planned")
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.note("pure bf16: Automodel 0.5.0 keeps bf16 parameters and optimizer states "
                  "(its default, no fp32 master weights)")
     else:

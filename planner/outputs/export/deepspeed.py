@@ -72,7 +72,7 @@ def export_deepspeed(job: Job, out: _Out) -> ExportResult:
     if cfg.fsdp:
         out.refuse("FSDP (a PyTorch wrapper, not a DeepSpeed option)",
                    "use --format accelerate (distributed_type FSDP) or torchrun")
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.refuse("pure bf16 (DeepSpeed's bf16 optimizer keeps fp32 master weights)",
                    "use --format llamafactory (pure_bf16) or re-plan without it")
     if cfg.tp > 1 or cfg.pp > 1 or cfg.cp > 1:

@@ -74,7 +74,7 @@ def _deepspeed_chat_refusals(job: Job, out: _Out) -> None:
                    _HINT)
     if job.precision == "fp32":
         out.refuse(f"fp32 training on {job.gpu} (--dtype is fp16 or bf16)", _HINT)
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.refuse("pure bf16 (DeepSpeed keeps fp32 master weights)", _HINT)
 
 

@@ -111,7 +111,7 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         ("--gradient_checkpointing", str(cfg.checkpointing != "none")),
         ("--bf16", "True" if job.precision in ("bf16", "fp8") else None),
         ("--fp16", "True" if job.precision == "fp16" else None),
-        ("--dtype", "bfloat16" if cfg.pure_bf16 else None),
+        ("--dtype", "bfloat16" if cfg.pure_16bit else None),
         ("--optim", _hf_optim(cfg, out)),
         ("--max_grad_norm", GRADIENT_CLIPPING),
         ("--attn_implementation", "flash_attention_2" if cfg.flash_attention else "eager"),
@@ -125,7 +125,7 @@ def _hf_script_args(job: Job, out: _Out, *, sharding: bool) -> tuple[str, list[l
         out.note("pretrain: sft.py on a plain-text dataset (its 'text' column), no chat template")
     out.note(f"{TRL_SCRIPTS[cfg.workload]}: TRL's example script (github.com/huggingface/trl, "
              "trl/scripts or examples/scripts); any HF Trainer script with these arguments works")
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.note(f"--dtype: TRL {TRL_VERSIONS}; older TRL versions take --torch_dtype")
     return TRL_SCRIPTS[cfg.workload], groups
 
@@ -253,7 +253,7 @@ def export_accelerate(job: Job, out: _Out) -> ExportResult:
     _need_data_parallel(job, out, "use --format torchrun (Megatron-LM arguments)")
     doc: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "debug": False,
                            **_accelerate_sharding(job, out)}
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.warn("pure bf16 is not an Accelerate setting: the script loads the model in bf16 "
                  "(--dtype bfloat16 below)")
     mixed = {"bf16": "bf16", "fp16": "fp16", "fp32": "no", "fp8": "fp8"}[job.precision]

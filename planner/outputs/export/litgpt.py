@@ -114,14 +114,14 @@ def _precision(job: Job, out: _Out) -> str:
     _fp8(job, out)
     half = {"bf16": "bf16", "fp8": "bf16", "fp16": "16", "fp32": "32"}[job.precision]
     if cfg.method == "qlora":
-        if not cfg.pure_bf16 and half != "32":
+        if not cfg.pure_16bit and half != "32":
             out.warn(f"quantized training runs {half}-true (LitGPT: quantization and mixed "
                      "precision is not supported): the adapter and its AdamW states in 16 bit, "
                      "not fp32 as planned: less memory")
         return f"{half}-true"
     if half == "32":
         return "32-true"
-    return f"{half}-true" if cfg.pure_bf16 else f"{half}-mixed"
+    return f"{half}-true" if cfg.pure_16bit else f"{half}-mixed"
 
 
 def _lora_keys(job: Job, out: _Out) -> dict[str, Any]:

@@ -175,7 +175,7 @@ def _llamafactory_deepspeed(job: Job, out: _Out) -> str | None:
 
 
 def _llamafactory_precision(job: Job, out: _Out) -> dict[str, Any]:
-    if job.cfg.pure_bf16:
+    if job.cfg.pure_16bit:
         return {"pure_bf16": True}
     _fp8(job, out)
     return {"bf16": job.precision in ("bf16", "fp8"), "fp16": job.precision == "fp16"}

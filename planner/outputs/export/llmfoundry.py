@@ -70,7 +70,7 @@ def _refusals(job: Job, out: _Out) -> None:
         out.refuse(f"optimizer {cfg.optimizer}{' (paged)' if cfg.paged_optimizer else ''} "
                    "(LLM Foundry registers decoupled_adamw and Lion variants only)",
                    "re-plan with --optimizer adamw")
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.refuse("pure bf16 (Composer keeps fp32 parameters and optimizer states under "
                    "amp_bf16)", "re-plan without pure bf16")
     if cfg.offload_checkpoints:

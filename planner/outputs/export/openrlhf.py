@@ -64,7 +64,7 @@ def _openrlhf_common(job: Job, out: _Out) -> list[tuple[str, Any]]:
         out.refuse(f"fp16 mixed precision on {job.gpu} (these launches train in bf16, or fp32 "
                    "with openrlhf@0.8)",
                    "use --format verl or a GPU with bf16")
-    if cfg.pure_bf16:
+    if cfg.pure_16bit:
         out.refuse("pure bf16 (DeepSpeed keeps fp32 master weights)", hint)
     if cfg.fsdp:
         out.warn("FSDP expressed as DeepSpeed ZeRO-3 (OpenRLHF has no FSDP): 16-bit sharded "

@@ -103,8 +103,8 @@ def _prime_rl_model(job: Job, out: _Out) -> dict[str, Any]:
         "cp": cfg.cp,
         # ModelConfig.ep (packages/prime-rl-configs .../trainer.py at 559b447; default "auto")
         **({"ep": cfg.ep} if job.writes_ep else {}),
-        "optimization_dtype": "bfloat16" if cfg.pure_bf16 else "float32",
-        "reduce_dtype": "bfloat16" if cfg.pure_bf16 else "float32",
+        "optimization_dtype": "bfloat16" if cfg.pure_16bit else "float32",
+        "reduce_dtype": "bfloat16" if cfg.pure_16bit else "float32",
     }
     if not cfg.flash_attention:
         out.warn("prime-rl has no eager/SDPA attention switch: flash attention runs (less "

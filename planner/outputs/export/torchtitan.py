@@ -105,7 +105,7 @@ def _training(job: Job, out: _Out) -> dict[str, Any]:
         "seq_len": cfg.seq_len, "max_norm": 1.0, "steps": 1000,
         "dataset": "c4" if cfg.workload == "pretrain" else "$DATASET",
         "enable_cpu_offload": cfg.offload != "none",
-        "dtype": "bfloat16" if cfg.pure_bf16 and job.precision != "fp32" else "float32",
+        "dtype": "bfloat16" if cfg.pure_16bit and job.precision != "fp32" else "float32",
         "mixed_precision_param": "float32" if job.precision == "fp32" else "bfloat16",
     }
     if cfg.offload == "optimizer":
@@ -114,7 +114,7 @@ def _training(job: Job, out: _Out) -> dict[str, Any]:
     if cfg.workload == "sft":
         out.warn("sft: torchtitan 0.2.2 trains on text datasets (no chat template or prompt "
                  "masking); register your SFT set as a dataset and name it in training.dataset")
-    if not cfg.fsdp and not cfg.pure_bf16 and job.precision != "fp32":
+    if not cfg.fsdp and not cfg.pure_16bit and job.precision != "fp32":
         out.note("mixed_precision_param under DDP or one GPU: torch.autocast (job_config.py)")
     return doc
 

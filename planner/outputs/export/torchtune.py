@@ -229,7 +229,7 @@ def _training(job: Job, out: _Out, distributed: bool) -> dict[str, Any]:
     if job.precision == "fp8":
         out.warn("fp8 has no switch in torchtune 0.6.1's fine-tuning recipes: bf16 set; "
                  "slower than planned")
-    if job.precision != "fp32" and not cfg.pure_bf16:
+    if job.precision != "fp32" and not cfg.pure_16bit:
         out.warn("torchtune's bf16 keeps weights and optimizer states in bf16 (no fp32 master "
                  "weights): less memory than planned")
     _checkpointing_warning(job, out, "enable_activation_checkpointing")

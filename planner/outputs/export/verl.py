@@ -237,6 +237,6 @@ def _verl_warnings(job: Job, out: _Out) -> None:
     if cfg.workload == "grpo" and not job.reward_model:
         out.note("GRPO reward: a rule-based reward function (reward.custom_reward_function."
                  "path), no reward model")
-    if cfg.pure_bf16 or cfg.paged_optimizer or cfg.compiled or cfg.chunked_loss:
+    if cfg.pure_16bit or cfg.paged_optimizer or cfg.compiled or cfg.chunked_loss:
         out.warn("pure_bf16/paged optimizer/torch.compile/chunked loss are not verl options "
                  "(verl's own fused kernels and torch.compile defaults apply)")
