@@ -279,21 +279,15 @@ ALLREDUCE_LATENCY_S = 10e-6
 #   ep: the MoE token all-to-alls sit between the router and the experts' GEMMs on the critical
 #       path: exposed everywhere (Megatron-Core hides them only under its opt-in
 #       --overlap-moe-expert-parallel-comm schedule, which no framework profile states).
+# Every stack but Megatron overlaps the same way (data-parallel reductions with the backward;
+# no comm-GEMM overlap for tp; DeepSpeed-style exposed gathers).
+_DATA_PARALLEL_OVERLAP = {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
+                          "ep": 0.0}
 OVERLAP: dict[str, dict[str, float]] = {
     "megatron": {"dp": 0.9, "tp": 0.7, "cp": 0.9, "pp": 0.9, "pcie": 0.5, "gather": 0.9,
                  "ep": 0.0},
-    "deepspeed": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
-                  "ep": 0.0},
-    "fsdp": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
-             "ep": 0.0},
-    "hf": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
-           "ep": 0.0},
-    "unsloth": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
-                "ep": 0.0},
-    "prime-rl": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
-                 "ep": 0.0},
-    "torchtune": {"dp": 0.8, "tp": 0.0, "cp": 0.5, "pp": 0.5, "pcie": 0.5, "gather": 0.0,
-                  "ep": 0.0},
+    **{stack: dict(_DATA_PARALLEL_OVERLAP)
+       for stack in ("deepspeed", "fsdp", "hf", "unsloth", "prime-rl", "torchtune")},
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 from planner.catalog.params import count_params
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
-from planner.models.states import mlp_width, stage_layers
+from planner.models.states import head_quantized, mlp_width, stage_layers
 
 # The phases a loop that holds its outputs adds (forward_end_phases).
 FWD_END_PHASE = "end of forward"
@@ -49,7 +49,7 @@ def quant_input_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
         return 0.0
     h = model.hidden_size
     layer = (2 * h + model.num_attention_heads * model.head_dim + mlp_width(model)) * 2
-    head = 2 * h if cfg.quantized_head and cfg.pp == 1 else 0
+    head = 2 * h if head_quantized(cfg) else 0
     return (stage_layers(model, cfg) * layer - 2 * h + head) / cfg.tp
 
 
@@ -76,7 +76,7 @@ def dequantized_head_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -
     fp16), with every activation and the previous micro-batch's held outputs while the last
     head chunk runs. The layers' matrices dequantise the same way, each smaller than the head
     and with part of the activations not yet allocated."""
-    if not (cfg.method == "qlora" and cfg.quantized_head) or cfg.pp > 1:
+    if not head_quantized(cfg):
         return 0.0
     per = 2 + (2 if precision == "bf16" else 0)
     return count_params(model).lm_head / cfg.tp * per
@@ -99,6 +99,9 @@ def forward_end_phases(model: ModelSpec, cfg: TrainConfig, *, activations: float
     final_norm = tokens * model.hidden_size * 2
     out = {FWD_END_PHASE: {"activations": activations, "held_outputs": held, "logits_and_loss":
                            tokens * columns * output_bytes_per_logit(cfg) + final_norm}}
+    # on cfg.quantized_head, not head_quantized: the solver's memory tables hold the same phases
+    # for every strategy of a framework (methods, pp); where no head is 4-bit this phase holds
+    # less than FWD_END_PHASE (2 B per logit, no dequantised head) and is never the peak
     if cfg.quantized_head:
         out[HEAD_PHASE] = {"activations": activations, "held_outputs": held,
                            "logits_and_loss": tokens * columns * 2 + final_norm}

@@ -282,11 +282,18 @@ def weight_bytes(model: ModelSpec, cfg: TrainConfig, precision: str) -> float:
     return spread(stored, routed * per, _weight_shards(cfg), ep=cfg.ep)
 
 
+def head_quantized(cfg: TrainConfig) -> bool:
+    """QLoRA with the LM head stored 4-bit (cfg.quantized_head) on this GPU: the one home of
+    that condition (weights, dequantisation, the held inputs and the head's transients); pp 1
+    only, one pipeline stage holds the head."""
+    return cfg.method == "qlora" and cfg.quantized_head and cfg.pp == 1
+
+
 def quantized_params(model: ModelSpec, cfg: TrainConfig) -> float:
     """QLoRA: the 4-bit parameters of one GPU's tp x pp shard (before expert parallelism): the
-    layers' linears, and the untied head where cfg.quantized_head (pp 1: one stage holds it)."""
+    layers' linears, and the untied head where head_quantized."""
     c = count_params(model)
-    head = c.lm_head / cfg.tp if cfg.quantized_head and cfg.pp == 1 else 0.0
+    head = c.lm_head / cfg.tp if head_quantized(cfg) else 0.0
     return c.layer_linear / (cfg.pp * cfg.tp) + head
 
 
