@@ -154,11 +154,17 @@ def layer_params(m: ModelSpec, layer: int) -> int:
     return params
 
 
+def vocab_matrix_params(m: ModelSpec) -> int:
+    """vocab x e of the token embedding and of the LM head (e = word_embed_proj_dim or h: OPT-350m
+    embeds at 512 and projects to h)."""
+    return m.vocab_size * (m.word_embed_proj_dim or m.hidden_size)
+
+
 def _embedding_params(m: ModelSpec) -> int:
     """vocab*e (e = word_embed_proj_dim or h) + learned positions + OPT project_in/out + norm."""
     h = m.hidden_size
     e = m.word_embed_proj_dim or h
-    params = m.vocab_size * e
+    params = vocab_matrix_params(m)
     if m.position_embedding == "learned":
         offset = _OPT_POSITION_OFFSET if m.activation == "relu" else 0
         params += (m.max_position_embeddings + offset) * h
@@ -192,7 +198,7 @@ def count_params(m: ModelSpec) -> ParamCounts:
     """
     per_layer = [layer_params(m, i) for i in range(m.num_layers)]
     embedding = _embedding_params(m)
-    lm_head = 0 if m.tied_embeddings else m.vocab_size * (m.word_embed_proj_dim or m.hidden_size)
+    lm_head = 0 if m.tied_embeddings else vocab_matrix_params(m)
     final_norm = _norm_params(m, m.hidden_size) if m.final_norm else 0
     total = embedding + lm_head + sum(per_layer) + final_norm
     inactive = sum(_inactive_expert_params(m, i) for i in range(m.num_layers))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner.catalog.params import Linear, layer_linears, lora_params
+from planner.catalog.params import Linear, layer_linears, lora_params, vocab_matrix_params
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec
 
@@ -62,7 +62,7 @@ def head_matmul_params(model: ModelSpec) -> float:
     """LM head (vocab x e, tied or not: the logits are a matmul either way) plus OPT-350m's
     project_in/out (2 e h) when the embedding width differs."""
     h, e = model.hidden_size, model.word_embed_proj_dim or model.hidden_size
-    return model.vocab_size * e + (2 * e * h if e != h else 0)
+    return vocab_matrix_params(model) + (2 * e * h if e != h else 0)
 
 
 @lru_cache(maxsize=256)

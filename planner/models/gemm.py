@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from planner.catalog.params import layer_linears
+from planner.catalog.params import layer_linears, vocab_matrix_params
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models.flops import head_matmul_params, linear_matmul_params, matmul_params
@@ -138,7 +138,7 @@ def dense_gemm_shapes(model: ModelSpec) -> tuple[tuple[float, float], ...]:
             if lin.group != "expert":
                 size = float(lin.d_in * lin.d_out)
                 shares[size] = shares.get(size, 0.0) + linear_matmul_params(model, lin) / total
-    head = float(model.vocab_size * (model.word_embed_proj_dim or model.hidden_size))
+    head = float(vocab_matrix_params(model))
     shares[head] = shares.get(head, 0.0) + head_matmul_params(model) / total
     return tuple(sorted(shares.items()))
 
