@@ -104,8 +104,8 @@ STATED = {
     "HOST_MEMORY_GBPS_PER_CORE": "byte counts and streaming rates (physics)",
     "efficiency.ELEMENTWISE_BYTES, ELEMENTWISE_BACKWARD_RATIO": "byte counts of the eager "
     "Hugging Face elementwise ops (transformers modeling_llama.py, peft LoRA)",
-    "efficiency.EAGER_ELEMENTWISE_STACKS": "framework facts (which stacks fuse norms, rotary "
-    "and activations)",
+    "catalog/frameworks fused_elementwise": "framework facts read from each framework's code "
+    "(whose kernels fuse norms, rotary and activations without torch.compile)",
     "efficiency.LORA_GEMM_BYTES, LORA_FUSED_COMBINE_BYTES": "byte counts of LoRA's low-rank "
     "matmuls and scale-add (peft, torchtune LoRA layers)",
     "rltime.ENGINE_DECODE_STACK[deepspeed-hybrid]": "DeepSpeed-Chat's hybrid engine "

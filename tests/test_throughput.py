@@ -149,30 +149,35 @@ def test_step_time_adds_up(tiny, gpu):
 def test_lora_matmul_traffic_on_every_stack(tiny, gpu):
     """LoRA's low-rank matmuls are memory-bound on every stack (efficiency.LORA_GEMM_BYTES);
     where elementwise ops are fused the scale-add into the frozen output is one kernel
-    (LORA_FUSED_COMBINE_BYTES), eager stacks count it as elementwise traffic instead."""
+    (LORA_FUSED_COMBINE_BYTES), eager model code counts it as elementwise traffic instead."""
     lora = {"method": "lora", "lora_rank": 8, "lora_targets": ("q", "v")}
     # per layer and token, q 64 -> 64 and v 64 -> 32: forward 2 x 64 + 2 x 64 + 2 x 64 + 2 x 32
     # = 448; backward 10 x 64 + 4 x 64 + 10 x 64 + 4 x 32 = 1,664; fused scale-add forward
     # 6 x 96 = 576, backward 4 x 96 = 384
-    fused = tp.estimate_throughput(tiny, gpu, cfg(**lora), stack="megatron")
+    fused = tp.estimate_throughput(tiny, gpu, cfg(fused_elementwise=True, **lora),
+                                   stack="megatron")
     assert fused.terms["adapters"] == pytest.approx(8 * 2 * (448 + 1_664 + 576 + 384) / 800e9)
     eager = tp.estimate_throughput(tiny, gpu, cfg(**lora), stack="hf")
     assert eager.terms["adapters"] == pytest.approx(8 * 2 * (448 + 1_664) / 800e9)
     # full checkpointing runs the forward again: + 448 + 576 per layer
-    again = tp.estimate_throughput(tiny, gpu, cfg(checkpointing="full", **lora),
-                                   stack="megatron")
+    again = tp.estimate_throughput(tiny, gpu, cfg(checkpointing="full", fused_elementwise=True,
+                                                  **lora), stack="megatron")
     assert again.terms["adapters"] == pytest.approx(
         8 * 2 * (2 * (448 + 576) + 1_664 + 384) / 800e9)
     assert tp.estimate_throughput(tiny, gpu, cfg(), stack="megatron").terms["adapters"] == 0
 
 
 def test_elementwise_traffic_only_where_the_kernels_are_not_fused(tiny, gpu):
-    """Eager Hugging Face code moves every norm, rotary, activation and residual add through
-    HBM; TransformerEngine (megatron), Unsloth and torch.compile fuse them."""
+    """Eager model code moves every norm, rotary, activation and residual add through HBM on
+    any stack; a framework whose kernels fuse them (TransformerEngine, Unsloth, Liger, XLA:
+    TrainConfig.fused_elementwise from its profile) and torch.compile do not."""
     eager = tp.estimate_throughput(tiny, gpu, cfg(), stack="hf")
     assert eager.terms["elementwise"] > 0
-    for stack in ("megatron", "unsloth", "fsdp", "prime-rl"):
-        assert tp.estimate_throughput(tiny, gpu, cfg(), stack=stack).terms["elementwise"] == 0
+    for stack in ("megatron", "unsloth", "fsdp", "prime-rl"):  # the stack does not decide it
+        on = tp.estimate_throughput(tiny, gpu, cfg(), stack=stack)
+        assert on.terms["elementwise"] == pytest.approx(eager.terms["elementwise"])
+        fused = tp.estimate_throughput(tiny, gpu, cfg(fused_elementwise=True), stack=stack)
+        assert fused.terms["elementwise"] == 0
     compiled = tp.estimate_throughput(tiny, gpu, cfg(compiled=True), stack="hf")
     assert compiled.terms["elementwise"] == 0
     # full checkpointing repeats the forward: (1 + 1.5 + 1) / (1 + 1.5) of the traffic

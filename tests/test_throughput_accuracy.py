@@ -14,7 +14,6 @@ from __future__ import annotations
 import statistics
 
 import pytest
-import yaml
 
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.models import efficiency as eff
@@ -37,7 +36,8 @@ def catalog():
 
 @pytest.fixture(scope="module")
 def cases():
-    return yaml.safe_load(CASES.read_text(encoding="utf-8"))["cases"]
+    # with the project's additions (validation/case_additions.yaml), as validate and fit read them
+    return load_cases(CASES)
 
 
 @pytest.fixture(scope="module")

@@ -170,7 +170,7 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["qlora_16bit_rest"] = profile.value("qlora_unquantized_dtype") == "16bit"
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
                 "fused_lora_kernels", "lora_dropout_shared_qkv", "holds_previous_outputs",
-                "nf4_double_quant"):
+                "nf4_double_quant", "fused_elementwise"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out
@@ -222,7 +222,8 @@ SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "ch
                    "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
                    "fused_lora_kernels", "loss_token_chunk_gib", "lora_dropout",
                    "lora_dropout_shared_qkv", "quantized_head", "loss_seq_chunk",
-                   "holds_previous_outputs", "nf4_double_quant", "qlora_16bit_rest")
+                   "holds_previous_outputs", "nf4_double_quant", "qlora_16bit_rest",
+                   "fused_elementwise")
 
 
 def sharding_kind(cfg: TrainConfig) -> str:

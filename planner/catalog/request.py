@@ -272,6 +272,11 @@ class TrainConfig(_Request):
         default=False, description="full checkpointing keeps each layer's saved input in host "
         "RAM, reloading it for the layer's recomputation (Unsloth's offloaded checkpointing)"
     )
+    fused_elementwise: bool = Field(
+        default=False, description="the framework's model code runs norms, rotary, the MLP "
+        "activation and residual adds as fused kernels without torch.compile (TransformerEngine, "
+        "Triton, Liger, XLA); False: eager PyTorch, one kernel per op"
+    )
     fused_lora_kernels: bool = Field(
         default=False, description="LoRA layers as fused autograd functions saving only their "
         "inputs (and a gated MLP's gate and up outputs), gradients written in place (Unsloth)"
@@ -333,6 +338,12 @@ class TrainConfig(_Request):
         """No fp32 master weights, optimizer states in 16 bit: pure_bf16, or a method the
         framework trains only so (pure_16bit_methods). The models read this, not pure_bf16."""
         return self.pure_bf16 or self.method in self.pure_16bit_methods
+
+    @property
+    def fuses_elementwise(self) -> bool:
+        """Norms, rotary, activation and residual adds run fused: the framework's kernels
+        (fused_elementwise) or torch.compile. The speed models read this."""
+        return self.fused_elementwise or self.compiled
 
     @property
     def is_peft(self) -> bool:

@@ -438,9 +438,8 @@ class FrameworkFacts(_Frozen):
     batch_counts_prompts: Fact[bool] | None = Field(
         default=None, description="RL: its train batch size is the prompts of one iteration, "
         "each sampled n times (a run's global batch of sequences / n prompts per iteration)")
-    backends: Fact[tuple[str, ...]] | None = Field(
-        default=None, description="profiles it runs on when a run names them (a backend "
-        "switch, e.g. LLaMA-Factory's use_unsloth)")
+    backends: Fact[tuple[str, ...]] | None = Field(default=None, description="profiles it "
+        "runs on when a run names them (a backend switch, e.g. LLaMA-Factory's use_unsloth)")
     rollout_enforce_eager: Fact[bool] | None = Field(
         default=None, description="RL: its vLLM engine runs with enforce_eager (no CUDA graphs: "
         "every decoding step waits for the host to launch its kernels)")
@@ -448,6 +447,8 @@ class FrameworkFacts(_Frozen):
     offload_checkpoints: Fact[bool] | None = Field(
         default=None, description="full checkpointing keeps each layer's saved input in host "
         "RAM and reloads it for that layer's recomputation")
+    fused_elementwise: Fact[bool] | None = Field(default=None, description="norms, rotary, "
+        "activation, residual adds fused without torch.compile (TE, Triton, Liger, XLA)")
     fused_lora_kernels: Fact[bool] | None = Field(
         default=None, description="LoRA layers run as fused autograd functions that save their "
         "inputs (and a gated MLP's gate and up outputs) and write gradients in place")

@@ -330,14 +330,14 @@ OPTIMIZER_STEP_BYTES = {"adamw": 28.0, "adamw-pure-bf16": 14.0, "adamw-8bit": 10
 ELEMENTWISE_BYTES = {"rmsnorm": 36.0, "layernorm": 4.0, "rotary": 20.0, "gated_act": 10.0,
                      "act": 4.0, "residual_add": 6.0, "lora_out": 10.0}
 ELEMENTWISE_BACKWARD_RATIO = 1.5
-# Stacks whose cases run those ops unfused: the Hugging Face Trainer/PEFT path (LLaMA-Factory's
-# HF backend) and DeepSpeed over Hugging Face models (MLPerf's PEFT+DeepSpeed rows,
-# DeepSpeed-Chat). The others fuse them: Megatron/NeMo through TransformerEngine's fused
-# norms, RoPE and SwiGLU (Megatron-LM --apply-rope-fusion, --bias-swiglu-fusion), Unsloth's
-# Triton kernels (unsloth/kernels: rms_layernorm, rope_embedding, swiglu, fast_lora), and the
-# FSDP rows (torchtune README) and prime-rl under torch.compile. A compiled config
-# (TrainConfig.compiled) fuses them on any stack.
-EAGER_ELEMENTWISE_STACKS: tuple[str, ...] = ("hf", "deepspeed")
+# Who runs them unfused is the framework's model code, not its stack: a profile's fact
+# fused_elementwise (catalog/frameworks) says where its kernels fuse them without torch.compile
+# (Megatron/NeMo through TransformerEngine's fused norms, RoPE and SwiGLU; Unsloth's Triton
+# kernels; Liger; XLA), else they run eager (Hugging Face modeling code under the HF Trainer,
+# PEFT, DeepSpeed or FSDP; torchtitan, torchtune and LitGPT's plain PyTorch modules) unless the
+# job compiles (TrainConfig.fuses_elementwise). Measured: torchtitan's Llama 3.1 8B on 8 / 128
+# H100 runs 5,762 / 5,605 tokens/s eager and 6,667 / 6,514 compiled (pytorch/torchtitan@820504e
+# benchmarks/llama3_h100_202412_torchtitan.md, Table 1), 1.16x; these byte counts give 1.13x.
 # LoRA's low-rank matmuls are memory-bound on every stack (r FLOPs per byte moved, far below any
 # GPU's ridge point): x -> A x (r wide) -> B (A x) runs as two extra GEMMs beside the frozen
 # one, in peft (src/peft/tuners/lora/layer.py Linear.forward @ huggingface/peft 5d602fdbf:
@@ -349,9 +349,9 @@ EAGER_ELEMENTWISE_STACKS: tuple[str, ...] = ("hf", "deepspeed")
 #   backward: dB and the gradient into A's output each read the output gradient (2 + 2 d_out),
 #       dA reads x again (2 d_in), the input gradient through A is written (2 d_in) and added
 #       to the frozen path's (read 2 + 2, write 2: 6 d_in): 10 d_in + 4 d_out.
-# Where the stack fuses elementwise ops (not EAGER_ELEMENTWISE_STACKS, or compiled) the scale
-# and the add into the frozen output are one kernel: read both outputs, write the sum (6 d_out)
-# forward, the scaled gradient (read 2, write 2: 4 d_out) backward; eager stacks count them as
+# Where the model code fuses elementwise ops (TrainConfig.fuses_elementwise) the scale and the
+# add into the frozen output are one kernel: read both outputs, write the sum (6 d_out)
+# forward, the scaled gradient (read 2, write 2: 4 d_out) backward; eager code counts them as
 # ELEMENTWISE_BYTES["lora_out"]. Arithmetic from the code named, not fitted.
 LORA_GEMM_BYTES = {"forward": (2.0, 2.0), "backward": (10.0, 4.0)}  # (per d_in, per d_out)
 LORA_FUSED_COMBINE_BYTES = {"forward": 6.0, "backward": 4.0}  # per d_out

@@ -122,7 +122,7 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
     forward traffic (throughput.elementwise_seconds)."""
     compute = tokens / gpus * forward_time_flops_per_token(model, cfg, batch) / \
         matmul_fraction_rate(gpu, cfg, stack) + elementwise_seconds(
-            model, gpu, cfg, stack=stack, tokens=tokens / gpus, backward=False)
+            model, gpu, cfg, tokens=tokens / gpus, backward=False)
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
     sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})

@@ -1,5 +1,5 @@
 """Memory-bound traffic of a training step that the matmul FLOPs do not count (pure): the
-elementwise ops an eager stack runs as separate kernels, and LoRA's low-rank matmuls on every
+elementwise ops eager model code runs as separate kernels, and LoRA's low-rank matmuls on every
 stack. Each streams its bytes at HBM_EFFICIENCY of the peak bandwidth (efficiency.py has the
 byte counts and their sources)."""
 
@@ -56,14 +56,14 @@ def _eager_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...], start: 
     return sum(_eager_layer_bytes(model, peft, targets, i) for i in range(start, stop))
 
 
-def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, stack: str,
+def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                         tokens: float, backward: bool = True) -> float:
     """Unfused elementwise traffic (norms, rotary, activation, residual adds, LoRA scale-add)
     of ``tokens`` on one GPU: forward, recomputed forward (full checkpointing) and backward
-    (efficiency.ELEMENTWISE_BACKWARD_RATIO x forward) at the streaming HBM rate. Zero for
-    stacks whose kernels fuse them (not in efficiency.EAGER_ELEMENTWISE_STACKS) and under
-    torch.compile."""
-    if stack not in eff.EAGER_ELEMENTWISE_STACKS or cfg.compiled:
+    (efficiency.ELEMENTWISE_BACKWARD_RATIO x forward) at the streaming HBM rate. Zero where
+    the framework's model code fuses them (TrainConfig.fuses_elementwise: its profile's fact
+    fused_elementwise, or torch.compile)."""
+    if cfg.fuses_elementwise:
         return 0.0
     peft, targets = cfg.is_peft, tuple(cfg.lora_targets)
     fwd = _eager_bytes(model, peft, targets, 0, model.num_layers)
@@ -87,8 +87,8 @@ def _hbm_seconds(gpu: GpuSpec, traffic: float) -> float:
 def _adapter_layer_bytes(model: ModelSpec, targets: tuple[str, ...], layer: int,
                          fused_combine: bool) -> tuple[float, float]:
     """(forward, backward) HBM bytes per token of one layer's LoRA matmuls
-    (efficiency.LORA_GEMM_BYTES) and, where the stack fuses elementwise ops, the fused scale-add
-    into the frozen output (LORA_FUSED_COMBINE_BYTES); routed experts count
+    (efficiency.LORA_GEMM_BYTES) and, where the model code fuses elementwise ops, the fused
+    scale-add into the frozen output (LORA_FUSED_COMBINE_BYTES); routed experts count
     experts_per_token of them."""
     g, c = eff.LORA_GEMM_BYTES, eff.LORA_FUSED_COMBINE_BYTES
     fwd = bwd = 0.0
@@ -103,14 +103,14 @@ def _adapter_layer_bytes(model: ModelSpec, targets: tuple[str, ...], layer: int,
     return fwd, bwd
 
 
-def adapter_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, stack: str,
+def adapter_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                     tokens: float) -> float:
     """LoRA-family adapters' memory-bound traffic for ``tokens`` on one GPU: forward, the
     recomputed forward (full checkpointing) and backward of every adapted matrix
     (_adapter_layer_bytes) at the streaming HBM rate; zero without adapters."""
     if not cfg.is_peft:
         return 0.0
-    fused = stack not in eff.EAGER_ELEMENTWISE_STACKS or cfg.compiled
+    fused = cfg.fuses_elementwise
     targets = tuple(cfg.lora_targets)
     first = model.num_layers - backward_layers(model, cfg)
     per = [_adapter_layer_bytes(model, targets, i, fused) for i in range(model.num_layers)]

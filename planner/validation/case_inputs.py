@@ -94,6 +94,16 @@ def case_profile(case: dict[str, Any], catalog: Catalog) -> Profile:
         raise PlannerError(f"framework {slug!r} has no profile (catalog/frameworks)") from None
 
 
+def run_profile(case: dict[str, Any], profile: Profile, catalog: Catalog) -> Profile:
+    """The profile whose kernels a case ran: a backend of ``profile`` that its location names
+    (a backend switch, e.g. LLaMA-Factory's use_unsloth rows), else ``profile``."""
+    location = str(case.get("location", "")).lower()
+    for backend in profile.value("backends") or ():
+        if backend in location:
+            return resolve(catalog, backend)
+    return profile
+
+
 # The first bitsandbytes release whose MatMul4Bit keeps only the packed weight for backward
 # (memory._inputs_kept): 0.43.2 holds 9e753741 (#1270); 0.41.0 and 0.42.0 keep the input too.
 BNB_KEEPS_ONLY_WEIGHT = (0, 43, 2)
@@ -205,8 +215,12 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
     zero = zero_stage_of("zero1" if sharding == "megatron" else sharding)
     fsdp = _fsdp(case, profile)
     lora = _lora_defaults(case, profile)
+    semantics = _semantics(case, profile, sharded=bool(zero) or fsdp)
+    fused = run_profile(case, profile, catalog).value("fused_elementwise")
+    if fused is not None:  # the backend's kernels where the run switched to one
+        semantics["fused_elementwise"] = bool(fused)
     cfg = TrainConfig(
-        **_semantics(case, profile, sharded=bool(zero) or fsdp),
+        **semantics,
         workload=workload,
         method=method,
         lora_rank=lora["lora_rank"] if method in ("lora", "dora", "qlora") else None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.catalog.frameworks import efficiency_of, resolve
+from planner.catalog.frameworks import efficiency_of
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
 from planner.catalog.specs import GpuSpec, PlatformSpec
@@ -15,7 +15,7 @@ from planner.models.cost import define_job, rent_cost
 from planner.models.decode import estimate_decode
 from planner.models.efficiency import DECODE_STACKS
 from planner.models.throughput import ThroughputEstimate, estimate_throughput
-from planner.validation.case_inputs import case_config, case_profile
+from planner.validation.case_inputs import case_config, case_profile, run_profile
 
 ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
@@ -51,12 +51,7 @@ def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
         profile = case_profile(case, catalog)
     except PlannerError:
         return DEFAULT_STACK
-    location = str(case.get("location", "")).lower()
-    for backend in profile.value("backends") or ():
-        if backend in location:
-            profile = resolve(catalog, backend)
-            break
-    return efficiency_of(profile)[0] or DEFAULT_STACK
+    return efficiency_of(run_profile(case, profile, catalog))[0] or DEFAULT_STACK
 
 
 def family_of(workload: str) -> str:
