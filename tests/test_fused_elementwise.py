@@ -58,3 +58,26 @@ def test_a_backend_switch_takes_the_backends_kernels(catalog):
                                       catalog)
     _, hf, _ = training_estimate(_case("llamafactory_llama2_7b_lora_hf_1xA100"), catalog)
     assert unsloth.fused_elementwise and not hf.fused_elementwise
+
+
+@pytest.mark.parametrize("framework, workload, compiled", [
+    ("litgpt", "pretrain", True), ("litgpt", "sft", False), ("nanochat", "sft", True),
+    ("nanogpt", "pretrain", True), ("fms-fsdp", "pretrain", True),
+    ("torchtitan", "pretrain", False),
+])
+def test_frameworks_that_compile_by_default(catalog, framework, workload, compiled):
+    """Where a framework's launch compiles the model (litgpt/pretrain.py, nanochat's and
+    nanoGPT's scripts, fms-fsdp's use_torch_compile default), its jobs are planned compiled,
+    so its elementwise ops count as fused."""
+    fields = config_fields(resolve(catalog, framework), workload=workload, sharded=True)
+    assert fields.get("compiled", False) is compiled
+
+
+def test_a_case_that_states_eager_stays_eager(catalog):
+    """LitGPT's Thunder README rows ran extensions/thunder/pretrain.py --compiler null: their
+    extra.compile false wins over litgpt's compiled pretraining."""
+    case = next(c for c in load_cases(project_case_files()[0].parent
+                                      / "project_cases_litgpt.yaml")
+                if c["id"] == "litgpt_thunder_tinyllama_pretrain_eager_ddp_8xA100")
+    _, cfg, _ = training_estimate(case, catalog)
+    assert not cfg.compiled and not cfg.fuses_elementwise

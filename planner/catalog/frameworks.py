@@ -168,6 +168,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["quantized_head"] = bool(profile.value("quantizes_head"))
     if profile.value("qlora_unquantized_dtype") is not None:
         out["qlora_16bit_rest"] = profile.value("qlora_unquantized_dtype") == "16bit"
+    if workload in (profile.value("compiled_workloads") or ()):
+        out["compiled"] = True
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
                 "fused_lora_kernels", "lora_dropout_shared_qkv", "holds_previous_outputs",
                 "nf4_double_quant", "fused_elementwise"):

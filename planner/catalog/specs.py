@@ -403,17 +403,15 @@ class FrameworkFacts(_Frozen):
         default=None, description="none: pure 16-bit weights and optimizer states")
     frozen_base_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(
         default=None, description="dtype of a frozen adapter base's sharded parameters")
-    idle_offload: Fact[bool] | None = Field(
-        default=None, description="RL: offload moves a role's states to the host between "
-        "phases (not ZeRO-style offload during compute)")
+    idle_offload: Fact[bool] | None = Field(default=None, description="RL: offload moves a "
+        "role's states to the host between phases (not ZeRO-style offload during compute)")
     engine_outside_torch: Fact[bool] | None = Field(
         default=None, description="RL: the colocated engine's memory pool is allocated outside "
         "torch's caching allocator (vLLM sleep mode's CuMem allocator), unseen by its counters")
     fsdp_no_sync: Fact[bool] | None = Field(
         default=None, description="FSDP under gradient accumulation skips the reduce-scatter of "
         "all micro-batches but the last (gradients held unsharded)")
-    fsdp_on_one_gpu: Fact[bool] | None = Field(
-        default=None, description="the model is wrapped in FSDP also on a single GPU")
+    fsdp_on_one_gpu: Fact[bool] | None = Field(default=None, description="FSDP also on one GPU")
     fused_optimizer: Fact[bool] | None = None
     shard_embeddings: Fact[bool] | None = Field(
         default=None, description="FSDP: embedding and head wrapped as units of their own")
@@ -449,6 +447,8 @@ class FrameworkFacts(_Frozen):
         "RAM and reloads it for that layer's recomputation")
     fused_elementwise: Fact[bool] | None = Field(default=None, description="norms, rotary, "
         "activation, residual adds fused without torch.compile (TE, Triton, Liger, XLA)")
+    compiled_workloads: Fact[tuple[FrameworkWorkload, ...]] | None = Field(default=None,
+        description="workloads whose launches torch.compile the model unless the job says not")
     fused_lora_kernels: Fact[bool] | None = Field(
         default=None, description="LoRA layers run as fused autograd functions that save their "
         "inputs (and a gated MLP's gate and up outputs) and write gradients in place")

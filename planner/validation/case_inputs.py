@@ -138,8 +138,9 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     --precision bf16-true), the attention implementation it ran (extra.attention:
     attention.KERNEL_NAMES, or eager: the probabilities materialised), its LoRA dropout
     (extra.lora_dropout), the NF4 recipe (extra.weight_quant: _double_quant), whether its loop
-    holds the previous micro-batch's outputs (extra.holds_previous_outputs) and the rollout
-    engine's enforce_eager (extra.rollout_enforce_eager)."""
+    holds the previous micro-batch's outputs (extra.holds_previous_outputs), torch.compile
+    (extra.compile, else the framework's compiled_workloads) and the rollout engine's
+    enforce_eager (extra.rollout_enforce_eager)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
@@ -164,6 +165,7 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     double = _double_quant(extra.get("weight_quant"))
     if double is not None:
         sem["nf4_double_quant"] = double
+    sem["compiled"] = bool(extra["compile"] if "compile" in extra else sem.get("compiled"))
     if extra.get("holds_previous_outputs") is not None:
         sem["holds_previous_outputs"] = bool(extra["holds_previous_outputs"])
     # the rollout engine's enforce_eager as the case ran it (the framework's default at the
@@ -241,7 +243,6 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         micro_batch_size=case.get("micro_batch_size") or 1,
         grad_accum=_grad_accum(case),
         seq_len=case.get("seq_len") or 2048,
-        compiled=bool(extra.get("compile", False)),
         paged_optimizer=bool(extra.get("paged_optimizer", False)),
         optimizer_in_backward=bool(extra.get("optimizer_in_bwd", False)),
     )
@@ -403,7 +404,6 @@ def _rl_common(case: dict[str, Any], profile: Profile, *, assumed: list[str]) ->
         "checkpointing": ckpt,
         "paged_optimizer": bool(extra.get("paged_optimizer", False)),
         "optimizer_in_backward": bool(extra.get("optimizer_in_bwd", False)),
-        "compiled": bool(extra.get("compile", False)),
     }
     _set_method(case, profile, common)
     return common
