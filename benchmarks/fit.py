@@ -21,7 +21,8 @@ What is fitted, in this order (each fit sees the earlier ones applied):
    short-step cases in the tail, which a median ignores; with the median, leaving MLPerf v5.0
    out moved it to 0 s and its GB200 rows to +29 / +39 %).
 3. decode (efficiency.DECODE_CASES): per serving stack, the median of implied_decode_efficiency.
-4. RL rollout (efficiency.RL_ROLLOUT_CASES): the median of implied_rl_decode_efficiency.
+4. RL rollout (efficiency.RL_ROLLOUT_CASES, every engine's): the median of
+   implied_rl_decode_efficiency over the cases whose implied value is at most 1.
 
 Where no case is left for a constant (leave-one-source-out), it takes what a user would get
 without it, and ``Fit.fallbacks`` says so: a stack's fp8 class runs as its 16-bit class
@@ -108,8 +109,6 @@ STATED = {
     "(whose kernels fuse norms, rotary and activations without torch.compile)",
     "efficiency.LORA_GEMM_BYTES, LORA_FUSED_COMBINE_BYTES": "byte counts of LoRA's low-rank "
     "matmuls and scale-add (peft, torchtune LoRA layers)",
-    "rltime.ENGINE_DECODE_STACK[deepspeed-hybrid]": "DeepSpeed-Chat's hybrid engine "
-    "takes the serving vLLM factor (no case isolates it)",
     "calibration.ZERO_BUCKET_ELEMENTS, ZERO3_SUB_GROUP_ELEMENTS, GATHERED_UNITS, LOSS_CHUNKS":
         "framework configuration facts (DeepSpeed / torchtune defaults)",
     "calibration.LOGIT_BYTES_FORWARD, LOGIT_BYTES_FORWARD_16BIT": "byte counts (no case)",
@@ -353,10 +352,10 @@ def fit_decode(cases: Cases, catalog: Catalog, exclude: frozenset[str]) -> tuple
 def fit_rl_rollout(cases: Cases, catalog: Catalog, exclude: frozenset[str],
                    decode: dict[str, float]) -> tuple[float, list[str]]:
     mine = [cases.throughput[i] for i in eff.RL_ROLLOUT_CASES if i not in exclude]
-    if not mine:
+    implied = [v for v in (implied_rl_decode_efficiency(c, catalog) for c in mine) if v <= 1]
+    if not implied:
         return decode["vllm"], ["rl_rollout_decode_efficiency: the serving vLLM factor"]
-    return round(statistics.median(implied_rl_decode_efficiency(c, catalog) for c in mine),
-                 DIGITS), []
+    return round(statistics.median(implied), DIGITS), []
 
 
 # ---------------------------------------------------------------------------------------------

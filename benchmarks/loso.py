@@ -40,7 +40,6 @@ from planner.validation.validate_throughput import (  # noqa: E402
     ThroughputResult,
     error_stats,
     predict_throughput_case,
-    reads_rollout_factor,
     summarise_throughput,
 )
 
@@ -85,7 +84,7 @@ def on_fallback(case: dict[str, Any], fit: Fit, catalog: Catalog) -> bool:
         return any(f.startswith("calibration.") for f in fit.fallbacks)
     stack = stack_of(case, catalog)
     keys = [f"stack_utilisation.{stack}.", f"decode_efficiency.{stack}:"]
-    if case.get("workload") in ("ppo", "grpo") and reads_rollout_factor(case, catalog):
+    if case.get("workload") in ("ppo", "grpo"):  # every generator reads the rollout factor
         keys.append("rl_rollout_decode_efficiency")
     return any(f.startswith(k) for f in fit.fallbacks for k in keys)
 

@@ -12,10 +12,11 @@ import yaml
 
 from planner.catalog.load import load_catalog, shipped_validation_dir
 from planner.catalog.request import TrainConfig
+from planner.models import efficiency as eff
 from planner.models import rltime
 from planner.validation.throughput_cases import stack_of
 from planner.validation.validate import load_cases
-from planner.validation.validate_throughput import reads_rollout_factor, rl_estimate, rl_inputs
+from planner.validation.validate_throughput import rl_estimate, rl_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {c["id"]: c for c in load_cases(shipped_validation_dir() / "throughput_cases.yaml")}
@@ -70,15 +71,18 @@ def test_a_batch_of_prompts_per_iteration_is_the_profiles_fact(catalog, tmp_path
     assert other.rollout_batch != cfg.rollout_batch
 
 
-def test_the_hybrid_engine_takes_its_serving_factor_by_engine_not_by_framework(catalog):
-    """DeepSpeed-Chat's cases generate with the profile's deepspeed-hybrid engine, which takes
-    the serving vLLM factor (rltime.ENGINE_DECODE_STACK), not the fitted rollout factor."""
-    _rc, cfg, _gpu = rl_inputs(CASES[DSCHAT], catalog)
+def test_every_engine_takes_the_in_iteration_rollout_factor(catalog):
+    """DeepSpeed-Chat's cases generate with the profile's deepspeed-hybrid engine, verl's with
+    vLLM: inside an RL iteration both take the fitted rollout factor (their cases imply alike:
+    efficiency.RL_ROLLOUT_DECODE_EFFICIENCY), not a serving stack's; the hybrid engine still
+    runs without CUDA graphs (its host floor)."""
+    rc, cfg, _gpu = rl_inputs(CASES[DSCHAT], catalog)
     assert cfg.rollout_engine == "deepspeed-hybrid"
-    assert not reads_rollout_factor(CASES[DSCHAT], catalog)
-    assert reads_rollout_factor(CASES[VERL_PPO], catalog)
-    vllm = cfg.model_copy(update={"rollout_engine": "vllm"})
-    assert rltime.rollout_decode_efficiency(cfg) != rltime.rollout_decode_efficiency(vllm)
+    _rc, verl, _gpu = rl_inputs(CASES[VERL_PPO], catalog)
+    assert verl.rollout_engine == "vllm"
+    assert rltime.rollout_decode_efficiency(cfg) == rltime.rollout_decode_efficiency(verl) \
+        == eff.RL_ROLLOUT_DECODE_EFFICIENCY != eff.DECODE_EFFICIENCY["vllm"]
+    assert rltime.rollout_host_floor_s(rc.resolved.spec, cfg) > 0
 
 
 def test_a_backend_named_by_the_run_sets_its_stack(catalog):

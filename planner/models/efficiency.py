@@ -409,20 +409,30 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
     ),
     "vllm": ("nmvllm_llama2_7b_1xA10G_256in_128out",),
 }
-# Share of the decode roofline a vLLM rollout engine reaches inside an RL iteration
-# (rltime's generation and generation-tail phases), which is far below offline serving: the
-# implied values of the usable NeMo-RL GRPO step times (validate_throughput.
-# implied_rl_decode_efficiency, every other phase as modelled) are 0.17-0.32, median below;
-# they cannot be told apart from slow phases elsewhere in the iteration (the source gives no
-# per-phase times), so this factor carries whatever NeMo-RL's iteration loses outside the
-# modelled physics. Fitted on RL_ROLLOUT_CASES by benchmarks/fit.py (with the fitted trainer
-# factors in place; planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
-# DeepSpeed-Chat's hybrid engine is no vLLM engine (rltime.ENGINE_DECODE_STACK).
+# Share of the decode roofline a rollout engine reaches inside an RL iteration (rltime's
+# generation and generation-tail phases), far below offline serving (DECODE_EFFICIENCY). The
+# implied values (validate_throughput.implied_rl_decode_efficiency, every other phase as
+# modelled) agree across engines and frameworks: NeMo-RL's vLLM GRPO steps 0.18-0.33 (median
+# 0.29), DeepSpeed-Chat's hybrid-engine PPO epochs 0.10-0.46 (median 0.32), verl's on MI300X
+# 0.04 / 0.09; so one factor serves every engine (the hybrid engine took the serving vLLM share
+# before, assumed). They cannot be told apart from slow phases elsewhere in the iteration (the
+# sources give few per-phase times), so this factor carries whatever an iteration loses outside
+# the modelled physics. Fitted on RL_ROLLOUT_CASES, every usable shared PPO/GRPO case, by
+# benchmarks/fit.py: the median of the implied values at most 1 (a case no engine speed can
+# match, e.g. DS-Chat's OPT-30B at the batch its memory allows, sets nothing), with the fitted
+# trainer factors in place (planner/models/fitted.yaml; leave-one-source-out in
+# benchmarks/README.md).
 RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
 RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
     "nemorl_v05_grpo_qwen3_32b_32xH100", "nemorl_v05_grpo_qwen3_32b_16xGB200",
     "nemorl_v06_grpo_qwen3_30b_a3b_32xH100",
+    "dschat_ppo_opt1.3b_1xV100", "dschat_ppo_opt1.3b_1xA6000", "dschat_ppo_opt1.3b_1xA100-40",
+    "dschat_ppo_opt6.7b_1xA100-40", "dschat_ppo_opt13b_1xA100-80", "dschat_ppo_opt13b_8xA100-40",
+    "dschat_ppo_opt6.7b_8xA100-80", "dschat_ppo_opt13b_8xA100-80", "dschat_ppo_opt30b_8xA100-80",
+    "dschat_ppo_opt66b_8xA100-80", "dschat_ppo_opt13b_64xA100-80", "dschat_ppo_opt66b_64xA100-80",
+    "dschat_log_ppo_opt1.3b_critic350m_16xV100",
+    "verl_amd_ppo_deepseek7b_8xMI300", "verl_amd_grpo_deepseek7b_8xMI300",
 )
 # Hugging Face generate inside an RL iteration (the trainer's own model, hf-generate): each new
 # token is one forward pass over the whole batch, bound by reading the weights (and the KV

@@ -249,23 +249,13 @@ def tail_waves(cfg: TrainConfig, waves: int) -> int:
     return waves if cfg.generates_in_trainer else min(waves, 1)
 
 
-# Rollout engines that are no vLLM engine, as the serving stack whose decode efficiency
-# (efficiency.DECODE_EFFICIENCY) they take inside an iteration. DeepSpeed-Chat's hybrid engine
-# (deepspeed/runtime/hybrid_engine.py @ deepspeedai/DeepSpeed b4876b7) decodes with
-# DeepSpeed-Inference kernels on the actor's own weights, fixed 256-token answers; no case
-# isolates it, so it takes the serving roofline share of vLLM (assumed).
-ENGINE_DECODE_STACK: dict[str, str] = {"deepspeed-hybrid": "vllm"}
-
-
 def rollout_decode_efficiency(cfg: TrainConfig) -> float:
     """The generator's share of the decode roofline inside an RL iteration: the trainer's own
-    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY), an engine that takes a serving
-    stack's (ENGINE_DECODE_STACK), or a vLLM-style engine
-    (efficiency.RL_ROLLOUT_DECODE_EFFICIENCY)."""
+    generate (efficiency.HF_GENERATE_DECODE_EFFICIENCY), else any engine's, vLLM, SGLang or
+    DeepSpeed-Chat's hybrid engine alike (efficiency.RL_ROLLOUT_DECODE_EFFICIENCY, fitted on
+    the RL iterations of every framework measured)."""
     if cfg.generates_in_trainer:
         return eff.HF_GENERATE_DECODE_EFFICIENCY
-    if cfg.rollout_engine in ENGINE_DECODE_STACK:
-        return eff.DECODE_EFFICIENCY[ENGINE_DECODE_STACK[cfg.rollout_engine]]
     return eff.RL_ROLLOUT_DECODE_EFFICIENCY
 
 
@@ -284,12 +274,6 @@ def rollout_host_floor_s(model: ModelSpec, cfg: TrainConfig) -> float:
     if cfg.rollout_engine in EAGER_ENGINES or cfg.rollout_eager:
         return eager_host_floor_s(model)
     return 0.0
-
-
-def reads_rollout_factor(cfg: TrainConfig) -> bool:
-    """The iteration's generation is timed with efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a
-    vLLM-style engine, or the trainer's generate that takes the same factor)."""
-    return cfg.rollout_engine not in ENGINE_DECODE_STACK
 
 
 class EngineSide(NamedTuple):

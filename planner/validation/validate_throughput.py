@@ -22,7 +22,6 @@ from planner.catalog.load import Catalog
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec
 from planner.errors import PlannerError
-from planner.models import rltime
 from planner.models.rltime import estimate_rl_step
 from planner.models.throughput import estimate_throughput
 from planner.models.workloads import estimate_memory
@@ -251,15 +250,6 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
                             max_response_len=cap,
                             decode_efficiency=decode_efficiency,
                             rollout_precision="fp8" if fp8_gen else "bf16")
-
-
-def reads_rollout_factor(case: dict[str, Any], catalog: Catalog) -> bool:
-    """A PPO/GRPO case whose generation is timed with the fitted in-iteration rollout factor
-    (rltime.reads_rollout_factor of its engine); False where its inputs are not modelled."""
-    try:
-        return rltime.reads_rollout_factor(rl_inputs(case, catalog)[1])
-    except PlannerError:
-        return False
 
 
 def _rl_metric(case: dict[str, Any], est: Any) -> float:
