@@ -57,7 +57,7 @@ SPLIT = ["--workload", "ppo", "--prompt-len", "128", "--response-len", "128", "-
     ("args", "needle"),
     [
         (["--model", "llama-9b"], "unknown model 'llama-9b'"),
-        (["--gpu", "a100"], "unknown GPU 'a100'"),
+        (["--gpu", "a100"], "GPU 'a100' is one of a100-40gb-pcie, a100-40gb-sxm, a100-80gb-pcie"),
         (["--method", "full", "--lora-rank", "16"], "--lora-rank 16 needs --method lora"),
         (["--tp", "3", "--num-gpus", "6"], "--tp 3 must divide"),
         (["--tp", "2", "--num-gpus", "3"], "does not divide --num-gpus 3"),
@@ -495,3 +495,24 @@ def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
     # a plan on one host, or without stages, has no such note
     doc = _plan_json(capsys, "--model", "7b", "--budget", "3000")
     assert doc["plan"]["pp"] == 1 and not any(n.startswith("pipeline: ") for n in doc["notes"])
+
+
+@pytest.mark.parametrize("name, gpu", [
+    ("RTX 5090", "rtx-5090"), ("NVIDIA H200", "h200-sxm"), ("4090", "rtx-4090"),
+    ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("AMD Instinct MI300X", "mi300x"),
+    ("RTX 6000 Ada", "rtx-6000-ada"), ("h100-sxm", "h100-sxm"), ("A800", "a800-80gb"),
+])
+def test_gpu_names_as_vendors_write_them(name, gpu):
+    """A GPU name leads to its catalog id when it names one: case, spaces, the vendor and brand
+    words do not matter, and a name the id begins or ends with finds it (catalog.gpu_key)."""
+    from planner.catalog.load import load_catalog
+
+    assert load_catalog().gpu(name).id == gpu
+
+
+def test_an_ambiguous_gpu_name_names_its_variants():
+    from planner.catalog.load import load_catalog
+    from planner.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="h100-nvl, h100-pcie, h100-sxm: name the variant"):
+        load_catalog().gpu("H100")

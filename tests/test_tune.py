@@ -185,7 +185,7 @@ def test_cli_memory_target_unreachable_exit_1(capsys):
         (["--micro-batch", "4", "--global-batch", "6"], "--global-batch 6"),
         (["--workload", "grpo", "--prompt-len", "64", "--response-len", "64", "--num-gpus", "2",
           "--rollout-batch", "3", "--rollout-n", "3"], "must be a multiple of --num-gpus"),
-        (["--gpu", "a100"], "unknown GPU 'a100'"),
+        (["--gpu", "a100"], "GPU 'a100' is one of a100-40gb-pcie"),
         (["--tie-tolerance", "0.7"], "--tie-tolerance 0.7"),
     ],
 )

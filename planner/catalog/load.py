@@ -55,10 +55,17 @@ class Catalog:
 
     # ----- lookups -------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuSpec:
-        """The GPU spec named ``name``; UnknownNameError with close names otherwise."""
-        key = _name(name, "GPU")
+        """The GPU spec named ``name``: its id, or a name as vendors and users write it that
+        leads to one id (gpu_key); UnknownNameError naming the candidates otherwise."""
+        key = gpu_key(_name(name, "GPU"))
         if key in self.gpus:
             return self.gpus[key]
+        found = [i for i in self.gpus if i.startswith(key + "-") or i.endswith("-" + key)]
+        if len(found) == 1:
+            return self.gpus[found[0]]
+        if found:
+            raise UnknownNameError(f"GPU {name!r} is one of {', '.join(sorted(found))}: "
+                                   "name the variant")
         raise UnknownNameError(
             f"unknown GPU {name!r}{did_you_mean(key, self.gpus)}; "
             "see 'planner catalog gpus' for the ids"
@@ -123,6 +130,20 @@ def _name(name: object, kind: str, *, lower: bool = True) -> str:
         raise PlannerError(f"the {kind} name {short(name, 40)} is {len(name)} characters long; "
                            f"at most {MAX_ARG_CHARS}")
     return name.strip().lower() if lower else name.strip()
+
+
+_GPU_VENDOR_WORDS = re.compile(r"^(?:nvidia|amd|intel|tesla|geforce|instinct|habana)[\s_-]+")
+
+
+def gpu_key(name: str) -> str:
+    """A GPU name as the catalog's ids spell it: lower case, the vendor and brand words
+    dropped ("NVIDIA", "Tesla", "GeForce", "AMD Instinct"), spaces and underscores as
+    hyphens ("RTX 5090" -> rtx-5090, "NVIDIA H200" -> h200, which Catalog.gpu finds as the
+    one id it begins: h200-sxm)."""
+    key = name.strip().lower()
+    while _GPU_VENDOR_WORDS.match(key):
+        key = _GPU_VENDOR_WORDS.sub("", key, count=1)
+    return re.sub(r"[\s_-]+", "-", key).strip("-")
 
 
 def _is_dir(text: str) -> bool:
