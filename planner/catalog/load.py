@@ -97,10 +97,15 @@ class Catalog:
             key = self.size_aliases[key]
         if key in index:
             return ResolvedModel(spec=index[key], asked_as=text)
-        base = _QUANT_SUFFIX.sub("", key)
-        if base != key and base in index:
-            bits = 8 if "8" in key[len(base) :] else 4
-            return ResolvedModel(spec=index[base], asked_as=text, weight_bits=bits)
+        # a repo re-uploaded under another organisation keeps its name (NousResearch/
+        # Llama-2-7b-hf, unsloth/..., TheBloke/...): its name, then a quantized variant of it
+        for tried in dict.fromkeys((key, key.rsplit("/", 1)[-1])):
+            if tried in index:
+                return ResolvedModel(spec=index[tried], asked_as=text)
+            base = _QUANT_SUFFIX.sub("", tried)
+            if base != tried and base in index:
+                bits = 8 if "8" in tried[len(base) :] else 4
+                return ResolvedModel(spec=index[base], asked_as=text, weight_bits=bits)
         names = list(self.models) + list(self.size_aliases)
         raise UnknownNameError(
             f"unknown model {name!r}{did_you_mean(key, names)}; use a catalog id "
