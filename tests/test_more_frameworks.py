@@ -186,7 +186,9 @@ def test_catalog_frameworks_lists_the_new_profiles(capsys):
 @pytest.mark.parametrize(("slug", "fid"), [
     ("HF_Trainer", "hf-trainer"), ("hf trainer", "hf-trainer"), ("  Megatron_LM ", "megatron-lm"),
     ("Colossal_AI", "colossalai"), ("GPT NeoX", "gpt-neox"), ("trl + peft", "trl"),
-    ("nemo__aligner", "nemo-aligner"),
+    ("nemo__aligner", "nemo-aligner"), ("DeepSpeed ZeRO-3", "deepspeed"),
+    ("deepspeed-zero-2", "deepspeed"), ("transformers + DeepSpeed ZeRO-3", "hf-deepspeed"),
+    ("NeMo 2.0", "nemo"), ("nemo-2", "nemo"), ("UnslothAI", "unsloth"),
 ])
 def test_rule_1_case_underscores_and_spaces_do_not_matter(slug, fid):
     assert CAT.framework(slug).id == fid

@@ -3,7 +3,8 @@ the forgiving lookup behind ``Catalog.framework``).
 
 The documented rules, applied in this order:
 1. Case, surrounding space, ``_`` and inner spaces do not matter: ``HF_Trainer`` and
-   ``hf trainer`` are ``hf-trainer`` (spaces around ``+`` are dropped: ``trl + peft``).
+   ``hf trainer`` are ``hf-trainer`` (spaces around ``+`` are dropped: ``trl + peft``);
+   ``ZeRO-3`` is ``zero3``.
 2. A trailing version is stripped and kept: ``verl==0.4.1``, ``verl=0.4.1``, ``trl 0.19``,
    ``trl v0.19``, ``deepspeed@0.15`` (after ``@`` any token, e.g. a commit).
 3. The name is looked up among the profiles' ids and aliases (ids win).
@@ -72,8 +73,9 @@ class SlugMatch:
 
 def normalise(name: str) -> str:
     """Rule 1: lower case; ``_`` and runs of spaces or hyphens as one ``-``; no space or
-    hyphen next to ``+``."""
+    hyphen next to ``+``; DeepSpeed's stages written ``ZeRO-3`` as ``zero3``."""
     key = re.sub(r"[\s_\-]+", "-", name.strip().lower())
+    key = re.sub(r"\bzero-([0-3])\b", r"zero\1", key)
     return re.sub(r"-*\+-*", "+", key).strip("-")
 
 
