@@ -39,8 +39,12 @@ MODEL_TYPES: dict[str, str] = {
          "llama-3.1-70b", "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b",
          "codellama-34b", "open-llama-3b", "open-llama-7b", "open-llama-13b", "deepseek-llm-7b"],
         "llama"),
+    **dict.fromkeys(
+        ["llama-7b", "llama-13b", "llama-30b", "llama-65b", "yi-6b", "yi-34b", "smollm2-135m",
+         "smollm2-360m", "smollm2-1.7b", "codellama-7b", "codellama-13b"], "llama"),
     "tinyllama-1.1b": "llama",
-    **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b"], "mistral"),
+    **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b"],
+                    "mistral"),
     **dict.fromkeys(["mixtral-8x7b", "mixtral-8x22b"], "mixtral"),
     **dict.fromkeys(["phi-3-mini-4k", "phi-3-mini-128k", "phi-3.5-mini", "phi-4"], "phi3"),
     **dict.fromkeys(["gemma-2b", "gemma-7b"], "gemma"),
