@@ -54,6 +54,8 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "codellama/CodeLlama-7b-hf": ("codellama-7b", 6.74),
     "codellama/CodeLlama-13b-Instruct-hf": ("codellama-13b", 13.02),
     "mistralai/Mistral-Small-24B-Instruct-2501": ("mistral-small-24b", 23.57),
+    "openai-community/gpt2": ("gpt2", 0.12),
+    "openai-community/gpt2-xl": ("gpt2-xl", 1.56),
 }
 
 

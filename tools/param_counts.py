@@ -64,6 +64,7 @@ MODEL_TYPES: dict[str, str] = {
     "bloom-7b1": "bloom",
     **dict.fromkeys(["mpt-7b", "mpt-30b"], "mpt"),
     **dict.fromkeys(["falcon-7b", "falcon-40b"], "falcon"),
+    **dict.fromkeys(["gpt2", "gpt2-xl"], "gpt2"),
     **dict.fromkeys(["pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b", "pythia-2.8b",
                      "pythia-6.9b", "pythia-12b", "gpt-neox-20b"], "gpt_neox"),
 }
@@ -150,6 +151,11 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
                 "bias": m.attention_bias, "alibi": m.position_embedding == "alibi",
                 "ffn_hidden_size": m.ffn_hidden_size,
                 "max_position_embeddings": m.max_position_embeddings}
+    if model_type == "gpt2":
+        return {"vocab_size": m.vocab_size, "n_embd": m.hidden_size, "n_layer": m.num_layers,
+                "n_head": m.num_attention_heads, "n_inner": m.ffn_hidden_size,
+                "n_positions": m.max_position_embeddings,
+                "tie_word_embeddings": m.tied_embeddings}
     if model_type == "gpt_neox":
         return {**_decoder(m), "use_parallel_residual": m.parallel_attention_mlp}
     raise ValueError(f"no config mapping for model_type {model_type!r}")
