@@ -42,6 +42,20 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "EleutherAI/pythia-1b-deduped": ("pythia-1b", 1.01),
     "EleutherAI/pythia-12b": ("pythia-12b", 11.85),
     "EleutherAI/gpt-neox-20b": ("gpt-neox-20b", 20.55),
+    "huggyllama/llama-7b": ("llama-7b", 6.74),
+    "huggyllama/llama-13b": ("llama-13b", 13.02),
+    "huggyllama/llama-30b": ("llama-30b", 32.53),
+    "huggyllama/llama-65b": ("llama-65b", 65.29),
+    "01-ai/Yi-6B": ("yi-6b", 6.06),
+    "01-ai/Yi-34B-Chat": ("yi-34b", 34.39),
+    "HuggingFaceTB/SmolLM2-135M": ("smollm2-135m", 0.13),
+    "HuggingFaceTB/SmolLM2-360M-Instruct": ("smollm2-360m", 0.36),
+    "HuggingFaceTB/SmolLM2-1.7B-Instruct": ("smollm2-1.7b", 1.71),
+    "codellama/CodeLlama-7b-hf": ("codellama-7b", 6.74),
+    "codellama/CodeLlama-13b-Instruct-hf": ("codellama-13b", 13.02),
+    "mistralai/Mistral-Small-24B-Instruct-2501": ("mistral-small-24b", 23.57),
+    "openai-community/gpt2": ("gpt2", 0.12),
+    "openai-community/gpt2-xl": ("gpt2-xl", 1.56),
 }
 
 

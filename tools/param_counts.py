@@ -39,8 +39,12 @@ MODEL_TYPES: dict[str, str] = {
          "llama-3.1-70b", "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b",
          "codellama-34b", "open-llama-3b", "open-llama-7b", "open-llama-13b", "deepseek-llm-7b"],
         "llama"),
+    **dict.fromkeys(
+        ["llama-7b", "llama-13b", "llama-30b", "llama-65b", "yi-6b", "yi-34b", "smollm2-135m",
+         "smollm2-360m", "smollm2-1.7b", "codellama-7b", "codellama-13b"], "llama"),
     "tinyllama-1.1b": "llama",
-    **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b"], "mistral"),
+    **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b"],
+                    "mistral"),
     **dict.fromkeys(["mixtral-8x7b", "mixtral-8x22b"], "mixtral"),
     **dict.fromkeys(["phi-3-mini-4k", "phi-3-mini-128k", "phi-3.5-mini", "phi-4"], "phi3"),
     **dict.fromkeys(["gemma-2b", "gemma-7b"], "gemma"),
@@ -60,6 +64,7 @@ MODEL_TYPES: dict[str, str] = {
     "bloom-7b1": "bloom",
     **dict.fromkeys(["mpt-7b", "mpt-30b"], "mpt"),
     **dict.fromkeys(["falcon-7b", "falcon-40b"], "falcon"),
+    **dict.fromkeys(["gpt2", "gpt2-xl"], "gpt2"),
     **dict.fromkeys(["pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b", "pythia-2.8b",
                      "pythia-6.9b", "pythia-12b", "gpt-neox-20b"], "gpt_neox"),
 }
@@ -146,6 +151,11 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
                 "bias": m.attention_bias, "alibi": m.position_embedding == "alibi",
                 "ffn_hidden_size": m.ffn_hidden_size,
                 "max_position_embeddings": m.max_position_embeddings}
+    if model_type == "gpt2":
+        return {"vocab_size": m.vocab_size, "n_embd": m.hidden_size, "n_layer": m.num_layers,
+                "n_head": m.num_attention_heads, "n_inner": m.ffn_hidden_size,
+                "n_positions": m.max_position_embeddings,
+                "tie_word_embeddings": m.tied_embeddings}
     if model_type == "gpt_neox":
         return {**_decoder(m), "use_parallel_residual": m.parallel_attention_mlp}
     raise ValueError(f"no config mapping for model_type {model_type!r}")
