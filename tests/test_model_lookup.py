@@ -19,6 +19,7 @@ from planner.errors import UnknownNameError
     ("lmsys/vicuna-7b-v1.5", "llama-2-7b", None),
     ("HuggingFaceH4/zephyr-7b-beta", "mistral-7b", None),
     ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", "llama-3.1-70b", None),
+    ("Qwen/Qwen1.5-7B-Chat", "qwen-7b", None), ("Qwen/Qwen1.5-72B", "qwen-72b", None),
 ])
 def test_reuploads_and_fine_tunes_resolve(name, model, bits):
     resolved = load_catalog().model(name)
