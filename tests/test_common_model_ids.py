@@ -28,6 +28,8 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "google/gemma-7b-it": ("gemma-7b", 8.54),
     "google/gemma-2-2b-it": ("gemma-2-2b", 2.61),
     "google/gemma-2-27b": ("gemma-2-27b", 27.23),
+    "google/gemma-3-1b-pt": ("gemma-3-1b", 1.00),
+    "google/gemma-3-1b-it": ("gemma-3-1b", 1.00),
     "Qwen/Qwen2-0.5B-Instruct": ("qwen2.5-0.5b", 0.49),
     "Qwen/Qwen2-1.5B": ("qwen2.5-1.5b", 1.54),
     "Qwen/Qwen2.5-Coder-7B-Instruct": ("qwen2.5-7b", 7.62),

@@ -59,6 +59,7 @@ MODEL_TYPES: dict[str, str] = {
     "glm-4.5-air": "glm4_moe",
     "deepseek-v3": "deepseek_v3",
     **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
+    "gemma-3-1b": "gemma3_text",
     **dict.fromkeys(
         ["opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b", "opt-13b", "opt-30b", "opt-66b"], "opt"),
     "bloom-7b1": "bloom",
@@ -100,7 +101,8 @@ def _decoder(m: ModelSpec) -> dict[str, Any]:
 def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
     """config.json keys of ``model_type`` giving ``m``'s shapes (the rest: its defaults)."""
     moe = m.moe
-    if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}:
+    if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
+                      "phi3"}:
         extra = {"attention_bias": m.attention_bias, "mlp_bias": m.mlp_bias} \
             if model_type == "llama" else {}
         return {**_decoder(m), **extra}

@@ -1,10 +1,11 @@
 """Read a local Hugging Face ``config.json`` into a ModelSpec (no network).
 
-Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2 (SwiGLU/GeGLU,
-rotary), Mixtral/Qwen2-MoE/Qwen3-MoE/GLM-4-MoE/DeepSeek-V3 (MoE), OPT, GPT-NeoX, Falcon, BLOOM and
-MPT. The parameter count is computed from the architecture, so ``published_params_b`` is that count
-and says so; tests/test_param_counts.py reads the configs transformers built for every catalog
-architecture (and Qwen2MoeConfig's defaults) through this module and compares the counts.
+Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2/Gemma3 text
+(SwiGLU/GeGLU, rotary), Mixtral/Qwen2-MoE/Qwen3-MoE/GLM-4-MoE/DeepSeek-V3 (MoE), OPT, GPT-NeoX,
+Falcon, BLOOM and MPT. The parameter count is computed from the architecture, so
+``published_params_b`` is that count and says so; tests/test_param_counts.py reads the configs
+transformers built for every catalog architecture (and Qwen2MoeConfig's defaults) through this
+module and compares the counts.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ def _first_dense_layers(cfg: dict[str, Any]) -> int:
 
 
 def _norms_per_layer(cfg: dict[str, Any], family: str) -> int:
-    """Gemma-2: 4 (sandwich); Falcon's parallel block: 1 unless the new architecture's
-    ln_attn + ln_mlp (num_ln_in_parallel_attn 2, its default there); else 2."""
-    if family == "gemma2":
+    """Gemma-2 and Gemma-3 (text): 4 (sandwich); Falcon's parallel block: 1 unless the new
+    architecture's ln_attn + ln_mlp (num_ln_in_parallel_attn 2, its default there); else 2."""
+    if family in {"gemma2", "gemma3_text"}:
         return 4
     if family == "falcon" and cfg.get("parallel_attn", True):
         new = cfg.get("new_decoder_architecture")
@@ -152,7 +153,9 @@ def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str,
         "norms_per_layer": _norms_per_layer(cfg, family),
         # transformers' MPT drops every LayerNorm bias whatever no_bias says (modeling_mpt.py)
         "layernorm_bias": family != "mpt",
-        "qk_norm": family in {"qwen3", "qwen3_moe"} or bool(cfg.get("use_qk_norm")),
+        # q_norm and k_norm of head_dim: Qwen3 (models/qwen3/modeling_qwen3.py), Gemma-3
+        # (models/gemma3/modeling_gemma3.py Gemma3Attention), GLM-4-MoE with use_qk_norm
+        "qk_norm": family in {"qwen3", "qwen3_moe", "gemma3_text"} or bool(cfg.get("use_qk_norm")),
         "final_norm": not (family == "opt" and (
             not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),
     }
