@@ -58,6 +58,8 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "mistralai/Mistral-Small-24B-Instruct-2501": ("mistral-small-24b", 23.57),
     "openai-community/gpt2": ("gpt2", 0.12),
     "openai-community/gpt2-xl": ("gpt2-xl", 1.56),
+    "allenai/OLMo-2-1124-7B": ("olmo-2-7b", 7.30),
+    "allenai/OLMo-2-1124-13B": ("olmo-2-13b", 13.72),
 }
 
 

@@ -211,3 +211,20 @@ def test_norm_variants_by_hand() -> None:
     # OPT-350m (post-LN): no final LayerNorm; the HF checkpoint holds 331,196,416
     opt = count_params(_model("opt-350m"))
     assert (opt.final_norm, opt.total) == (0, 331_196_416)
+    # Gemma-3-1B (4 norms + q/k norms of head_dim): attention 2*1152*1024 + 2*1152*256 =
+    # 2,949,120; MLP 3*1152*6912 = 23,887,872; norms 4*1152 + 2*256 = 5,120 -> 26,842,112
+    assert layer_params(_model("gemma-3-1b"), 0) == 26_842_112
+    # OLMo-2-7B (q/k norms over the whole projections): 4*4096^2 + 3*4096*11008 = 202,375,168;
+    # post-norms 2*4096 + q_norm 32*128 + k_norm 32*128 = 16,384 -> 202,391,552
+    olmo = _model("olmo-2-7b")
+    assert layer_params(olmo, 0) == 202_391_552
+    # with 8 kv heads k_norm spans 8*128 = 1,024 (q_norm 4,096), not head_dim
+    gqa = olmo.model_copy(update={"num_kv_heads": 8})
+    assert layer_params(gqa, 0) - layer_params(gqa.model_copy(update={
+        "qk_norm_full_width": False}), 0) == (32 + 8) * 128 - 2 * 128
+
+
+def test_qk_norm_full_width_needs_qk_norm() -> None:
+    data = _model("olmo-2-7b").model_dump()
+    with pytest.raises(ValueError, match="qk_norm_full_width needs qk_norm"):
+        ModelSpec.model_validate({**data, "qk_norm": False})

@@ -60,6 +60,7 @@ MODEL_TYPES: dict[str, str] = {
     "deepseek-v3": "deepseek_v3",
     **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
     "gemma-3-1b": "gemma3_text",
+    **dict.fromkeys(["olmo-2-7b", "olmo-2-13b"], "olmo2"),
     **dict.fromkeys(
         ["opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b", "opt-13b", "opt-30b", "opt-66b"], "opt"),
     "bloom-7b1": "bloom",
@@ -78,6 +79,9 @@ HF_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen3_moe-dense-first-layer": ("qwen3_moe", {"mlp_only_layers": [0]}),
     # GLM-4.5 (355B) normalises q and k per head: Glm4MoeConfig() defaults with use_qk_norm.
     "glm4_moe-qk-norm": ("glm4_moe", {"use_qk_norm": True}),
+    # OLMo-2 with grouped-query attention (as OLMo-2 32B: 8 kv heads): k_norm spans
+    # kv_heads*head_dim, narrower than q_norm's heads*head_dim (Olmo2Config() defaults otherwise).
+    "olmo2-gqa": ("olmo2", {"num_key_value_heads": 8}),
 }
 
 # to_dict() keys that describe no shape (generation, dropout, output flags, bookkeeping).
@@ -102,7 +106,7 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
     """config.json keys of ``model_type`` giving ``m``'s shapes (the rest: its defaults)."""
     moe = m.moe
     if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
-                      "phi3"}:
+                      "phi3", "olmo2"}:
         extra = {"attention_bias": m.attention_bias, "mlp_bias": m.mlp_bias} \
             if model_type == "llama" else {}
         return {**_decoder(m), **extra}

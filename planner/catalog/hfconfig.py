@@ -1,6 +1,6 @@
 """Read a local Hugging Face ``config.json`` into a ModelSpec (no network).
 
-Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2/Gemma3 text
+Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2/Gemma3 text/OLMo-2
 (SwiGLU/GeGLU, rotary), Mixtral/Qwen2-MoE/Qwen3-MoE/GLM-4-MoE/DeepSeek-V3 (MoE), OPT, GPT-NeoX,
 Falcon, BLOOM and MPT. The parameter count is computed from the architecture, so
 ``published_params_b`` is that count and says so; tests/test_param_counts.py reads the configs
@@ -155,7 +155,10 @@ def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str,
         "layernorm_bias": family != "mpt",
         # q_norm and k_norm of head_dim: Qwen3 (models/qwen3/modeling_qwen3.py), Gemma-3
         # (models/gemma3/modeling_gemma3.py Gemma3Attention), GLM-4-MoE with use_qk_norm
-        "qk_norm": family in {"qwen3", "qwen3_moe", "gemma3_text"} or bool(cfg.get("use_qk_norm")),
+        "qk_norm": family in {"qwen3", "qwen3_moe", "gemma3_text", "olmo2"}
+        or bool(cfg.get("use_qk_norm")),
+        # OLMo-2 normalises the whole q and k projections (models/olmo2/modeling_olmo2.py)
+        "qk_norm_full_width": family == "olmo2",
         "final_norm": not (family == "opt" and (
             not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),
     }

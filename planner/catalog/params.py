@@ -7,8 +7,9 @@ Conventions (matching the Hugging Face implementations of the catalog's families
 - MoE: router h x num_experts, every routed and shared expert is a gated MLP of its own size;
   Qwen2-MoE gates its shared expert with a sigmoid of a h x 1 linear (``shared_expert_gate``).
 - norms: ``norms_per_layer`` per layer (RMSNorm h, LayerNorm 2h with bias or h without), Qwen3's
-  q/k norms (head_dim each), MLA's q_a/kv_a norms, one final norm unless ``final_norm`` is false,
-  one after the embedding when ``embedding_norm``.
+  q/k norms (head_dim each; OLMo-2's span heads*head_dim and kv_heads*head_dim), MLA's q_a/kv_a
+  norms, one final norm unless ``final_norm`` is false, one after the embedding when
+  ``embedding_norm``.
 - learned positions: ``max_position_embeddings`` rows of h; OPT (the only ReLU family) allocates
   2 more rows (HF ``OPTLearnedPositionalEmbedding`` offset 2).
 
@@ -143,11 +144,15 @@ def layer_params(m: ModelSpec, layer: int) -> int:
     ``input_layernorm`` (transformers models/falcon/modeling_falcon.py, parallel_attn without
     new_decoder_architecture), 4 for Gemma-2 (input, post-attention, pre- and post-feedforward:
     models/gemma2/modeling_gemma2.py). Attention norms: Qwen3's q_norm and k_norm, RMSNorm of
-    head_dim each (models/qwen3/modeling_qwen3.py), and MLA's q_a and kv_a RMSNorms.
+    head_dim each (models/qwen3/modeling_qwen3.py), OLMo-2's over the whole q and k projections
+    (``qk_norm_full_width``: heads*head_dim and kv_heads*head_dim, models/olmo2/modeling_olmo2.py
+    Olmo2Attention), and MLA's q_a and kv_a RMSNorms.
     """
     params = sum(lin.params for lin in layer_linears(m, layer))
     params += m.norms_per_layer * _norm_params(m, m.hidden_size)
-    if m.qk_norm:
+    if m.qk_norm_full_width:
+        params += (m.num_attention_heads + m.num_kv_heads) * m.head_dim
+    elif m.qk_norm:
         params += 2 * m.head_dim
     if m.mla is not None:
         params += m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0)

@@ -210,18 +210,18 @@ class ModelSpec(_Frozen):
     )
     layernorm_bias: bool = Field(default=True, description="LayerNorms have a bias (MPT: none)")
     qk_norm: bool = Field(default=False, description="RMSNorm of head_dim on q and k (Qwen3)")
-    final_norm: bool = Field(
-        default=True, description="a norm after the last layer (OPT-350m: none)"
-    )
+    qk_norm_full_width: bool = Field(default=False, description="q/k RMSNorms over heads*head_dim "
+                                     "and kv_heads*head_dim, not head_dim (OLMo-2; needs qk_norm)")
+    final_norm: bool = Field(default=True,
+                             description="a norm after the last layer (OPT-350m: none)")
     word_embed_proj_dim: int | None = Field(
         default=None, gt=0, le=MAX_WIDTH,
         description="OPT-350m: embeddings in a smaller dim, projected in/out"
     )
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
-    published_params_b: float = Field(
-        gt=0, le=1e6, description="parameter count published by the authors"
-    )
+    published_params_b: float = Field(gt=0, le=1e6,
+                                      description="parameter count published by the authors")
     params_source: str = Field(description="where published_params_b was read")
     source_urls: tuple[str, ...] = Field(min_length=1)
     notes: str = ""
@@ -229,10 +229,10 @@ class ModelSpec(_Frozen):
     @model_validator(mode="after")
     def _heads_consistent(self) -> ModelSpec:
         if self.num_attention_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_attention_heads {self.num_attention_heads} is not a multiple of "
-                f"num_kv_heads {self.num_kv_heads}"
-            )
+            raise ValueError(f"num_attention_heads {self.num_attention_heads} is not a multiple "
+                             f"of num_kv_heads {self.num_kv_heads}")
+        if self.qk_norm_full_width and not self.qk_norm:
+            raise ValueError("qk_norm_full_width needs qk_norm")
         return self
 
     @property

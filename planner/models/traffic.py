@@ -37,7 +37,7 @@ def _eager_layer_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...],
     total = model.norms_per_layer * norm * h + 2 * b["residual_add"] * h
     if model.position_embedding == "rotary":
         total += b["rotary"] * (q + k)
-    if model.qk_norm:
+    if model.qk_norm:  # per head (Qwen3) or over the whole projection (OLMo-2): q + k elements
         total += b["rmsnorm"] * (q + k)
     act = b["gated_act"] if model.activation in ("swiglu", "geglu") else b["act"]
     for lin in layer_linears(model, layer):
