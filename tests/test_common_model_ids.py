@@ -60,6 +60,14 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "openai-community/gpt2-xl": ("gpt2-xl", 1.56),
     "allenai/OLMo-2-1124-7B": ("olmo-2-7b", 7.30),
     "allenai/OLMo-2-1124-13B": ("olmo-2-13b", 13.72),
+    "microsoft/Phi-3-medium-4k-instruct": ("phi-3-medium-4k", 13.96),
+    "microsoft/Phi-3-medium-128k-instruct": ("phi-3-medium-128k", 13.96),
+    "ibm-granite/granite-3.1-8b-base": ("granite-3.1-8b", 8.17),
+    "ibm-granite/granite-3.1-8b-instruct": ("granite-3.1-8b", 8.17),
+    "ibm-granite/granite-3.1-2b-base": ("granite-3.1-2b", 2.53),
+    "ibm-granite/granite-3.1-2b-instruct": ("granite-3.1-2b", 2.53),
+    "openai/gpt-oss-20b": ("gpt-oss-20b", 20.91),
+    "openai/gpt-oss-120b": ("gpt-oss-120b", 116.83),
 }
 
 

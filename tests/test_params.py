@@ -228,3 +228,43 @@ def test_qk_norm_full_width_needs_qk_norm() -> None:
     data = _model("olmo-2-7b").model_dump()
     with pytest.raises(ValueError, match="qk_norm_full_width needs qk_norm"):
         ModelSpec.model_validate({**data, "qk_norm": False})
+
+
+def test_gpt_oss_sinks_router_and_expert_biases_by_hand() -> None:
+    # gpt-oss-20b: h=2880, 64 heads and 8 kv heads of 64, 32 experts of 2880 (top-4), biases on
+    # q/k/v/o, router and experts, a sink logit per head, vocab 201088 untied, 24 layers.
+    # attention: q 2880*4096+4096 = 11,800,576; k, v 2880*512+512 = 1,475,072 each;
+    #            o 4096*2880+2880 = 11,799,360                              -> 26,550,080
+    # sinks 64; router 2880*32 + 32 = 92,192; experts 32*(2880*5760+5760 + 2880*2880+2880) =
+    # 796,538,880; norms 2*2880 = 5,760                                     -> 823,186,976
+    # total = 24*823,186,976 + 2*201088*2880 + 2880 = 20,914,757,184 (transformers 5.24 too)
+    m = _model("gpt-oss-20b")
+    assert layer_params(m, 0) == 823_186_976
+    assert count_params(m).total == 20_914_757_184
+    router = {lin.name: lin for lin in layer_linears(m, 0)}["router"]
+    assert (router.bias, router.params) == (True, 92_192)
+    no_sinks = m.model_copy(update={"attention_sinks": False})
+    assert layer_params(m, 0) - layer_params(no_sinks, 0) == 64
+    no_bias = m.model_copy(update={"moe": m.moe.model_copy(update={"router_bias": False})})
+    assert layer_params(m, 0) - layer_params(no_bias, 0) == 32
+    # active: 28 of 32 experts idle per token (each 24,891,840 with its biases); the authors'
+    # 3.61B active leaves out the 579,133,440 embedding table
+    c = count_params(m)
+    assert c.total - c.active == 24 * 28 * 24_891_840
+    assert round((c.active - 201_088 * 2880) / 1e9, 2) == 3.61
+    # gpt-oss-120b: 36 layers of 128 experts; the authors' 116.83B total, 5.13B active
+    big = count_params(_model("gpt-oss-120b"))
+    assert big.total == 116_829_156_672
+    assert round((big.active - 201_088 * 2880) / 1e9, 2) == 5.13
+
+
+def test_hfconfig_reads_gpt_oss_sinks_router_and_expert_biases() -> None:
+    from planner.catalog.hfconfig import spec_from_hf_dict
+
+    data = yaml.safe_load((Path(__file__).parent / "data" / "param_counts.yaml").read_text(
+        encoding="utf-8"))["catalog"]["gpt-oss-20b"]["config"]
+    spec = spec_from_hf_dict(data, name="gpt-oss-20b")
+    assert (spec.attention_sinks, spec.moe.router_bias, spec.mlp_bias, spec.attention_bias) == (
+        True, True, True, True)
+    llama = spec_from_hf_dict({**data, "model_type": "llama"}, name="x")
+    assert not llama.attention_sinks and not llama.moe.router_bias

@@ -46,7 +46,10 @@ MODEL_TYPES: dict[str, str] = {
     **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b"],
                     "mistral"),
     **dict.fromkeys(["mixtral-8x7b", "mixtral-8x22b"], "mixtral"),
-    **dict.fromkeys(["phi-3-mini-4k", "phi-3-mini-128k", "phi-3.5-mini", "phi-4"], "phi3"),
+    **dict.fromkeys(["phi-3-mini-4k", "phi-3-mini-128k", "phi-3.5-mini", "phi-4", "phi-3-medium-4k",
+                     "phi-3-medium-128k"], "phi3"),
+    **dict.fromkeys(["granite-3.1-2b", "granite-3.1-8b"], "granite"),
+    **dict.fromkeys(["gpt-oss-20b", "gpt-oss-120b"], "gpt_oss"),
     **dict.fromkeys(["gemma-2b", "gemma-7b"], "gemma"),
     **dict.fromkeys(["qwen-1.8b", "qwen-7b", "qwen-14b", "qwen-72b"], "qwen2"),
     **dict.fromkeys(
@@ -106,10 +109,14 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
     """config.json keys of ``model_type`` giving ``m``'s shapes (the rest: its defaults)."""
     moe = m.moe
     if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
-                      "phi3", "olmo2"}:
+                      "phi3", "olmo2", "granite"}:
         extra = {"attention_bias": m.attention_bias, "mlp_bias": m.mlp_bias} \
-            if model_type == "llama" else {}
+            if model_type in {"llama", "granite"} else {}
         return {**_decoder(m), **extra}
+    if model_type == "gpt_oss":  # experts, router and q/k/v/o all biased; sinks per head
+        return {**_decoder(m), "intermediate_size": moe.expert_ffn_hidden_size,
+                "num_local_experts": moe.num_experts, "num_experts_per_tok": moe.experts_per_token,
+                "attention_bias": m.attention_bias}
     if model_type == "mixtral":
         return {**_decoder(m), "num_local_experts": moe.num_experts,
                 "num_experts_per_tok": moe.experts_per_token}

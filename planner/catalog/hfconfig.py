@@ -1,8 +1,8 @@
 """Read a local Hugging Face ``config.json`` into a ModelSpec (no network).
 
-Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2/Gemma3 text/OLMo-2
-(SwiGLU/GeGLU, rotary), Mixtral/Qwen2-MoE/Qwen3-MoE/GLM-4-MoE/DeepSeek-V3 (MoE), OPT, GPT-NeoX,
-Falcon, BLOOM and MPT. The parameter count is computed from the architecture, so
+Covers the decoder families in the catalog: Llama/Mistral/Qwen2/Qwen3/Gemma2/Gemma3 text/OLMo-2/
+Granite (SwiGLU/GeGLU, rotary), Mixtral/Qwen2-MoE/Qwen3-MoE/GLM-4-MoE/DeepSeek-V3/gpt-oss (MoE),
+OPT, GPT-NeoX, Falcon, BLOOM and MPT. The parameter count is computed from the architecture, so
 ``published_params_b`` is that count and says so; tests/test_param_counts.py reads the configs
 transformers built for every catalog architecture (and Qwen2MoeConfig's defaults) through this
 module and compares the counts.
@@ -57,7 +57,8 @@ def _activation(cfg: dict[str, Any], family: str) -> str:
 def _moe(cfg: dict[str, Any]) -> dict[str, Any] | None:
     """The MoeSpec fields (validated with the ModelSpec), None for a dense model. Shared
     experts: n_shared_experts of the expert size (DeepSeek, GLM-4-MoE) or Qwen2-MoE's one shared
-    expert of shared_expert_intermediate_size with its sigmoid gate."""
+    expert of shared_expert_intermediate_size with its sigmoid gate. gpt-oss's router has a bias
+    (transformers models/gpt_oss/modeling_gpt_oss.py GptOssTopKRouter)."""
     experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts")
     if not experts or experts <= 1:
         return None
@@ -70,6 +71,7 @@ def _moe(cfg: dict[str, Any]) -> dict[str, Any] | None:
         "shared_expert_ffn_hidden_size": qwen_shared or None,
         "shared_expert_gate": bool(qwen_shared),
         "first_dense_layers": _first_dense_layers(cfg),
+        "router_bias": str(cfg.get("model_type", "")).lower() == "gpt_oss",
     }
 
 
@@ -141,9 +143,10 @@ def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str,
         # q, k and v only: o_proj has no bias in Qwen2, Qwen2-MoE and GLM-4-MoE
         "attention_out_bias": False if family in _QKV_BIAS_ONLY else None,
         # GPT-2's Conv1D projections (c_attn, c_proj, c_fc) all carry a bias (transformers
-        # models/gpt2/modeling_gpt2.py: Conv1D defines bias for every projection)
+        # models/gpt2/modeling_gpt2.py: Conv1D defines bias for every projection); gpt-oss's
+        # experts carry gate_up_proj_bias and down_proj_bias (modeling_gpt_oss.py GptOssExperts)
         "mlp_bias": bool(_first(cfg, "mlp_bias",
-                                default=family in {"opt", "gpt_neox", "bloom", "gpt2"})),
+                                default=family in {"opt", "gpt_neox", "bloom", "gpt2", "gpt_oss"})),
         "parallel_attention_mlp": bool(
             _first(cfg, "use_parallel_residual", "parallel_attn", default=family == "falcon")
         ),
@@ -159,6 +162,8 @@ def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str,
         or bool(cfg.get("use_qk_norm")),
         # OLMo-2 normalises the whole q and k projections (models/olmo2/modeling_olmo2.py)
         "qk_norm_full_width": family == "olmo2",
+        # one learned sink logit per attention head (modeling_gpt_oss.py GptOssAttention.sinks)
+        "attention_sinks": family == "gpt_oss",
         "final_norm": not (family == "opt" and (
             not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),
     }

@@ -4,8 +4,10 @@ Conventions (matching the Hugging Face implementations of the catalog's families
 - attention: q = h x (heads*head_dim), k and v = h x (kv_heads*head_dim), o = (heads*head_dim) x h;
   MLA (DeepSeek-V2/V3) replaces q/k/v by low-rank q_a/q_b and kv_a/kv_b (DeepSeek-V3 report, 2024).
 - MLP: gated (SwiGLU/GeGLU: gate, up, down) or plain (GELU/ReLU: up, down), each h x ffn.
-- MoE: router h x num_experts, every routed and shared expert is a gated MLP of its own size;
-  Qwen2-MoE gates its shared expert with a sigmoid of a h x 1 linear (``shared_expert_gate``).
+- MoE: router h x num_experts (gpt-oss: with a bias, ``router_bias``), every routed and shared
+  expert is a gated MLP of its own size; Qwen2-MoE gates its shared expert with a sigmoid of a
+  h x 1 linear (``shared_expert_gate``).
+- attention sinks (gpt-oss, ``attention_sinks``): one learned logit per attention head per layer.
 - norms: ``norms_per_layer`` per layer (RMSNorm h, LayerNorm 2h with bias or h without), Qwen3's
   q/k norms (head_dim each; OLMo-2's span heads*head_dim and kv_heads*head_dim), MLA's q_a/kv_a
   norms, one final norm unless ``final_norm`` is false, one after the embedding when
@@ -118,8 +120,10 @@ def _attention(m: ModelSpec) -> list[Linear]:
 def layer_linears(m: ModelSpec, layer: int) -> tuple[Linear, ...]:
     """Weight-matrix shapes of layer ``layer`` (0-based): attention, then the MLP or the MoE block.
 
-    MoE layers (index >= ``first_dense_layers``) hold a router (h x E, no bias), E routed experts
-    and the shared experts, each a gated MLP, and Qwen2-MoE's shared-expert gate (h x 1, no bias:
+    MoE layers (index >= ``first_dense_layers``) hold a router (h x E; a bias of E with
+    ``router_bias``: gpt-oss, transformers models/gpt_oss/modeling_gpt_oss.py GptOssTopKRouter), E
+    routed experts and the shared experts, each a gated MLP, and Qwen2-MoE's shared-expert gate
+    (h x 1, no bias:
     transformers models/qwen2_moe/modeling_qwen2_moe.py ``shared_expert_gate``, grouped with the
     router: LoRA's all-linear skips both); earlier layers hold a dense MLP of ffn_hidden_size.
     """
@@ -127,7 +131,7 @@ def layer_linears(m: ModelSpec, layer: int) -> tuple[Linear, ...]:
     moe = _moe_of_layer(m, layer)
     if moe is None:
         return tuple(linears + _mlp(m, m.ffn_hidden_size, 1, "mlp", m.mlp_bias))
-    linears.append(Linear("router", m.hidden_size, moe.num_experts, 1, False, "router"))
+    linears.append(Linear("router", m.hidden_size, moe.num_experts, 1, moe.router_bias, "router"))
     linears += _mlp(m, moe.expert_ffn_hidden_size, moe.num_experts, "expert", m.mlp_bias)
     if moe.num_shared_experts:
         shared = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size
@@ -146,7 +150,8 @@ def layer_params(m: ModelSpec, layer: int) -> int:
     models/gemma2/modeling_gemma2.py). Attention norms: Qwen3's q_norm and k_norm, RMSNorm of
     head_dim each (models/qwen3/modeling_qwen3.py), OLMo-2's over the whole q and k projections
     (``qk_norm_full_width``: heads*head_dim and kv_heads*head_dim, models/olmo2/modeling_olmo2.py
-    Olmo2Attention), and MLA's q_a and kv_a RMSNorms.
+    Olmo2Attention), and MLA's q_a and kv_a RMSNorms. gpt-oss's attention sinks: one parameter
+    per attention head (models/gpt_oss/modeling_gpt_oss.py GptOssAttention ``sinks``).
     """
     params = sum(lin.params for lin in layer_linears(m, layer))
     params += m.norms_per_layer * _norm_params(m, m.hidden_size)
@@ -156,6 +161,8 @@ def layer_params(m: ModelSpec, layer: int) -> int:
         params += 2 * m.head_dim
     if m.mla is not None:
         params += m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0)
+    if m.attention_sinks:
+        params += m.num_attention_heads
     return params
 
 

@@ -142,12 +142,9 @@ class MoeSpec(_Frozen):
     """Mixture-of-experts MLP. Memory counts all experts; compute counts the active ones."""
 
     num_experts: int = Field(gt=1, le=MAX_EXPERTS, description="routed experts per MoE layer")
-    experts_per_token: int = Field(
-        gt=0, le=MAX_EXPERTS, description="top-k routed experts per token"
-    )
-    expert_ffn_hidden_size: int = Field(
-        gt=0, le=MAX_WIDTH, description="intermediate size of one expert"
-    )
+    experts_per_token: int = Field(gt=0, le=MAX_EXPERTS, description="top-k experts per token")
+    expert_ffn_hidden_size: int = Field(gt=0, le=MAX_WIDTH,
+                                        description="intermediate size of one expert")
     num_shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
     shared_expert_ffn_hidden_size: int | None = Field(
         default=None, gt=0, le=MAX_WIDTH,
@@ -160,6 +157,7 @@ class MoeSpec(_Frozen):
     shared_expert_gate: bool = Field(
         default=False, description="a sigmoid gate h x 1 scales the shared experts (Qwen2-MoE)"
     )
+    router_bias: bool = Field(default=False, description="the router has a bias (gpt-oss)")
 
 
 class MlaSpec(_Frozen):
@@ -212,6 +210,7 @@ class ModelSpec(_Frozen):
     qk_norm: bool = Field(default=False, description="RMSNorm of head_dim on q and k (Qwen3)")
     qk_norm_full_width: bool = Field(default=False, description="q/k RMSNorms over heads*head_dim "
                                      "and kv_heads*head_dim, not head_dim (OLMo-2; needs qk_norm)")
+    attention_sinks: bool = Field(default=False, description="a learned sink per head (gpt-oss)")
     final_norm: bool = Field(default=True,
                              description="a norm after the last layer (OPT-350m: none)")
     word_embed_proj_dim: int | None = Field(
