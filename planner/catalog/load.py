@@ -60,7 +60,10 @@ class Catalog:
         key = gpu_key(_name(name, "GPU"))
         if key in self.gpus:
             return self.gpus[key]
-        found = [i for i in self.gpus if i.startswith(key + "-") or i.endswith("-" + key)]
+        # a model name, not a memory size or a form factor alone ("80gb", "sxm")
+        named = re.search(r"\d", key) and not re.fullmatch(r"\d+gb", key)
+        found = [i for i in self.gpus
+                 if named and (i.startswith(key + "-") or i.endswith("-" + key))]
         if len(found) == 1:
             return self.gpus[found[0]]
         if found:
