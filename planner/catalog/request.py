@@ -277,6 +277,10 @@ class TrainConfig(_Request):
         "activation and residual adds as fused kernels without torch.compile (TransformerEngine, "
         "Triton, Liger, XLA); False: eager PyTorch, one kernel per op"
     )
+    fused_norms: bool = Field(
+        default=False, description="norms run as one fused kernel each where the rest of the "
+        "elementwise ops run eager (torchtitan norm_type fused_rmsnorm, apex FusedRMSNorm)"
+    )
     fused_lora_kernels: bool = Field(
         default=False, description="LoRA layers as fused autograd functions saving only their "
         "inputs (and a gated MLP's gate and up outputs), gradients written in place (Unsloth)"

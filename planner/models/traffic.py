@@ -22,23 +22,28 @@ def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
     """HBM bytes per token that the elementwise ops of one layer's forward move when each runs
     as its own kernel (eager Hugging Face modeling code: efficiency.ELEMENTWISE_BYTES). Widths:
     h hidden, q = heads x head_dim, k = kv heads x head_dim, f the MLP width a token passes
-    (routed experts: experts_per_token of them, and the shared ones)."""
-    return _eager_layer_bytes(model, cfg.is_peft, tuple(cfg.lora_targets), layer)
+    (routed experts: experts_per_token of them, and the shared ones). A fused norm kernel
+    (TrainConfig.fused_norms: torchtitan's fused_rmsnorm, apex FusedRMSNorm) moves an RMSNorm's
+    bytes as one kernel, as nn.LayerNorm does (ELEMENTWISE_BYTES["layernorm"])."""
+    return _eager_layer_bytes(model, cfg.is_peft, tuple(cfg.lora_targets), layer,
+                              cfg.fused_norms)
 
 
 @lru_cache(maxsize=4096)
 def _eager_layer_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...],
-                       layer: int) -> float:
-    """eager_layer_bytes by what it reads of the config (whether and where adapters sit)."""
+                       layer: int, fused_norms: bool = False) -> float:
+    """eager_layer_bytes by what it reads of the config (whether and where adapters sit,
+    whether norms run as one kernel)."""
     b = eff.ELEMENTWISE_BYTES
     h = model.hidden_size
     q, k = model.num_attention_heads * model.head_dim, model.num_kv_heads * model.head_dim
-    norm = b["rmsnorm"] if model.norm == "rmsnorm" else b["layernorm"]
+    rms = b["layernorm"] if fused_norms else b["rmsnorm"]
+    norm = rms if model.norm == "rmsnorm" else b["layernorm"]
     total = model.norms_per_layer * norm * h + 2 * b["residual_add"] * h
     if model.position_embedding == "rotary":
         total += b["rotary"] * (q + k)
     if model.qk_norm:  # per head (Qwen3) or over the whole projection (OLMo-2): q + k elements
-        total += b["rmsnorm"] * (q + k)
+        total += rms * (q + k)
     act = b["gated_act"] if model.activation in ("swiglu", "geglu") else b["act"]
     for lin in layer_linears(model, layer):
         per = model.moe.experts_per_token if lin.group == "expert" and model.moe else lin.count
@@ -51,9 +56,10 @@ def _eager_layer_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...],
 
 @lru_cache(maxsize=4096)
 def _eager_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...], start: int,
-                 stop: int) -> float:
+                 stop: int, fused_norms: bool = False) -> float:
     """Sum of eager_layer_bytes over layers start .. stop - 1 (in layer order)."""
-    return sum(_eager_layer_bytes(model, peft, targets, i) for i in range(start, stop))
+    return sum(_eager_layer_bytes(model, peft, targets, i, fused_norms)
+               for i in range(start, stop))
 
 
 def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
@@ -65,11 +71,11 @@ def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     fused_elementwise, or torch.compile)."""
     if cfg.fuses_elementwise:
         return 0.0
-    peft, targets = cfg.is_peft, tuple(cfg.lora_targets)
-    fwd = _eager_bytes(model, peft, targets, 0, model.num_layers)
+    peft, targets, fused = cfg.is_peft, tuple(cfg.lora_targets), cfg.fused_norms
+    fwd = _eager_bytes(model, peft, targets, 0, model.num_layers, fused)
     if backward:
         top = _eager_bytes(model, peft, targets, model.num_layers - backward_layers(model, cfg),
-                           model.num_layers)
+                           model.num_layers, fused)
         passes = fwd + eff.ELEMENTWISE_BACKWARD_RATIO * top
         if cfg.checkpointing == "full":
             passes += top

@@ -139,7 +139,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     attention.KERNEL_NAMES, or eager: the probabilities materialised), its LoRA dropout
     (extra.lora_dropout), the NF4 recipe (extra.weight_quant: _double_quant), whether its loop
     holds the previous micro-batch's outputs (extra.holds_previous_outputs), torch.compile
-    (extra.compile, else the framework's compiled_workloads) and the rollout engine's
+    (extra.compile, else the framework's compiled_workloads), fused norm kernels
+    (extra.norm_type, e.g. fused_rmsnorm) and the rollout engine's
     enforce_eager (extra.rollout_enforce_eager)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
@@ -166,6 +167,9 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     if double is not None:
         sem["nf4_double_quant"] = double
     sem["compiled"] = bool(extra["compile"] if "compile" in extra else sem.get("compiled"))
+    # extra.norm_type (the validation schema's e.g. fused_rmsnorm): norms as one kernel each
+    if "fused" in str(extra.get("norm_type") or "").lower():
+        sem["fused_norms"] = True
     if extra.get("holds_previous_outputs") is not None:
         sem["holds_previous_outputs"] = bool(extra["holds_previous_outputs"])
     # the rollout engine's enforce_eager as the case ran it (the framework's default at the
