@@ -68,6 +68,12 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "ibm-granite/granite-3.1-2b-instruct": ("granite-3.1-2b", 2.53),
     "openai/gpt-oss-20b": ("gpt-oss-20b", 20.91),
     "openai/gpt-oss-120b": ("gpt-oss-120b", 116.83),
+    "Qwen/QwQ-32B": ("qwq-32b", 32.76),
+    "Qwen/Qwen2.5-Math-7B": ("qwen2.5-math-7b", 7.62),
+    "Qwen/Qwen2.5-Math-7B-Instruct": ("qwen2.5-math-7b", 7.62),
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": ("qwen3-coder-30b-a3b", 30.53),
+    "deepseek-ai/DeepSeek-V2-Lite": ("deepseek-v2-lite", 15.71),
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": ("deepseek-v2-lite", 15.71),
 }
 
 

@@ -142,6 +142,26 @@ def test_deepseek_v3_active_about_37b() -> None:
     assert c.largest_layer == layer_params(m, 3)
 
 
+def test_deepseek_v2_lite_mla_without_q_lora_by_hand() -> None:
+    # h=2048, 16 heads; MLA with q_lora_rank null: q 2048*16*192 = 6,291,456; kv_a 2048*(512+64)
+    # = 1,179,648; kv_a norm 512; kv_b 512*16*(128+128) = 2,097,152; o 16*128*2048 = 4,194,304
+    # -> 13,763,072; two layer norms 4,096.
+    m = _model("deepseek-v2-lite")
+    attn = 6_291_456 + 1_179_648 + 512 + 2_097_152 + 4_194_304
+    assert {lin.name for lin in layer_linears(m, 0)} == {"q", "kv_a", "kv_b", "o", "gate", "up",
+                                                         "down"}
+    # layer 0 dense: 3*2048*10944 = 67,239,936
+    assert layer_params(m, 0) == attn + 4_096 + 67_239_936 == 81_007_104
+    # layers 1-26: router 64*2048; 64 experts of 3*2048*1408; 2 shared experts 3*2048*2816
+    moe = 131_072 + 64 * 3 * 2048 * 1408 + 3 * 2048 * 2816
+    assert layer_params(m, 1) == attn + 4_096 + moe == 584_847_872
+    # untied embedding and lm_head 2*102400*2048, final norm 2048
+    c = count_params(m)
+    assert c.total == 81_007_104 + 26 * 584_847_872 + 2 * 102_400 * 2048 + 2048 == 15_706_484_224
+    # the authors' 2.4B activated counts the lm_head, not the input embedding
+    assert abs(c.active - 102_400 * 2048 - 2.4e9) / 2.4e9 < 0.03
+
+
 def test_qwen3_moe_active_matches_card() -> None:
     # Qwen3-30B-A3B card: 3.3B activated; Qwen3-235B-A22B: 22B activated
     assert abs(count_params(_model("qwen3-30b-a3b")).active - 3.3e9) / 3.3e9 < 0.02

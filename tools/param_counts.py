@@ -54,13 +54,14 @@ MODEL_TYPES: dict[str, str] = {
     **dict.fromkeys(["qwen-1.8b", "qwen-7b", "qwen-14b", "qwen-72b"], "qwen2"),
     **dict.fromkeys(
         ["qwen2-7b", "qwen2-72b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b",
-         "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"], "qwen2"),
+         "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwq-32b", "qwen2.5-math-7b"], "qwen2"),
     "qwen2-57b-a14b": "qwen2_moe",
     **dict.fromkeys(["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b"],
                     "qwen3"),
-    **dict.fromkeys(["qwen3-30b-a3b", "qwen3-235b-a22b"], "qwen3_moe"),
+    **dict.fromkeys(["qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-coder-30b-a3b"], "qwen3_moe"),
     "glm-4.5-air": "glm4_moe",
     "deepseek-v3": "deepseek_v3",
+    "deepseek-v2-lite": "deepseek_v2",
     **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
     "gemma-3-1b": "gemma3_text",
     **dict.fromkeys(["olmo-2-7b", "olmo-2-13b"], "olmo2"),
@@ -128,7 +129,7 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
         if model_type == "qwen2_moe":
             out["shared_expert_intermediate_size"] = moe.shared_expert_ffn_hidden_size
         return out
-    if model_type in {"glm4_moe", "deepseek_v3"}:
+    if model_type in {"glm4_moe", "deepseek_v3", "deepseek_v2"}:
         out = {**_decoder(m), "n_routed_experts": moe.num_experts,
                "n_shared_experts": moe.num_shared_experts,
                "num_experts_per_tok": moe.experts_per_token,
