@@ -352,7 +352,8 @@ def fit_decode(cases: Cases, catalog: Catalog, exclude: frozenset[str]) -> tuple
 def fit_rl_rollout(cases: Cases, catalog: Catalog, exclude: frozenset[str],
                    decode: dict[str, float]) -> tuple[float, list[str]]:
     mine = [cases.throughput[i] for i in eff.RL_ROLLOUT_CASES if i not in exclude]
-    implied = [v for v in (implied_rl_decode_efficiency(c, catalog) for c in mine) if v <= 1]
+    implied = [v for v in (implied_rl_decode_efficiency(c, catalog) for c in mine)
+               if v <= MAX_IMPLIED_UTILISATION]
     if not implied:
         return decode["vllm"], ["rl_rollout_decode_efficiency: the serving vLLM factor"]
     return round(statistics.median(implied), DIGITS), []
