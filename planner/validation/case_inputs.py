@@ -221,10 +221,9 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
     zero = zero_stage_of("zero1" if sharding == "megatron" else sharding)
     fsdp = _fsdp(case, profile)
     lora = _lora_defaults(case, profile)
-    semantics = _semantics(case, profile, sharded=bool(zero) or fsdp)
-    fused = run_profile(case, profile, catalog).value("fused_elementwise")
-    if fused is not None:  # the backend's kernels where the run switched to one
-        semantics["fused_elementwise"] = bool(fused)
+    # the memory and kernel semantics of what ran: a backend the run switched to (run_profile)
+    semantics = _semantics(case, run_profile(case, profile, catalog),
+                           sharded=bool(zero) or fsdp)
     cfg = TrainConfig(
         **semantics,
         workload=workload,
