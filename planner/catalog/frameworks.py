@@ -215,19 +215,6 @@ def efficiency_of(profile: Profile) -> tuple[str | None, str]:
     return key, f"efficiency of {profile.id} ({profile.source('efficiency')})"
 
 
-# Fields a profile's memory semantics set (config_fields); the others are the job's own.
-SEMANTIC_FIELDS = ("flash_attention", "attention_kernel", "expand_kv_heads", "chunked_loss",
-                   "loss_in_fp32", "loss_holds_logits",
-                   "lm_head_vocab_chunk", "pure_bf16", "pure_16bit_methods",
-                   "fp32_trained_weights",
-                   "selective_checkpointing", "fused_optimizer", "shard_embeddings",
-                   "fsdp_no_sync", "rollout_engine", "rollout_eager", "offload_checkpoints",
-                   "fused_lora_kernels", "loss_token_chunk_gib", "lora_dropout",
-                   "lora_dropout_shared_qkv", "quantized_head", "loss_seq_chunk",
-                   "holds_previous_outputs", "nf4_double_quant", "qlora_16bit_rest",
-                   "fused_elementwise")
-
-
 def sharding_kind(cfg: TrainConfig) -> str:
     """The profile's sharding kind a layout needs: fsdp (FSDP1 or FSDP2), zero1-3, ddp for
     several data-parallel ranks without sharding, none for one."""
