@@ -228,6 +228,14 @@ def count_params(m: ModelSpec) -> ParamCounts:
     )
 
 
+def is_adapted(lin: Linear, targets: Sequence[str]) -> bool:
+    """Whether LoRA ``targets`` put an adapter on ``lin``: a Linear named in them, or with
+    "all-linear" every attention, MLP and expert linear except the router (PEFT's
+    ``target_modules="all-linear"``; the output head is no layer linear). The one home of the
+    rule for the adapter counts, states and traffic."""
+    return lin.group != "router" and (ALL_LINEAR in targets or lin.name in targets)
+
+
 def lora_params(m: ModelSpec, rank: int, targets: Sequence[str]) -> int:
     """sum over layers and target Linears of rank * (d_in + d_out) * count.
 
@@ -241,11 +249,9 @@ def lora_params(m: ModelSpec, rank: int, targets: Sequence[str]) -> int:
 
 @lru_cache(maxsize=1024)
 def _lora_params(m: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
-    names = set(targets)
-    every = ALL_LINEAR in names
     return sum(
         rank * (lin.d_in + lin.d_out) * lin.count
         for i in range(m.num_layers)
         for lin in layer_linears(m, i)
-        if (every and lin.group != "router") or lin.name in names
+        if is_adapted(lin, targets)
     )

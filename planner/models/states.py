@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from planner.catalog.params import Linear, count_params, layer_linears, layer_params, lora_params
+from planner.catalog.params import (
+    Linear,
+    count_params,
+    is_adapted,
+    layer_linears,
+    layer_params,
+    lora_params,
+)
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
@@ -130,9 +137,8 @@ def adapted_linear_specs(model: ModelSpec, cfg: TrainConfig) -> tuple[Linear, ..
 
 @lru_cache(maxsize=1024)
 def _adapted_linears(model: ModelSpec, targets: tuple[str, ...]) -> tuple[Linear, ...]:
-    every = "all-linear" in targets
     return tuple(lin for lin in layer_linears(model, model.num_layers - 1)
-                 if lin.group != "router" and (every or lin.name in targets))
+                 if is_adapted(lin, targets))
 
 
 @lru_cache(maxsize=1024)
@@ -208,7 +214,7 @@ def _trainable_routed(model: ModelSpec, method: str, rank: int, targets: tuple[s
                 continue
             if method == "freeze":
                 total += lin.params
-            elif "all-linear" in targets or lin.name in targets:
+            elif is_adapted(lin, targets):
                 total += (rank * (lin.d_in + lin.d_out)
                           + (lin.d_out if method == "dora" else 0)) * lin.count
     return total

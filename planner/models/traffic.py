@@ -7,15 +7,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from planner.catalog.params import layer_linears
+from planner.catalog.params import is_adapted, layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec
 from planner.models import efficiency as eff
 from planner.models.flops import backward_layers
-
-
-def _adapted(lin, peft: bool, targets: tuple[str, ...]) -> bool:
-    return peft and lin.group != "router" and ("all-linear" in targets or lin.name in targets)
 
 
 def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
@@ -49,7 +45,7 @@ def _eager_layer_bytes(model: ModelSpec, peft: bool, targets: tuple[str, ...],
         per = model.moe.experts_per_token if lin.group == "expert" and model.moe else lin.count
         if lin.name == "up":  # every MLP (gated or plain) has one "up" output of width f
             total += act * lin.d_out * per
-        if _adapted(lin, peft, targets):
+        if peft and is_adapted(lin, targets):
             total += b["lora_out"] * lin.d_out * per
     return total
 
@@ -99,7 +95,7 @@ def _adapter_layer_bytes(model: ModelSpec, targets: tuple[str, ...], layer: int,
     g, c = eff.LORA_GEMM_BYTES, eff.LORA_FUSED_COMBINE_BYTES
     fwd = bwd = 0.0
     for lin in layer_linears(model, layer):
-        if not _adapted(lin, True, targets):
+        if not is_adapted(lin, targets):
             continue
         per = model.moe.experts_per_token if lin.group == "expert" and model.moe else lin.count
         fwd += per * (g["forward"][0] * lin.d_in + g["forward"][1] * lin.d_out
