@@ -158,6 +158,9 @@ class TrainConfig(_Request):
         default=False, description="FSDP with gradient accumulation skips the reduce-scatter of "
         "every micro-batch but the last (no_sync), keeping the gradients unsharded until the step"
     )
+    fp32_grad_reduce: bool = Field(
+        default=False, description="FSDP reduce-scatters gradients in fp32 (FSDP2 reduce_dtype "
+        "float32, e.g. torchtitan, OLMo-core); False: in the 16-bit compute dtype")
     selective_checkpointing: Literal["core-attention", "op"] = Field(
         default="core-attention", description="what checkpointing 'selective' recomputes: "
         "core-attention (Megatron: the attention's softmax and dropout; nothing more under "

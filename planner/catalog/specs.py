@@ -425,6 +425,8 @@ class FrameworkFacts(_Frozen):
     # speed
     efficiency: Fact[str] | None = Field(
         default=None, description="the calibrated efficiency (efficiency.STACK_UTILISATION key)")
+    grad_reduce_dtype: Fact[Literal["fp32", "16bit"]] | None = Field(default=None, description=
+        "dtype its sharded data parallelism reduces gradients in (FSDP2 reduce_dtype)")
     # RL engine and batch semantics (read by validate_throughput.rl_inputs and the RL time model)
     rollout_memory_utilization: Fact[Annotated[float, Field(gt=0, le=1)]] | None = Field(
         default=None, description="RL: the gpu_memory_utilization its rollout "
@@ -440,7 +442,6 @@ class FrameworkFacts(_Frozen):
     rollout_enforce_eager: Fact[bool] | None = Field(
         default=None, description="RL: its vLLM engine runs with enforce_eager (no CUDA graphs: "
         "every decoding step waits for the host to launch its kernels)")
-    # memory semantics added for issue 17's Unsloth profile
     offload_checkpoints: Fact[bool] | None = Field(
         default=None, description="full checkpointing keeps each layer's saved input in host "
         "RAM and reloads it for that layer's recomputation")

@@ -222,8 +222,11 @@ def ep_link_gbps(cfg: TrainConfig, links: Links) -> float:
 
 def _grad_bytes(cfg: TrainConfig) -> int:
     """Gradient element size on the wire: fp32 for PEFT adapters under mixed precision (PEFT
-    keeps adapters in fp32), 16 bit otherwise."""
-    return 4 if cfg.is_peft and not cfg.pure_16bit else 2
+    keeps adapters in fp32) and for FSDP reducing in fp32 (the framework's reduce_dtype,
+    cfg.fp32_grad_reduce), 16 bit otherwise."""
+    if cfg.is_peft and not cfg.pure_16bit:
+        return 4
+    return 4 if cfg.fsdp and cfg.fp32_grad_reduce else 2
 
 
 def stored_bytes_per_param(cfg: TrainConfig) -> float:
