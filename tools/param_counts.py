@@ -55,6 +55,9 @@ MODEL_TYPES: dict[str, str] = {
     **dict.fromkeys(
         ["qwen2-7b", "qwen2-72b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b",
          "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwq-32b", "qwen2.5-math-7b"], "qwen2"),
+    **dict.fromkeys(
+        ["deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-qwen-7b", "qwen2.5-coder-1.5b",
+         "qwen2.5-coder-7b", "qwen2.5-coder-14b", "qwen2.5-coder-32b"], "qwen2"),
     "qwen2-57b-a14b": "qwen2_moe",
     **dict.fromkeys(["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b"],
                     "qwen3"),
