@@ -84,6 +84,10 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "Qwen/Qwen3-Coder-30B-A3B-Instruct": ("qwen3-coder-30b-a3b", 30.53),
     "deepseek-ai/DeepSeek-V2-Lite": ("deepseek-v2-lite", 15.71),
     "deepseek-ai/DeepSeek-V2-Lite-Chat": ("deepseek-v2-lite", 15.71),
+    "Qwen/Qwen1.5-MoE-A2.7B-Chat": ("qwen1.5-moe-a2.7b", 14.32),
+    "deepseek-ai/deepseek-moe-16b-base": ("deepseek-moe-16b", 16.38),
+    "moonshotai/Moonlight-16B-A3B-Instruct": ("moonlight-16b-a3b", 15.96),
+    "zai-org/GLM-4.5": ("glm-4.5", 352.80),
 }
 
 

@@ -59,12 +59,17 @@ MODEL_TYPES: dict[str, str] = {
     **dict.fromkeys(
         ["deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-qwen-7b", "qwen2.5-coder-1.5b",
          "qwen2.5-coder-7b", "qwen2.5-coder-14b", "qwen2.5-coder-32b"], "qwen2"),
-    "qwen2-57b-a14b": "qwen2_moe",
+    **dict.fromkeys(["qwen2-57b-a14b", "qwen1.5-moe-a2.7b"], "qwen2_moe"),
     **dict.fromkeys(["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b"],
                     "qwen3"),
     **dict.fromkeys(["qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-coder-30b-a3b"], "qwen3_moe"),
     "glm-4.5-air": "glm4_moe",
-    "deepseek-v3": "deepseek_v3",
+    "glm-4.5": "glm4_moe",
+    # DeepSeekMoE 16B is remote code (DeepseekForCausalLM): built as glm4_moe, whose parameter
+    # shapes equal it without attention bias and qk-norm (dense first layer, E x h router, shared
+    # experts).
+    "deepseek-moe-16b": "glm4_moe",
+    **dict.fromkeys(["deepseek-v3", "moonlight-16b-a3b"], "deepseek_v3"),
     "deepseek-v2-lite": "deepseek_v2",
     **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
     "gemma-3-1b": "gemma3_text",
