@@ -43,7 +43,8 @@ MODEL_TYPES: dict[str, str] = {
         ["llama-7b", "llama-13b", "llama-30b", "llama-65b", "yi-6b", "yi-34b", "smollm2-135m",
          "smollm2-360m", "smollm2-1.7b", "codellama-7b", "codellama-13b"], "llama"),
     "tinyllama-1.1b": "llama",
-    **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b"],
+    **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b",
+                     "mistral-7b-v0.2", "mistral-large-2407", "codestral-22b", "ministral-8b"],
                     "mistral"),
     **dict.fromkeys(["mixtral-8x7b", "mixtral-8x22b"], "mixtral"),
     **dict.fromkeys(["phi-3-mini-4k", "phi-3-mini-128k", "phi-3.5-mini", "phi-4", "phi-3-medium-4k",
@@ -55,12 +56,20 @@ MODEL_TYPES: dict[str, str] = {
     **dict.fromkeys(
         ["qwen2-7b", "qwen2-72b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b",
          "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwq-32b", "qwen2.5-math-7b"], "qwen2"),
-    "qwen2-57b-a14b": "qwen2_moe",
+    **dict.fromkeys(
+        ["deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-qwen-7b", "qwen2.5-coder-1.5b",
+         "qwen2.5-coder-7b", "qwen2.5-coder-14b", "qwen2.5-coder-32b"], "qwen2"),
+    **dict.fromkeys(["qwen2-57b-a14b", "qwen1.5-moe-a2.7b"], "qwen2_moe"),
     **dict.fromkeys(["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b"],
                     "qwen3"),
     **dict.fromkeys(["qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-coder-30b-a3b"], "qwen3_moe"),
     "glm-4.5-air": "glm4_moe",
-    "deepseek-v3": "deepseek_v3",
+    "glm-4.5": "glm4_moe",
+    # DeepSeekMoE 16B is remote code (DeepseekForCausalLM): built as glm4_moe, whose parameter
+    # shapes equal it without attention bias and qk-norm (dense first layer, E x h router, shared
+    # experts).
+    "deepseek-moe-16b": "glm4_moe",
+    **dict.fromkeys(["deepseek-v3", "moonlight-16b-a3b"], "deepseek_v3"),
     "deepseek-v2-lite": "deepseek_v2",
     **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
     "gemma-3-1b": "gemma3_text",
