@@ -1,0 +1,106 @@
+"""Profiles for frameworks that users and unseen validation files name and the catalog lacked
+(torchforge, verifiers, oat, AutoTrain Advanced, EasyDeL, fairseq2, Modalities): each loads
+with a base and facts read from its code at a pinned commit, the names people write resolve to
+it, `planner check` predicts a typical job on it with its semantics, and `planner plan`
+refuses it in one line where the planner writes no launch of it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.catalog.frameworks import efficiency_of, resolve
+from planner.catalog.launches import launch_format_of
+from planner.catalog.load import load_catalog
+from tests.test_cli import run
+
+CAT = load_catalog()
+
+# profile -> its base
+NEW = {"torchforge": "torchtitan"}
+JAX: tuple[str, ...] = ()
+
+
+@pytest.mark.parametrize(("fid", "base"), sorted(NEW.items()))
+def test_profile_has_its_base_and_a_pinned_source_for_every_fact_it_states(fid, base):
+    profile = resolve(CAT, fid)
+    assert profile.spec.base == base
+    stated = [name for name in profile.facts if profile.inherited(name) is None]
+    assert len(stated) >= 3, fid
+    for name in stated:
+        source = profile.source(name)
+        assert "@" in source or "http" in source, (fid, name, source)
+    assert profile.value("workloads") and profile.value("methods")
+    key, why = efficiency_of(profile)
+    if fid in JAX:
+        assert key is None and "JAX/XLA" in profile.spec.notes
+    else:
+        assert key is not None and f"inherited from {profile.inherited('efficiency')}" in why
+
+
+# (profile, fact, value) as read from the framework's code at the commit in its profile
+FACTS = [
+    ("torchforge", "workloads", ("sft", "grpo")),
+    ("torchforge", "methods", ("full",)),
+    ("torchforge", "parallelism", ("tp", "ep")),
+    ("torchforge", "rl_placements", ("split",)),
+    ("torchforge", "rollout_engines", ("vllm",)),
+    ("torchforge", "loss", "fp32"),
+    ("torchforge", "logprobs", "fp32"),
+    ("torchforge", "batch_counts_prompts", False),
+    ("torchforge", "sharding", ("ddp", "fsdp2")),  # torchtitan's, inherited
+]
+
+
+@pytest.mark.parametrize(("fid", "fact", "value"), FACTS)
+def test_fact_read_from_the_source(fid, fact, value):
+    assert resolve(CAT, fid).value(fact) == value, (fid, fact)
+
+
+RL = ["--prompt-len", "512", "--response-len", "1024"]
+# a typical job of each: (profile, model, check arguments)
+LAYOUTS = [
+    ("torchforge", "qwen3-4b", ["--num-gpus", "8", "--fsdp"]),
+    ("torchforge", "qwen3-0.6b", ["--workload", "grpo", "--num-gpus", "6", "--fsdp",
+                                "--placement", "split", *RL]),
+]
+
+
+def test_every_new_profile_has_a_layout_here():
+    assert sorted({fid for fid, _, _ in LAYOUTS}) == sorted(NEW)
+
+
+@pytest.mark.parametrize(("fid", "model", "args"), LAYOUTS)
+def test_check_predicts_a_typical_job_with_the_profiles_semantics(capsys, fid, model, args):
+    code, out, err = run(capsys, "check", "--model", model, "--gpu", "h100-sxm",
+                         "--framework", fid, *args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["framework"]["id"] == fid and doc["framework"]["reason"] == "named"
+    assert doc["memory"]["per_gpu_gib"] > 0
+    profile = resolve(CAT, fid)
+    if profile.value("loss") is not None and "--workload" not in args:
+        assert doc["config"]["loss_in_fp32"] == (profile.value("loss") != "16bit")
+
+
+@pytest.mark.parametrize("fid", sorted(NEW))
+def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
+    profile = resolve(CAT, fid)
+    workload = profile.value("workloads")[0]
+    assert launch_format_of(profile, workload) is None
+    extra = RL if workload in ("ppo", "grpo") else []
+    model = next(m for f, m, _ in LAYOUTS if f == fid)
+    code, _, err = run(capsys, "plan", "--model", model, "--workload", workload,
+                       "--framework", fid, "--budget", "100000", *extra)
+    assert code != 0 and err.count("\n") == 1
+    assert "writes no launch" in err and f"planner check --framework {fid}" in err
+
+
+@pytest.mark.parametrize(("slug", "fid"), [
+    ("torchforge", "torchforge"), ("meta-pytorch/torchforge", "torchforge"),
+    ("Meta torchforge", "torchforge"), ("PyTorch torchforge", "torchforge"),
+    ("torchforge-grpo", "torchforge"), ("torchforge+vllm", "torchforge"),
+])
+def test_the_names_people_write_resolve(slug, fid):
+    assert CAT.framework(slug).id == fid
