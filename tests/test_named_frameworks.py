@@ -18,7 +18,7 @@ from tests.test_cli import run
 CAT = load_catalog()
 
 # profile -> its base
-NEW = {"torchforge": "torchtitan"}
+NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger"}
 JAX: tuple[str, ...] = ()
 
 
@@ -50,6 +50,13 @@ FACTS = [
     ("torchforge", "logprobs", "fp32"),
     ("torchforge", "batch_counts_prompts", False),
     ("torchforge", "sharding", ("ddp", "fsdp2")),  # torchtitan's, inherited
+    ("verifiers", "workloads", ("grpo",)),
+    ("verifiers", "lora_rank", 8),
+    ("verifiers", "rl_placements", ("separate",)),
+    ("verifiers", "loss", "16bit"),  # not Liger's fused loss: the logits are taken whole
+    ("verifiers", "fused_elementwise", True),  # Liger's kernels, inherited
+    ("verifiers", "checkpointing_default", "none"),
+    ("verifiers", "batch_counts_prompts", False),
 ]
 
 
@@ -64,6 +71,9 @@ LAYOUTS = [
     ("torchforge", "qwen3-4b", ["--num-gpus", "8", "--fsdp"]),
     ("torchforge", "qwen3-0.6b", ["--workload", "grpo", "--num-gpus", "6", "--fsdp",
                                 "--placement", "split", *RL]),
+    ("verifiers", "qwen2.5-1.5b", ["--workload", "grpo", "--method", "lora", "--num-gpus", "8",
+                                   "--zero", "3", "--placement", "separate", "--rollout-gpus",
+                                   "2", *RL]),
 ]
 
 
@@ -101,6 +111,9 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("torchforge", "torchforge"), ("meta-pytorch/torchforge", "torchforge"),
     ("Meta torchforge", "torchforge"), ("PyTorch torchforge", "torchforge"),
     ("torchforge-grpo", "torchforge"), ("torchforge+vllm", "torchforge"),
+    ("verifiers", "verifiers"), ("willccbb/verifiers", "verifiers"),
+    ("PrimeIntellect-ai/verifiers", "verifiers"), ("verifiers+lora", "verifiers"),
+    ("verifiers-rl==0.1.3", "verifiers"),
 ])
 def test_the_names_people_write_resolve(slug, fid):
     assert CAT.framework(slug).id == fid
