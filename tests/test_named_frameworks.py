@@ -18,7 +18,8 @@ from tests.test_cli import run
 CAT = load_catalog()
 
 # profile -> its base
-NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger"}
+NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger",
+       "oat": "deepspeed"}
 JAX: tuple[str, ...] = ()
 
 
@@ -57,6 +58,13 @@ FACTS = [
     ("verifiers", "fused_elementwise", True),  # Liger's kernels, inherited
     ("verifiers", "checkpointing_default", "none"),
     ("verifiers", "batch_counts_prompts", False),
+    ("oat", "workloads", ("sft", "dpo", "ppo", "grpo")),
+    ("oat", "rl_placements", ("separate", "colocate")),
+    ("oat", "rollout_memory_utilization", 0.25),
+    ("oat", "loss", "chunked"),
+    ("oat", "parallelism", ()),
+    ("oat", "off_policy_placement", "separate"),
+    ("oat", "sharding", ("none", "ddp", "zero1", "zero2", "zero3")),  # DeepSpeed's, inherited
 ]
 
 
@@ -74,6 +82,9 @@ LAYOUTS = [
     ("verifiers", "qwen2.5-1.5b", ["--workload", "grpo", "--method", "lora", "--num-gpus", "8",
                                    "--zero", "3", "--placement", "separate", "--rollout-gpus",
                                    "2", *RL]),
+    ("oat", "qwen2.5-1.5b", ["--method", "lora", "--num-gpus", "2", "--zero", "2"]),
+    ("oat", "qwen2.5-1.5b", ["--workload", "grpo", "--num-gpus", "8", "--zero", "2",
+                             "--placement", "separate", "--rollout-gpus", "4", *RL]),
 ]
 
 
@@ -92,6 +103,7 @@ def test_check_predicts_a_typical_job_with_the_profiles_semantics(capsys, fid, m
     profile = resolve(CAT, fid)
     if profile.value("loss") is not None and "--workload" not in args:
         assert doc["config"]["loss_in_fp32"] == (profile.value("loss") != "16bit")
+        assert doc["config"]["chunked_loss"] == (profile.value("loss") == "chunked")
 
 
 @pytest.mark.parametrize("fid", sorted(NEW))
@@ -114,6 +126,7 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("verifiers", "verifiers"), ("willccbb/verifiers", "verifiers"),
     ("PrimeIntellect-ai/verifiers", "verifiers"), ("verifiers+lora", "verifiers"),
     ("verifiers-rl==0.1.3", "verifiers"),
+    ("oat", "oat"), ("sail-sg/oat", "oat"), ("oat+deepspeed", "oat"), ("oat-grpo", "oat"),
 ])
 def test_the_names_people_write_resolve(slug, fid):
     assert CAT.framework(slug).id == fid
