@@ -19,7 +19,7 @@ CAT = load_catalog()
 
 # profile -> its base
 NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger",
-       "oat": "deepspeed"}
+       "oat": "deepspeed", "autotrain": "trl"}
 JAX: tuple[str, ...] = ()
 
 
@@ -65,6 +65,13 @@ FACTS = [
     ("oat", "parallelism", ()),
     ("oat", "off_policy_placement", "separate"),
     ("oat", "sharding", ("none", "ddp", "zero1", "zero2", "zero3")),  # DeepSpeed's, inherited
+    ("autotrain", "workloads", ("pretrain", "sft", "rm", "dpo")),
+    ("autotrain", "sharding", ("none", "ddp", "zero3")),
+    ("autotrain", "offload", ()),
+    ("autotrain", "checkpointing_default", "full"),
+    ("autotrain", "lora_dropout", 0.05),
+    ("autotrain", "nf4_double_quant", False),
+    ("autotrain", "logprobs", "16bit"),  # TRL's, inherited
 ]
 
 
@@ -85,6 +92,8 @@ LAYOUTS = [
     ("oat", "qwen2.5-1.5b", ["--method", "lora", "--num-gpus", "2", "--zero", "2"]),
     ("oat", "qwen2.5-1.5b", ["--workload", "grpo", "--num-gpus", "8", "--zero", "2",
                              "--placement", "separate", "--rollout-gpus", "4", *RL]),
+    ("autotrain", "qwen2.5-1.5b", ["--method", "qlora"]),
+    ("autotrain", "qwen2.5-1.5b", ["--num-gpus", "4", "--zero", "3"]),
 ]
 
 
@@ -127,6 +136,9 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("PrimeIntellect-ai/verifiers", "verifiers"), ("verifiers+lora", "verifiers"),
     ("verifiers-rl==0.1.3", "verifiers"),
     ("oat", "oat"), ("sail-sg/oat", "oat"), ("oat+deepspeed", "oat"), ("oat-grpo", "oat"),
+    ("AutoTrain Advanced", "autotrain"), ("autotrain", "autotrain"),
+    ("Hugging Face AutoTrain", "autotrain"), ("huggingface/autotrain-advanced", "autotrain"),
+    ("autotrain-advanced==0.8.36", "autotrain"), ("autotrain+deepspeed", "autotrain"),
 ])
 def test_the_names_people_write_resolve(slug, fid):
     assert CAT.framework(slug).id == fid
