@@ -139,6 +139,8 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("AutoTrain Advanced", "autotrain"), ("autotrain", "autotrain"),
     ("Hugging Face AutoTrain", "autotrain"), ("huggingface/autotrain-advanced", "autotrain"),
     ("autotrain-advanced==0.8.36", "autotrain"), ("autotrain+deepspeed", "autotrain"),
+    # Marin trains through Levanter (an alias, no profile of its own)
+    ("Marin", "levanter"), ("marin-community/marin", "levanter"),
 ])
 def test_the_names_people_write_resolve(slug, fid):
     assert CAT.framework(slug).id == fid
