@@ -144,3 +144,17 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
 ])
 def test_the_names_people_write_resolve(slug, fid):
     assert CAT.framework(slug).id == fid
+
+
+@pytest.mark.parametrize("fid", sorted(NEW))
+def test_export_of_a_plan_on_them_refuses_in_one_line(capsys, tmp_path, fid):
+    code, out, _ = run(capsys, "plan", "--model", "qwen2.5-0.5b", "--gpus", "h100-sxm",
+                       "--framework", "trl", "--budget", "100000", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    doc["plan"]["config"]["framework"] = fid
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    code, _, err = run(capsys, "export", str(path))
+    assert code == 2 and err.count("\n") == 1
+    assert f"no launch config for framework {fid}" in err
