@@ -24,6 +24,19 @@ The documented rules, applied in this order:
    words ``zero``, ``zero1``-``zero3`` also name DeepSpeed), and a trailing workload or
    ``full`` (``-sft``, ``-rm``, ``-dpo``, ``-ppo``, ``-grpo``, ``-pretrain``) is dropped, as
    is such a word standing alone between ``+`` (``verl-grpo`` and ``verl+grpo`` are verl).
+7. A name (or ``+`` part) that is still no id or alias loses a GitHub owner (``owner/``:
+   ``huggingface/trl``, ``meta-pytorch/torchforge``) and then one leading vendor or
+   organisation word (VENDORS: ``Hugging Face``, ``HuggingFace``, ``HF``, ``NVIDIA``,
+   ``Microsoft``, ``Meta``, ``PyTorch``, ``MosaicML``, ``Mosaic``, ``Alibaba``,
+   ``ByteDance``, ``Lightning AI``, ...) when what is left is an id or alias by rules 1-6
+   (``Hugging Face TRL`` is trl, ``Mosaic llm-foundry`` llm-foundry, ``NVIDIA NeMo RL``
+   nemo-rl). The word is dropped only in front of a known name: a vendor word alone
+   (``NVIDIA``, ``Meta``) or in front of an unknown one stays unknown, and a name that is an
+   id or alias itself keeps its meaning (``PyTorch FSDP`` is pytorch-fsdp; ``HF_Trainer-
+   DeepSpeed`` is hf-deepspeed by rule 6, not ``trainer``).
+8. Ray Train orchestrates another framework's training loop and imposes no memory
+   semantics of its own: ``ray train + X`` (or ``ray + X``) is X, and ``ray train`` alone is
+   refused in one line asking for the framework it runs.
 Anything else is an unknown framework: one line naming the nearest profile ids.
 """
 
@@ -47,6 +60,15 @@ BACKENDS: dict[str, str] = {"deepspeed": "deepspeed", "fsdp": "fsdp", "fsdp1": "
                             "zero2": "deepspeed", "zero3": "deepspeed"}
 # Words of a slug that name the job rather than the framework (rule 6): dropped.
 DROPPED = frozenset({"pretrain", "sft", "rm", "dpo", "ppo", "grpo", "full"})
+# Rule 7: vendor and organisation words written in front of a framework's name (normalised,
+# several words joined by ``-``), dropped only where the rest is a known name.
+VENDORS = ("hugging-face", "huggingface", "hf", "nvidia", "microsoft", "meta", "meta-ai",
+           "facebook", "facebookresearch", "pytorch", "mosaicml", "mosaic", "databricks",
+           "alibaba", "modelscope", "bytedance", "bytedance-seed", "lightning-ai", "lightning",
+           "google", "ibm", "allenai", "ai2", "eleutherai", "snowflake", "linkedin")
+# Rule 8: orchestrators that run another framework's training loop (a ``+`` part of its own
+# is dropped; alone, refused).
+ORCHESTRATORS = frozenset({"ray", "ray-train", "raytrain", "ray-torchtrainer"})
 # What a profile must offer to run a backend: (fact, any of these values), in the order
 # combined backends are applied (sharding first, so that X+peft+deepspeed finds X on DeepSpeed).
 _RUNS: dict[str, tuple[str, frozenset[str]]] = {
@@ -64,7 +86,8 @@ _VERSION = re.compile(r"^(?P<name>.*?)\s*(?:@\s*(?P<ref>[\w.+-]+)"
 @dataclass(frozen=True)
 class SlugMatch:
     """A framework slug matched: the profile, the version the slug carried (None when none)
-    and the rule that matched it ("id or alias", or "X on B")."""
+    and the rule that matched it ("id or alias", "K (rules 6 to 8)" for the name K they
+    left, or "X on B")."""
 
     spec: FrameworkSpec
     version: str | None
@@ -183,21 +206,48 @@ def nearest_ids(key: str, frameworks: Iterable[FrameworkSpec], *, limit: int = 3
     return ids[:limit]
 
 
+def _trim(part: str, index: dict[str, FrameworkSpec]) -> tuple[str, list[str]]:
+    """Rule 6 on one ``+`` part: (the part without its trailing backend and workload words,
+    the backend words it lost)."""
+    tail: list[str] = []
+    while part not in index and "-" in part:
+        head, word = part.rsplit("-", 1)
+        if word not in BACKENDS and word not in DROPPED:
+            break
+        part = head
+        if word in BACKENDS:
+            tail.insert(0, word)
+    return part, tail
+
+
+def _unvendored(part: str) -> list[str]:
+    """Rule 7: the forms of ``part`` without its GitHub owner and then without one leading
+    vendor word (longest first), nearest first; empty when it has neither."""
+    forms: list[str] = []
+    if "/" in part and part.split("/", 1)[1]:
+        part = part.split("/", 1)[1]
+        forms.append(part)
+    for vendor in sorted(VENDORS, key=len, reverse=True):
+        if part.startswith(vendor + "-") and len(part) > len(vendor) + 1:
+            forms.append(part[len(vendor) + 1:])
+            break
+    return forms
+
+
 def _split_words(key: str, index: dict[str, FrameworkSpec]) -> str:
-    """Rule 6: each ``+`` part that is no id or alias loses its trailing workload words and
-    has its trailing backend words made parts of their own; a part that is only such a
-    word is dropped (a backend word kept)."""
+    """Rules 6 to 8: each ``+`` part that is no id or alias loses its trailing workload words
+    and has its trailing backend words made parts of their own, else loses its owner or a
+    vendor word where that leaves a known name; a part that is only a workload word or an
+    orchestrator is dropped (a backend word kept)."""
     parts: list[str] = []
-    for part in key.split("+"):
-        tail: list[str] = []
-        while part not in index and "-" in part:
-            head, word = part.rsplit("-", 1)
-            if word not in BACKENDS and word not in DROPPED:
+    for original in key.split("+"):
+        part, tail = _trim(original, index)
+        for form in ([] if part in index else _unvendored(original)):
+            trimmed, more = _trim(form, index)
+            if trimmed in index:
+                part, tail = trimmed, more
                 break
-            part = head
-            if word in BACKENDS:
-                tail.insert(0, word)
-        if part in index or part not in DROPPED:
+        if part in index or (part not in DROPPED and part not in ORCHESTRATORS):
             parts.append(part)
         parts.extend(tail)
     return "+".join(p for p in parts if p)
@@ -209,9 +259,16 @@ def match(name: str, frameworks: Mapping[str, FrameworkSpec]) -> SlugMatch:
     bare, version = split_version(name)
     index = _index(tuple(frameworks.values()))
     key = normalise(bare)
-    key = key if key in index else _split_words(key, index)
+    if key not in index and ORCHESTRATORS & {key, *_unvendored(key)}:
+        raise UnknownNameError(
+            f"framework {name.strip()!r} is Ray Train, which runs another framework's training "
+            "loop: name that framework ('ray train + trl', or e.g. trl, deepspeed, "
+            "pytorch-fsdp for a TorchTrainer loop that prepare_model wraps in DDP or FSDP)")
     if key in index:
         return SlugMatch(index[key], version, "id or alias")
+    key = _split_words(key, index)
+    if key in index:
+        return SlugMatch(index[key], version, f"{key} (rules 6 to 8)")
     try:
         spec = _combined(key, index, frameworks)
     except UnknownNameError as err:

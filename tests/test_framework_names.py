@@ -1,0 +1,89 @@
+"""Framework names as users and unseen validation files write them (catalog/slugs.py rules 7
+and 8): a vendor or organisation word or a GitHub owner in front of a known name is dropped,
+a vendor word alone or in front of an unknown name stays unknown, and Ray Train, an
+orchestrator, resolves to the framework it is combined with or is refused in one line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from planner.catalog.load import load_catalog
+from planner.errors import UnknownNameError
+from tests.test_cli import run
+
+CAT = load_catalog()
+
+
+@pytest.mark.parametrize(("slug", "fid"), [
+    ("Hugging Face TRL", "trl"), ("HuggingFace TRL", "trl"), ("HF TRL", "trl"),
+    ("Hugging Face Accelerate", "hf-trainer"), ("Hugging Face Transformers", "hf-trainer"),
+    ("Mosaic llm-foundry", "llm-foundry"), ("MosaicML LLM Foundry", "llm-foundry"),
+    ("NVIDIA NeMo", "nemo"), ("NVIDIA Megatron-LM", "megatron-lm"),
+    ("NVIDIA NeMo RL", "nemo-rl"), ("Microsoft DeepSpeed", "deepspeed"),
+    ("Meta Lingua", "lingua"), ("PyTorch torchtune", "torchtune"),
+    ("PyTorch torchtitan", "torchtitan"), ("Alibaba ROLL", "roll"),
+    ("ByteDance verl", "verl"), ("Lightning AI LitGPT", "litgpt"),
+    # the other rules still apply to what is left
+    ("Hugging Face TRL==0.19", "trl"), ("HF TRL-DeepSpeed", "hf-deepspeed"),
+    ("Hugging Face Transformers + DeepSpeed ZeRO-3", "hf-deepspeed"),
+    ("NVIDIA Megatron-LM+DeepSpeed", "megatron-deepspeed"),
+    # a GitHub owner in front of a repository's name
+    ("huggingface/trl", "trl"), ("NVIDIA/Megatron-LM", "megatron-lm"),
+    ("mosaicml/llm-foundry", "llm-foundry"), ("pytorch/torchtitan", "torchtitan"),
+])
+def test_rule_7_a_vendor_word_or_owner_in_front_of_a_known_name_is_dropped(slug, fid):
+    found = CAT.framework_match(slug)
+    assert found.spec.id == fid
+
+
+@pytest.mark.parametrize(("slug", "fid"), [
+    # ids and aliases that begin with a vendor word keep their own meaning
+    ("PyTorch FSDP", "pytorch-fsdp"), ("pytorch_fsdp", "pytorch-fsdp"),
+    ("PyTorch Lightning", "pytorch-lightning"), ("HF_Trainer", "hf-trainer"),
+    ("HF_Trainer-DeepSpeed", "hf-deepspeed"), ("hf-deepspeed", "hf-deepspeed"),
+    ("Meta Lingua", "lingua"), ("PyTorch FSDP2", "pytorch-fsdp"),
+])
+def test_rule_7_leaves_names_that_are_ids_or_aliases_alone(slug, fid):
+    assert CAT.framework(slug).id == fid
+
+
+@pytest.mark.parametrize("slug", [
+    "NVIDIA", "Microsoft", "Meta", "Hugging Face", "Alibaba", "ByteDance", "Lightning AI",
+    "NVIDIA foo", "Meta Llama", "nvidia+deepspeed", "Microsoft-sft", "someone/unknown-repo",
+])
+def test_rule_7_a_vendor_word_alone_or_before_an_unknown_name_stays_unknown(slug):
+    with pytest.raises(UnknownNameError, match=f"unknown framework '{re.escape(slug)}'"):
+        CAT.framework(slug)
+
+
+@pytest.mark.parametrize(("slug", "fid"), [
+    ("ray train + deepspeed", "deepspeed"), ("Ray Train+TRL", "trl"), ("ray+fsdp", "pytorch-fsdp"),
+    ("trl + ray train", "trl"), ("ray-train+verl", "verl"),
+])
+def test_rule_8_ray_train_combined_with_a_framework_is_that_framework(slug, fid):
+    assert CAT.framework(slug).id == fid
+
+
+@pytest.mark.parametrize("slug", ["ray train", "Ray Train==2.40", "Ray", "ray-project/ray",
+                                  "RayTrain"])
+def test_rule_8_ray_train_alone_is_refused_naming_what_to_write(capsys, slug):
+    with pytest.raises(UnknownNameError) as err:
+        CAT.framework(slug)
+    text = str(err.value)
+    assert "\n" not in text and "Ray Train" in text and "ray train + trl" in text
+    code, _, out = run(capsys, "check", "--model", "7b", "--gpu", "h100-sxm", "--framework", slug)
+    assert code == 2 and out.count("\n") == 1 and "Ray Train" in out
+
+
+def test_the_rule_says_which_name_was_left():
+    found = CAT.framework_match("Hugging Face TRL v0.19")
+    assert (found.spec.id, found.version, found.rule) == ("trl", "0.19", "trl (rules 6 to 8)")
+    assert CAT.framework_match("trl").rule == "id or alias"
+
+
+@pytest.mark.parametrize("slug", ["unsloth-zoo", "unsloth_zoo", "unslothai/unsloth-zoo",
+                                  "Unsloth Zoo==2026.8.13"])
+def test_unsloths_kernel_package_is_unsloth(slug):
+    assert CAT.framework(slug).id == "unsloth"
