@@ -135,3 +135,27 @@ def test_smaller_micro_batches_make_moe_steps_slower_per_token(real):
     # routed experts' time grows 0.305 / 0.227 = 1.34x, diluted by attention and dense layers
     assert one.tokens_per_step == eight.tokens_per_step
     assert one.terms["compute"] > 1.1 * eight.terms["compute"]
+
+
+def test_fp8_expert_share_is_the_measured_mxfp8_speedup_over_the_fp8_rate():
+    # torchao PR 3271: MXFP8 over bf16 grouped GEMM fwd+bwd 1.115x at 2 x 2048 x 8192 x 5120
+    # FLOPs per group; a GPU whose fp8 rate is 1.95x its 16-bit rate keeps 1.115 / 1.95
+    assert gemm.fp8_expert_share(2 * 2048 * 8192 * 5120, 1.95) == pytest.approx(1.115 / 1.95)
+    # below the smallest group the end value holds; never faster than the fp8 rate
+    assert gemm.fp8_expert_share(1e9, 1.95) == pytest.approx(1.115 / 1.95)
+    assert gemm.fp8_expert_share(1.07e13, 1.5) == 1.0
+
+
+def test_fp8_routed_experts_take_longer_than_at_the_fp8_rate(real):
+    m = real.model("qwen3-30b-a3b").spec
+    cfg = _cfg()
+    plain = gemm.linear_time_scale(m, cfg)
+    fp8 = gemm.linear_time_scale(m, cfg, fp8_over_16bit=1.95)
+    share = gemm.expert_matmul_share(m)
+    part = share / gemm.gemm_fraction(gemm.expert_gemm_flops(m, cfg))
+    # only the routed part changes: it is divided by 1.115 / 1.95
+    assert fp8 - plain == pytest.approx(part * (1.95 / 1.115 - 1))
+    # a dense model has no routed part
+    dense = real.model("qwen3-4b").spec
+    assert gemm.linear_time_scale(dense, cfg, fp8_over_16bit=1.95) == pytest.approx(
+        gemm.linear_time_scale(dense, cfg))

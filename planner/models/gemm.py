@@ -70,6 +70,23 @@ DENSE_GEMM_POINTS: tuple[tuple[float, float], ...] = (
 )
 
 
+# fp8 routed experts. Their grouped GEMMs do not run at the fp8 rate's share above: each
+# group's inputs are quantised (and, for the backward, a transposed copy) before its GEMM,
+# per group, which a small group cannot amortise. Measured: forward + backward of MXFP8
+# grouped GEMMs (quantisation included, torchao _scaled_grouped_mm) over bf16
+# torch._grouped_mm on the same shapes, pytorch/ao pull request 3271 (2025-10-31,
+# description, benchmark table; MXFP8 runs on sm_100, a B200-class GPU), by the FLOPs of one
+# group's forward GEMM, 2 x M/G x N x K (N 8192, K 5120):
+#   M 16384: G 8 (1.72e11) 1.115x, G 4 (3.44e11) 1.202x, G 2 (6.87e11) 1.337x,
+#   G 1 (1.37e12) 1.328x; M 128000: G 2 (5.37e12) 1.943x, G 1 (1.07e13) 2.084x.
+# (FLOPs of one group, speedup over the 16-bit grouped GEMM), ascending. Applied to every fp8
+# recipe (Hopper's per-tensor fp8 quantises the same tensors; no Hopper table is stored).
+FP8_EXPERT_SPEEDUP_POINTS: tuple[tuple[float, float], ...] = (
+    (1.72e11, 1.115), (3.44e11, 1.202), (6.87e11, 1.337), (1.37e12, 1.328), (5.37e12, 1.943),
+    (1.07e13, 2.084),
+)
+
+
 def _interpolate(points: tuple[tuple[float, float], ...], flops: float) -> float:
     """``points`` (FLOPs, share) interpolated linearly in log(FLOPs), the end values beyond."""
     if flops <= points[0][0]:
@@ -143,18 +160,29 @@ def dense_gemm_shapes(model: ModelSpec) -> tuple[tuple[float, float], ...]:
     return tuple(sorted(shares.items()))
 
 
-def linear_time_scale(model: ModelSpec, cfg: TrainConfig, micro_batch: int | None = None
-                      ) -> float:
+def fp8_expert_share(flops: float, fp8_over_16bit: float) -> float:
+    """Share of the fp8 matmul rate that an fp8 routed expert's grouped GEMM of ``flops`` (one
+    group's forward) keeps beside gemm_fraction: its measured speedup over 16 bit
+    (FP8_EXPERT_SPEEDUP_POINTS) over the GPU's fp8 / 16-bit achievable rate
+    ``fp8_over_16bit``, at most 1."""
+    return min(1.0, _interpolate(FP8_EXPERT_SPEEDUP_POINTS, flops) / fp8_over_16bit)
+
+
+def linear_time_scale(model: ModelSpec, cfg: TrainConfig, micro_batch: int | None = None, *,
+                      fp8_over_16bit: float | None = None) -> float:
     """Factor on the time of a step's matmul FLOPs at the MAMF rate: sum over the GEMMs of
     share / fraction, the routed experts' share (expert_matmul_share) at gemm_fraction of
     expert_gemm_flops and every other linear's (dense_gemm_shapes) at dense_gemm_fraction of
     2 x rows (gemm_rows) x d_in x d_out / tp; 1 when every GEMM is on the plateau. The backward
     and recomputed GEMMs (input and weight gradients: the same FLOPs, other shapes) are taken
-    at the forward's fraction."""
+    at the forward's fraction. ``fp8_over_16bit`` (the GPU's fp8 / 16-bit achievable matmul
+    rate, given when the matmuls run in fp8) slows the routed experts by fp8_expert_share."""
     rows = gemm_rows(cfg, micro_batch)
     scale = sum(share / dense_gemm_fraction(2 * rows * size / cfg.tp)
                 for size, share in dense_gemm_shapes(model))
     share = expert_matmul_share(model)
     if share:
-        scale += share / gemm_fraction(expert_gemm_flops(model, cfg, micro_batch))
+        flops = expert_gemm_flops(model, cfg, micro_batch)
+        fp8 = fp8_expert_share(flops, fp8_over_16bit) if fp8_over_16bit else 1.0
+        scale += share / (gemm_fraction(flops) * fp8)
     return scale

@@ -391,8 +391,11 @@ def estimate_throughput(
     tokens_step = cfg.global_batch_size * cfg.sequences_per_example * cfg.seq_len
     per_gpu_tokens = tokens_step / cfg.num_gpus
     util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation
+    fp8_ratio = (peak_tflops(gpu, "fp8") * eff.matmul_fraction(gpu, "fp8") / (
+        peak_tflops(gpu, "bf16") * eff.matmul_fraction(gpu, "bf16")) if prec == "fp8" else None)
     compute, e_lin = compute_seconds(flops, gpu, cfg, util=util, tokens_per_gpu=per_gpu_tokens,
-                                     linear_scale=linear_time_scale(model, cfg))
+                                     linear_scale=linear_time_scale(
+                                         model, cfg, fp8_over_16bit=fp8_ratio))
     bubble = compute * pipeline_bubble_fraction(cfg.pp, cfg.grad_accum, virtual_stages)
     comm, raw = _comm_seconds(model, gpu, cfg, links=links, stack=stack, compute=compute,
                               virtual_stages=virtual_stages)
