@@ -88,6 +88,8 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "deepseek-ai/deepseek-moe-16b-base": ("deepseek-moe-16b", 16.38),
     "moonshotai/Moonlight-16B-A3B-Instruct": ("moonlight-16b-a3b", 15.96),
     "zai-org/GLM-4.5": ("glm-4.5", 352.80),
+    "ibm-granite/granite-3.3-8b-instruct": ("granite-3.3-8b", 8.17),
+    "ibm-granite/granite-3.3-2b-base": ("granite-3.3-2b", 2.53),
 }
 
 
