@@ -90,6 +90,7 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "zai-org/GLM-4.5": ("glm-4.5", 352.80),
     "ibm-granite/granite-3.3-8b-instruct": ("granite-3.3-8b", 8.17),
     "ibm-granite/granite-3.3-2b-base": ("granite-3.3-2b", 2.53),
+    "tiiuae/falcon-180B-chat": ("falcon-180b", 178.56),
 }
 
 

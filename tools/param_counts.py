@@ -79,7 +79,7 @@ MODEL_TYPES: dict[str, str] = {
         ["opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b", "opt-13b", "opt-30b", "opt-66b"], "opt"),
     "bloom-7b1": "bloom",
     **dict.fromkeys(["mpt-7b", "mpt-30b"], "mpt"),
-    **dict.fromkeys(["falcon-7b", "falcon-40b"], "falcon"),
+    **dict.fromkeys(["falcon-7b", "falcon-40b", "falcon-180b"], "falcon"),
     **dict.fromkeys(["gpt2", "gpt2-xl"], "gpt2"),
     **dict.fromkeys(["pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b", "pythia-2.8b",
                      "pythia-6.9b", "pythia-12b", "gpt-neox-20b"], "gpt_neox"),
