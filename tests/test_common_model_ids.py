@@ -91,6 +91,7 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "ibm-granite/granite-3.3-8b-instruct": ("granite-3.3-8b", 8.17),
     "ibm-granite/granite-3.3-2b-base": ("granite-3.3-2b", 2.53),
     "tiiuae/falcon-180B-chat": ("falcon-180b", 178.56),
+    "moonshotai/Kimi-K2-Instruct": ("kimi-k2", 1026.41),
 }
 
 

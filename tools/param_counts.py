@@ -70,7 +70,8 @@ MODEL_TYPES: dict[str, str] = {
     # shapes equal it without attention bias and qk-norm (dense first layer, E x h router, shared
     # experts).
     "deepseek-moe-16b": "glm4_moe",
-    **dict.fromkeys(["deepseek-v3", "moonlight-16b-a3b"], "deepseek_v3"),
+    # Kimi K2 is remote code (model_type kimi_k2) with DeepseekV3ForCausalLM's shapes.
+    **dict.fromkeys(["deepseek-v3", "moonlight-16b-a3b", "kimi-k2"], "deepseek_v3"),
     "deepseek-v2-lite": "deepseek_v2",
     **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
     "gemma-3-1b": "gemma3_text",
