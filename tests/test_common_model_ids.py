@@ -92,6 +92,7 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "ibm-granite/granite-3.3-2b-base": ("granite-3.3-2b", 2.53),
     "tiiuae/falcon-180B-chat": ("falcon-180b", 178.56),
     "moonshotai/Kimi-K2-Instruct": ("kimi-k2", 1026.41),
+    "internlm/internlm2_5-7b": ("internlm2.5-7b", 7.74),
 }
 
 

@@ -43,6 +43,9 @@ MODEL_TYPES: dict[str, str] = {
         ["llama-7b", "llama-13b", "llama-30b", "llama-65b", "yi-6b", "yi-34b", "smollm2-135m",
          "smollm2-360m", "smollm2-1.7b", "codellama-7b", "codellama-13b"], "llama"),
     "tinyllama-1.1b": "llama",
+    # Remote code with llama's parameter shapes: InternLM2.5 (wqkv fuses q, k, v; w1/w3/w2 SwiGLU;
+    # RMSNorms; no bias; untied).
+    "internlm2.5-7b": "llama",
     **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b",
                      "mistral-7b-v0.2", "mistral-large-2407", "codestral-22b", "ministral-8b"],
                     "mistral"),
