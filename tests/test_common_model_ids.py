@@ -93,6 +93,8 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "tiiuae/falcon-180B-chat": ("falcon-180b", 178.56),
     "moonshotai/Kimi-K2-Instruct": ("kimi-k2", 1026.41),
     "internlm/internlm2_5-7b": ("internlm2.5-7b", 7.74),
+    "baichuan-inc/Baichuan2-7B-Base": ("baichuan2-7b", 7.51),
+    "baichuan-inc/Baichuan2-13B-Base": ("baichuan2-13b", 13.90),
 }
 
 

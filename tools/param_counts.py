@@ -44,8 +44,10 @@ MODEL_TYPES: dict[str, str] = {
          "smollm2-360m", "smollm2-1.7b", "codellama-7b", "codellama-13b"], "llama"),
     "tinyllama-1.1b": "llama",
     # Remote code with llama's parameter shapes: InternLM2.5 (wqkv fuses q, k, v; w1/w3/w2 SwiGLU;
-    # RMSNorms; no bias; untied).
+    # RMSNorms; no bias; untied) and Baichuan 2 (W_pack fuses q, k, v; NormHead is a vocab x h
+    # matrix; 13B's ALiBi has no parameters).
     "internlm2.5-7b": "llama",
+    **dict.fromkeys(["baichuan2-7b", "baichuan2-13b"], "llama"),
     **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b",
                      "mistral-7b-v0.2", "mistral-large-2407", "codestral-22b", "ministral-8b"],
                     "mistral"),
