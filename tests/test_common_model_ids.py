@@ -95,6 +95,7 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "internlm/internlm2_5-7b": ("internlm2.5-7b", 7.74),
     "baichuan-inc/Baichuan2-7B-Base": ("baichuan2-7b", 7.51),
     "baichuan-inc/Baichuan2-13B-Base": ("baichuan2-13b", 13.90),
+    "HuggingFaceTB/SmolLM3-3B": ("smollm3-3b", 3.08),
 }
 
 

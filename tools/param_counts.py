@@ -43,6 +43,7 @@ MODEL_TYPES: dict[str, str] = {
         ["llama-7b", "llama-13b", "llama-30b", "llama-65b", "yi-6b", "yi-34b", "smollm2-135m",
          "smollm2-360m", "smollm2-1.7b", "codellama-7b", "codellama-13b"], "llama"),
     "tinyllama-1.1b": "llama",
+    "smollm3-3b": "smollm3",
     # Remote code with llama's parameter shapes: InternLM2.5 (wqkv fuses q, k, v; w1/w3/w2 SwiGLU;
     # RMSNorms; no bias; untied) and Baichuan 2 (W_pack fuses q, k, v; NormHead is a vocab x h
     # matrix; 13B's ALiBi has no parameters).
@@ -126,9 +127,9 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
     """config.json keys of ``model_type`` giving ``m``'s shapes (the rest: its defaults)."""
     moe = m.moe
     if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
-                      "phi3", "olmo2", "granite"}:
+                      "phi3", "olmo2", "granite", "smollm3"}:
         extra = {"attention_bias": m.attention_bias, "mlp_bias": m.mlp_bias} \
-            if model_type in {"llama", "granite"} else {}
+            if model_type in {"llama", "granite", "smollm3"} else {}
         return {**_decoder(m), **extra}
     if model_type == "gpt_oss":  # experts, router and q/k/v/o all biased; sinks per head
         return {**_decoder(m), "intermediate_size": moe.expert_ffn_hidden_size,
