@@ -88,6 +88,14 @@ COMMON_IDS: dict[str, tuple[str, float]] = {
     "deepseek-ai/deepseek-moe-16b-base": ("deepseek-moe-16b", 16.38),
     "moonshotai/Moonlight-16B-A3B-Instruct": ("moonlight-16b-a3b", 15.96),
     "zai-org/GLM-4.5": ("glm-4.5", 352.80),
+    "ibm-granite/granite-3.3-8b-instruct": ("granite-3.3-8b", 8.17),
+    "ibm-granite/granite-3.3-2b-base": ("granite-3.3-2b", 2.53),
+    "tiiuae/falcon-180B-chat": ("falcon-180b", 178.56),
+    "moonshotai/Kimi-K2-Instruct": ("kimi-k2", 1026.41),
+    "internlm/internlm2_5-7b": ("internlm2.5-7b", 7.74),
+    "baichuan-inc/Baichuan2-7B-Base": ("baichuan2-7b", 7.51),
+    "baichuan-inc/Baichuan2-13B-Base": ("baichuan2-13b", 13.90),
+    "HuggingFaceTB/SmolLM3-3B": ("smollm3-3b", 3.08),
 }
 
 

@@ -43,13 +43,20 @@ MODEL_TYPES: dict[str, str] = {
         ["llama-7b", "llama-13b", "llama-30b", "llama-65b", "yi-6b", "yi-34b", "smollm2-135m",
          "smollm2-360m", "smollm2-1.7b", "codellama-7b", "codellama-13b"], "llama"),
     "tinyllama-1.1b": "llama",
+    "smollm3-3b": "smollm3",
+    # Remote code with llama's parameter shapes: InternLM2.5 (wqkv fuses q, k, v; w1/w3/w2 SwiGLU;
+    # RMSNorms; no bias; untied) and Baichuan 2 (W_pack fuses q, k, v; NormHead is a vocab x h
+    # matrix; 13B's ALiBi has no parameters).
+    "internlm2.5-7b": "llama",
+    **dict.fromkeys(["baichuan2-7b", "baichuan2-13b"], "llama"),
     **dict.fromkeys(["mistral-7b", "mistral-7b-v0.3", "mistral-nemo-12b", "mistral-small-24b",
                      "mistral-7b-v0.2", "mistral-large-2407", "codestral-22b", "ministral-8b"],
                     "mistral"),
     **dict.fromkeys(["mixtral-8x7b", "mixtral-8x22b"], "mixtral"),
     **dict.fromkeys(["phi-3-mini-4k", "phi-3-mini-128k", "phi-3.5-mini", "phi-4", "phi-3-medium-4k",
                      "phi-3-medium-128k"], "phi3"),
-    **dict.fromkeys(["granite-3.1-2b", "granite-3.1-8b"], "granite"),
+    **dict.fromkeys(["granite-3.1-2b", "granite-3.1-8b", "granite-3.3-2b", "granite-3.3-8b"],
+                    "granite"),
     **dict.fromkeys(["gpt-oss-20b", "gpt-oss-120b"], "gpt_oss"),
     **dict.fromkeys(["gemma-2b", "gemma-7b"], "gemma"),
     **dict.fromkeys(["qwen-1.8b", "qwen-7b", "qwen-14b", "qwen-72b"], "qwen2"),
@@ -69,7 +76,8 @@ MODEL_TYPES: dict[str, str] = {
     # shapes equal it without attention bias and qk-norm (dense first layer, E x h router, shared
     # experts).
     "deepseek-moe-16b": "glm4_moe",
-    **dict.fromkeys(["deepseek-v3", "moonlight-16b-a3b"], "deepseek_v3"),
+    # Kimi K2 is remote code (model_type kimi_k2) with DeepseekV3ForCausalLM's shapes.
+    **dict.fromkeys(["deepseek-v3", "moonlight-16b-a3b", "kimi-k2"], "deepseek_v3"),
     "deepseek-v2-lite": "deepseek_v2",
     **dict.fromkeys(["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"], "gemma2"),
     "gemma-3-1b": "gemma3_text",
@@ -78,7 +86,7 @@ MODEL_TYPES: dict[str, str] = {
         ["opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b", "opt-13b", "opt-30b", "opt-66b"], "opt"),
     "bloom-7b1": "bloom",
     **dict.fromkeys(["mpt-7b", "mpt-30b"], "mpt"),
-    **dict.fromkeys(["falcon-7b", "falcon-40b"], "falcon"),
+    **dict.fromkeys(["falcon-7b", "falcon-40b", "falcon-180b"], "falcon"),
     **dict.fromkeys(["gpt2", "gpt2-xl"], "gpt2"),
     **dict.fromkeys(["pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b", "pythia-2.8b",
                      "pythia-6.9b", "pythia-12b", "gpt-neox-20b"], "gpt_neox"),
@@ -119,9 +127,9 @@ def hf_overrides(m: ModelSpec, model_type: str) -> dict[str, Any]:
     """config.json keys of ``model_type`` giving ``m``'s shapes (the rest: its defaults)."""
     moe = m.moe
     if model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
-                      "phi3", "olmo2", "granite"}:
+                      "phi3", "olmo2", "granite", "smollm3"}:
         extra = {"attention_bias": m.attention_bias, "mlp_bias": m.mlp_bias} \
-            if model_type in {"llama", "granite"} else {}
+            if model_type in {"llama", "granite", "smollm3"} else {}
         return {**_decoder(m), **extra}
     if model_type == "gpt_oss":  # experts, router and q/k/v/o all biased; sinks per head
         return {**_decoder(m), "intermediate_size": moe.expert_ffn_hidden_size,
