@@ -19,8 +19,8 @@ CAT = load_catalog()
 
 # profile -> its base
 NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger",
-       "oat": "deepspeed", "autotrain": "trl"}
-JAX: tuple[str, ...] = ()
+       "oat": "deepspeed", "autotrain": "trl", "easydel": "maxtext"}
+JAX: tuple[str, ...] = ("easydel",)
 
 
 @pytest.mark.parametrize(("fid", "base"), sorted(NEW.items()))
@@ -72,6 +72,15 @@ FACTS = [
     ("autotrain", "lora_dropout", 0.05),
     ("autotrain", "nf4_double_quant", False),
     ("autotrain", "logprobs", "16bit"),  # TRL's, inherited
+    ("easydel", "workloads", ("pretrain", "sft", "rm", "dpo")),
+    ("easydel", "methods", ("full", "lora")),
+    ("easydel", "sharding", ("ddp", "fsdp2")),
+    ("easydel", "parallelism", ("tp", "ep")),
+    ("easydel", "offload", ()),
+    ("easydel", "checkpointing_default", "none"),
+    ("easydel", "master_weights", "none"),  # from_pretrained's bf16 parameters, no fp32 copy
+    ("easydel", "fused_elementwise", True),
+    ("easydel", "launch_format", None),
 ]
 
 
@@ -94,6 +103,8 @@ LAYOUTS = [
                              "--placement", "separate", "--rollout-gpus", "4", *RL]),
     ("autotrain", "qwen2.5-1.5b", ["--method", "qlora"]),
     ("autotrain", "qwen2.5-1.5b", ["--num-gpus", "4", "--zero", "3"]),
+    ("easydel", "qwen2.5-1.5b", ["--num-gpus", "8", "--fsdp"]),
+    ("easydel", "qwen2.5-1.5b", ["--method", "lora"]),
 ]
 
 
@@ -139,6 +150,8 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("AutoTrain Advanced", "autotrain"), ("autotrain", "autotrain"),
     ("Hugging Face AutoTrain", "autotrain"), ("huggingface/autotrain-advanced", "autotrain"),
     ("autotrain-advanced==0.8.36", "autotrain"), ("autotrain+deepspeed", "autotrain"),
+    ("EasyDeL", "easydel"), ("erfanzar/EasyDeL", "easydel"), ("easydel==0.2.0", "easydel"),
+    ("EasyDeL+LoRA", "easydel"), ("easydel-sft", "easydel"),
     # Marin trains through Levanter (an alias, no profile of its own)
     ("Marin", "levanter"), ("marin-community/marin", "levanter"),
 ])
