@@ -19,7 +19,8 @@ CAT = load_catalog()
 
 # profile -> its base
 NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger",
-       "oat": "deepspeed", "autotrain": "trl", "easydel": "maxtext"}
+       "oat": "deepspeed", "autotrain": "trl", "easydel": "maxtext",
+       "fairseq2": "pytorch-fsdp"}
 JAX: tuple[str, ...] = ("easydel",)
 
 
@@ -81,6 +82,15 @@ FACTS = [
     ("easydel", "master_weights", "none"),  # from_pretrained's bf16 parameters, no fp32 copy
     ("easydel", "fused_elementwise", True),
     ("easydel", "launch_format", None),
+    ("fairseq2", "workloads", ("pretrain", "sft")),
+    ("fairseq2", "methods", ("full",)),
+    ("fairseq2", "sharding", ("none", "ddp", "fsdp1", "fsdp2")),
+    ("fairseq2", "parallelism", ("tp",)),
+    ("fairseq2", "checkpointing", ("none", "full")),
+    ("fairseq2", "loss", "fp32"),
+    ("fairseq2", "grad_reduce_dtype", "fp32"),
+    ("fairseq2", "compiled_workloads", ("pretrain",)),
+    ("fairseq2", "attention", None),  # per recipe: flash2 pretraining, torch_math SFT
 ]
 
 
@@ -105,6 +115,9 @@ LAYOUTS = [
     ("autotrain", "qwen2.5-1.5b", ["--num-gpus", "4", "--zero", "3"]),
     ("easydel", "qwen2.5-1.5b", ["--num-gpus", "8", "--fsdp"]),
     ("easydel", "qwen2.5-1.5b", ["--method", "lora"]),
+    ("fairseq2", "llama-3.2-1b", ["--num-gpus", "8", "--fsdp", "--no-flash-attention"]),
+    ("fairseq2", "llama-3.2-1b", ["--workload", "pretrain", "--num-gpus", "8", "--fsdp",
+                                  "--tp", "2"]),
 ]
 
 
@@ -152,6 +165,8 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("autotrain-advanced==0.8.36", "autotrain"), ("autotrain+deepspeed", "autotrain"),
     ("EasyDeL", "easydel"), ("erfanzar/EasyDeL", "easydel"), ("easydel==0.2.0", "easydel"),
     ("EasyDeL+LoRA", "easydel"), ("easydel-sft", "easydel"),
+    ("fairseq2", "fairseq2"), ("facebookresearch/fairseq2", "fairseq2"),
+    ("Meta fairseq2", "fairseq2"), ("fairseq2 v0.5", "fairseq2"), ("fairseq2+fsdp", "fairseq2"),
     # Marin trains through Levanter (an alias, no profile of its own)
     ("Marin", "levanter"), ("marin-community/marin", "levanter"),
 ])
