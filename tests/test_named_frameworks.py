@@ -20,7 +20,7 @@ CAT = load_catalog()
 # profile -> its base
 NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger",
        "oat": "deepspeed", "autotrain": "trl", "easydel": "maxtext",
-       "fairseq2": "pytorch-fsdp"}
+       "fairseq2": "pytorch-fsdp", "modalities": "pytorch-fsdp"}
 JAX: tuple[str, ...] = ("easydel",)
 
 
@@ -91,6 +91,13 @@ FACTS = [
     ("fairseq2", "grad_reduce_dtype", "fp32"),
     ("fairseq2", "compiled_workloads", ("pretrain",)),
     ("fairseq2", "attention", None),  # per recipe: flash2 pretraining, torch_math SFT
+    ("modalities", "workloads", ("pretrain", "sft")),
+    ("modalities", "sharding", ("ddp", "fsdp1", "fsdp2")),
+    ("modalities", "parallelism", ("tp", "pp")),
+    ("modalities", "selective_checkpointing", "op"),
+    ("modalities", "loss", "16bit"),
+    ("modalities", "grad_reduce_dtype", "16bit"),
+    ("modalities", "launch_format", "torchrun"),  # pytorch-fsdp's, inherited; no writer of it
 ]
 
 
@@ -118,6 +125,9 @@ LAYOUTS = [
     ("fairseq2", "llama-3.2-1b", ["--num-gpus", "8", "--fsdp", "--no-flash-attention"]),
     ("fairseq2", "llama-3.2-1b", ["--workload", "pretrain", "--num-gpus", "8", "--fsdp",
                                   "--tp", "2"]),
+    ("modalities", "qwen2.5-0.5b", ["--num-gpus", "4", "--fsdp"]),
+    ("modalities", "qwen2.5-0.5b", ["--workload", "pretrain", "--num-gpus", "8", "--fsdp",
+                                    "--pp", "2"]),
 ]
 
 
@@ -167,6 +177,8 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("EasyDeL+LoRA", "easydel"), ("easydel-sft", "easydel"),
     ("fairseq2", "fairseq2"), ("facebookresearch/fairseq2", "fairseq2"),
     ("Meta fairseq2", "fairseq2"), ("fairseq2 v0.5", "fairseq2"), ("fairseq2+fsdp", "fairseq2"),
+    ("Modalities", "modalities"), ("Modalities/modalities", "modalities"),
+    ("modalities==0.5.0", "modalities"), ("modalities-pretrain", "modalities"),
     # Marin trains through Levanter (an alias, no profile of its own)
     ("Marin", "levanter"), ("marin-community/marin", "levanter"),
 ])
