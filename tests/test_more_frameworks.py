@@ -286,9 +286,9 @@ def test_rule_4_a_backend_the_framework_lacks_is_an_error_not_a_fallback(slug, n
 
 @pytest.mark.parametrize(("slug", "nearest"), [
     ("colosal", "colossalai"), ("nanotorn", "nanotron"), ("torchtunes", "torchtune"),
-    ("skyrll==0.2", "skyrl"), ("foo+deepspeed", None), ("tensorrt-llm", None),
+    ("skyrll==0.2", "skyrl"), ("foo+deepspeed", None), ("flashinfer", None),
     ("verl+openrlhf", None),  # two frameworks, neither derived from the other
-])
+])  # an inference engine (tensorrt-llm) is refused as one: test_framework_names.py, rule 10
 def test_an_unknown_slug_is_one_line_naming_the_nearest_ids(capsys, slug, nearest):
     with pytest.raises(UnknownNameError) as err:
         CAT.framework(slug)

@@ -19,8 +19,9 @@ CAT = load_catalog()
 
 # profile -> its base
 NEW = {"torchforge": "torchtitan", "verifiers": "hf-trainer-liger",
-       "oat": "deepspeed", "autotrain": "trl"}
-JAX: tuple[str, ...] = ()
+       "oat": "deepspeed", "autotrain": "trl", "easydel": "maxtext",
+       "fairseq2": "pytorch-fsdp", "modalities": "pytorch-fsdp"}
+JAX: tuple[str, ...] = ("easydel",)
 
 
 @pytest.mark.parametrize(("fid", "base"), sorted(NEW.items()))
@@ -72,6 +73,31 @@ FACTS = [
     ("autotrain", "lora_dropout", 0.05),
     ("autotrain", "nf4_double_quant", False),
     ("autotrain", "logprobs", "16bit"),  # TRL's, inherited
+    ("easydel", "workloads", ("pretrain", "sft", "rm", "dpo")),
+    ("easydel", "methods", ("full", "lora")),
+    ("easydel", "sharding", ("ddp", "fsdp2")),
+    ("easydel", "parallelism", ("tp", "ep")),
+    ("easydel", "offload", ()),
+    ("easydel", "checkpointing_default", "none"),
+    ("easydel", "master_weights", "none"),  # from_pretrained's bf16 parameters, no fp32 copy
+    ("easydel", "fused_elementwise", True),
+    ("easydel", "launch_format", None),
+    ("fairseq2", "workloads", ("pretrain", "sft")),
+    ("fairseq2", "methods", ("full",)),
+    ("fairseq2", "sharding", ("none", "ddp", "fsdp1", "fsdp2")),
+    ("fairseq2", "parallelism", ("tp",)),
+    ("fairseq2", "checkpointing", ("none", "full")),
+    ("fairseq2", "loss", "fp32"),
+    ("fairseq2", "grad_reduce_dtype", "fp32"),
+    ("fairseq2", "compiled_workloads", ("pretrain",)),
+    ("fairseq2", "attention", None),  # per recipe: flash2 pretraining, torch_math SFT
+    ("modalities", "workloads", ("pretrain", "sft")),
+    ("modalities", "sharding", ("ddp", "fsdp1", "fsdp2")),
+    ("modalities", "parallelism", ("tp", "pp")),
+    ("modalities", "selective_checkpointing", "op"),
+    ("modalities", "loss", "16bit"),
+    ("modalities", "grad_reduce_dtype", "16bit"),
+    ("modalities", "launch_format", "torchrun"),  # pytorch-fsdp's, inherited; no writer of it
 ]
 
 
@@ -94,6 +120,14 @@ LAYOUTS = [
                              "--placement", "separate", "--rollout-gpus", "4", *RL]),
     ("autotrain", "qwen2.5-1.5b", ["--method", "qlora"]),
     ("autotrain", "qwen2.5-1.5b", ["--num-gpus", "4", "--zero", "3"]),
+    ("easydel", "qwen2.5-1.5b", ["--num-gpus", "8", "--fsdp"]),
+    ("easydel", "qwen2.5-1.5b", ["--method", "lora"]),
+    ("fairseq2", "llama-3.2-1b", ["--num-gpus", "8", "--fsdp", "--no-flash-attention"]),
+    ("fairseq2", "llama-3.2-1b", ["--workload", "pretrain", "--num-gpus", "8", "--fsdp",
+                                  "--tp", "2"]),
+    ("modalities", "qwen2.5-0.5b", ["--num-gpus", "4", "--fsdp"]),
+    ("modalities", "qwen2.5-0.5b", ["--workload", "pretrain", "--num-gpus", "8", "--fsdp",
+                                    "--pp", "2"]),
 ]
 
 
@@ -139,6 +173,12 @@ def test_plan_refuses_them_in_one_line_naming_check(capsys, fid):
     ("AutoTrain Advanced", "autotrain"), ("autotrain", "autotrain"),
     ("Hugging Face AutoTrain", "autotrain"), ("huggingface/autotrain-advanced", "autotrain"),
     ("autotrain-advanced==0.8.36", "autotrain"), ("autotrain+deepspeed", "autotrain"),
+    ("EasyDeL", "easydel"), ("erfanzar/EasyDeL", "easydel"), ("easydel==0.2.0", "easydel"),
+    ("EasyDeL+LoRA", "easydel"), ("easydel-sft", "easydel"),
+    ("fairseq2", "fairseq2"), ("facebookresearch/fairseq2", "fairseq2"),
+    ("Meta fairseq2", "fairseq2"), ("fairseq2 v0.5", "fairseq2"), ("fairseq2+fsdp", "fairseq2"),
+    ("Modalities", "modalities"), ("Modalities/modalities", "modalities"),
+    ("modalities==0.5.0", "modalities"), ("modalities-pretrain", "modalities"),
     # Marin trains through Levanter (an alias, no profile of its own)
     ("Marin", "levanter"), ("marin-community/marin", "levanter"),
 ])

@@ -37,6 +37,13 @@ The documented rules, applied in this order:
 8. Ray Train orchestrates another framework's training loop and imposes no memory
    semantics of its own: ``ray train + X`` (or ``ray + X``) is X, and ``ray train`` alone is
    refused in one line asking for the framework it runs.
+9. bitsandbytes is a quantization library (the 4-bit base of QLoRA, 8-bit optimizers), not a
+   framework: ``bitsandbytes`` and ``bnb`` are backend words of rule 4 that X runs when it
+   offers QLoRA (``peft+bitsandbytes`` and ``transformers+peft+bitsandbytes`` are hf-trainer,
+   ``trl+bnb`` trl); alone they are refused in one line asking for the framework.
+10. An inference engine (catalog.engines: TensorRT-LLM, vLLM, TGI, SGLang, LMDeploy, by any
+   of their spellings, versions, owners or vendor words) is not a training framework: named
+   alone it is refused in one line saying so (``verl+vllm`` stays verl by rule 4).
 Anything else is an unknown framework: one line naming the nearest profile ids.
 """
 
@@ -49,6 +56,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from planner.catalog.engines import Engine, engine_named
 from planner.catalog.specs import FrameworkSpec
 from planner.errors import UnknownNameError
 
@@ -57,7 +65,8 @@ BACKENDS: dict[str, str] = {"deepspeed": "deepspeed", "fsdp": "fsdp", "fsdp1": "
                             "fsdp2": "fsdp", "megatron": "megatron", "peft": "peft",
                             "lora": "peft", "qlora": "peft", "dora": "peft", "vllm": "vllm",
                             "sglang": "sglang", "zero": "deepspeed", "zero1": "deepspeed",
-                            "zero2": "deepspeed", "zero3": "deepspeed"}
+                            "zero2": "deepspeed", "zero3": "deepspeed",
+                            "bitsandbytes": "bitsandbytes", "bnb": "bitsandbytes"}
 # Words of a slug that name the job rather than the framework (rule 6): dropped.
 DROPPED = frozenset({"pretrain", "sft", "rm", "dpo", "ppo", "grpo", "full"})
 # Rule 7: vendor and organisation words written in front of a framework's name (normalised,
@@ -76,6 +85,7 @@ _RUNS: dict[str, tuple[str, frozenset[str]]] = {
     "fsdp": ("sharding", frozenset({"fsdp1", "fsdp2"})),
     "megatron": ("sharding", frozenset({"megatron"})),
     "peft": ("methods", frozenset({"lora", "dora", "qlora"})),
+    "bitsandbytes": ("methods", frozenset({"qlora"})),
     "vllm": ("rollout_engines", frozenset({"vllm"})),
     "sglang": ("rollout_engines", frozenset({"sglang"})),
 }
@@ -253,6 +263,30 @@ def _split_words(key: str, index: dict[str, FrameworkSpec]) -> str:
     return "+".join(p for p in parts if p)
 
 
+def inference_engine(name: str) -> Engine | None:
+    """Rule 10: the serving engine ``name`` names (as written, without a trailing version, an
+    owner or a vendor word), None when it names none."""
+    bare, _ = split_version(name)
+    key = normalise(bare)
+    return engine_named((name, bare, key, *_unvendored(key)))
+
+
+def _not_a_framework(name: str, key: str) -> str | None:
+    """Rules 9 and 10: the one-line refusal of a quantization library or an inference engine
+    named as the framework, None for any other name."""
+    if key in BACKENDS and BACKENDS[key] == "bitsandbytes":
+        return (f"framework {name.strip()!r} is bitsandbytes, a quantization library (QLoRA's "
+                "4-bit base, 8-bit optimizers), not a framework: name the framework that trains "
+                "with it ('trl+bitsandbytes', 'peft+bitsandbytes' for the Trainer with PEFT) and "
+                "pass --method qlora or --optimizer adamw-8bit")
+    engine = inference_engine(name)
+    if engine is None:
+        return None
+    return (f"framework {name.strip()!r} is {engine.name}, an inference engine, not a training "
+            "framework: name the framework that trains (an RL framework generating with it, "
+            "e.g. 'verl+vllm'); validation decode cases name it as their framework")
+
+
 def match(name: str, frameworks: Mapping[str, FrameworkSpec]) -> SlugMatch:
     """The profile a framework slug names by the module's rules (UnknownNameError: none, in
     one line with the nearest ids)."""
@@ -266,6 +300,9 @@ def match(name: str, frameworks: Mapping[str, FrameworkSpec]) -> SlugMatch:
             "pytorch-fsdp for a TorchTrainer loop that prepare_model wraps in DDP or FSDP)")
     if key in index:
         return SlugMatch(index[key], version, "id or alias")
+    refusal = _not_a_framework(name, key)
+    if refusal is not None:
+        raise UnknownNameError(refusal)
     key = _split_words(key, index)
     if key in index:
         return SlugMatch(index[key], version, f"{key} (rules 6 to 8)")

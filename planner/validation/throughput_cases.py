@@ -9,20 +9,22 @@ from typing import Any
 from planner.catalog.frameworks import efficiency_of
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.request import PAIRWISE_WORKLOADS, RL_WORKLOADS, TrainConfig
+from planner.catalog.slugs import inference_engine
 from planner.catalog.specs import GpuSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.models.cost import define_job, rent_cost
 from planner.models.decode import estimate_decode
-from planner.models.efficiency import DECODE_STACKS
 from planner.models.throughput import ThroughputEstimate, estimate_throughput
 from planner.validation.case_inputs import case_config, case_profile, run_profile
 
 ROLE_WORKLOADS = RL_WORKLOADS + PAIRWISE_WORKLOADS  # workloads.py roles: rl_case mapping
 PEFT_WORKLOADS = ("lora", "qlora", "dora")
 
-# A decode case names its serving stack as its framework (efficiency.DECODE_STACKS); one that
-# names none of them is timed as vLLM. Training frameworks take their efficiency from their
-# profile (catalog/frameworks).
+# A decode case names its serving engine as its framework, in any spelling catalog.engines
+# knows (TGI, text-generation-inference, trtllm, vLLM v0.6, ...), and takes that engine's decode
+# stack (efficiency.DECODE_STACKS; SGLang and LMDeploy, with no case, vLLM's, as the table
+# says); a decode case that names no engine is timed as vLLM. Training frameworks take their
+# efficiency from their profile (catalog/frameworks).
 DEFAULT_DECODE_STACK = "vllm"
 # The stack of a training framework whose profile (and bases) state no measured efficiency.
 DEFAULT_STACK = "hf"
@@ -43,9 +45,9 @@ def stack_of(case: dict[str, Any], catalog: Catalog | None = None) -> str:
     without a profile, which training cases report as not modelled). A run on one of the
     profile's backends (a backend its location names, e.g. LLaMA-Factory's Unsloth rows) takes
     that backend's."""
-    fw = str(case.get("framework")).strip().lower().replace("_", "-")  # as slugs.match reads
-    if case.get("workload") == "decode" or fw in DECODE_STACKS:
-        return fw if fw in DECODE_STACKS else DEFAULT_DECODE_STACK
+    engine = inference_engine(str(case.get("framework")))  # any spelling (catalog.engines)
+    if case.get("workload") == "decode" or engine is not None:
+        return engine.stack if engine is not None else DEFAULT_DECODE_STACK
     catalog = catalog or load_catalog()
     try:
         profile = case_profile(case, catalog)
