@@ -16,6 +16,7 @@ from planner import TrainConfig, check, load_catalog
 from planner.catalog.plan_request import PlanRequest
 from planner.models.bands import (
     BANDS_FILE,
+    PLAN_METHODS,
     SCORES,
     band,
     case_band,
@@ -154,15 +155,16 @@ def test_plan_holds_the_upper_edge_and_confidence_zero_is_the_point_plan():
 
 
 def test_an_open_method_holds_each_method_to_its_own_band():
-    """With the method open the offers' usable memory is stated at the widest band (QLoRA's
-    today); every strategy's need is scaled by need_scale, so a LoRA strategy is held to LoRA's
-    band: its scaled need is the need of the same strategy in a LoRA-only request x
+    """With the method open the offers' usable memory is stated at the widest band of the plan
+    methods (which one is data: full fine-tuning's since the fms-acceleration memory rows,
+    QLoRA's before); every strategy's need is scaled by need_scale, so a LoRA strategy is held
+    to LoRA's band: its scaled need is the need of the same strategy in a LoRA-only request x
     h_lora / h_widest."""
     from planner.solver.space import build_space
 
     kw = {"model": "7b", "budget_usd": 3000, "confidence": 0.9, "gpus": ("rtx-3090",)}
     auto, lora = PlanRequest(**kw), PlanRequest(method="lora", **kw)
-    h = {m: request_headroom(auto, m) for m in ("lora", "qlora")}
+    h = {m: request_headroom(auto, m) for m in PLAN_METHODS}
     assert request_headroom(auto) == max(h.values()) > h["lora"]
     assert need_scale(auto, "lora") == pytest.approx(h["lora"] / request_headroom(auto))
     assert need_scale(lora, "lora") == 1.0
