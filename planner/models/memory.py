@@ -403,8 +403,13 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
     grads = gradient_bytes(model, cfg, precision)
     gathered = gathered_bytes(model, cfg, precision)
     # Gradients exist during forward when they accumulate over micro-batches, or when ZeRO-2/3
-    # and FSDP keep their persistent gradient partition buffers.
-    keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2 or cfg.fsdp
+    # keep their persistent gradient partition buffers. FSDP keeps none: each unit's sharded
+    # gradient is allocated by its post-backward hook, and zero_grad(set_to_none=True), torch's
+    # default that the loops call after the step, frees it before the next forward
+    # (pytorch/pytorch@cf30153c torch/distributed/fsdp/_runtime_utils.py _accumulate_sharded_grad,
+    # _flat_param.py FlatParamHandle._reset_flat_param_grad_info_if_needed;
+    # huggingface/transformers@000945a9 src/transformers/trainer.py: model.zero_grad()).
+    keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2
     acts = activation_phase_terms(model, cfg)
     forward = {**states, "gradients": grads if keeps_grads else 0.0, "gathered_params": gathered}
     out = {
