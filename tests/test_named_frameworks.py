@@ -14,6 +14,7 @@ from planner.catalog.frameworks import efficiency_of, resolve
 from planner.catalog.launches import launch_format_of
 from planner.catalog.load import load_catalog
 from tests.test_cli import run
+from tests.test_unseen_frameworks import sourced_profile
 
 CAT = load_catalog()
 
@@ -26,14 +27,7 @@ JAX: tuple[str, ...] = ("easydel",)
 
 @pytest.mark.parametrize(("fid", "base"), sorted(NEW.items()))
 def test_profile_has_its_base_and_a_pinned_source_for_every_fact_it_states(fid, base):
-    profile = resolve(CAT, fid)
-    assert profile.spec.base == base
-    stated = [name for name in profile.facts if profile.inherited(name) is None]
-    assert len(stated) >= 3, fid
-    for name in stated:
-        source = profile.source(name)
-        assert "@" in source or "http" in source, (fid, name, source)
-    assert profile.value("workloads") and profile.value("methods")
+    profile = sourced_profile(fid, base)
     key, why = efficiency_of(profile)
     if fid in JAX:
         assert key is None and "JAX/XLA" in profile.spec.notes

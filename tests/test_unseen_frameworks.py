@@ -28,8 +28,9 @@ NEW = {
 JAX = ("maxtext", "levanter")
 
 
-@pytest.mark.parametrize(("fid", "base"), sorted(NEW.items()))
-def test_profile_loads_with_a_source_for_every_fact_it_states(fid, base):
+def sourced_profile(fid: str, base: str | None):
+    """The profile ``fid``, checked: its base is ``base``, it states at least three facts of its
+    own, each with a pinned source (a commit or a URL), and it names workloads and methods."""
     profile = resolve(CAT, fid)
     assert profile.spec.base == base
     stated = [name for name in profile.facts if profile.inherited(name) is None]
@@ -38,6 +39,12 @@ def test_profile_loads_with_a_source_for_every_fact_it_states(fid, base):
         source = profile.source(name)
         assert "@" in source or "http" in source, (fid, name, source)
     assert profile.value("workloads") and profile.value("methods")
+    return profile
+
+
+@pytest.mark.parametrize(("fid", "base"), sorted(NEW.items()))
+def test_profile_loads_with_a_source_for_every_fact_it_states(fid, base):
+    sourced_profile(fid, base)
 
 
 @pytest.mark.parametrize("fid", sorted(set(NEW) - set(JAX)))
