@@ -41,6 +41,25 @@ class ResolvedModel:
     asked_as: str
     weight_bits: int | None = None  # 4 for -Int4/GPTQ-Int4 checkpoints, None for 16-bit
 
+    @property
+    def checkpoint(self) -> str | None:
+        """What a launch loads (checkpoint_of)."""
+        return checkpoint_of(self.asked_as, self.spec)
+
+
+def checkpoint_of(asked: str, spec: ModelSpec) -> str | None:
+    """The checkpoint a launch of the model asked as ``asked`` loads: a local config.json's
+    folder or the folder given, the Hugging Face repo id as asked (``owner/name``: a fine-tune,
+    an -Instruct release or a re-upload that shares the catalog entry's architecture is that
+    checkpoint, not the entry's), else the catalog entry's hf_repo (a catalog id or size alias).
+    """
+    text = asked.strip()
+    if text.endswith(".json"):
+        return str(Path(text).parent)
+    if _is_dir(text) or (text.count("/") == 1 and not text.startswith((".", "/"))):
+        return text
+    return spec.hf_repo
+
 
 @dataclass(frozen=True)
 class Catalog:

@@ -313,7 +313,8 @@ def plan_body(p: Any) -> dict[str, Any]:
     """One plan as plan documents and Pareto points hold it (what `planner export` reads)."""
     c = p.config
     return with_bands({
-        "model": p.model, "gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus,
+        "model": p.model, "checkpoint": p.checkpoint, "gpu": p.gpu, "platform": p.platform,
+        "num_gpus": p.num_gpus,
         "num_hosts": p.num_hosts, "method": c.method,
         "lora_rank": c.adapter_rank, "optimizer": c.optimizer,
         "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.catalog.request import TrainConfig
 from planner.solver.result import Binding, Conflict  # the typed results, as the documents hold them
@@ -206,6 +206,8 @@ class PlanBody(_Doc):
     What `planner export` reads."""
 
     model: str
+    checkpoint: str | None = Field(default=None, description="what its launch loads: the "
+                                   "Hugging Face repo id as asked, else the catalog's")
     gpu: str
     platform: str | None
     num_gpus: int

@@ -29,6 +29,9 @@ class Plan:
     # False when a solver time limit stopped the tie-break chain: the objective value is the
     # optimum, the layout among the plans reaching it may not be the preferred one
     proven_optimal: bool = True
+    # what its launch loads: the repo id as the request named it, else the catalog entry's
+    # (catalog.load.checkpoint_of); None where neither names one
+    checkpoint: str | None = None
 
     @property
     def cost_usd(self) -> float:

@@ -120,8 +120,9 @@ def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
     """Convert a Plan, PlanResult or `planner plan --json` document (or its "plan" member)
     into launch config text of format ``fmt`` (one of FORMATS).
 
-    ``model_path`` is what the launch loads; by default the model's Hugging Face repo from
-    ``catalog`` (the shipped one if None), else the catalog id."""
+    ``model_path`` is what the launch loads; by default the plan's checkpoint (the Hugging
+    Face repo id the request named), else the model's repo from ``catalog`` (the shipped one
+    if None), else the catalog id."""
     key = check_format(fmt)
     if catalog is not None:
         check_type(catalog, Catalog, name="catalog")

@@ -134,7 +134,8 @@ def _job_of_plan(plan: Plan, *, model_path: str | None, catalog: Any) -> Job:
     if spec is not None:  # a Plan built or edited by hand: the same structural checks as `check`
         validate_config(cfg, spec)
     return Job(
-        model=plan.model, model_path=_model_path(plan.model, spec, model_path), gpu=plan.gpu,
+        model=plan.model, model_path=_model_path(plan.model, spec, model_path or plan.checkpoint),
+        gpu=plan.gpu,
         num_gpus=plan.num_gpus, num_hosts=plan.num_hosts, cfg=cfg,
         precision=plan.memory.precision or cfg.precision,
         engine_utilization=engine_utilization_to_set(cfg, plan.memory),
@@ -189,7 +190,8 @@ def _job_of_doc(plan: Mapping, *, model_path: str | None, catalog: Any) -> Job:
     if spec is not None:  # a hand-edited document: the same structural checks as `check`
         validate_config(cfg, spec)
     return Job(
-        model=str(doc["model"]), model_path=_model_path(str(doc["model"]), spec, model_path),
+        model=str(doc["model"]), model_path=_model_path(
+            str(doc["model"]), spec, model_path or _checkpoint(doc)),
         gpu=str(doc["gpu"]), num_gpus=num_gpus, num_hosts=num_hosts, cfg=cfg,
         precision=precision,
         engine_utilization=None if u is None else float(u),
@@ -202,6 +204,15 @@ def _consistent(num_gpus: int, cfg: TrainConfig) -> None:
     if num_gpus != cfg.num_gpus:
         raise PlannerError(f"plan num_gpus {num_gpus} differs from its config's "
                            f"{cfg.num_gpus}: the document was edited inconsistently")
+
+
+def _checkpoint(doc: Mapping) -> str | None:
+    """A plan document's checkpoint (what its launch loads), None in documents without one."""
+    value = doc.get("checkpoint")
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise PlannerError(f"plan checkpoint {value!r} must be a non-empty string (a Hugging "
+                           "Face repo id or a folder)")
+    return value
 
 
 def _model_path(model: str, spec: ModelSpec | None, given: str | None) -> str:
