@@ -84,6 +84,7 @@ class PlanSpace:
     # (tp, on several GPUs) -> per strategy: the framework runs it and its launch expresses it
     # there (frameworks.gpu_count_lacks, unlaunchable; _launchable); empty: every row runs
     launchable: dict[tuple[int, bool], tuple[bool, ...]] = field(default_factory=dict)
+    checkpoint: str | None = None  # what a launch loads (catalog.load.checkpoint_of), once
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -310,7 +311,8 @@ def pins(request: PlanRequest) -> dict[str, int]:
 
 def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     """Resolve the request against the catalog and tabulate memory for every open choice."""
-    model = catalog.model(request.model).spec
+    resolved = catalog.model(request.model)
+    model = resolved.spec
     validate_plan_request(request, model)
     framework = for_request(catalog, request)
     model = built_model(framework.profile, model)
@@ -353,6 +355,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
         memory=memory_tables(model, base, strategies, tps=tps, pps=pps, roles=roles),
         roles=roles,
         launchable=_launchable(strategies, framework.profile, base=base, tps=tps),
+        checkpoint=resolved.checkpoint,
     )
 
 

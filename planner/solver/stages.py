@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 from ortools.sat.python import cp_model
 
-from planner.catalog.load import checkpoint_of
 from planner.catalog.request import TrainConfig
 from planner.catalog.request_checks import validate_config
 from planner.errors import PlannerError
@@ -343,7 +342,7 @@ def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, *, hosts: int)
         model=space.model.id, gpu=offer.gpu.id,
         platform=offer.platform.id if offer.platform else None,
         num_gpus=cfg.num_gpus, num_hosts=hosts, config=cfg, memory=est, throughput=tput,
-        cost=cost, checkpoint=checkpoint_of(req.model, space.model),
+        cost=cost, checkpoint=space.checkpoint,
     )
 
 
