@@ -249,6 +249,14 @@ def matmul_rate(gpu: GpuSpec, precision: str, util: float) -> float:
     return peak_tflops(gpu, precision) * 1e12 * (eff.matmul_fraction(gpu, precision) * util)
 
 
+def fp8_over_16bit(gpu: GpuSpec, precision: str) -> float | None:
+    """The GPU's achievable fp8 / 16-bit matmul rate (matmul_rate) where the matmuls run in
+    ``precision`` fp8, which gemm.linear_time_scale needs to time fp8 routed experts; None
+    otherwise."""
+    return matmul_rate(gpu, "fp8", 1.0) / matmul_rate(gpu, "bf16", 1.0) \
+        if precision == "fp8" else None
+
+
 def matmul_fraction_rate(gpu: GpuSpec, cfg: TrainConfig, stack: str) -> float:
     """Achievable FLOP/s of 16-bit (or the config's matmul precision) work on ``gpu`` under
     ``stack``: peak x MAMF fraction x stack utilisation."""
@@ -265,13 +273,16 @@ def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal_skip: bool
         model, seq_len, causal_skip=causal_skip)
 
 
-def forward_time_flops_per_token(model: ModelSpec, cfg: TrainConfig,
+def forward_time_flops_per_token(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
                                  micro_batch: int | None = None) -> float:
     """forward_flops_per_token at ``cfg.seq_len`` with the matmul part weighted by
-    gemm.linear_time_scale (micro-batches of ``micro_batch`` sequences, else the config's):
-    the FLOPs that take a forward pass's time at the matmul rate."""
+    gemm.linear_time_scale (micro-batches of ``micro_batch`` sequences, else the config's; fp8
+    routed experts on ``gpu`` as in training): the FLOPs that take a forward pass's time at the
+    matmul rate."""
+    prec = matmul_precision(gpu, cfg.effective_precision(gpu))
     return forward_flops_per_token(model, cfg.seq_len) + 2 * matmul_params(model) * (
-        linear_time_scale(model, cfg, micro_batch) - 1.0)
+        linear_time_scale(model, cfg, micro_batch,
+                          fp8_over_16bit=fp8_over_16bit(gpu, prec)) - 1.0)
 
 
 def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -391,11 +402,9 @@ def estimate_throughput(
     tokens_step = cfg.global_batch_size * cfg.sequences_per_example * cfg.seq_len
     per_gpu_tokens = tokens_step / cfg.num_gpus
     util = eff.stack_utilisation(stack, prec) if utilisation is None else utilisation
-    fp8_ratio = (peak_tflops(gpu, "fp8") * eff.matmul_fraction(gpu, "fp8") / (
-        peak_tflops(gpu, "bf16") * eff.matmul_fraction(gpu, "bf16")) if prec == "fp8" else None)
     compute, e_lin = compute_seconds(flops, gpu, cfg, util=util, tokens_per_gpu=per_gpu_tokens,
                                      linear_scale=linear_time_scale(
-                                         model, cfg, fp8_over_16bit=fp8_ratio))
+                                         model, cfg, fp8_over_16bit=fp8_over_16bit(gpu, prec)))
     bubble = compute * pipeline_bubble_fraction(cfg.pp, cfg.grad_accum, virtual_stages)
     comm, raw = _comm_seconds(model, gpu, cfg, links=links, stack=stack, compute=compute,
                               virtual_stages=virtual_stages)
