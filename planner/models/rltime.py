@@ -120,7 +120,7 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
     weights, network.dp_bytes_per_step without the backward half and the gradients), hidden
     behind compute up to the stack's data-parallel overlap. Unfused elementwise ops add their
     forward traffic (throughput.elementwise_seconds)."""
-    compute = tokens / gpus * forward_time_flops_per_token(model, gpu, cfg, batch) / \
+    compute = tokens / gpus * forward_time_flops_per_token(model, gpu, cfg, micro_batch=batch) / \
         matmul_fraction_rate(gpu, cfg, stack) + elementwise_seconds(
             model, gpu, cfg, tokens=tokens / gpus, backward=False)
     if links is None or gpus == 1 or not cfg.shards_weights:

@@ -273,7 +273,7 @@ def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal_skip: bool
         model, seq_len, causal_skip=causal_skip)
 
 
-def forward_time_flops_per_token(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
+def forward_time_flops_per_token(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                                  micro_batch: int | None = None) -> float:
     """forward_flops_per_token at ``cfg.seq_len`` with the matmul part weighted by
     gemm.linear_time_scale (micro-batches of ``micro_batch`` sequences, else the config's; fp8
