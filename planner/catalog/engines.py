@@ -16,34 +16,33 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Engine:
-    """A serving engine: its name, the decode stack it is predicted with, whether that stack
-    is its own calibration (False: vLLM's share assumed), its names and their source."""
+    """A serving engine: its name, the decode stack it is predicted with (vLLM's where it has
+    no calibrated share of its own, as ``source`` says), its names and their source."""
 
     name: str
     stack: str
-    calibrated: bool
     names: tuple[str, ...]
     source: str
 
 
 ENGINES: tuple[Engine, ...] = (
-    Engine("TensorRT-LLM", "tensorrt-llm", True,
+    Engine("TensorRT-LLM", "tensorrt-llm",
            ("tensorrt-llm", "tensorrt_llm", "trtllm", "trt-llm", "trt_llm", "tensorrtllm",
             "nvidia/tensorrt-llm"),
            "https://github.com/NVIDIA/TensorRT-LLM (Python package tensorrt_llm; commands "
            "trtllm-build, trtllm-serve, trtllm-bench)"),
-    Engine("vLLM", "vllm", True, ("vllm", "vllm-project/vllm"),
+    Engine("vLLM", "vllm", ("vllm", "vllm-project/vllm"),
            "https://github.com/vllm-project/vllm"),
-    Engine("Text Generation Inference", "tgi", False,
+    Engine("Text Generation Inference", "tgi",
            ("tgi", "text-generation-inference", "huggingface/text-generation-inference",
             "hf-tgi", "text-generation-launcher"),
            "https://github.com/huggingface/text-generation-inference (README: \"Text Generation "
            "Inference (TGI)\"; its launcher text-generation-launcher); no usable case: vLLM's "
            "share (efficiency.decode_table)"),
-    Engine("SGLang", "vllm", False, ("sglang", "sgl-project/sglang"),
+    Engine("SGLang", "vllm", ("sglang", "sgl-project/sglang"),
            "https://github.com/sgl-project/sglang; no case in validation/: vLLM's share "
            "assumed (a continuous-batching server with a paged KV cache and CUDA graphs)"),
-    Engine("LMDeploy", "vllm", False, ("lmdeploy", "internlm/lmdeploy", "turbomind"),
+    Engine("LMDeploy", "vllm", ("lmdeploy", "internlm/lmdeploy", "turbomind"),
            "https://github.com/InternLM/lmdeploy (its engine TurboMind); no case in "
            "validation/: vLLM's share assumed"),
 )
