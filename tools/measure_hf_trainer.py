@@ -1,0 +1,220 @@
+"""Measure peak memory and step time of transformers' Trainer on one GPU (a device-machine script).
+
+Each run builds a model from its published config.json shape with random weights (no download:
+the device machine reaches nothing), trains it a few steps with transformers.Trainer on random
+token ids (every sequence full length, no padding, no attention mask: SDPA's causal path), and
+writes one JSON line: torch.cuda.max_memory_allocated over model build + training (minus what was
+allocated before the run), the median step time of the steps after the first two, and what ran
+(versions, optimizer, dtypes, checkpointing). validation/project_cases_hfmeasured.yaml is written
+from these lines by hand, one case per run; this script is their provenance.
+
+    python3 tools/measure_hf_trainer.py --out results.jsonl            # on the GPU
+    python3 tools/measure_hf_trainer.py --out /tmp/r.jsonl --tiny      # a CPU smoke test
+
+Shapes: the models' config.json files on the Hugging Face hub (the same facts as catalog/models).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import time
+from typing import Any
+
+SHAPES: dict[str, dict[str, Any]] = {
+    # meta-llama/Llama-3.1-8B config.json
+    "llama-3.1-8b": dict(
+        arch="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+        tie_word_embeddings=False, rope_theta=500000.0, rms_norm_eps=1e-5),
+    # meta-llama/Llama-3.2-1B config.json
+    "llama-3.2-1b": dict(
+        arch="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+        tie_word_embeddings=True, rope_theta=500000.0, rms_norm_eps=1e-5),
+    # Qwen/Qwen2.5-1.5B config.json
+    "qwen2.5-1.5b": dict(
+        arch="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+        num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
+        tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6),
+    # Qwen/Qwen2.5-7B config.json
+    "qwen2.5-7b": dict(
+        arch="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+        num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+        tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-6),
+}
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=1000)
+
+ALL_LINEAR = "all-linear"
+QV = ["q_proj", "v_proj"]
+# (id, model, method, weights dtype, gradient checkpointing, micro-batch, sequence length,
+#  LoRA targets)
+RUNS: list[tuple[str, str, str, str, bool, int, int, Any]] = [
+    ("llama32_1b_full_bf16_gc_mb4_s4096", "llama-3.2-1b", "full", "bf16", True, 4, 4096, None),
+    ("llama32_1b_full_bf16_nogc_mb2_s2048", "llama-3.2-1b", "full", "bf16", False, 2, 2048, None),
+    ("qwen25_1p5b_full_fp32_gc_mb2_s4096", "qwen2.5-1.5b", "full", "fp32", True, 2, 4096, None),
+    ("llama31_8b_lora_gc_mb1_s2048", "llama-3.1-8b", "lora", "bf16", True, 1, 2048, ALL_LINEAR),
+    ("llama31_8b_lora_gc_mb4_s2048", "llama-3.1-8b", "lora", "bf16", True, 4, 2048, ALL_LINEAR),
+    ("llama31_8b_lora_gc_mb4_s4096", "llama-3.1-8b", "lora", "bf16", True, 4, 4096, ALL_LINEAR),
+    ("llama31_8b_lora_nogc_mb1_s2048", "llama-3.1-8b", "lora", "bf16", False, 1, 2048, ALL_LINEAR),
+    ("llama31_8b_loraqv_gc_mb2_s2048", "llama-3.1-8b", "lora", "bf16", True, 2, 2048, QV),
+    ("qwen25_7b_lora_gc_mb2_s4096", "qwen2.5-7b", "lora", "bf16", True, 2, 4096, ALL_LINEAR),
+    ("llama31_8b_full_bf16_gc_mb2_s2048", "llama-3.1-8b", "full", "bf16", True, 2, 2048, None),
+    ("llama31_8b_full_bf16_gc_mb4_s4096", "llama-3.1-8b", "full", "bf16", True, 4, 4096, None),
+]
+
+
+def matmul_tflops(torch: Any, device: str) -> float:
+    """bf16 8192^3 matrix products per second (mean of 10 after 3 warm-ups), TFLOP/s."""
+    n = 8192 if device == "cuda" else 256
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    sync(torch, device)
+    t0 = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    sync(torch, device)
+    return 2 * n**3 * 10 / (time.perf_counter() - t0) / 1e12
+
+
+def sync(torch: Any, device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def build_model(torch: Any, shape: dict[str, Any], dtype: Any, device: str, tiny: bool) -> Any:
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+    kw = dict(shape)
+    arch = kw.pop("arch")
+    if tiny:
+        kw.update(TINY)
+    cfg = (LlamaConfig if arch == "llama" else Qwen2Config)(**kw)
+    cfg._attn_implementation = "sdpa"
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+
+
+def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> dict[str, Any]:
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+    rid, model_id, method, wdtype, ckpt, mb, seq, targets = run
+    if tiny:
+        seq = 32
+    dtype = torch.bfloat16 if wdtype == "bf16" else torch.float32
+    base = torch.cuda.memory_allocated() if device == "cuda" else 0
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    model = build_model(torch, SHAPES[model_id], dtype, device, tiny)
+    n_params = sum(p.numel() for p in model.parameters())
+    if method == "lora":
+        from peft import LoraConfig, get_peft_model
+        model.enable_input_require_grads()
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+                                                 target_modules=targets, task_type="CAUSAL_LM"))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    vocab = model.config.vocab_size
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return steps * mb
+
+        def __getitem__(self, i: int) -> dict[str, Any]:
+            ids = torch.randint(0, vocab, (seq,))
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    times: list[float] = []
+    peaks: list[float] = []
+
+    class Clock(TrainerCallback):
+        t0 = 0.0
+
+        def on_step_begin(self, args, state, control, **kw):  # noqa: ANN001, ANN003
+            sync(torch, device)
+            Clock.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):  # noqa: ANN001, ANN003
+            sync(torch, device)
+            times.append(time.perf_counter() - Clock.t0)
+            if device == "cuda":
+                peaks.append((torch.cuda.max_memory_allocated() - base) / 2**30)
+
+    args = TrainingArguments(
+        output_dir=f"/tmp/hfrun_{rid}", per_device_train_batch_size=mb, max_steps=steps,
+        bf16=device == "cuda", gradient_checkpointing=ckpt, learning_rate=1e-5,
+        logging_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True,
+        dataloader_num_workers=0, remove_unused_columns=False, use_cpu=device != "cuda")
+    trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Clock()])
+    trainer.train()
+    opt = trainer.optimizer
+    opt_name = type(getattr(opt, "optimizer", opt)).__name__
+    state_dtypes = sorted({str(v.dtype) for s in getattr(opt, "state", {}).values()
+                           for v in s.values() if hasattr(v, "dtype") and v.numel() > 1})
+    result = {
+        "id": rid, "model": model_id, "method": method, "weights_dtype": wdtype,
+        "grad_checkpointing": ckpt, "micro_batch": mb, "seq_len": seq, "lora_targets": targets,
+        "params": n_params, "trainable": trainable, "steps": steps,
+        "step_times_s": [round(t, 4) for t in times],
+        "median_step_s": statistics.median(times[2:]) if len(times) > 2 else None,
+        "peak_allocated_gib": max(peaks) if peaks else None,
+        "peak_after_step1_gib": peaks[0] if peaks else None,
+        "peak_reserved_gib": (torch.cuda.max_memory_reserved() / 2**30
+                              if device == "cuda" else None),
+        "optim": str(args.optim), "optimizer_class": opt_name,
+        "optimizer_state_dtypes": state_dtypes,
+        "gc_kwargs": args.gradient_checkpointing_kwargs,
+        "attn": getattr(model.config, "_attn_implementation", None),
+    }
+    if result["median_step_s"]:
+        result["tokens_per_s"] = mb * seq / result["median_step_s"]
+    del trainer, model, opt
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--steps", type=int, default=7)
+    ap.add_argument("--deadline-s", type=float, default=400.0)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    start = time.perf_counter()
+    import peft
+    import torch
+    import transformers
+    device = "cpu" if a.tiny else "cuda"
+    with open(a.out, "a") as out:
+        head = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "peft": peft.__version__,
+                "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                "bf16_matmul_tflops": matmul_tflops(torch, device)}
+        out.write(json.dumps(head) + "\n")
+        out.flush()
+        for run in RUNS:
+            if a.only and a.only not in run[0]:
+                continue
+            if time.perf_counter() - start > a.deadline_s:
+                out.write(json.dumps({"id": run[0], "skipped": "deadline"}) + "\n")
+                continue
+            t0 = time.perf_counter()
+            try:
+                res = one_run(torch, run, device=device, tiny=a.tiny, steps=a.steps)
+            except Exception as exc:  # an OOM is a result too
+                res = {"id": run[0], "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                gc.collect()
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            res["wall_s"] = round(time.perf_counter() - t0, 1)
+            out.write(json.dumps(res) + "\n")
+            out.flush()
+            print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()
