@@ -43,6 +43,21 @@ SHAPES: dict[str, dict[str, Any]] = {
         arch="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
         num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
         tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-6),
+    # meta-llama/Llama-3.2-3B config.json
+    "llama-3.2-3b": dict(
+        arch="llama", hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
+        num_attention_heads=24, num_key_value_heads=8, vocab_size=128256,
+        tie_word_embeddings=True, rope_theta=500000.0, rms_norm_eps=1e-5),
+    # Qwen/Qwen2.5-0.5B config.json
+    "qwen2.5-0.5b": dict(
+        arch="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+        tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6),
+    # meta-llama/Llama-2-7b-hf config.json
+    "llama-2-7b": dict(
+        arch="llama", hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=32, vocab_size=32000,
+        tie_word_embeddings=False, rope_theta=10000.0, rms_norm_eps=1e-5),
 }
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=1000)
@@ -63,6 +78,31 @@ RUNS: list[tuple[str, str, str, str, bool, int, int, Any]] = [
     ("qwen25_7b_lora_gc_mb2_s4096", "qwen2.5-7b", "lora", "bf16", True, 2, 4096, ALL_LINEAR),
     ("llama31_8b_full_bf16_gc_mb2_s2048", "llama-3.1-8b", "full", "bf16", True, 2, 2048, None),
     ("llama31_8b_full_bf16_gc_mb4_s4096", "llama-3.1-8b", "full", "bf16", True, 4, 4096, None),
+]
+# The second set (--set 2), each with its options: optim (TrainingArguments.optim), ga
+# (gradient_accumulation_steps), r (LoRA rank).
+RUNS2: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    ("llama31_8b_full_bf16_gc_mb1_s1024_fused", "llama-3.1-8b", "full", "bf16", True, 1, 1024,
+     None, {}),
+    ("llama31_8b_full_bf16_gc_mb1_s1024_foreach", "llama-3.1-8b", "full", "bf16", True, 1, 1024,
+     None, {"optim": "adamw_torch"}),
+    ("llama32_1b_full_bf16_gc_mb2_s4096_ga2", "llama-3.2-1b", "full", "bf16", True, 2, 4096,
+     None, {"ga": 2}),
+    ("llama32_1b_full_bf16_nogc_mb8_s2048", "llama-3.2-1b", "full", "bf16", False, 8, 2048,
+     None, {}),
+    ("llama32_3b_full_bf16_gc_mb2_s8192", "llama-3.2-3b", "full", "bf16", True, 2, 8192,
+     None, {}),
+    ("qwen25_0p5b_full_fp32_nogc_mb4_s2048", "qwen2.5-0.5b", "full", "fp32", False, 4, 2048,
+     None, {}),
+    ("llama2_7b_lora_gc_mb4_s4096", "llama-2-7b", "lora", "bf16", True, 4, 4096, ALL_LINEAR, {}),
+    ("llama2_7b_lora_nogc_mb1_s4096", "llama-2-7b", "lora", "bf16", False, 1, 4096, ALL_LINEAR,
+     {}),
+    ("llama2_7b_full_bf16_gc_mb4_s4096", "llama-2-7b", "full", "bf16", True, 4, 4096, None, {}),
+    ("llama31_8b_lora_gc_mb1_s16384", "llama-3.1-8b", "lora", "bf16", True, 1, 16384,
+     ALL_LINEAR, {}),
+    ("llama31_8b_lora_r64_gc_mb2_s4096", "llama-3.1-8b", "lora", "bf16", True, 2, 4096,
+     ALL_LINEAR, {"r": 64}),
+    ("qwen25_7b_full_bf16_gc_mb2_s4096", "qwen2.5-7b", "full", "bf16", True, 2, 4096, None, {}),
 ]
 
 
@@ -100,7 +140,9 @@ def build_model(torch: Any, shape: dict[str, Any], dtype: Any, device: str, tiny
 
 def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> dict[str, Any]:
     from transformers import Trainer, TrainerCallback, TrainingArguments
-    rid, model_id, method, wdtype, ckpt, mb, seq, targets = run
+    rid, model_id, method, wdtype, ckpt, mb, seq, targets = run[:8]
+    opts = run[8] if len(run) > 8 else {}
+    rank, ga = opts.get("r", 16), opts.get("ga", 1)
     if tiny:
         seq = 32
     dtype = torch.bfloat16 if wdtype == "bf16" else torch.float32
@@ -112,14 +154,14 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
     if method == "lora":
         from peft import LoraConfig, get_peft_model
         model.enable_input_require_grads()
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+        model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
                                                  target_modules=targets, task_type="CAUSAL_LM"))
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     vocab = model.config.vocab_size
 
     class Tokens(torch.utils.data.Dataset):
         def __len__(self) -> int:
-            return steps * mb
+            return steps * mb * ga
 
         def __getitem__(self, i: int) -> dict[str, Any]:
             ids = torch.randint(0, vocab, (seq,))
@@ -143,6 +185,7 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
 
     args = TrainingArguments(
         output_dir=f"/tmp/hfrun_{rid}", per_device_train_batch_size=mb, max_steps=steps,
+        gradient_accumulation_steps=ga, **({"optim": opts["optim"]} if "optim" in opts else {}),
         bf16=device == "cuda", gradient_checkpointing=ckpt, learning_rate=1e-5,
         logging_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True,
         dataloader_num_workers=0, remove_unused_columns=False, use_cpu=device != "cuda")
@@ -154,7 +197,8 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
                            for v in s.values() if hasattr(v, "dtype") and v.numel() > 1})
     result = {
         "id": rid, "model": model_id, "method": method, "weights_dtype": wdtype,
-        "grad_checkpointing": ckpt, "micro_batch": mb, "seq_len": seq, "lora_targets": targets,
+        "grad_checkpointing": ckpt, "micro_batch": mb, "grad_accum": ga, "lora_rank": rank,
+        "seq_len": seq, "lora_targets": targets,
         "params": n_params, "trainable": trainable, "steps": steps,
         "step_times_s": [round(t, 4) for t in times],
         "median_step_s": statistics.median(times[2:]) if len(times) > 2 else None,
@@ -168,7 +212,7 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
         "attn": getattr(model.config, "_attn_implementation", None),
     }
     if result["median_step_s"]:
-        result["tokens_per_s"] = mb * seq / result["median_step_s"]
+        result["tokens_per_s"] = mb * ga * seq / result["median_step_s"]
     del trainer, model, opt
     gc.collect()
     if device == "cuda":
@@ -183,6 +227,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -196,7 +241,7 @@ def main() -> None:
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        for run in RUNS:
+        for run in (RUNS if a.set == 1 else RUNS2):
             if a.only and a.only not in run[0]:
                 continue
             if time.perf_counter() - start > a.deadline_s:
