@@ -20,7 +20,8 @@ SIZES = {"project_cases.yaml": (1, 1), "project_cases_training.yaml": (30, 20),
          "project_cases_litgpt.yaml": (89, 37), "project_cases_primerl.yaml": (49, 3),
          "project_cases_primerl_memory.yaml": (31, 29),
          "project_cases_olmocore.yaml": (8, 4),
-         "project_cases_fmsacc_memory.yaml": (46, 33)}
+         "project_cases_fmsacc_memory.yaml": (46, 33),
+         "project_cases_hfmeasured.yaml": (46, 46)}
 # files whose notes keep to the shared schema's 300 / 200 characters (the others quote longer)
 SCHEMA_LENGTHS = {"project_cases_hf.yaml", "project_cases_litgpt.yaml"}
 
@@ -92,3 +93,19 @@ def test_litgpt_adapter_cases_run_their_configs_lora_dropout(by_file, catalog):
     gemma = next(c for c in rows if c["id"] == "litgpt_hub_gemma-2b_lora_1xA10G")
     cfg, _ = case_config(gemma, catalog)
     assert cfg.lora_dropout == 0.1 and cfg.lora_dropout_shared_qkv
+
+
+def test_measured_cases_are_written_from_the_measurements():
+    """validation/project_cases_hfmeasured.yaml is tools/hf_measured_cases.py's output from the
+    result files it names, each committed at the commit its cases cite (the file is not
+    edited by hand)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "hf_measured_cases.py"
+    spec = importlib.util.spec_from_file_location("hf_measured_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.OUT.read_text() == module.build()
+    for results, commit in module.RESULTS:
+        assert (module.ROOT / results).exists() and len(commit) == 40
