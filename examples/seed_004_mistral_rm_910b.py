@@ -70,8 +70,10 @@ def main() -> dict:
         place = str(ranked.index(r) + 1) if r in ranked else "OOM"
         print(f"  {place:4s}  {r.name:34s} {r.per_gpu_gib:8.1f}  {r.step_time_s:6.2f}  "
               f"{r.hours:6.2f}  {r.host_ram_gib:5.0f} GiB")
-    print("\nCheckpointing does not help: the peak is the optimizer step (states), not the "
-          "activations of a 384-token pair.")
+    acts = asked.breakdown_gib.get("activations", 0.0)
+    print(f"\nCheckpointing does not help: of the {asked.per_gpu_gib:.1f} GiB peak "
+          f"({asked.peak_phase}), the activations of a 384-token pair are {acts:.1f}; the "
+          "weights, gradients and AdamW states set it.")
     print("\nThe same from the command line (fixes ranked by speed):")
     print(f"$ planner {' '.join(COMMAND)}")
     code = run(COMMAND)

@@ -112,11 +112,12 @@ def _with(base: TrainConfig, update: Mapping[str, Any]) -> TrainConfig:
 
 def evaluate_all(model: str, gpu: str, base: TrainConfig, *, candidates: Sequence[Change],
                  catalog: Catalog | None = None, **kwargs: Any) -> list[FixResult]:
-    """One result per candidate change of ``base`` (in the given order)."""
+    """One result per candidate change of ``base`` (in the given order). Fields ``base`` leaves
+    unset stay unset, so each candidate takes its framework's semantics as ``base`` does."""
     cat = catalog or load_catalog()
     out = []
     for ch in candidates:
-        cfg = _with(base, ch.update)
+        cfg = TrainConfig.model_validate({**base.model_dump(exclude_unset=True), **ch.update})
         out.append(evaluate(model, gpu, cfg, name=ch.name, changes=[ch.name], catalog=cat,
                             **kwargs))
     return out

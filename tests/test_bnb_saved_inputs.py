@@ -10,7 +10,7 @@ from conftest import tiny_config
 from planner.catalog.load import load_catalog
 from planner.errors import PlannerError
 from planner.models import memory as mem
-from planner.validation.case_inputs import BNB_KEEPS_ONLY_WEIGHT, _version
+from planner.validation.case_releases import BNB_KEEPS_ONLY_WEIGHT, _version
 
 CAT = load_catalog()
 MODEL = CAT.model("llama-3.1-8b").spec

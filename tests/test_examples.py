@@ -51,10 +51,11 @@ def test_seed_004_mistral_rm_on_8_cards_of_64gb(capsys):
     assert pytest.approx(n, rel=0.002) == 7.24e9 - 32_000 * 4096
     # ZeRO paper: mixed-precision AdamW keeps 16 B per parameter; the seed's 28 GB is 4 B/param
     assert f"{16 * n / 1e9:.0f} GB before activations" in out
-    # the seed measured an OOM on 8 x 64 GB; the peak is the optimizer step, so checkpointing
+    # the seed measured an OOM on 8 x 64 GB; model states set the peak (the step or, with
+    # Trainer's fused AdamW and accumulated gradients, the forward/backward), so checkpointing
     # cannot help, as the script says
     assert not asked.fits and asked.capacity_gib == 64
-    assert asked.peak_phase == "optimizer step"
+    assert asked.breakdown_gib["activations"] < 0.05 * asked.per_gpu_gib
     by_name = {r.name: r for r in f["results"]}
     assert not by_name["gradient checkpointing"].fits
     assert by_name["LoRA r16 (seed's recommendation)"].fits

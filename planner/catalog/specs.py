@@ -354,6 +354,7 @@ class Fact(BaseModel, Generic[T]):
     model_config = ConfigDict(frozen=True, extra="forbid")
     value: T
     source: str = Field(min_length=1)
+    since: str | None = None  # the first releases it holds from ("transformers 4.54.0, torch 2.8")
 
 
 class FrameworkFacts(_Frozen):
@@ -452,9 +453,8 @@ class FrameworkFacts(_Frozen):
     fused_lora_kernels: Fact[bool] | None = Field(
         default=None, description="LoRA layers run as fused autograd functions that save their "
         "inputs (and a gated MLP's gate and up outputs) and write gradients in place")
-    loss_token_chunk_gib: Fact[PositiveFloat] | None = Field(
-        default=None, description="token-fused loss: the most GiB of fp32 logits one "
-        "token chunk may hold")
+    loss_token_chunk_gib: Fact[PositiveFloat] | None = Field(default=None, description=
+        "token-fused loss: the most GiB of fp32 logits one token chunk may hold")
     # what it launches at all (issue 17 section 4: the space holds only launchable layouts)
     models: Fact[tuple[str, ...]] | None = Field(
         default=None, description="catalog model ids it has a model definition (builder) "

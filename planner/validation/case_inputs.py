@@ -22,6 +22,7 @@ from planner.catalog.request_checks import validate_config
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, UnknownNameError
 from planner.models.attention import KERNEL_NAMES
+from planner.validation.case_releases import bnb_keeps_inputs, fused_optimizer_of
 
 SFT_WORKLOADS = ("sft", "pretrain")
 
@@ -104,21 +105,6 @@ def run_profile(case: dict[str, Any], profile: Profile, catalog: Catalog) -> Pro
     return profile
 
 
-# The first bitsandbytes release whose MatMul4Bit keeps only the packed weight for backward
-# (memory._inputs_kept): 0.43.2 holds 9e753741 (#1270); 0.41.0 and 0.42.0 keep the input too.
-BNB_KEEPS_ONLY_WEIGHT = (0, 43, 2)
-
-
-def _version(text: object) -> tuple[int, ...]:
-    """A release string as a comparable tuple of its leading numbers ("0.42.0" -> (0, 42, 0));
-    PlannerError on one without them."""
-    parts = re.findall(r"\d+", str(text).split("+")[0])[:3]
-    if not parts:
-        raise PlannerError(f"extra.bitsandbytes_version {str(text)[:40]!r}: not a release "
-                           "number such as 0.42.0")
-    return tuple(int(p) for p in parts)
-
-
 def _double_quant(text: object) -> bool | None:
     """What an extra.weight_quant says of NF4 double quantisation: False for "no double
     quantization", True for a -dq recipe or "double quant" (bitsandbytes nf4-dq), None when
@@ -145,6 +131,7 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
+    sem["fused_optimizer"] = fused_optimizer_of(case, profile)
     if "chunked_ce" in extra and not extra["chunked_ce"]:
         sem["lm_head_vocab_chunk"] = sem["loss_token_chunk_gib"] = None
     if extra.get("offloaded_checkpointing") is not None:
@@ -162,7 +149,7 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     if extra.get("lora_dropout") is not None:
         sem["lora_dropout"] = float(extra["lora_dropout"])
     if extra.get("bitsandbytes_version") is not None:
-        sem["quant_keeps_inputs"] = _version(extra["bitsandbytes_version"]) < BNB_KEEPS_ONLY_WEIGHT
+        sem["quant_keeps_inputs"] = bnb_keeps_inputs(extra["bitsandbytes_version"])
     double = _double_quant(extra.get("weight_quant"))
     if double is not None:
         sem["nf4_double_quant"] = double

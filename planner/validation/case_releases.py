@@ -1,0 +1,61 @@
+"""What a case's stated releases change in how it ran: the behaviours that moved between
+releases of the software a case names (bitsandbytes' saved inputs, Trainer's default AdamW)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from planner.catalog.frameworks import Profile
+from planner.errors import PlannerError
+
+# The first bitsandbytes release whose MatMul4Bit keeps only the packed weight for backward
+# (memory._inputs_kept): 0.43.2 holds 9e753741 (#1270); 0.41.0 and 0.42.0 keep the input too.
+BNB_KEEPS_ONLY_WEIGHT = (0, 43, 2)
+
+
+def _version(text: object) -> tuple[int, ...]:
+    """A release string as a comparable tuple of its leading numbers ("0.42.0" -> (0, 42, 0));
+    PlannerError on one without them."""
+    parts = re.findall(r"\d+", str(text).split("+")[0])[:3]
+    if not parts:
+        raise PlannerError(f"extra.bitsandbytes_version {str(text)[:40]!r}: not a release "
+                           "number such as 0.42.0")
+    return tuple(int(p) for p in parts)
+
+
+def bnb_keeps_inputs(release: object) -> bool:
+    """bitsandbytes ``release`` keeps the 4-bit layer's input for backward (before 0.43.2)."""
+    return _version(release) < BNB_KEEPS_ONLY_WEIGHT
+
+
+def _release(text: str, package: str) -> tuple[int, ...] | None:
+    """The release of ``package`` a case's version text names ("transformers 4.48.1, torch
+    2.4.1" -> (4, 48, 1) for transformers), None where it names none."""
+    found = re.search(rf"\b{re.escape(package)}[ =v]*(\d+\.\d+(?:\.\d+)?)", text.lower())
+    return _version(found.group(1)) if found else None
+
+
+def before_since(case: dict[str, Any], since: str | None) -> bool:
+    """The case names a release older than one that ``since`` names (the first releases a
+    fact holds from, specs.Fact.since: "transformers 4.54.0, torch 2.8.0") in its
+    framework_version or extra.framework_version."""
+    extra = case.get("extra") or {}
+    text = f"{case.get('framework_version') or ''} {extra.get('framework_version') or ''}"
+    bounds = re.findall(r"([a-z][\w.-]*)[ =v]*(\d+\.\d+(?:\.\d+)?)", (since or "").lower())
+    named = [(_release(text, pkg), _version(first)) for pkg, first in bounds]
+    return any(rel is not None and rel < first for rel, first in named)
+
+
+def fused_optimizer_of(case: dict[str, Any], profile: Profile) -> bool:
+    """Whether the case's AdamW is PyTorch's fused kernel: its extra.optimizer_impl where it
+    names one (adamw_torch_fused: yes; adamw_torch: no), else the profile's fused_optimizer
+    fact, the opposite for a case naming a release older than the fact holds from (e.g.
+    Trainer's fused default from transformers 4.54 with torch 2.8: hf-trainer's fact)."""
+    extra = case.get("extra") or {}
+    if extra.get("optimizer_impl"):
+        return "fused" in str(extra["optimizer_impl"]).lower()
+    fact = profile.facts.get("fused_optimizer")
+    if fact is None:
+        return False
+    return bool(fact.value) != before_since(case, fact.since)
