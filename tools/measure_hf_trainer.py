@@ -104,6 +104,22 @@ RUNS2: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
      ALL_LINEAR, {"r": 64}),
     ("qwen25_7b_full_bf16_gc_mb2_s4096", "qwen2.5-7b", "full", "bf16", True, 2, 4096, None, {}),
 ]
+# The third set (--set 3): almost no GPU work per step (128-token sequences), so the step time is
+# the loop's own per-step cost (launches, optimizer, host work) for each model size and method.
+RUNS3: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    ("qwen25_0p5b_full_bf16_nogc_mb1_s128", "qwen2.5-0.5b", "full", "bf16", False, 1, 128,
+     None, {}),
+    ("llama32_1b_full_bf16_nogc_mb1_s128", "llama-3.2-1b", "full", "bf16", False, 1, 128,
+     None, {}),
+    ("llama32_1b_lora_nogc_mb1_s128", "llama-3.2-1b", "lora", "bf16", False, 1, 128,
+     ALL_LINEAR, {}),
+    ("llama31_8b_lora_nogc_mb1_s128", "llama-3.1-8b", "lora", "bf16", False, 1, 128,
+     ALL_LINEAR, {}),
+    ("llama31_8b_full_bf16_nogc_mb1_s128_fused", "llama-3.1-8b", "full", "bf16", False, 1, 128,
+     None, {}),
+    ("llama31_8b_full_bf16_nogc_mb1_s128_foreach", "llama-3.1-8b", "full", "bf16", False, 1,
+     128, None, {"optim": "adamw_torch"}),
+]
 
 
 def matmul_tflops(torch: Any, device: str) -> float:
@@ -227,7 +243,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -241,7 +257,7 @@ def main() -> None:
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        for run in (RUNS if a.set == 1 else RUNS2):
+        for run in {1: RUNS, 2: RUNS2, 3: RUNS3}[a.set]:
             if a.only and a.only not in run[0]:
                 continue
             if time.perf_counter() - start > a.deadline_s:
