@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # each results file with the commit that added it
 RESULTS = (("tools/measured/hf_trainer_h200.jsonl", "ff64df7e860bee8886ff8b4ecca0e7eb2da0625a"),
            ("tools/measured/hf_trainer_h200_set2.jsonl",
-            "8a64828f085a485a2a08db1a0feab5d9b955fcb8"))
+            "8a64828f085a485a2a08db1a0feab5d9b955fcb8"),
+           ("tools/measured/hf_trainer_h200_set3.jsonl",
+            "2a47b862b8a950be72dfbfb415f045ee1ff1d919"))
 OUT = ROOT / "validation" / "project_cases_hfmeasured.yaml"
 REPOS = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B", "llama-3.2-1b": "meta-llama/Llama-3.2-1B",
          "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B", "qwen2.5-7b": "Qwen/Qwen2.5-7B",
@@ -28,8 +30,8 @@ REPOS = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B", "llama-3.2-1b": "meta-llama/
          "llama-2-7b": "meta-llama/Llama-2-7b-hf"}
 HEADER = """\
 # Peak memory and throughput of transformers' Trainer on one H200, measured by this project
-# (tools/measure_hf_trainer.py --set 1 and --set 2 on the device machine a session was lent,
-# 2026-11-26, two machines; results in tools/measured/hf_trainer_h200*.jsonl; this file is written
+# (tools/measure_hf_trainer.py --set 1, 2 and 3 on the device machine a session was lent,
+# 2026-11-26, three machines; results in tools/measured/hf_trainer_h200*.jsonl; this file is written
 # from them by tools/hf_measured_cases.py). What ran: torch
 # {torch}, transformers {transformers}, PEFT {peft}, one NVIDIA H200 (bf16 8192^3 matrix product
 # {tflops} TFLOP/s on random data in the same process). Models: random weights in the
@@ -40,9 +42,10 @@ HEADER = """\
 # in bfloat16 (what from_pretrained's dtype="auto" gives for these checkpoints: bf16 weights,
 # gradients and AdamW states, no fp32 master); "fp32" = built in float32 with bf16 autocast.
 # LoRA: r 16 (one run 64), alpha 2r, dropout 0, the targets named; enable_input_require_grads
-# as PEFT scripts do. Peak = max_memory_allocated over build + 7 optimizer steps (minus what
+# as PEFT scripts do. Peak = max_memory_allocated over build + the optimizer steps (minus what
 # the process held before the run: nothing). Throughput = micro-batch x GA x sequence /
-# median of steps 3-7.
+# median of steps 3-7
+# (set 3: 12 steps, steps 3-12, 128-token sequences: the loop's own per-step time).
 # Out-of-sample: kept out of every fit (efficiency.STACK_CASES) like OLMo-core's and
 # Megatron-Bridge's rows; benchmarks/README.md reports their errors.
 """
