@@ -1,4 +1,4 @@
-"""Write validation/project_cases_hfmeasured.yaml from tools/measure_hf_trainer.py's output.
+"""Write validation/measured/hf_trainer_h200_cases.yaml from tools/measure_hf_trainer.py's output.
 
 Each successful run becomes two cases: its peak (torch.cuda.max_memory_allocated over model
 build and training) and its throughput (tokens per second from the median step time). The
@@ -23,7 +23,7 @@ RESULTS = (("tools/measured/hf_trainer_h200.jsonl", "ff64df7e860bee8886ff8b4ecca
             "8a64828f085a485a2a08db1a0feab5d9b955fcb8"),
            ("tools/measured/hf_trainer_h200_set3.jsonl",
             "2a47b862b8a950be72dfbfb415f045ee1ff1d919"))
-OUT = ROOT / "validation" / "project_cases_hfmeasured.yaml"
+OUT = ROOT / "validation" / "measured" / "hf_trainer_h200_cases.yaml"
 REPOS = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B", "llama-3.2-1b": "meta-llama/Llama-3.2-1B",
          "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B", "qwen2.5-7b": "Qwen/Qwen2.5-7B",
          "llama-3.2-3b": "meta-llama/Llama-3.2-3B", "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B",
