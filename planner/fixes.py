@@ -106,18 +106,19 @@ def apply(base: TrainConfig, changes: Sequence[Change]) -> TrainConfig | None:
 
 
 def _with(base: TrainConfig, update: Mapping[str, Any]) -> TrainConfig:
-    """``base`` with ``update``, validated like a new TrainConfig (model_copy does not)."""
-    return TrainConfig.model_validate({**base.model_dump(), **update})
+    """``base`` with ``update``, validated like a new TrainConfig (model_copy does not). Fields
+    ``base`` leaves unset stay unset, so the result takes its framework's semantics as ``base``
+    does (a config check already evaluated keeps the semantics it was given)."""
+    return TrainConfig.model_validate({**base.model_dump(exclude_unset=True), **update})
 
 
 def evaluate_all(model: str, gpu: str, base: TrainConfig, *, candidates: Sequence[Change],
                  catalog: Catalog | None = None, **kwargs: Any) -> list[FixResult]:
-    """One result per candidate change of ``base`` (in the given order). Fields ``base`` leaves
-    unset stay unset, so each candidate takes its framework's semantics as ``base`` does."""
+    """One result per candidate change of ``base`` (in the given order)."""
     cat = catalog or load_catalog()
     out = []
     for ch in candidates:
-        cfg = TrainConfig.model_validate({**base.model_dump(exclude_unset=True), **ch.update})
+        cfg = _with(base, ch.update)
         out.append(evaluate(model, gpu, cfg, name=ch.name, changes=[ch.name], catalog=cat,
                             **kwargs))
     return out

@@ -10,7 +10,7 @@ from conftest import tiny_config
 from planner.catalog.load import load_catalog
 from planner.errors import PlannerError
 from planner.models import memory as mem
-from planner.validation.case_releases import BNB_KEEPS_ONLY_WEIGHT, _version
+from planner.validation.case_releases import BNB_KEEPS_ONLY_WEIGHT, _version, bnb_keeps_inputs
 
 CAT = load_catalog()
 MODEL = CAT.model("llama-3.1-8b").spec
@@ -37,4 +37,4 @@ def test_a_case_states_its_bitsandbytes_release():
     assert _version("0.42.0") < BNB_KEEPS_ONLY_WEIGHT <= _version("0.43.2")
     assert _version("0.41") < BNB_KEEPS_ONLY_WEIGHT < _version("0.45.2+cu121")
     with pytest.raises(PlannerError, match="bitsandbytes_version"):
-        _version("latest")
+        bnb_keeps_inputs("latest")

@@ -14,19 +14,18 @@ from planner.errors import PlannerError
 BNB_KEEPS_ONLY_WEIGHT = (0, 43, 2)
 
 
-def _version(text: object) -> tuple[int, ...]:
+def _version(text: object, *, what: str = "release") -> tuple[int, ...]:
     """A release string as a comparable tuple of its leading numbers ("0.42.0" -> (0, 42, 0));
-    PlannerError on one without them."""
+    PlannerError naming ``what`` on one without them."""
     parts = re.findall(r"\d+", str(text).split("+")[0])[:3]
     if not parts:
-        raise PlannerError(f"extra.bitsandbytes_version {str(text)[:40]!r}: not a release "
-                           "number such as 0.42.0")
+        raise PlannerError(f"{what} {str(text)[:40]!r}: not a release number such as 0.42.0")
     return tuple(int(p) for p in parts)
 
 
 def bnb_keeps_inputs(release: object) -> bool:
     """bitsandbytes ``release`` keeps the 4-bit layer's input for backward (before 0.43.2)."""
-    return _version(release) < BNB_KEEPS_ONLY_WEIGHT
+    return _version(release, what="extra.bitsandbytes_version") < BNB_KEEPS_ONLY_WEIGHT
 
 
 def _release(text: str, package: str) -> tuple[int, ...] | None:
