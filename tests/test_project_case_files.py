@@ -108,3 +108,22 @@ def test_measured_cases_are_written_from_the_measurements():
     assert module.OUT.read_text() == module.build()
     for results, commit in module.RESULTS:
         assert (module.ROOT / results).exists() and len(commit) == 40
+
+
+def test_the_measured_shapes_are_the_catalogs(catalog):
+    """tools/measure_hf_trainer.py builds its models from shapes of its own (the device machine
+    runs it without the planner); each is the catalog entry's config.json facts."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "measure_hf_trainer.py"
+    spec = importlib.util.spec_from_file_location("measure_hf_trainer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for model_id, shape in module.SHAPES.items():
+        m = catalog.model(model_id).spec
+        assert (shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"],
+                shape["num_attention_heads"], shape["num_key_value_heads"],
+                shape["vocab_size"], shape["tie_word_embeddings"]) == (
+            m.hidden_size, m.ffn_hidden_size, m.num_layers, m.num_attention_heads,
+            m.num_kv_heads, m.vocab_size, m.tied_embeddings), model_id

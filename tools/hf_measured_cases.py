@@ -16,7 +16,12 @@ from pathlib import Path
 
 import yaml
 
+from planner.catalog.load import load_catalog
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from measure_hf_trainer import SHAPES  # noqa: E402  (the measured models' catalog ids)
+
 # each results file with the commit that added it
 RESULTS = (("tools/measured/hf_trainer_h200.jsonl", "ff64df7e860bee8886ff8b4ecca0e7eb2da0625a"),
            ("tools/measured/hf_trainer_h200_set2.jsonl",
@@ -24,10 +29,6 @@ RESULTS = (("tools/measured/hf_trainer_h200.jsonl", "ff64df7e860bee8886ff8b4ecca
            ("tools/measured/hf_trainer_h200_set3.jsonl",
             "2a47b862b8a950be72dfbfb415f045ee1ff1d919"))
 OUT = ROOT / "validation" / "measured" / "hf_trainer_h200_cases.yaml"
-REPOS = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B", "llama-3.2-1b": "meta-llama/Llama-3.2-1B",
-         "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B", "qwen2.5-7b": "Qwen/Qwen2.5-7B",
-         "llama-3.2-3b": "meta-llama/Llama-3.2-3B", "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B",
-         "llama-2-7b": "meta-llama/Llama-2-7b-hf"}
 HEADER = """\
 # Peak memory and throughput of transformers' Trainer on one H200, measured by this project
 # (tools/measure_hf_trainer.py --set 1, 2 and 3 on the device machine a session was lent,
@@ -51,7 +52,8 @@ HEADER = """\
 """
 
 
-def cases_of(run: dict, head: dict, results: str, commit: str) -> list[dict]:
+def cases_of(run: dict, head: dict, results: str, commit: str, repos: dict[str, str]
+             ) -> list[dict]:
     lora = run["method"] == "lora"
     targets = run["lora_targets"]
     target_text = targets if isinstance(targets, str) else " ".join(targets or [])
@@ -60,7 +62,7 @@ def cases_of(run: dict, head: dict, results: str, commit: str) -> list[dict]:
         "trust": "high", "framework": "hf-trainer",
         "framework_version": f"transformers {head['transformers']}, PEFT {head['peft']}, "
                              f"torch {head['torch']}",
-        "model": REPOS[run["model"]], "params_b": round(run["params"] / 1e9, 2),
+        "model": repos[run["model"]], "params_b": round(run["params"] / 1e9, 2),
         "workload": "sft", "method": run["method"],
         "lora_rank": run.get("lora_rank", 16) if lora else None,
         "optimizer": "adamw", "precision": "bf16", "gpu": "h200-sxm", "num_gpus": 1,
@@ -104,11 +106,13 @@ def cases_of(run: dict, head: dict, results: str, commit: str) -> list[dict]:
 
 def build() -> str:
     cases, heads = [], []
+    catalog = load_catalog()
+    repos = {m: catalog.model(m).spec.hf_repo for m in SHAPES}
     for results, commit in RESULTS:
         lines = [json.loads(x) for x in (ROOT / results).read_text().splitlines() if x]
         heads.append(lines[0])
         cases += [c for run in lines[1:] if "peak_allocated_gib" in run
-                  for c in cases_of(run, lines[0], results, commit)]
+                  for c in cases_of(run, lines[0], results, commit, repos)]
     tflops = " and ".join(f"{h['bf16_matmul_tflops']:.0f}" for h in heads)
     text = HEADER.format(tflops=tflops, **heads[0])
     return text + yaml.safe_dump({"schema_version": 1, "cases": cases}, sort_keys=False,
