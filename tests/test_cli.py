@@ -482,9 +482,9 @@ def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
         code, _, _ = run(capsys, "plan", *args, "--num-gpus", str(k), "--pp", "1")
         assert code == 1
     # a purchase: the same request with --pp 1 is the comparison (4 GPUs pinned: the budget
-    # buys two 2-GPU desktops, not the 8-slot rig; an 8B, whose full training the 4-GPU hosts
-    # cannot hold within the memory band)
-    args = ("--model", "8b", "--budget", "8000", "--gpus", "rtx-3090", "--method", "full",
+    # buys two 2-GPU desktops, not the 8-slot rig; a 13B, whose full training the 4-GPU hosts
+    # cannot hold within the memory band; an 8B fits one with tp 4 since the 2026-11-26 bands)
+    args = ("--model", "13b", "--budget", "8000", "--gpus", "rtx-3090", "--method", "full",
             "--framework", "nemo-automodel", "--num-gpus", "4")
     doc = _plan_json(capsys, *args)
     p, note = doc["plan"], next(n for n in doc["notes"] if n.startswith("pipeline: "))

@@ -80,8 +80,11 @@ def test_seven_cards_buy_one_rig_not_two_workstations(capsys, tmp_path):
     # issue 19: 7 RTX 3090s were split over two 4-GPU workstations, their data-parallel traffic
     # on 10 GbE. With the priced 8-slot rig the fastest plan holds them in one host; without
     # its price (the catalog before) the same request buys two hosts and says so
-    args = ("--model", "7b", "--gpus", "rtx-3090", "--num-gpus", "7", "--global-batch", "63",
-            "--method", "lora", "--tokens", "1e8", "--price-kind", "used", "--objective", "time")
+    # (a full fine-tune, whose gradient all-reduce the 10 GbE link cannot hide; a LoRA job's
+    # adapters all-reduce under the backward on either host count, so only memory separated them)
+    args = ("--model", "qwen2.5-0.5b", "--gpus", "rtx-3090", "--num-gpus", "7", "--global-batch",
+            "63", "--method", "full", "--tokens", "1e8", "--price-kind", "used", "--objective",
+            "time")
     after = _plan(capsys, *args)
     before = _plan(capsys, *args, "--catalog", str(_unpriced_rig(tmp_path)))
     assert after["plan"]["platform"] == RIG and after["plan"]["num_hosts"] == 1
@@ -104,8 +107,8 @@ def test_five_to_eight_cards_fit_one_host_when_time_counts(capsys, n):
 def test_cost_buys_two_workstations_a_deadline_buys_the_rig(capsys):
     # two budget workstations cost less than the rig; the rig is the faster. The objective picks,
     # and a deadline between the two times makes the cheapest plan that meets it the rig
-    args = ("--model", "7b", "--gpus", "rtx-4090", "--num-gpus", "8", "--method", "lora",
-            "--tokens", "1e8")
+    args = ("--model", "qwen2.5-0.5b", "--gpus", "rtx-4090", "--num-gpus", "8", "--method",
+            "full", "--tokens", "1e8")
     cheap_doc, fast_doc = _plan(capsys, *args), _plan(capsys, *args, "--objective", "time")
     cheap, fast = cheap_doc["plan"], fast_doc["plan"]
     assert cheap["num_hosts"] == 2 and fast["num_hosts"] == 1 and fast["platform"] == RIG

@@ -20,7 +20,8 @@ SIZES = {"project_cases.yaml": (1, 1), "project_cases_training.yaml": (30, 20),
          "project_cases_litgpt.yaml": (89, 37), "project_cases_primerl.yaml": (49, 3),
          "project_cases_primerl_memory.yaml": (31, 29),
          "project_cases_olmocore.yaml": (8, 4),
-         "project_cases_fmsacc_memory.yaml": (46, 33)}
+         "project_cases_fmsacc_memory.yaml": (46, 33),
+         "project_cases_hfmeasured.yaml": (58, 58)}
 # files whose notes keep to the shared schema's 300 / 200 characters (the others quote longer)
 SCHEMA_LENGTHS = {"project_cases_hf.yaml", "project_cases_litgpt.yaml"}
 
@@ -95,7 +96,7 @@ def test_litgpt_adapter_cases_run_their_configs_lora_dropout(by_file, catalog):
 
 
 def test_measured_cases_are_written_from_the_measurements():
-    """validation/measured/hf_trainer_h200_cases.yaml is tools/hf_measured_cases.py's output
+    """validation/project_cases_hfmeasured.yaml is tools/hf_measured_cases.py's output
     from the result files it names, each committed at the commit its cases cite (the file is not
     edited by hand)."""
     import importlib.util

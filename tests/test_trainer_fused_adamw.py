@@ -2,7 +2,7 @@
 fused_optimizer fact), the foreach kernel and its sqrt(v) temporary before (a case naming older
 releases: the fact's since), and a case's own extra.optimizer_impl over both
 (case_releases.fused_optimizer_of);
-measured on one H200 (validation/measured/hf_trainer_h200_cases.yaml: fused 59.87 GiB, foreach
+measured on one H200 (validation/project_cases_hfmeasured.yaml: fused 59.87 GiB, foreach
 74.79 GiB, Llama-3.1-8B pure bf16)."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_facts_without_a_release_bound_ignore_the_release(catalog):
 
 
 def test_measured_fused_and_foreach_peaks_are_both_predicted(catalog):
-    path = ROOT / "validation/measured/hf_trainer_h200_cases.yaml"
+    path = ROOT / "validation/project_cases_hfmeasured.yaml"
     cases = {c["id"]: c for c in load_cases(path)}
     for name in ("fused", "foreach"):
         case = cases[f"hfmeasured_llama31_8b_full_bf16_gc_mb1_s1024_{name}_mem"]

@@ -1,4 +1,4 @@
-"""Write validation/measured/hf_trainer_h200_cases.yaml from tools/measure_hf_trainer.py's output.
+"""Write validation/project_cases_hfmeasured.yaml from tools/measure_hf_trainer.py's output.
 
 Each successful run becomes two cases: its peak (torch.cuda.max_memory_allocated over model
 build and training) and its throughput (tokens per second from the median step time). The
@@ -28,7 +28,7 @@ RESULTS = (("tools/measured/hf_trainer_h200.jsonl", "ff64df7e860bee8886ff8b4ecca
             "8a64828f085a485a2a08db1a0feab5d9b955fcb8"),
            ("tools/measured/hf_trainer_h200_set3.jsonl",
             "2a47b862b8a950be72dfbfb415f045ee1ff1d919"))
-OUT = ROOT / "validation" / "measured" / "hf_trainer_h200_cases.yaml"
+OUT = ROOT / "validation" / "project_cases_hfmeasured.yaml"
 HEADER = """\
 # Peak memory and throughput of transformers' Trainer on one H200, measured by this project
 # (tools/measure_hf_trainer.py --set 1, 2 and 3 on the device machine a session was lent,

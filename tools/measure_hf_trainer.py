@@ -5,7 +5,7 @@ the device machine reaches nothing), trains it a few steps with transformers.Tra
 token ids (every sequence full length, no padding, no attention mask: SDPA's causal path), and
 writes one JSON line: torch.cuda.max_memory_allocated over model build + training (minus what was
 allocated before the run), the median step time of the steps after the first two, and what ran
-(versions, optimizer, dtypes, checkpointing). validation/measured/hf_trainer_h200_cases.yaml
+(versions, optimizer, dtypes, checkpointing). validation/project_cases_hfmeasured.yaml
 is written from these lines by tools/hf_measured_cases.py; this script is their provenance.
 
     python3 tools/measure_hf_trainer.py --out results.jsonl            # on the GPU
