@@ -120,6 +120,23 @@ RUNS3: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
     ("llama31_8b_full_bf16_nogc_mb1_s128_foreach", "llama-3.1-8b", "full", "bf16", False, 1,
      128, None, {"optim": "adamw_torch"}),
 ]
+# The fourth set (--set 4): set 1 and 2 configurations with use_liger_kernel=True (Liger's
+# RMSNorm, RoPE, SwiGLU and fused linear cross-entropy patched in by the Trainer).
+LIGER = {"liger": True}
+RUNS4: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    ("liger_llama32_1b_full_bf16_gc_mb4_s4096", "llama-3.2-1b", "full", "bf16", True, 4, 4096,
+     None, LIGER),
+    ("liger_llama32_1b_full_bf16_nogc_mb8_s2048", "llama-3.2-1b", "full", "bf16", False, 8,
+     2048, None, LIGER),
+    ("liger_llama31_8b_lora_gc_mb4_s4096", "llama-3.1-8b", "lora", "bf16", True, 4, 4096,
+     ALL_LINEAR, LIGER),
+    ("liger_llama31_8b_lora_nogc_mb1_s2048", "llama-3.1-8b", "lora", "bf16", False, 1, 2048,
+     ALL_LINEAR, LIGER),
+    ("liger_qwen25_7b_lora_gc_mb2_s4096", "qwen2.5-7b", "lora", "bf16", True, 2, 4096,
+     ALL_LINEAR, LIGER),
+    ("liger_llama31_8b_full_bf16_gc_mb4_s4096", "llama-3.1-8b", "full", "bf16", True, 4, 4096,
+     None, LIGER),
+]
 
 
 def matmul_tflops(torch: Any, device: str) -> float:
@@ -202,6 +219,7 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
     args = TrainingArguments(
         output_dir=f"/tmp/hfrun_{rid}", per_device_train_batch_size=mb, max_steps=steps,
         gradient_accumulation_steps=ga, **({"optim": opts["optim"]} if "optim" in opts else {}),
+        **({"use_liger_kernel": True} if opts.get("liger") else {}),
         bf16=device == "cuda", gradient_checkpointing=ckpt, learning_rate=1e-5,
         logging_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True,
         dataloader_num_workers=0, remove_unused_columns=False, use_cpu=device != "cuda")
@@ -226,6 +244,9 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
         "optimizer_state_dtypes": state_dtypes,
         "gc_kwargs": args.gradient_checkpointing_kwargs,
         "attn": getattr(model.config, "_attn_implementation", None),
+        "liger": bool(opts.get("liger")),
+        "norm_class": next((type(m).__name__ for m in trainer.model.modules()
+                            if "norm" in type(m).__name__.lower()), None),
     }
     if result["median_step_s"]:
         result["tokens_per_s"] = mb * ga * seq / result["median_step_s"]
@@ -236,6 +257,15 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
     return result
 
 
+def _liger_version() -> str | None:
+    """liger_kernel's release where it is installed (set 4 needs it), else None."""
+    from importlib import metadata
+    try:
+        return metadata.version("liger-kernel")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -243,7 +273,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3))
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -252,12 +282,12 @@ def main() -> None:
     device = "cpu" if a.tiny else "cuda"
     with open(a.out, "a") as out:
         head = {"torch": torch.__version__, "transformers": transformers.__version__,
-                "peft": peft.__version__,
+                "peft": peft.__version__, "liger_kernel": _liger_version(),
                 "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        for run in {1: RUNS, 2: RUNS2, 3: RUNS3}[a.set]:
+        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4}[a.set]:
             if a.only and a.only not in run[0]:
                 continue
             if time.perf_counter() - start > a.deadline_s:
