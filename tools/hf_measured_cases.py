@@ -27,12 +27,14 @@ RESULTS = (("tools/measured/hf_trainer_h200.jsonl", "ff64df7e860bee8886ff8b4ecca
            ("tools/measured/hf_trainer_h200_set2.jsonl",
             "8a64828f085a485a2a08db1a0feab5d9b955fcb8"),
            ("tools/measured/hf_trainer_h200_set3.jsonl",
-            "2a47b862b8a950be72dfbfb415f045ee1ff1d919"))
+            "2a47b862b8a950be72dfbfb415f045ee1ff1d919"),
+           ("tools/measured/hf_trainer_h200_set4.jsonl",
+            "6fd634bdceccaf242d6335d76ca6f11b0a371334"))
 OUT = ROOT / "validation" / "project_cases_hfmeasured.yaml"
 HEADER = """\
 # Peak memory and throughput of transformers' Trainer on one H200, measured by this project
-# (tools/measure_hf_trainer.py --set 1, 2 and 3 on the device machine a session was lent,
-# 2026-11-26, three machines; results in tools/measured/hf_trainer_h200*.jsonl; this file is written
+# (tools/measure_hf_trainer.py --set 1 to 4 on the device machine a session was lent,
+# 2026-11-26, four machines; results in tools/measured/hf_trainer_h200*.jsonl; this file is written
 # from them by tools/hf_measured_cases.py). What ran: torch
 # {torch}, transformers {transformers}, PEFT {peft}, one NVIDIA H200 (bf16 8192^3 matrix product
 # {tflops} TFLOP/s on random data in the same process). Models: random weights in the
@@ -46,7 +48,8 @@ HEADER = """\
 # as PEFT scripts do. Peak = max_memory_allocated over build + the optimizer steps (minus what
 # the process held before the run: nothing). Throughput = micro-batch x GA x sequence /
 # median of steps 3-7
-# (set 3: 12 steps, steps 3-12, 128-token sequences: the loop's own per-step time).
+# (set 3: 12 steps, steps 3-12, 128-token sequences: the loop's own per-step time; set 4:
+# use_liger_kernel=True, liger-kernel 0.8.5, framework hf-trainer-liger).
 # Out-of-sample: kept out of every fit (efficiency.STACK_CASES) like OLMo-core's and
 # Megatron-Bridge's rows; benchmarks/README.md reports their errors.
 """
@@ -59,9 +62,11 @@ def cases_of(run: dict, head: dict, results: str, commit: str, repos: dict[str, 
     target_text = targets if isinstance(targets, str) else " ".join(targets or [])
     base = {
         "source": f"planner/blob/{commit}/{results}",
-        "trust": "high", "framework": "hf-trainer",
+        "trust": "high", "framework": "hf-trainer-liger" if run.get("liger") else "hf-trainer",
         "framework_version": f"transformers {head['transformers']}, PEFT {head['peft']}, "
-                             f"torch {head['torch']}",
+                             f"torch {head['torch']}"
+                             + (f", liger-kernel {head['liger_kernel']}" if run.get("liger")
+                                else ""),
         "model": repos[run["model"]], "params_b": round(run["params"] / 1e9, 2),
         "workload": "sft", "method": run["method"],
         "lora_rank": run.get("lora_rank", 16) if lora else None,
@@ -73,9 +78,10 @@ def cases_of(run: dict, head: dict, results: str, commit: str, repos: dict[str, 
         "seq_len": run["seq_len"], "rl": None,
     }
     extra = {"attention": "sdpa", "grad_accum": run.get("grad_accum", 1), "packed": False,
-             "chunked_ce": False,
              "optimizer_impl": run["optim"].split(".")[-1].lower(),
              "optimizer_state_dtypes": " ".join(run["optimizer_state_dtypes"])}
+    if not run.get("liger"):  # the whole logits (Liger's fused loss is its profile's fact)
+        extra["chunked_ce"] = False
     if lora:
         extra.update(lora_dropout=0.0, lora_alpha=2 * run.get("lora_rank", 16),
                      target_modules=target_text)
