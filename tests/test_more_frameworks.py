@@ -68,7 +68,7 @@ FACTS = [
     ("open-instruct", "lora_rank", 64),
     ("open-instruct", "launch_format", "accelerate"),
     ("open-instruct", "rollout_engines", ("vllm",)),
-    ("hf-trainer-liger", "loss", "chunked"),
+    ("hf-trainer-liger", "loss", "linear-fused"),
     ("hf-trainer-liger", "lora_rank", 8),  # the Trainer's own PEFT default, inherited
     ("nanochat", "sharding", ("none", "zero2")),
     ("nanochat", "master_weights", "fp32"),
@@ -115,7 +115,7 @@ def test_liger_profile_holds_less_loss_memory_than_the_plain_trainer():
     kw = dict(model="llama-3.1-8b", gpu="h100-sxm", catalog=CAT)
     plain = check(**kw, config=TrainConfig(framework="hf-trainer", method="lora", seq_len=8192))
     liger = check(**kw, config=TrainConfig(framework="liger", method="lora", seq_len=8192))
-    assert liger["config"]["chunked_loss"] and not plain["config"]["chunked_loss"]
+    assert liger["config"]["loss_linear_fused"] and not plain["config"]["loss_linear_fused"]
     assert liger["memory"]["per_gpu_gib"] < plain["memory"]["per_gpu_gib"]
 
 

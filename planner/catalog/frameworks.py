@@ -151,6 +151,7 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
                                       if loss == "vocab-fused" else None)
         out["loss_token_chunk_gib"] = (profile.value("loss_token_chunk_gib")
                                        if loss == "token-fused" else None)
+        out["loss_linear_fused"] = loss == "linear-fused"
     if workload in ("dpo", "ppo", "grpo") and profile.value("logprobs") is not None:
         # the log-prob passes set the loss buffers of preference and RL training
         out["loss_in_fp32"] = profile.value("logprobs") == "fp32"

@@ -324,6 +324,8 @@ class TrainConfig(_Request):
         "many GiB of fp32 logits, the gradient taken in the forward pass (Unsloth's fused "
         "cross-entropy); None: not fused over tokens"
     )
+    loss_linear_fused: bool = Field(default=False, description="head and loss fused over token "
+        "chunks of about tokens x hidden logits, gradients taken in forward (Liger's FLCE)")
 
     @model_validator(mode="before")
     @classmethod

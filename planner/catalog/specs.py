@@ -345,7 +345,7 @@ AttentionKernelKind = Literal["fa2", "fa3", "cudnn"]
 # fp32-held-chunked: the fp32 logits held through backward, the loss over chunks of
 # loss_seq_chunk positions whose graphs are all built before backward (LitGPT).
 LossKind = Literal["fp32", "fp32-held", "fp32-under-autocast", "16bit", "chunked", "vocab-fused",
-                   "token-fused", "fp32-held-chunked"]
+                   "token-fused", "fp32-held-chunked", "linear-fused"]
 
 
 class Fact(BaseModel, Generic[T]):

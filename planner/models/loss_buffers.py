@@ -67,6 +67,8 @@ def logits_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     tokens = tokens_per_gpu(cfg)
     if cfg.loss_token_chunk_gib:
         return token_fused_loss_bytes(model, cfg)
+    if cfg.loss_linear_fused:
+        return linear_fused_loss_bytes(model, cfg)
     fused = (tokens * model.hidden_size * 4 + model.vocab_size * model.hidden_size * 2
              if cfg.lm_head_vocab_chunk else 0.0)
     if cfg.lm_head_vocab_chunk:
@@ -103,3 +105,19 @@ def token_fused_loss_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     chunk = math.ceil(tokens / loss_token_chunks(model, cfg))
     return chunk * logit_columns(model, cfg) * cal.LOGIT_BYTES_UNCHUNKED \
         + 2 * tokens * model.hidden_size * 2
+
+
+def linear_fused_loss_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Liger's fused linear cross-entropy (cfg.loss_linear_fused; linkedin/Liger-Kernel@ead96b6
+    src/liger_kernel/ops/fused_linear_cross_entropy.py fused_linear_cross_entropy_forward): the
+    head and loss run over token chunks of next_power_of_2(ceil(tokens / ceil(vocab / h)))
+    rows, so one chunk's 16-bit logits hold about tokens x h elements; the gradients are taken
+    in the forward pass into grad_input (tokens x h, the input dtype) and, where the head
+    trains (full training), grad_weight (vocab x h, zeros_like(weight): the trained weights'
+    16-bit dtype, fp32 where they are held in fp32), besides the fp32 per-token loss and the
+    final-norm output it reads (2h bytes per token)."""
+    tokens, h = tokens_per_gpu(cfg), model.hidden_size
+    vocab = logit_columns(model, cfg)
+    chunk = min(tokens, 2 ** math.ceil(math.log2(math.ceil(tokens / math.ceil(vocab / h)))))
+    head = vocab * h * (4 if cfg.fp32_trained_weights else 2) if cfg.method == "full" else 0.0
+    return chunk * vocab * 2 + 2 * tokens * h * 2 + tokens * 4 + head

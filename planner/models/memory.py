@@ -76,8 +76,10 @@ def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str
     reads = {part: (kept := _inputs_kept(cfg, trained)) is None or any(n in kept for n in names)
              for part, names in NORM_READERS.items()}
     outputs = h * b * (reads["attention"] + reads["mlp"])
-    if cfg.compiled:
-        return 2 * h * b + outputs  # the layer input, o's output; normalised parts recomputed
+    if cfg.fuses_elementwise or cfg.fused_norms:
+        # compiled, or a fused norm kernel: its 16-bit input and a per-row rstd (the layer
+        # input, o's output); the normalised parts are recomputed in its backward
+        return 2 * h * b + outputs
     if model.norm == "rmsnorm":
         return 2 * h * 4 + (2 * h * b if trained is None else 0) + outputs
     return 2 * h * b + outputs
@@ -87,8 +89,9 @@ def _mlp_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str]
     """Bytes per token the layer's MLP keeps (layer_activation_bytes_per_token), with an MoE
     layer's router logits and routed copies."""
     down = (kept := _inputs_kept(cfg, trained)) is None or "down" in kept
-    # gated: gate out, up out (+ act(gate) unless compiled); plain: the activation's input
-    kept = (2 if cfg.compiled else 3) if model.activation in ("swiglu", "geglu") else 1
+    # gated: gate out, up out (+ act(gate) unless compiled or a fused activation kernel, which
+    # saves its inputs and recomputes act(gate)); plain: the activation's input
+    kept = (2 if cfg.fuses_elementwise else 3) if model.activation in ("swiglu", "geglu") else 1
     per_f = kept + down  # + the down projection's input when it trains
     mlp = per_f * mlp_width(model) * 2
     if model.moe is not None:
@@ -114,7 +117,12 @@ def layer_activation_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> floa
     the second norm's output and the product. MoE layers keep the MLP tensors of the k routed
     experts (+ shared) per token. Under torch.compile the min-cut partitioner keeps the 16-bit
     layer input and the attention output projection's result instead of fp32 norm copies
-    (the norms are recomputed: 4h b with both norm outputs) and recomputes act(gate).
+    (the norms are recomputed: 4h b with both norm outputs) and recomputes act(gate); fused
+    norm and activation kernels keep the same (cfg.fuses_elementwise, cfg.fused_norms: their
+    autograd functions save the kernel inputs and the per-row rstd: linkedin/Liger-Kernel@ead96b6
+    ops/rms_norm.py save_for_backward(X, RSTD), ops/swiglu.py (a, b); unslothai/unsloth@015bdef
+    kernels/rms_layernorm.py (X, W, r); NVIDIA/TransformerEngine@d0067d0 ops/basic/rmsnorm.py
+    (x, rstdevs), activation.py (x); NVIDIA/Megatron-LM@d98e8a6 fusions/fused_bias_swiglu.py).
     Without flash attention (eager attention) the fp32 softmax output and its 16-bit copy add
     6*a*s bytes per token (Korthikanti's 5as/h term, without dropout and with the fp32 softmax)
     and k, v are saved after their expansion to every query head (2h each instead of 2hg), as
@@ -351,15 +359,16 @@ def backward_end_activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
 def forward_activation_bytes(model: ModelSpec, cfg: TrainConfig, loss: float) -> float:
     """The activations of the forward/backward phase next to ``loss`` bytes of loss buffers.
 
-    A token-fused loss (cfg.loss_token_chunk_gib) takes its gradient in the forward pass and
-    frees its chunk buffers before the forward returns, so they are never alive with the
-    working set of the first layer recomputed in backward: the phase holds the kept inputs and
-    the larger of the two (activation_bytes - min(working set, loss), ``loss`` added by the
-    caller). Other losses are counted with the whole working set, as measured."""
+    A token-fused loss (cfg.loss_token_chunk_gib, or Liger's cfg.loss_linear_fused) takes its
+    gradient in the forward pass and frees its chunk buffers before the forward returns, so
+    they are never alive with the working set of the first layer recomputed in backward: the
+    phase holds the kept inputs and the larger of the two (activation_bytes - min(working set,
+    loss), ``loss`` added by the caller). Other losses are counted with the whole working set,
+    as measured."""
     acts = activation_bytes(model, cfg)
     recomputes = cfg.checkpointing == "full" or (
         cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op")
-    if not (cfg.loss_token_chunk_gib and recomputes):
+    if not ((cfg.loss_token_chunk_gib or cfg.loss_linear_fused) and recomputes):
         return acts
     working = backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg)
     return acts - min(working, loss)
