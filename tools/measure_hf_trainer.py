@@ -137,6 +137,19 @@ RUNS4: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
     ("liger_llama31_8b_full_bf16_gc_mb4_s4096", "llama-3.1-8b", "full", "bf16", True, 4, 4096,
      None, LIGER),
 ]
+# The fifth set (--set 5): a 16-bit loss without autocast (Qwen-1's modeling code under a bf16
+# engine), to see what of the loss buffers is alive with the first recomputed layer.
+LOSS16 = {"loss16": True}
+RUNS5: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    ("loss16_llama31_8b_lora_gc_mb4_s4096", "llama-3.1-8b", "lora", "bf16", True, 4, 4096,
+     ALL_LINEAR, LOSS16),
+    ("loss16_llama31_8b_lora_gc_mb2_s4096", "llama-3.1-8b", "lora", "bf16", True, 2, 4096,
+     ALL_LINEAR, LOSS16),
+    ("loss16_llama32_1b_full_bf16_gc_mb4_s4096", "llama-3.2-1b", "full", "bf16", True, 4, 4096,
+     None, LOSS16),
+    ("loss16_qwen25_7b_lora_gc_mb2_s4096", "qwen2.5-7b", "lora", "bf16", True, 2, 4096,
+     ALL_LINEAR, LOSS16),
+]
 
 
 def matmul_tflops(torch: Any, device: str) -> float:
@@ -157,6 +170,21 @@ def matmul_tflops(torch: Any, device: str) -> float:
 def sync(torch: Any, device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def _loss16_trainer(trainer: Any, torch: Any) -> Any:
+    """A Trainer whose loss is cross-entropy on the 16-bit shifted logits, without autocast (run
+    with bf16=False on a bf16 model), as Qwen (v1)'s modeling code computes it under DeepSpeed's
+    bf16 engine: shift_logits = logits[..., :-1, :].contiguous(); CrossEntropyLoss on them."""
+    class Loss16(trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, **kw):  # noqa: ANN001, ANN003
+            labels = inputs.pop("labels")
+            out = model(**inputs)
+            shift = out.logits[..., :-1, :].contiguous()
+            loss = torch.nn.functional.cross_entropy(
+                shift.view(-1, shift.size(-1)), labels[..., 1:].contiguous().view(-1))
+            return (loss, out) if return_outputs else loss
+    return Loss16
 
 
 def build_model(torch: Any, shape: dict[str, Any], dtype: Any, device: str, tiny: bool) -> Any:
@@ -220,10 +248,12 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
         output_dir=f"/tmp/hfrun_{rid}", per_device_train_batch_size=mb, max_steps=steps,
         gradient_accumulation_steps=ga, **({"optim": opts["optim"]} if "optim" in opts else {}),
         **({"use_liger_kernel": True} if opts.get("liger") else {}),
-        bf16=device == "cuda", gradient_checkpointing=ckpt, learning_rate=1e-5,
+        bf16=device == "cuda" and not opts.get("loss16"), gradient_checkpointing=ckpt,
+        learning_rate=1e-5,
         logging_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True,
         dataloader_num_workers=0, remove_unused_columns=False, use_cpu=device != "cuda")
-    trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Clock()])
+    trainer_class = _loss16_trainer(Trainer, torch) if opts.get("loss16") else Trainer
+    trainer = trainer_class(model=model, args=args, train_dataset=Tokens(), callbacks=[Clock()])
     trainer.train()
     opt = trainer.optimizer
     opt_name = type(getattr(opt, "optimizer", opt)).__name__
@@ -244,7 +274,7 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
         "optimizer_state_dtypes": state_dtypes,
         "gc_kwargs": args.gradient_checkpointing_kwargs,
         "attn": getattr(model.config, "_attn_implementation", None),
-        "liger": bool(opts.get("liger")),
+        "liger": bool(opts.get("liger")), "loss16": bool(opts.get("loss16")),
         "norm_class": next((type(m).__name__ for m in trainer.model.modules()
                             if "norm" in type(m).__name__.lower()), None),
     }
@@ -273,7 +303,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4))
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -287,7 +317,7 @@ def main() -> None:
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4}[a.set]:
+        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5}[a.set]:
             if a.only and a.only not in run[0]:
                 continue
             if time.perf_counter() - start > a.deadline_s:
