@@ -28,13 +28,15 @@ RESULTS = (("tools/measured/hf_trainer_h200.jsonl", "ff64df7e860bee8886ff8b4ecca
             "8a64828f085a485a2a08db1a0feab5d9b955fcb8"),
            ("tools/measured/hf_trainer_h200_set3.jsonl",
             "2a47b862b8a950be72dfbfb415f045ee1ff1d919"),
+           ("tools/measured/hf_trainer_h200_set5.jsonl",
+            "f009dbf47f4d8a7a33d07406a356e15cdcb5cc8e"),
            ("tools/measured/hf_trainer_h200_set4.jsonl",
             "6fd634bdceccaf242d6335d76ca6f11b0a371334"))
 OUT = ROOT / "validation" / "project_cases_hfmeasured.yaml"
 HEADER = """\
 # Peak memory and throughput of transformers' Trainer on one H200, measured by this project
-# (tools/measure_hf_trainer.py --set 1 to 4 on the device machine a session was lent,
-# 2026-11-26, four machines; results in tools/measured/hf_trainer_h200*.jsonl; this file is written
+# (tools/measure_hf_trainer.py --set 1 to 5 on the device machine a session was lent,
+# 2026-11-26, five machines; results in tools/measured/hf_trainer_h200*.jsonl; this file is written
 # from them by tools/hf_measured_cases.py). What ran: torch
 # {torch}, transformers {transformers}, PEFT {peft}, one NVIDIA H200 (bf16 8192^3 matrix product
 # {tflops} TFLOP/s on random data in the same process). Models: random weights in the
@@ -49,7 +51,8 @@ HEADER = """\
 # the process held before the run: nothing). Throughput = micro-batch x GA x sequence /
 # median of steps 3-7
 # (set 3: 12 steps, steps 3-12, 128-token sequences: the loop's own per-step time; set 4:
-# use_liger_kernel=True, liger-kernel 0.8.5, framework hf-trainer-liger).
+# use_liger_kernel=True, liger-kernel 0.8.5, framework hf-trainer-liger; set 5: cross-entropy
+# on the 16-bit shifted logits without autocast, bf16=False on the bf16 model: loss_dtype 16bit).
 # Out-of-sample: kept out of every fit (efficiency.STACK_CASES) like OLMo-core's and
 # Megatron-Bridge's rows; benchmarks/README.md reports their errors.
 """
@@ -82,6 +85,8 @@ def cases_of(run: dict, head: dict, results: str, commit: str, repos: dict[str, 
              "optimizer_state_dtypes": " ".join(run["optimizer_state_dtypes"])}
     if not run.get("liger"):  # the whole logits (Liger's fused loss is its profile's fact)
         extra["chunked_ce"] = False
+    if run.get("loss16"):  # cross-entropy on the 16-bit logits, no autocast (bf16=False)
+        extra["loss_dtype"] = "16bit"
     if lora:
         extra.update(lora_dropout=0.0, lora_alpha=2 * run.get("lora_rank", 16),
                      target_modules=target_text)

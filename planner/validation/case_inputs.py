@@ -117,7 +117,8 @@ def _double_quant(text: object) -> bool | None:
 
 def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict[str, Any]:
     """The TrainConfig fields a case takes from its framework's profile, with the case's own
-    statements winning: extra.chunked_ce (false: the whole logits, no fused head),
+    statements winning: extra.chunked_ce (false: the whole logits, no fused head), extra.loss_dtype
+    (16bit / fp32: the dtype its cross-entropy ran in),
     extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size and the weight dtypes
     (extra.master_weights_dtype / frozen_base_weights_dtype), pure 16-bit training
     (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
@@ -132,6 +133,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
     sem["fused_optimizer"] = fused_optimizer_of(case, profile)
+    if extra.get("loss_dtype") in ("16bit", "fp32"):  # the dtype the case's loss ran in
+        sem["loss_in_fp32"] = extra["loss_dtype"] == "fp32"
     if "chunked_ce" in extra and not extra["chunked_ce"]:
         sem["lm_head_vocab_chunk"] = sem["loss_token_chunk_gib"] = None
     if extra.get("offloaded_checkpointing") is not None:
