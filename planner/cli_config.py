@@ -10,8 +10,8 @@ from planner.catalog.plan_request import PlanRequest
 from planner.catalog.request import (
     CHECKPOINTINGS,
     TrainConfig,
-    parse_role_gpus,
 )
+from planner.catalog.role_gpus import parse_role_gpus
 from planner.cli_options import (
     CONFIG_FLAGS,
     FLOAT,

@@ -95,10 +95,12 @@ def test_a_token_fused_loss_is_never_alive_with_the_recompute_working_set(llama8
     working = mem.backward_working_set_bytes_per_token(llama8b, c) * 32_768
     assert acts["activations"] + acts["logits_and_loss"] == pytest.approx(
         kept + max(working, mem.logits_bytes(llama8b, c)))
-    # a whole-vocabulary loss is counted with the working set, as before
-    plain = c.model_copy(update={"loss_token_chunk_gib": None})
-    acts = mem.activation_phase_terms(llama8b, plain)[mem.FWD_PHASE]
-    assert acts["activations"] == mem.activation_bytes(llama8b, plain)
+    # a whole-vocabulary loss the loop does not hold is freed before the recompute too
+    # (tests/test_loss_liveness.py); one held through backward keeps its fp32 logits alive
+    held = c.model_copy(update={"loss_token_chunk_gib": None, "loss_holds_logits": True})
+    acts = mem.activation_phase_terms(llama8b, held)[mem.FWD_PHASE]
+    assert acts["activations"] + acts["logits_and_loss"] == pytest.approx(kept + max(
+        mem.logits_bytes(llama8b, held), working + 32_768 * llama8b.vocab_size * 4.0))
 
 
 def test_only_the_unsloth_profile_sets_them(shipped):

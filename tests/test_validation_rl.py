@@ -187,9 +187,10 @@ def test_rl_memory_peaks(memory):
     assert verl["median_abs_err"] == pytest.approx(0.084, abs=0.02), verl
     assert verl["p90_abs_err"] == pytest.approx(1.03, abs=0.10), verl
     dpo = by_workload["dpo"]
-    # two DPO readings, neither usable: a secondary DPO-LoRA (unknown counter, +12.6 %) and
-    # DeepSpeed-Chat's OPT-350m DPO log on an unstated GPU (+28.6 %)
-    assert dpo["peak_cases"] == 2 and dpo["median_abs_err"] == pytest.approx(0.206, abs=0.02)
+    # two DPO readings, neither usable: a secondary DPO-LoRA (unknown counter; +10.2 % with its
+    # loss buffers freed before the recompute, +18.6 % counted with it) and DeepSpeed-Chat's
+    # OPT-350m DPO log on an unstated GPU (+28.6 %, no recomputation)
+    assert dpo["peak_cases"] == 2 and dpo["median_abs_err"] == pytest.approx(0.175, abs=0.02)
 
 
 def test_rl_fits_oom_confusion(memory):

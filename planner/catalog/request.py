@@ -196,6 +196,11 @@ class TrainConfig(_Request):
         default=False, description="the fp32 logits stay referenced through the loss backward "
         "(one more fp32 [tokens, vocab] tensor at the loss peak)"
     )
+    loss_alive_with_recompute: bool = Field(
+        default=False, description="the loss buffers are counted alive with the working set of "
+        "the first layer backward recomputes (an RL actor's update: measured peaks hold them; "
+        "memory.forward_activation_bytes); False: the loss backward ends first"
+    )
     shard_embeddings: bool = Field(
         default=False, description="FSDP: embedding and head wrapped as units of their own"
     )
@@ -460,25 +465,6 @@ def fill_role_gpus(cfg: TrainConfig, *, has_reward: bool) -> TrainConfig:
             f"multiple of {groups}; or give --role-gpus")
     g = cfg.num_gpus // groups
     return cfg.model_copy(update={"role_gpus": tuple((n, g) for n in names)})
-
-
-def format_role_gpus(role_gpus: tuple[tuple[str, int], ...]) -> str:
-    """((role, gpus), ...) -> "role=gpus,..." (the inverse of parse_role_gpus)."""
-    return ",".join(f"{n}={g}" for n, g in role_gpus)
-
-
-def parse_role_gpus(text: str) -> tuple[tuple[str, int], ...]:
-    """--role-gpus actor=4,critic=2,reference=1,reward=1 -> (('actor', 4), ...)."""
-    out = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        name, _, count = part.partition("=")
-        if not (count.strip().isascii() and count.strip().isdigit()):
-            raise PlannerError(f"--role-gpus {part!r}: write role=GPUs, e.g. "
-                               "actor=4,critic=2,reference=1,reward=1")
-        out.append((name.strip(), int(count)))
-    if not out:
-        raise PlannerError(f"--role-gpus {text!r}: write role=GPUs, e.g. actor=4,critic=2")
-    return tuple(out)
 
 
 def rollout_gpu_count(cfg: TrainConfig) -> int:

@@ -13,9 +13,9 @@ from planner.catalog.request import (
     SPLIT_ROLES,
     TRAINER_ENGINES,
     TrainConfig,
-    format_role_gpus,
     rollout_gpu_count,
 )
+from planner.catalog.role_gpus import format_role_gpus
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, did_you_mean
 

@@ -32,7 +32,9 @@ MIB = 2**20
 LOGIT_BYTES_UNCHUNKED: float = _FITTED["LOGIT_BYTES_UNCHUNKED"]
 # The same loss computed in 16 bit (no autocast, model code without an upcast: e.g. Qwen-1's
 # modeling code under DeepSpeed's fp16/bf16 engine): 2 + 2 + 2 at both moments. Set by
-# qwen-7b-qlora-8192, qwen-14b-qlora-8192, qwen-72b-qlora-8192 (benchmarks/fit.py: 2-8 B, even).
+# qwen-7b-qlora-8192, qwen-14b-qlora-8192, qwen-72b-qlora-8192 and this project's four H200 rows
+# of that loss (torch allocated; they hold 6.1 B per logit each when the first recomputed layer
+# is not counted with the loss: memory.forward_activation_bytes) (benchmarks/fit.py: 2-8 B, even).
 LOGIT_BYTES_16BIT_LOSS: float = _FITTED["LOGIT_BYTES_16BIT_LOSS"]
 # Chunked / fused cross-entropy (torchtune CEWithChunkedOutputLoss, Liger, Unsloth): the 16-bit
 # logits (2 B) plus fp32 chunks of 1/8 of them: one chunk with its gradient is 2 x 4 B / 8 = 1 B.
@@ -60,13 +62,18 @@ LOGIT_BYTES_FORWARD_16BIT = 4.0
 FITTED_CASES: dict[str, tuple[str, ...]] = {
     # qwen-1.8b-full-8192 peaks in the optimizer step, not at the loss: it does not set it
     "LOGIT_BYTES_UNCHUNKED": ("qwen-1.8b-lora-8192", "qwen-7b-lora-8192", "qwen-14b-lora-8192"),
+    # the Qwen README rows (memory counter unstated) and this project's H200 rows of the same
+    # loss (torch allocated; validation/project_cases_hfmeasured.yaml set 5)
     "LOGIT_BYTES_16BIT_LOSS": ("qwen-7b-qlora-8192", "qwen-14b-qlora-8192",
-                               "qwen-72b-qlora-8192"),
+                               "qwen-72b-qlora-8192",
+                               "hfmeasured_loss16_llama31_8b_lora_gc_mb4_s4096_mem",
+                               "hfmeasured_loss16_llama31_8b_lora_gc_mb2_s4096_mem",
+                               "hfmeasured_loss16_llama32_1b_full_bf16_gc_mb4_s4096_mem",
+                               "hfmeasured_loss16_qwen25_7b_lora_gc_mb2_s4096_mem"),
     "LOGIT_BYTES_CHUNKED": ("torchtune-llama3.2-3b-full-packed-compile-chunkedce",
                             "torchtune-llama3.1-8b-lora-1x4090",
                             "torchtune-llama3.1-8b-qlora-1x4090",
-                            "torchtune-llama3.1-70b-lora-8xa100",
-                            "torchtune-llama3.1-405b-qlora-8xa100"),
+                            "torchtune-llama3.1-70b-lora-8xa100"),
 }
 
 # --- framework buffers ------------------------------------------------------------------------

@@ -121,3 +121,24 @@ def linear_fused_loss_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     chunk = min(tokens, 2 ** math.ceil(math.log2(math.ceil(tokens / math.ceil(vocab / h)))))
     head = vocab * h * (4 if cfg.fp32_trained_weights else 2) if cfg.method == "full" else 0.0
     return chunk * vocab * 2 + 2 * tokens * h * 2 + tokens * 4 + head
+
+
+def loss_bytes_held_through_backward(model: ModelSpec, cfg: TrainConfig) -> float:
+    """The part of logits_bytes still alive when backward reaches the last layer (and, under
+    checkpointing, recomputes it): only what the training loop keeps referenced, the whole fp32
+    logits of a held loss (cfg.loss_holds_logits: LOGIT_BYTES_HELD_COPY per element); 0 else.
+
+    Autograd frees a node's saved tensors once the node has run (retain_graph False), and the
+    final norm's backward waits for every gradient reaching its output, so the head and loss
+    backward (log-softmax output, its incoming gradient, the gradient of the logits) has ended
+    before the first decoder layer is recomputed. A loop that keeps no reference to the logits
+    leaves nothing of them: transformers' Trainer.compute_loss returns the loss alone, its
+    `outputs` (the 16-bit logits) dropped before training_step calls accelerator.backward
+    (huggingface/transformers@000945a9 src/transformers/trainer.py Trainer.training_step,
+    compute_loss), and ForCausalLMLoss's fp32 upcast is a local of the loss function, saved by no
+    node (log-softmax saves its output; huggingface/transformers@0114da07
+    src/transformers/loss/loss_utils.py). prime-rl's SFT loop keeps out["logits"] (loss kind
+    fp32-held) and LitGPT its fp32 logit chunks (fp32-held-chunked) through backward."""
+    if not cfg.loss_holds_logits:
+        return 0.0
+    return tokens_per_gpu(cfg) * logit_columns(model, cfg) * cal.LOGIT_BYTES_HELD_COPY

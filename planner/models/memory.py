@@ -3,7 +3,9 @@
 The peak is the larger of two phases:
 
 * forward/backward: resident model states + the gathered ZeRO-3/FSDP working set + saved
-  activations + the loss (logits) buffers, plus accumulated gradients when grad_accum > 1;
+  activations + the loss (logits) buffers (under recomputation the larger of these and the
+  recomputed layer's working set: forward_activation_bytes), plus accumulated gradients when
+  grad_accum > 1;
 * optimizer step: resident model states + all gradients + optimizer temporaries.
 
 Each term is one function returning bytes on the most loaded GPU, with its formula and source.
@@ -25,7 +27,12 @@ from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
 from planner.models.held_outputs import forward_end_phases, head_transient, held_bytes_per_token
 from planner.models.lora_dropout import lora_dropout_bytes_per_token as dropout_bytes
-from planner.models.loss_buffers import logit_columns, logits_bytes, tokens_per_gpu
+from planner.models.loss_buffers import (
+    logit_columns,
+    logits_bytes,
+    loss_bytes_held_through_backward,
+    tokens_per_gpu,
+)
 from planner.models.states import (
     _adapted_names,
     adapted_linears,
@@ -359,19 +366,30 @@ def backward_end_activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
 def forward_activation_bytes(model: ModelSpec, cfg: TrainConfig, loss: float) -> float:
     """The activations of the forward/backward phase next to ``loss`` bytes of loss buffers.
 
-    A token-fused loss (cfg.loss_token_chunk_gib, or Liger's cfg.loss_linear_fused) takes its
-    gradient in the forward pass and frees its chunk buffers before the forward returns, so
-    they are never alive with the working set of the first layer recomputed in backward: the
-    phase holds the kept inputs and the larger of the two (activation_bytes - min(working set,
-    loss), ``loss`` added by the caller). Other losses are counted with the whole working set,
-    as measured."""
+    Where backward recomputes layers (full or op-level selective checkpointing), the loss
+    buffers are alive at the end of forward and in the loss backward, the working set of the
+    first recomputed layer only after it, next to what of the loss the loop still holds
+    (loss_buffers.loss_bytes_held_through_backward: the held fp32 logits, else nothing; a
+    token-fused loss, Unsloth's or Liger's linear-fused, frees its chunks before the forward
+    returns): the phase holds the kept inputs and the larger of loss and working set + held
+    part, i.e. activation_bytes - min(working set, loss - held), ``loss`` added by the caller.
+    Measured on transformers' Trainer (validation/project_cases_hfmeasured.yaml: every
+    checkpointed row within 1 %, the 16-bit-loss rows at the analytic 6 B per logit). An RL
+    actor's update (cfg.loss_alive_with_recompute, set by workloads._base) keeps the loss
+    counted with the whole working set, as verl's logged peaks hold it. Without recomputation
+    every saved activation is alive with the loss buffers."""
     acts = activation_bytes(model, cfg)
     recomputes = cfg.checkpointing == "full" or (
         cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op")
-    if not ((cfg.loss_token_chunk_gib or cfg.loss_linear_fused) and recomputes):
+    # A vocabulary-chunked fused head (cfg.lm_head_vocab_chunk, prime-rl's) is counted with the
+    # whole working set, as prime-rl's measured peaks hold it (what stays alive there is not
+    # identified; the rule above left its RL rows 5-16 points under their peaks).
+    if not recomputes or (cfg.lm_head_vocab_chunk and not cfg.loss_token_chunk_gib):
+        return acts
+    if cfg.loss_alive_with_recompute and not (cfg.loss_token_chunk_gib or cfg.loss_linear_fused):
         return acts
     working = backward_working_set_bytes_per_token(model, cfg) * tokens_per_gpu(cfg)
-    return acts - min(working, loss)
+    return acts - min(working, max(0.0, loss - loss_bytes_held_through_backward(model, cfg)))
 
 
 def activation_phase_terms(model: ModelSpec, cfg: TrainConfig) -> dict[str, dict[str, float]]:

@@ -34,10 +34,10 @@ from functools import lru_cache
 
 from planner.catalog.request import (
     TrainConfig,
-    format_role_gpus,
     rollout_gpu_count,
     split_role_names,
 )
+from planner.catalog.role_gpus import format_role_gpus
 from planner.catalog.specs import GpuSpec, ModelSpec, gpus_per_host
 from planner.errors import PlannerError
 from planner.models import calibration as cal
@@ -122,12 +122,17 @@ def _split_check(cfg: TrainConfig, names: tuple[str, ...]) -> None:
 
 def _base(cfg: TrainConfig, **update: object) -> TrainConfig:
     """An SFT-shaped config for one role: the workload's options removed. RL passes over
-    padding-free batches see mean_seq_len real tokens per sequence."""
+    padding-free batches see mean_seq_len real tokens per sequence. An RL role's loss buffers
+    stay counted with the first recomputed layer (loss_alive_with_recompute): verl's logged
+    actor peaks hold them (tests/test_validation_rl.py), though which references do is not
+    identified; an SFT, reward-model or DPO loop frees them first (memory.
+    forward_activation_bytes, measured on transformers' Trainer)."""
     fields: dict[str, object] = {
         "workload": "sft", "prompt_len": None, "response_len": None, "rollout_n": None,
         "gpu_memory_utilization": None, "rollout_gpus": None, "placement": "colocate",
         "rollout_tp": 1, "precompute_ref": False, "mean_seq_len": None,
         "seq_len": cfg.mean_seq_len or cfg.seq_len,
+        "loss_alive_with_recompute": cfg.loss_alive_with_recompute or cfg.is_rl,
     }
     fields.update(update)
     return cfg.model_copy(update=fields)
