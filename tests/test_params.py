@@ -288,3 +288,14 @@ def test_hfconfig_reads_gpt_oss_sinks_router_and_expert_biases() -> None:
         True, True, True, True)
     llama = spec_from_hf_dict({**data, "model_type": "llama"}, name="x")
     assert not llama.attention_sinks and not llama.moe.router_bias
+
+
+def test_norm_casts_back_follows_the_model_type_for_every_catalog_model() -> None:
+    # RMSNorms that return their input's dtype whatever their weight's (hfconfig._NORM_CASTS_BACK):
+    # the catalog's YAML states what transformers' modeling code of its model type does
+    from planner.catalog.hfconfig import _NORM_CASTS_BACK
+    from planner.catalog.load import load_catalog
+    from tools.param_counts import MODEL_TYPES
+
+    for model_id, entry in load_catalog().models.items():
+        assert entry.norm_casts_back == (MODEL_TYPES[model_id] in _NORM_CASTS_BACK), model_id

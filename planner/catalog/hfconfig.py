@@ -22,6 +22,7 @@ from planner.inputs import capped, load_file, short
 
 _GELU_FAMILIES = {"gpt_neox", "falcon", "bloom", "mpt", "gpt2", "gptj"}
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "glm4_moe"}
+_NORM_CASTS_BACK = {"gemma", "gemma2", "gemma3_text", "olmo2", "gpt_oss"}
 # Every key read as an integer (bools are not integers here); ModelSpec bounds the values.
 _INT_KEYS = (
     "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "n_heads",
@@ -164,6 +165,11 @@ def _block_fields(cfg: dict[str, Any], family: str, *, hidden: int) -> dict[str,
         "qk_norm_full_width": family == "olmo2",
         # one learned sink logit per attention head (modeling_gpt_oss.py GptOssAttention.sinks)
         "attention_sinks": family == "gpt_oss",
+        # (weight * x).to(input_dtype) or output.type_as(x): an fp32 norm weight gives the
+        # input's dtype (models/gemma/modeling_gemma.py GemmaRMSNorm, huggingface/transformers
+        # #29402; models/olmo2/modeling_olmo2.py @000c33fd; models/gpt_oss GptOssRMSNorm), where
+        # LlamaRMSNorm's weight * x.to(input_dtype) promotes to the weight's
+        "norm_casts_back": family in _NORM_CASTS_BACK,
         "final_norm": not (family == "opt" and (
             not cfg.get("do_layer_norm_before", True) or cfg.get("_remove_final_layer_norm"))),
     }

@@ -211,8 +211,8 @@ class ModelSpec(_Frozen):
     qk_norm_full_width: bool = Field(default=False, description="q/k RMSNorms over heads*head_dim "
                                      "and kv_heads*head_dim, not head_dim (OLMo-2; needs qk_norm)")
     attention_sinks: bool = Field(default=False, description="a learned sink per head (gpt-oss)")
-    final_norm: bool = Field(default=True,
-                             description="a norm after the last layer (OPT-350m: none)")
+    final_norm: bool = Field(default=True, description="a norm after the last layer (not OPT-350m)")
+    norm_casts_back: bool = Field(default=False, description="RMSNorm keeps its input's dtype")
     word_embed_proj_dim: int | None = Field(
         default=None, gt=0, le=MAX_WIDTH,
         description="OPT-350m: embeddings in a smaller dim, projected in/out"

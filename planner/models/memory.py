@@ -44,6 +44,7 @@ from planner.models.states import (
     mlp_width,
     optimizer_state_bytes,
     optimizer_step_bytes,
+    qlora_unquantized_bytes,
     stage_layers,
     weight_bytes,
 )
@@ -92,15 +93,35 @@ def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str
     return 2 * h * b + outputs
 
 
+def residual_bytes(model: ModelSpec, cfg: TrainConfig) -> int:
+    """Bytes per element of the residual stream and of what the layer's matrices return: 4
+    where QLoRA keeps its norm weights in fp32 (states.qlora_unquantized_bytes: PEFT's
+    prepare_model_for_kbit_training casts every parameter not 4-bit to fp32, huggingface/
+    peft@5d602fdb src/peft/utils/other.py; TRL keeps the norms fp32, v0.13.0 sft_trainer.py
+    l. 182-231) and a Llama-style RMSNorm multiplies its 16-bit output by that weight
+    (weight * x.to(input_dtype): fp32; not model.norm_casts_back), while bitsandbytes'
+    Linear4bit returns its input's dtype (0.43.3 nn/modules.py l. 472-479): every projection
+    after the first norm and every residual add is fp32. Measured: fms-acceleration's plain
+    PEFT QLoRA of Mistral-7B holds 4.0 / 8.0 GiB more at 16k / 32k tokens than its plugin's
+    load without the casts (32 layers x 4096 x 2 B more per checkpointed input: 4.0 / 8.0
+    GiB; validation/project_cases_fmsacc_memory.yaml). 2 otherwise (a fused norm kernel
+    returns its input's dtype)."""
+    fp32 = cfg.method == "qlora" and qlora_unquantized_bytes(cfg) == 4 \
+        and model.norm == "rmsnorm" and not model.norm_casts_back \
+        and not (cfg.fuses_elementwise or cfg.fused_norms)
+    return 4 if fp32 else 2
+
+
 def _mlp_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str] | None) -> float:
     """Bytes per token the layer's MLP keeps (layer_activation_bytes_per_token), with an MoE
     layer's router logits and routed copies."""
     down = (kept := _inputs_kept(cfg, trained)) is None or "down" in kept
     # gated: gate out, up out (+ act(gate) unless compiled or a fused activation kernel, which
-    # saves its inputs and recomputes act(gate)); plain: the activation's input
+    # saves its inputs and recomputes act(gate)); plain: the activation's input; in the
+    # residual stream's dtype (the matrices return their input's)
     kept = (2 if cfg.fuses_elementwise else 3) if model.activation in ("swiglu", "geglu") else 1
-    per_f = kept + down  # + the down projection's input when it trains
-    mlp = per_f * mlp_width(model) * 2
+    # + the down projection's (16-bit) input when it trains
+    mlp = (kept * residual_bytes(model, cfg) + down * 2) * mlp_width(model)
     if model.moe is not None:
         mlp += model.moe.num_experts * 4  # fp32 router logits
         mlp += routed_copies_bytes_per_token(model)
@@ -204,8 +225,9 @@ def _trained_matrices(model: ModelSpec, cfg: TrainConfig) -> frozenset[str] | No
 
 
 def _layer_input_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """One layer's 16-bit input for one micro-batch, the tensor full checkpointing keeps."""
-    return 2 * model.hidden_size * tokens_per_gpu(cfg) / cfg.tp
+    """One layer's input for one micro-batch (16-bit, or the fp32 residual stream:
+    residual_bytes), the tensor full checkpointing keeps."""
+    return residual_bytes(model, cfg) * model.hidden_size * tokens_per_gpu(cfg) / cfg.tp
 
 
 def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:
@@ -216,7 +238,7 @@ def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> 
     (2f), freed once its weight gradient is taken when down trains. Measured exactly by
     tools/saved_activations.py (full, LoRA and LoRA-on-q,v layers; tests/test_memory.py):
     1.25 x the saved tensors for a fully trained Llama-3.2-3B layer, 1.51 x with LoRA on q, v."""
-    f_bytes = 2 * mlp_width(model)
+    f_bytes = residual_bytes(model, cfg) * mlp_width(model)  # gradients in their tensors' dtype
     grads = 3 if model.activation in ("swiglu", "geglu") else 2
     trained = _trained_matrices(model, cfg)
     down = trained is None or "down" in trained

@@ -309,9 +309,13 @@ def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
     PEFT's prepare_model_for_kbit_training (the Hugging Face QLoRA recipe) casts every
     non-quantized 16-bit parameter of a bitsandbytes model to fp32 "for stability": 4 B. It
     skips GPTQ models, pure-bf16 stacks (torchtune) keep bf16, and so do frameworks that keep
-    or cast the rest back to 16 bit (cfg.qlora_16bit_rest, e.g. OpenRLHF): 2 B.
+    or cast the rest back to 16 bit (cfg.qlora_16bit_rest, e.g. OpenRLHF): 2 B. Sharded QLoRA
+    (FSDP) never runs it: the 4-bit weights sit in a 16-bit quant_storage that FSDP flattens
+    with the rest (huggingface/trl v0.13.0 trl/trainer/sft_trainer.py l. 182-201: no
+    prepare_model_for_kbit_training when is_sharded_qlora): 2 B.
     """
-    return 2 if cfg.pure_16bit or cfg.qlora_16bit_rest or cfg.quant_format == "gptq" else 4
+    return 2 if cfg.pure_16bit or cfg.qlora_16bit_rest or cfg.fsdp \
+        or cfg.quant_format == "gptq" else 4
 
 
 def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:

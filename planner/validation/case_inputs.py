@@ -122,8 +122,9 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size and the weight dtypes
     (extra.master_weights_dtype / frozen_base_weights_dtype), pure 16-bit training
     (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
-    --precision bf16-true), the attention implementation it ran (extra.attention:
-    attention.KERNEL_NAMES, or eager: the probabilities materialised), its LoRA dropout
+    --precision bf16-true), QLoRA's unquantized parts (extra.qlora_unquantized_dtype), the
+    attention implementation it ran (extra.attention: attention.KERNEL_NAMES, or eager: the
+    probabilities materialised), its LoRA dropout
     (extra.lora_dropout), the NF4 recipe (extra.weight_quant: _double_quant), whether its loop
     holds the previous micro-batch's outputs (extra.holds_previous_outputs), torch.compile
     (extra.compile, else the framework's compiled_workloads), fused norm kernels
@@ -149,6 +150,8 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["flash_attention"] = False
     if extra.get("pure_bf16") is not None:
         sem["pure_bf16"] = bool(extra["pure_bf16"])
+    if extra.get("qlora_unquantized_dtype") in ("16bit", "fp32"):
+        sem["qlora_16bit_rest"] = extra["qlora_unquantized_dtype"] == "16bit"
     if extra.get("lora_dropout") is not None:
         sem["lora_dropout"] = float(extra["lora_dropout"])
     if extra.get("bitsandbytes_version") is not None:

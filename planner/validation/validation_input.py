@@ -75,6 +75,8 @@ class _Extra(_Fields):
     master_weights_dtype: Text | None = None
     frozen_base_weights_dtype: Text | None = None
     pure_bf16: bool | None = None  # bf16 weights and optimizer states, no fp32 master copy
+    # QLoRA: dtype the parts left unquantized (norms, embeddings, head) were held in
+    qlora_unquantized_dtype: Literal["16bit", "fp32"] | None = None
     attention: Text | None = None  # the kernel it ran (attention.KERNEL_NAMES) or eager
     trainer_only: bool | None = None
     critic_model: Text | None = None
