@@ -64,3 +64,25 @@ def test_fms_acceleration_plain_and_plugin_loads(fms, bs):
     measured = base["outcome"]["peak_gib"] - plugin["outcome"]["peak_gib"]
     assert measured == pytest.approx(4.0 * bs / 4, abs=0.05)
     assert p_base.predicted_gib - p_plugin.predicted_gib >= measured
+
+
+def test_trl_keeps_the_load_dtype_from_0_26_and_its_older_releases_fp32_norms():
+    from planner.catalog.frameworks import config_fields, resolve
+    from planner.validation.case_releases import qlora_fp32_norms_of
+
+    trl = resolve(CAT, "trl")
+    fields = config_fields(trl, workload="sft", sharded=False)
+    assert fields["qlora_16bit_rest"] and fields["qlora_fp32_norms"] is False
+    llama = CAT.model("llama-3.1-8b").spec
+    assert mem.residual_bytes(llama, qlora(**fields)) == 2  # what a plan on TRL today gets
+    old = {"extra": {"framework_version": "trl 0.13.0, transformers 4.48.1"}}
+    new = {"extra": {"framework_version": "trl 0.29.1"}}
+    assert qlora_fp32_norms_of(old, trl) is True and qlora_fp32_norms_of(new, trl) is False
+    assert mem.residual_bytes(llama, qlora(qlora_16bit_rest=True, qlora_fp32_norms=True)) == 4
+
+
+def test_openrlhf_casts_its_norms_alone():
+    from planner.catalog.frameworks import config_fields, resolve
+
+    fields = config_fields(resolve(CAT, "openrlhf"), workload="sft", sharded=False)
+    assert fields["qlora_16bit_rest"] and fields["qlora_fp32_norms"]

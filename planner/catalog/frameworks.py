@@ -169,6 +169,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["quantized_head"] = bool(profile.value("quantizes_head"))
     if profile.value("qlora_unquantized_dtype") is not None:
         out["qlora_16bit_rest"] = profile.value("qlora_unquantized_dtype") == "16bit"
+    if profile.value("qlora_norm_dtype") is not None:
+        out["qlora_fp32_norms"] = profile.value("qlora_norm_dtype") == "fp32"
     if profile.value("grad_reduce_dtype") is not None:
         out["fp32_grad_reduce"] = profile.value("grad_reduce_dtype") == "fp32"
     if workload in (profile.value("compiled_workloads") or ()):

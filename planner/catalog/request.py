@@ -297,6 +297,10 @@ class TrainConfig(_Request):
         default=False, description="QLoRA: the unquantized parts (embeddings, head) stay 16-bit "
         "without pure bf16 (no PEFT prepare_model_for_kbit_training upcast to fp32)"
     )
+    qlora_fp32_norms: bool | None = Field(
+        default=None, description="QLoRA: the norm weights are fp32 (TRL before 0.26 and "
+        "OpenRLHF cast them alone); None: as the rest (not qlora_16bit_rest)"
+    )
     quantized_head: bool = Field(
         default=False, description="QLoRA: the LM head is stored 4-bit like the layers' "
         "linears (Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear)"

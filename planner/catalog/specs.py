@@ -474,10 +474,10 @@ class FrameworkFacts(_Frozen):
         "where the checkpoint ties them (the head is a copy of the embedding)")
     quantizes_head: Fact[bool] | None = Field(
         default=None, description="QLoRA: the LM head is quantized with the layers' linears")
-    qlora_unquantized_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(
-        default=None, description="QLoRA: dtype of the parts left unquantized (embeddings, "
-        "head): fp32 where PEFT's prepare_model_for_kbit_training upcasts them, 16bit where the "
-        "framework keeps or casts them back")
+    qlora_unquantized_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(default=None,
+        description="QLoRA: its unquantized embeddings and head (fp32: PEFT's kbit prep)")
+    qlora_norm_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(default=None,
+        description="QLoRA: its norm weights (unset: as qlora_unquantized_dtype)")
     pure_16bit_methods: Fact[tuple[str, ...]] | None = Field(
         default=None, description="methods it trains only in pure 16 bit (no fp32 master "
         "weights), whatever its default precision")

@@ -44,7 +44,7 @@ from planner.models.states import (
     mlp_width,
     optimizer_state_bytes,
     optimizer_step_bytes,
-    qlora_unquantized_bytes,
+    qlora_norms_fp32,
     stage_layers,
     weight_bytes,
 )
@@ -95,19 +95,18 @@ def _norm_saved_bytes(model: ModelSpec, cfg: TrainConfig, trained: frozenset[str
 
 def residual_bytes(model: ModelSpec, cfg: TrainConfig) -> int:
     """Bytes per element of the residual stream and of what the layer's matrices return: 4
-    where QLoRA keeps its norm weights in fp32 (states.qlora_unquantized_bytes: PEFT's
+    where QLoRA keeps its norm weights in fp32 (states.qlora_norms_fp32: PEFT's
     prepare_model_for_kbit_training casts every parameter not 4-bit to fp32, huggingface/
-    peft@5d602fdb src/peft/utils/other.py; TRL keeps the norms fp32, v0.13.0 sft_trainer.py
-    l. 182-231) and a Llama-style RMSNorm multiplies its 16-bit output by that weight
-    (weight * x.to(input_dtype): fp32; not model.norm_casts_back), while bitsandbytes'
+    peft@5d602fdb src/peft/utils/other.py; TRL before 0.26 keeps the norms fp32) and a
+    Llama-style RMSNorm multiplies its 16-bit output by that weight (weight *
+    x.to(input_dtype): fp32; not model.norm_casts_back), while bitsandbytes'
     Linear4bit returns its input's dtype (0.43.3 nn/modules.py l. 472-479): every projection
     after the first norm and every residual add is fp32. Measured: fms-acceleration's plain
     PEFT QLoRA of Mistral-7B holds 4.0 / 8.0 GiB more at 16k / 32k tokens than its plugin's
     load without the casts (32 layers x 4096 x 2 B more per checkpointed input: 4.0 / 8.0
     GiB; validation/project_cases_fmsacc_memory.yaml). 2 otherwise (a fused norm kernel
     returns its input's dtype)."""
-    fp32 = cfg.method == "qlora" and qlora_unquantized_bytes(cfg) == 4 \
-        and model.norm == "rmsnorm" and not model.norm_casts_back \
+    fp32 = qlora_norms_fp32(cfg) and model.norm == "rmsnorm" and not model.norm_casts_back \
         and not (cfg.fuses_elementwise or cfg.fused_norms)
     return 4 if fp32 else 2
 

@@ -310,12 +310,20 @@ def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
     non-quantized 16-bit parameter of a bitsandbytes model to fp32 "for stability": 4 B. It
     skips GPTQ models, pure-bf16 stacks (torchtune) keep bf16, and so do frameworks that keep
     or cast the rest back to 16 bit (cfg.qlora_16bit_rest, e.g. OpenRLHF): 2 B. Sharded QLoRA
-    (FSDP) never runs it: the 4-bit weights sit in a 16-bit quant_storage that FSDP flattens
-    with the rest (huggingface/trl v0.13.0 trl/trainer/sft_trainer.py l. 182-201: no
-    prepare_model_for_kbit_training when is_sharded_qlora): 2 B.
-    """
+    (FSDP) never runs it: its 4-bit weights sit in a 16-bit quant_storage FSDP flattens with
+    the rest (huggingface/trl v0.13.0 sft_trainer.py l. 182-201, is_sharded_qlora): 2 B."""
     return 2 if cfg.pure_16bit or cfg.qlora_16bit_rest or cfg.fsdp \
         or cfg.quant_format == "gptq" else 4
+
+
+def qlora_norms_fp32(cfg: TrainConfig) -> bool:
+    """QLoRA keeps its norm weights in fp32: as the framework states (cfg.qlora_fp32_norms:
+    TRL before 0.26, OpenRLHF), else with the rest (PEFT's kbit prep casts both); never where
+    qlora_unquantized_bytes sees no such cast (FSDP, pure 16 bit, GPTQ)."""
+    if cfg.method != "qlora" or cfg.fsdp or cfg.pure_16bit or cfg.quant_format == "gptq":
+        return False
+    fp32 = cfg.qlora_fp32_norms
+    return qlora_unquantized_bytes(cfg) == 4 if fp32 is None else fp32
 
 
 def adapter_bytes(model: ModelSpec, cfg: TrainConfig) -> float:

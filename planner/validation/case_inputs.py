@@ -22,7 +22,11 @@ from planner.catalog.request_checks import validate_config
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, UnknownNameError
 from planner.models.attention import KERNEL_NAMES
-from planner.validation.case_releases import bnb_keeps_inputs, fused_optimizer_of
+from planner.validation.case_releases import (
+    bnb_keeps_inputs,
+    fused_optimizer_of,
+    qlora_fp32_norms_of,
+)
 
 SFT_WORKLOADS = ("sft", "pretrain")
 
@@ -150,8 +154,11 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["flash_attention"] = False
     if extra.get("pure_bf16") is not None:
         sem["pure_bf16"] = bool(extra["pure_bf16"])
-    if extra.get("qlora_unquantized_dtype") in ("16bit", "fp32"):
+    if extra.get("qlora_unquantized_dtype") in ("16bit", "fp32"):  # norms, embeddings, head
         sem["qlora_16bit_rest"] = extra["qlora_unquantized_dtype"] == "16bit"
+        sem["qlora_fp32_norms"] = not sem["qlora_16bit_rest"]
+    elif (norms := qlora_fp32_norms_of(case, profile)) is not None:
+        sem["qlora_fp32_norms"] = norms
     if extra.get("lora_dropout") is not None:
         sem["lora_dropout"] = float(extra["lora_dropout"])
     if extra.get("bitsandbytes_version") is not None:

@@ -1,5 +1,6 @@
 """What a case's stated releases change in how it ran: the behaviours that moved between
-releases of the software a case names (bitsandbytes' saved inputs, Trainer's default AdamW)."""
+releases of the software a case names (bitsandbytes' saved inputs, Trainer's default AdamW,
+TRL's QLoRA norm dtype)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,13 @@ def fused_optimizer_of(case: dict[str, Any], profile: Profile) -> bool:
     if fact is None:
         return False
     return bool(fact.value) != before_since(case, fact.since)
+
+
+def qlora_fp32_norms_of(case: dict[str, Any], profile: Profile) -> bool | None:
+    """Whether the case's QLoRA norm weights were fp32: the profile's qlora_norm_dtype, the
+    other dtype for a case naming a release older than the fact holds from (TRL keeps them in
+    the load dtype from 0.26: trl's fact); None where the profile states none."""
+    fact = profile.facts.get("qlora_norm_dtype")
+    if fact is None:
+        return None
+    return (fact.value == "fp32") != before_since(case, fact.since)
