@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 from conftest import tiny_config
 
+from planner.catalog.frameworks import release
 from planner.catalog.load import load_catalog
 from planner.errors import PlannerError
 from planner.models import memory as mem
-from planner.validation.case_releases import BNB_KEEPS_ONLY_WEIGHT, _version, bnb_keeps_inputs
+from planner.validation.case_releases import BNB_KEEPS_ONLY_WEIGHT, bnb_keeps_inputs
 
 CAT = load_catalog()
 MODEL = CAT.model("llama-3.1-8b").spec
@@ -34,7 +35,7 @@ def test_only_a_quantized_base_keeps_its_inputs():
 
 
 def test_a_case_states_its_bitsandbytes_release():
-    assert _version("0.42.0") < BNB_KEEPS_ONLY_WEIGHT <= _version("0.43.2")
-    assert _version("0.41") < BNB_KEEPS_ONLY_WEIGHT < _version("0.45.2+cu121")
+    assert release("0.42.0") < BNB_KEEPS_ONLY_WEIGHT <= release("0.43.2")
+    assert release("0.41") < BNB_KEEPS_ONLY_WEIGHT < release("0.45.2+cu121")
     with pytest.raises(PlannerError, match="bitsandbytes_version"):
         bnb_keeps_inputs("latest")

@@ -9,6 +9,7 @@ semantics into the TrainConfig fields the models read.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,9 +62,18 @@ class Profile:
         return self.spec.id
 
     def value(self, name: str, default: Any = None) -> Any:
-        """The value of fact ``name``, or ``default`` when the profile has none."""
+        """The value of fact ``name`` as of the release the name carried (before_release), or
+        ``default`` when the profile has none."""
         fact = self.facts.get(name)
-        return default if fact is None else fact.value
+        if fact is None:
+            return default
+        return before_release(fact) if self.older_than(fact) else fact.value
+
+    def older_than(self, fact: Fact[Any]) -> bool:
+        """The name carried a release of this framework older than the first ``fact`` holds
+        from (Fact.since, where its first package is this framework: id or alias)."""
+        names = {self.spec.id, *self.spec.aliases}
+        return named_before(self.asked_version, fact.since, names)
 
     def source(self, name: str) -> str | None:
         """Where fact ``name`` was read, or None when the profile has none."""
@@ -75,6 +85,45 @@ class Profile:
         no profile does)."""
         origin = self.origin.get(name)
         return origin if origin not in (None, self.spec.id) else None
+
+
+def release(text: object, *, what: str = "release") -> tuple[int, ...]:
+    """A release string as a comparable tuple of its leading numbers ("0.42.0" -> (0, 42, 0));
+    PlannerError naming ``what`` on one without them."""
+    parts = re.findall(r"\d+", str(text).split("+")[0])[:3]
+    if not parts:
+        raise PlannerError(f"{what} {str(text)[:40]!r}: not a release number such as 0.42.0")
+    return tuple(int(p) for p in parts)
+
+
+def named_before(version: str | None, since: str | None, names: set[str]) -> bool:
+    """``version``, the release a framework's name carried (``trl==0.20``), is older than the
+    first release ``since`` names, where its first package is one of ``names`` (the
+    framework's: "trl 0.26.0" for trl; "transformers 4.54.0, torch 2.8.0" for the Hugging Face
+    Trainer, whose aliases hold transformers)."""
+    found = re.match(r"\s*([a-z][\w.+/-]*)[ =v]*(\d+\.\d+(?:\.\d+)?)", (since or "").lower())
+    if not (version and found and found.group(1) in names and re.match(r"\d", version)):
+        return False
+    return release(version, what="framework version") < release(found.group(2))
+
+
+# What a two-valued fact was before the release it holds from (Fact.since).
+_BEFORE = {"16bit": "fp32", "fp32": "16bit"}
+
+
+def before_release(fact: Fact[Any]) -> Any:
+    """The value of a fact with a first release (Fact.since) in the releases before it: the
+    other of its two values (a bool, or one of the 16bit / fp32 pair)."""
+    if isinstance(fact.value, bool):
+        return not fact.value
+    return _BEFORE[fact.value]
+
+
+def release_facts(profile: Profile) -> list[str]:
+    """The facts the release a name carried holds at their earlier value, as text: "fact
+    value (before <since>)"."""
+    return [f"{name} {profile.value(name)} (before {fact.since})"
+            for name, fact in profile.facts.items() if fact.since and profile.older_than(fact)]
 
 
 def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
@@ -319,6 +368,9 @@ class FrameworkChoice:
                "efficiency": self.stack, "efficiency_note": self.efficiency_note}
         if self.profile.asked_version:
             doc["requested_version"] = self.profile.asked_version
+            earlier = release_facts(self.profile)
+            if earlier:
+                doc["as_of_requested_version"] = earlier
         return doc
 
 

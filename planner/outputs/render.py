@@ -92,8 +92,11 @@ def framework_lines(framework: dict[str, Any] | None) -> list[str]:
     """The framework line of a text report: which, why, and where its efficiency comes from."""
     if not framework:
         return []
+    earlier = framework.get("as_of_requested_version")
+    shown = (f"; as of {framework['id']} {framework['requested_version']}: "
+             + ", ".join(earlier)) if earlier else ""
     return [f"framework  {framework['id']} ({framework['reason']}); "
-            f"{framework['efficiency_note']}"]
+            f"{framework['efficiency_note']}{shown}"]
 
 
 def band_text(band: dict[str, Any] | None, fmt: str) -> str:

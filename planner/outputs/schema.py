@@ -147,6 +147,9 @@ class Framework(_Doc):
     reason: str
     efficiency: str
     efficiency_note: str
+    requested_version: str | None = None  # the release the framework's name carried
+    # facts that hold from a later release than the one named, at their earlier value
+    as_of_requested_version: list[str] | None = None
 
 
 class Fix(_Doc):

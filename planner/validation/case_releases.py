@@ -7,33 +7,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planner.catalog.frameworks import Profile
-from planner.errors import PlannerError
+from planner.catalog.frameworks import Profile, before_release, release
 
 # The first bitsandbytes release whose MatMul4Bit keeps only the packed weight for backward
 # (memory._inputs_kept): 0.43.2 holds 9e753741 (#1270); 0.41.0 and 0.42.0 keep the input too.
 BNB_KEEPS_ONLY_WEIGHT = (0, 43, 2)
 
 
-def _version(text: object, *, what: str = "release") -> tuple[int, ...]:
-    """A release string as a comparable tuple of its leading numbers ("0.42.0" -> (0, 42, 0));
-    PlannerError naming ``what`` on one without them."""
-    parts = re.findall(r"\d+", str(text).split("+")[0])[:3]
-    if not parts:
-        raise PlannerError(f"{what} {str(text)[:40]!r}: not a release number such as 0.42.0")
-    return tuple(int(p) for p in parts)
-
-
-def bnb_keeps_inputs(release: object) -> bool:
-    """bitsandbytes ``release`` keeps the 4-bit layer's input for backward (before 0.43.2)."""
-    return _version(release, what="extra.bitsandbytes_version") < BNB_KEEPS_ONLY_WEIGHT
+def bnb_keeps_inputs(version: object) -> bool:
+    """bitsandbytes ``version`` keeps the 4-bit layer's input for backward (before 0.43.2)."""
+    return release(version, what="extra.bitsandbytes_version") < BNB_KEEPS_ONLY_WEIGHT
 
 
 def _release(text: str, package: str) -> tuple[int, ...] | None:
     """The release of ``package`` a case's version text names ("transformers 4.48.1, torch
     2.4.1" -> (4, 48, 1) for transformers), None where it names none."""
     found = re.search(rf"\b{re.escape(package)}[ =v]*(\d+\.\d+(?:\.\d+)?)", text.lower())
-    return _version(found.group(1)) if found else None
+    return release(found.group(1)) if found else None
 
 
 def before_since(case: dict[str, Any], since: str | None) -> bool:
@@ -43,7 +33,7 @@ def before_since(case: dict[str, Any], since: str | None) -> bool:
     extra = case.get("extra") or {}
     text = f"{case.get('framework_version') or ''} {extra.get('framework_version') or ''}"
     bounds = re.findall(r"([a-z][\w.-]*)[ =v]*(\d+\.\d+(?:\.\d+)?)", (since or "").lower())
-    named = [(_release(text, pkg), _version(first)) for pkg, first in bounds]
+    named = [(_release(text, pkg), release(first)) for pkg, first in bounds]
     return any(rel is not None and rel < first for rel, first in named)
 
 
@@ -58,7 +48,8 @@ def fused_optimizer_of(case: dict[str, Any], profile: Profile) -> bool:
     fact = profile.facts.get("fused_optimizer")
     if fact is None:
         return False
-    return bool(fact.value) != before_since(case, fact.since)
+    older = before_since(case, fact.since) or profile.older_than(fact)
+    return bool(before_release(fact) if older else fact.value)
 
 
 def qlora_fp32_norms_of(case: dict[str, Any], profile: Profile) -> bool | None:
@@ -68,4 +59,5 @@ def qlora_fp32_norms_of(case: dict[str, Any], profile: Profile) -> bool | None:
     fact = profile.facts.get("qlora_norm_dtype")
     if fact is None:
         return None
-    return (fact.value == "fp32") != before_since(case, fact.since)
+    older = before_since(case, fact.since) or profile.older_than(fact)
+    return (before_release(fact) if older else fact.value) == "fp32"
