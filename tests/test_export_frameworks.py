@@ -268,6 +268,8 @@ def test_deepspeed_chat_ppo(plans):
     assert f["--actor_zero_stage"] == f["--critic_zero_stage"] == str(cfg.zero_stage)
     assert f["--max_answer_seq_len"] == str(cfg.response_len)
     assert f["--enable_hybrid_engine"] is True
+    assert "--enable_ema" not in f
+    assert flags(export_plan(variant(p, ema_copy=True), "deepspeed-chat").text)["--enable_ema"]
 
 
 def test_deepspeed_chat_refusals(plans):

@@ -307,6 +307,8 @@ def unsupported(profile: Profile, cfg: TrainConfig, *, at_gpu_count: bool = True
             lacks("parallelism", axis, "parallelism")
     if cfg.offload != "none":
         lacks("offload", cfg.offload, "offload")
+    if cfg.ema_copy and profile.value("launch_format") != "deepspeed-chat":
+        out.append("an EMA copy of the actor (DeepSpeed-Chat's --enable_ema keeps one)")
     if cfg.is_rl:
         lacks("rl_placements", cfg.placement, "RL placement")
         # an engine the job did not name is the profile's own default

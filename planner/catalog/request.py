@@ -248,6 +248,10 @@ class TrainConfig(_Request):
         "batch in one call)"
     )
     reference: bool = Field(default=True, description="frozen reference model (KL / DPO)")
+    ema_copy: bool = Field(
+        default=False, description="RL: an exponential-moving-average copy of the actor's "
+        "16-bit weights stays on the GPUs, never run in the iteration (DeepSpeed-Chat --enable_ema)"
+    )
     precompute_ref: bool = Field(
         default=False, description="DPO: reference log-probs computed before training"
     )

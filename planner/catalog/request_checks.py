@@ -165,7 +165,8 @@ def _validate_not_rl(cfg: TrainConfig) -> None:
                "--rollout-engine": (cfg.rollout_engine
                                     if cfg.rollout_engine != DEFAULT_ROLLOUT_ENGINE else None),
                "--rollout-gpus": cfg.rollout_gpus,
-               "--role-gpus": format_role_gpus(cfg.role_gpus) if cfg.role_gpus else None}
+               "--role-gpus": format_role_gpus(cfg.role_gpus) if cfg.role_gpus else None,
+               "ema_copy": True if cfg.ema_copy else None}
     for flag, value in rl_only.items():
         if value is not None:
             raise PlannerError(f"{flag} {value} applies to --workload ppo or grpo only "

@@ -356,7 +356,7 @@ def _role_phases(rs: tuple[Role, ...], gpu: GpuSpec, cfg: TrainConfig, *, sequen
     trained role's update."""
     phases = {}
     n_train = trainer_gpus(cfg)
-    for r in rs:
+    for r in (r for r in rs if r.runs):
         # Padding-free passes (mean_seq_len) see the role config's tokens per sequence; with
         # split placement each role's pass runs on its own group's GPUs.
         gpus = r.cfg.num_gpus if cfg.placement == "split" else n_train

@@ -80,6 +80,7 @@ class Role:
     trained: bool
     value_head: bool = False
     shares_base: bool = False  # reference = the policy's base with adapters off
+    runs: bool = True  # False: held, never run in the iteration (an EMA copy)
 
 
 def value_model(model: ModelSpec) -> ModelSpec:
@@ -182,6 +183,11 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
                         shares_base=peft and not split))
     if cfg.workload == "ppo" or reward is not None:
         out.append(Role("reward", value_model(reward or model), fwd("reward"), False, True))
+    if cfg.ema_copy:
+        # DeepSpeedExamples@3d83278 dschat/rlhf/rlhf_engine.py _init_ema: the actor's model in
+        # the eval config the reference gets (ZeRO-3 with a ZeRO-3 actor, else unsharded),
+        # updated by moving_average after each step (its traffic is not timed)
+        out.append(Role("ema", model, _frozen_cfg(cfg, gpus("actor")), False, runs=False))
     return tuple(out)
 
 
@@ -335,7 +341,7 @@ def rl_phases(rs: tuple[Role, ...], cfg: TrainConfig, precision: str,
     everyone = _sum(*idle.values())
     phases[ROLLOUT_PHASE] = _sum(everyone, eng.terms()) if colocated else eng.terms()
     for role in rs:
-        if role.name == "critic" and not role.trained:
+        if (role.name == "critic" and not role.trained) or not role.runs:
             continue
         owner = next(r for r in rs if r.trained) if role.shares_base else role
         others = _others_idle(idle, owner)

@@ -332,7 +332,7 @@ def _strategy_flops(space: TimedSpace, row: Row) -> tuple[float, float, float, i
         return f.linear, f.sixteen_bit, 0.0, 1
     rs = roles(space.model, cfg, critic=space.roles.critic, reward=space.roles.reward)
     lin = sixteen = fwd = 0.0
-    for r in rs:
+    for r in (r for r in rs if r.runs):
         fwd += forward_flops_per_token(r.model, r.cfg.seq_len)  # as rltime.forward_seconds
         if r.trained:
             f = training_flops(r.model, r.cfg)

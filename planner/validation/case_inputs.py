@@ -407,6 +407,7 @@ def _rl_common(case: dict[str, Any], profile: Profile, *, assumed: list[str]) ->
         "checkpointing": ckpt,
         "paged_optimizer": bool(extra.get("paged_optimizer", False)),
         "optimizer_in_backward": bool(extra.get("optimizer_in_bwd", False)),
+        "ema_copy": bool(extra.get("ema_copy", False)) and case.get("workload") in ("ppo", "grpo"),
     }
     _set_method(case, profile, common)
     return common

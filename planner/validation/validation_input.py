@@ -75,6 +75,7 @@ class _Extra(_Fields):
     master_weights_dtype: Text | None = None
     frozen_base_weights_dtype: Text | None = None
     pure_bf16: bool | None = None  # bf16 weights and optimizer states, no fp32 master copy
+    ema_copy: bool | None = None  # RL: the actor's EMA copy on the GPUs (--enable_ema)
     # QLoRA: dtype the parts left unquantized (norms, embeddings, head) were held in
     qlora_unquantized_dtype: Literal["16bit", "fp32"] | None = None
     attention: Text | None = None  # the kernel it ran (attention.KERNEL_NAMES) or eager

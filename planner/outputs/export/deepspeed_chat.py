@@ -152,6 +152,7 @@ def _deepspeed_chat_ppo(job: Job, out: _Out) -> list[tuple[str, Any]]:
         ("--actor_gradient_checkpointing", cfg.checkpointing != "none"),
         ("--critic_gradient_checkpointing", cfg.checkpointing != "none"),
         ("--enable_hybrid_engine", hybrid),
+        ("--enable_ema", cfg.ema_copy),
         ("--inference_tp_size", cfg.rollout_tp if hybrid else None),
         ("--actor_learning_rate", 1e-6), ("--critic_learning_rate", 5e-6),
         *_deepspeed_chat_common(job, out),
