@@ -73,14 +73,10 @@ def test_ppo_step_time_bars(table):
     assert median <= 0.15 and p90 <= 0.35
 
 
-def test_grpo_step_time_median_met(table):
+def test_grpo_step_time_bars_met(table):
     """Met since the rollout factor pools every RL framework's iterations (NeMo-RL's held out
-    run at DeepSpeed-Chat's and verl's, not at the serving vLLM factor): 7.0 %."""
-    assert _row(table, "RL step time: grpo (usable)")[1] <= 0.15
-
-
-@pytest.mark.xfail(strict=True, reason="issue 18: NeMo-RL's Llama 3.1 8B on 8 GB200 (-31 %, a "
-                   "small model on fast GPUs) and verl's MI300X row (-41 %) set the GRPO p90 "
-                   "(35.7 %)")
-def test_grpo_step_time_p90(table):
-    assert _row(table, "RL step time: grpo (usable)")[2] <= 0.35
+    run at DeepSpeed-Chat's and verl's, not at the serving vLLM factor), and since
+    DeepSpeed-Chat's log-probs are taken on its 16-bit logits as its code does (the pooled
+    factor 0.296 -> 0.278): median 7.0 -> 14.5 %, p90 35.7 -> 32.1 %."""
+    _, median, p90, _ = _row(table, "RL step time: grpo (usable)")
+    assert median <= 0.15 and p90 <= 0.35
