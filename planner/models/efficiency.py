@@ -416,9 +416,9 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # modelled) agree across engines and frameworks: NeMo-RL's vLLM GRPO steps 0.18-0.33 (median
 # 0.29), DeepSpeed-Chat's hybrid-engine PPO epochs 0.10-0.46 (median 0.30 with its 16-bit
 # log-probs; 0.32 before), verl's on MI300X 0.04 / 0.09 (2026-11-26); so one factor serves
-# every engine (the hybrid engine took the serving vLLM share before, assumed). They cannot be told apart from slow phases elsewhere in the iteration (the
-# sources give few per-phase times), so this factor carries whatever an iteration loses outside
-# the modelled physics. Fitted on RL_ROLLOUT_CASES, every usable shared PPO/GRPO case, by
+# every engine (the hybrid engine took the serving vLLM share before, assumed). They cannot be
+# told apart from slow phases elsewhere in the iteration (the sources give few per-phase
+# times), so this factor carries whatever an iteration loses outside the modelled physics. Fitted on RL_ROLLOUT_CASES, every usable shared PPO/GRPO case, by
 # benchmarks/fit.py: the median of the implied values at most 1 (a case no engine speed can
 # match, e.g. DS-Chat's OPT-30B at the batch its memory allows, sets nothing), with the fitted
 # trainer factors in place (planner/models/fitted.yaml; leave-one-source-out in
