@@ -418,11 +418,11 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # log-probs; 0.32 before), verl's on MI300X 0.04 / 0.09 (2026-11-26); so one factor serves
 # every engine (the hybrid engine took the serving vLLM share before, assumed). They cannot be
 # told apart from slow phases elsewhere in the iteration (the sources give few per-phase
-# times), so this factor carries whatever an iteration loses outside the modelled physics. Fitted on RL_ROLLOUT_CASES, every usable shared PPO/GRPO case, by
-# benchmarks/fit.py: the median of the implied values at most 1 (a case no engine speed can
-# match, e.g. DS-Chat's OPT-30B at the batch its memory allows, sets nothing), with the fitted
-# trainer factors in place (planner/models/fitted.yaml; leave-one-source-out in
-# benchmarks/README.md).
+# times), so this factor carries whatever an iteration loses outside the modelled physics.
+# Fitted on RL_ROLLOUT_CASES, every usable shared PPO/GRPO case, by benchmarks/fit.py: the
+# median of the implied values at most 1 (a case no engine speed can match, e.g. DS-Chat's
+# OPT-30B at the batch its memory allows, sets nothing), with the fitted trainer factors in
+# place (planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
 RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
 RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
