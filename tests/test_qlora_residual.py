@@ -86,3 +86,13 @@ def test_openrlhf_casts_its_norms_alone():
 
     fields = config_fields(resolve(CAT, "openrlhf"), workload="sft", sharded=False)
     assert fields["qlora_16bit_rest"] and fields["qlora_fp32_norms"]
+
+
+def test_check_says_when_the_residual_stream_is_fp32():
+    from planner.models.workloads import estimate_memory
+
+    llama, gpu = CAT.model("llama-3.1-8b").spec, CAT.gpu("h100-sxm")
+    fp32 = estimate_memory(llama, gpu, qlora())
+    b16 = estimate_memory(llama, gpu, qlora(qlora_16bit_rest=True))
+    assert any("residual stream" in n for n in fp32.notes)
+    assert not any("residual stream" in n for n in b16.notes)

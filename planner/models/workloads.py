@@ -53,6 +53,7 @@ from planner.models.memory import (
     logit_columns,
     phase_terms,
     reserved_bytes,
+    residual_bytes,
 )
 from planner.models.rollout import Engine, engine, engine_weight_bytes
 from planner.models.states import (
@@ -459,6 +460,9 @@ def estimate_memory(
             f"{gpu.id} has no {cfg.precision} support: trains in {precision} mixed precision"
             + (" with loss scaling" if precision == "fp16" else "")
         )
+    if residual_bytes(model, cfg) == 4:
+        notes.append("QLoRA with fp32 norm weights (the framework's kbit preparation): the "
+                     "residual stream and the MLP's tensors are fp32")
     utilization = None
     blocked = False
     if cfg.is_rl and not cfg.generates_in_trainer:
