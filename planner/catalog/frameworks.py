@@ -72,8 +72,9 @@ class Profile:
     def older_than(self, fact: Fact[Any]) -> bool:
         """The name carried a release of this framework older than the first ``fact`` holds
         from (Fact.since, where its first package is this framework: id or alias)."""
-        names = {self.spec.id, *self.spec.aliases}
-        return named_before(self.asked_version, fact.since, names)
+        if not (fact.since and self.asked_version):
+            return False
+        return named_before(self.asked_version, fact.since, {self.spec.id, *self.spec.aliases})
 
     def source(self, name: str) -> str | None:
         """Where fact ``name`` was read, or None when the profile has none."""
@@ -96,15 +97,22 @@ def release(text: object, *, what: str = "release") -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def since_bounds(since: str | None) -> list[tuple[str, tuple[int, ...]]]:
+    """The (package, first release) pairs a Fact.since names, in order: "transformers 4.54.0,
+    torch 2.8.0" -> [("transformers", (4, 54, 0)), ("torch", (2, 8, 0))]."""
+    return [(pkg, release(first)) for pkg, first in
+            re.findall(r"([a-z][\w.+/-]*)[ =v]*(\d+\.\d+(?:\.\d+)?)", (since or "").lower())]
+
+
 def named_before(version: str | None, since: str | None, names: set[str]) -> bool:
     """``version``, the release a framework's name carried (``trl==0.20``), is older than the
     first release ``since`` names, where its first package is one of ``names`` (the
     framework's: "trl 0.26.0" for trl; "transformers 4.54.0, torch 2.8.0" for the Hugging Face
     Trainer, whose aliases hold transformers)."""
-    found = re.match(r"\s*([a-z][\w.+/-]*)[ =v]*(\d+\.\d+(?:\.\d+)?)", (since or "").lower())
-    if not (version and found and found.group(1) in names and re.match(r"\d", version)):
+    bounds = since_bounds(since)
+    if not (version and bounds and bounds[0][0] in names and re.match(r"\d", version)):
         return False
-    return release(version, what="framework version") < release(found.group(2))
+    return release(version, what="framework version") < bounds[0][1]
 
 
 # What a two-valued fact was before the release it holds from (Fact.since).

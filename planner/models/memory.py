@@ -402,10 +402,7 @@ def forward_activation_bytes(model: ModelSpec, cfg: TrainConfig, loss: float) ->
     acts = activation_bytes(model, cfg)
     recomputes = cfg.checkpointing == "full" or (
         cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op")
-    # A vocabulary-chunked fused head (cfg.lm_head_vocab_chunk, prime-rl's) is counted with the
-    # whole working set, as prime-rl's measured peaks hold it (what stays alive there is not
-    # identified; the rule above left its RL rows 5-16 points under their peaks).
-    if not recomputes or (cfg.lm_head_vocab_chunk and not cfg.loss_token_chunk_gib):
+    if not recomputes:
         return acts
     if cfg.loss_alive_with_recompute and not (cfg.loss_token_chunk_gib or cfg.loss_linear_fused):
         return acts

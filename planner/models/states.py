@@ -304,23 +304,24 @@ def quantized_params(model: ModelSpec, cfg: TrainConfig) -> float:
 
 
 def qlora_unquantized_bytes(cfg: TrainConfig) -> int:
-    """Bytes per parameter of the parts QLoRA leaves unquantized (embeddings, head, norms).
-
+    """Bytes per parameter of the parts QLoRA leaves unquantized (embeddings, head, norms):
     PEFT's prepare_model_for_kbit_training (the Hugging Face QLoRA recipe) casts every
-    non-quantized 16-bit parameter of a bitsandbytes model to fp32 "for stability": 4 B. It
-    skips GPTQ models, pure-bf16 stacks (torchtune) keep bf16, and so do frameworks that keep
-    or cast the rest back to 16 bit (cfg.qlora_16bit_rest, e.g. OpenRLHF): 2 B. Sharded QLoRA
-    (FSDP) never runs it: its 4-bit weights sit in a 16-bit quant_storage FSDP flattens with
-    the rest (huggingface/trl v0.13.0 sft_trainer.py l. 182-201, is_sharded_qlora): 2 B."""
-    return 2 if cfg.pure_16bit or cfg.qlora_16bit_rest or cfg.fsdp \
-        or cfg.quant_format == "gptq" else 4
+    non-quantized 16-bit parameter of a bitsandbytes model to fp32 "for stability": 4 B; 2 B
+    where the framework keeps or casts the rest back (cfg.qlora_16bit_rest, e.g. OpenRLHF) or
+    no such cast runs (_no_kbit_cast)."""
+    return 2 if _no_kbit_cast(cfg) or cfg.qlora_16bit_rest else 4
+
+
+def _no_kbit_cast(cfg: TrainConfig) -> bool:
+    """No fp32 cast of QLoRA's unquantized parts runs: pure 16 bit, GPTQ, sharded QLoRA (FSDP
+    flattens its 16-bit quant_storage with the rest; trl v0.13.0 sft_trainer.py l. 182-201)."""
+    return cfg.pure_16bit or cfg.fsdp or cfg.quant_format == "gptq"
 
 
 def qlora_norms_fp32(cfg: TrainConfig) -> bool:
-    """QLoRA keeps its norm weights in fp32: as the framework states (cfg.qlora_fp32_norms:
-    TRL before 0.26, OpenRLHF), else with the rest (PEFT's kbit prep casts both); never where
-    qlora_unquantized_bytes sees no such cast (FSDP, pure 16 bit, GPTQ)."""
-    if cfg.method != "qlora" or cfg.fsdp or cfg.pure_16bit or cfg.quant_format == "gptq":
+    """QLoRA's norm weights are fp32: as the framework states (cfg.qlora_fp32_norms: TRL before
+    0.26, OpenRLHF), else with the rest (PEFT's kbit prep casts both), never by _no_kbit_cast."""
+    if cfg.method != "qlora" or _no_kbit_cast(cfg):
         return False
     fp32 = cfg.qlora_fp32_norms
     return qlora_unquantized_bytes(cfg) == 4 if fp32 is None else fp32

@@ -126,9 +126,10 @@ def _base(cfg: TrainConfig, **update: object) -> TrainConfig:
     """An SFT-shaped config for one role: the workload's options removed. RL passes over
     padding-free batches see mean_seq_len real tokens per sequence. An RL role's loss buffers
     stay counted with the first recomputed layer (loss_alive_with_recompute): verl's logged
-    actor peaks hold them (tests/test_validation_rl.py), though which references do is not
-    identified; an SFT, reward-model or DPO loop frees them first (memory.
-    forward_activation_bytes, measured on transformers' Trainer)."""
+    actor peaks hold them (tests/test_validation_rl.py), and prime-rl's trainer readings (5-16
+    points under without), though which references do is not identified; an SFT,
+    reward-model or DPO loop frees them first (memory.forward_activation_bytes, measured on
+    transformers' Trainer)."""
     fields: dict[str, object] = {
         "workload": "sft", "prompt_len": None, "response_len": None, "rollout_n": None,
         "gpu_memory_utilization": None, "rollout_gpus": None, "placement": "colocate",

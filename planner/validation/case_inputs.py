@@ -358,8 +358,9 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         # The reading is of trainer GPUs alone (disaggregated RL: the engines run elsewhere, no
         # reference model on them): the actor's training step over the case's packed
         # sequences, the same phases as a training job of that batch.
-        cfg = TrainConfig(**{**common, "workload": "sft"}, micro_batch_size=int(
-            case.get("micro_batch_size") or 1), offload=offload,
+        # (an RL actor's update: its loss counted with the recompute, as workloads._base sets)
+        cfg = TrainConfig(**{**common, "workload": "sft"}, loss_alive_with_recompute=True,
+                          micro_batch_size=int(case.get("micro_batch_size") or 1), offload=offload,
             seq_len=int(case.get("seq_len") or 2048),
             grad_accum=int(extra.get("grad_accum") or 1))
         assumed.append("trainer-only GPUs: the actor's training step (no engine, no reference)")

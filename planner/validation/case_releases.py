@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planner.catalog.frameworks import Profile, before_release, release
+from planner.catalog.frameworks import Profile, before_release, release, since_bounds
 
 # The first bitsandbytes release whose MatMul4Bit keeps only the packed weight for backward
 # (memory._inputs_kept): 0.43.2 holds 9e753741 (#1270); 0.41.0 and 0.42.0 keep the input too.
@@ -32,8 +32,7 @@ def before_since(case: dict[str, Any], since: str | None) -> bool:
     framework_version or extra.framework_version."""
     extra = case.get("extra") or {}
     text = f"{case.get('framework_version') or ''} {extra.get('framework_version') or ''}"
-    bounds = re.findall(r"([a-z][\w.-]*)[ =v]*(\d+\.\d+(?:\.\d+)?)", (since or "").lower())
-    named = [(_release(text, pkg), release(first)) for pkg, first in bounds]
+    named = [(_release(text, pkg), first) for pkg, first in since_bounds(since)]
     return any(rel is not None and rel < first for rel, first in named)
 
 
