@@ -247,6 +247,27 @@ def attention_utilisation(util: float) -> float:
 # 8.6 %, was flat and fell to 0 s without the MLPerf v5.0 rows).
 STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
 
+# Eager PyTorch launches every kernel of a training step from the host (Python, dispatcher,
+# autograd), one after another; where the GPU finishes a kernel before the host has launched the
+# next, the micro-batch takes the host's time (small models, short sequences, micro-batch 1).
+# Host seconds per kernel: vLLM with enforce_eager decodes GPT-2 (12 layers, batch 1) at 154.1
+# ms per 32 tokens on an H200 host (deepspeedai/DeepSpeed#8352, the row decode.py's eager floor
+# uses), and its GPT-2 block launches 11 kernels (vllm-project/vllm@0176894
+# model_executor/models/gpt2.py GPT2Block: two LayerNorms, c_attn, the KV-cache write and the
+# attention kernel, c_proj, two residual adds, c_fc, gelu_new, c_proj): 36.5 us. Per-step work
+# of the engine is in that figure too, so it is an upper estimate for one launch. Kernels per
+# decoder layer and micro-batch (forward, backward), counted by tools/host_kernels.py
+# (tests/data/host_kernels.json: transformers 5.24 with sdpa, PEFT 0.21 LoRA at dropout 0,
+# torch 2.13), by the norm that marks the family: a Llama layer (RMSNorm as eager ops, rotary,
+# SwiGLU) 38 + 71 with every weight trained, 38 + 60 with the base frozen under PEFT; an OPT
+# layer (LayerNorm one kernel, biases, ReLU; GPT-2/OPT family) 13 + 27, frozen 13 + 15; each
+# adapted matrix adds 4 + 6 in both (LoRA A, B, scale, add and their backward). Checkpointing
+# replays the forward.
+HOST_S_PER_KERNEL = 154.1e-3 / (32 * 12 * 11)
+HOST_KERNELS_PER_LAYER = {"rmsnorm": {"full": (38, 71), "peft": (38, 60)},
+                          "layernorm": {"full": (13, 27), "peft": (13, 15)}}
+HOST_KERNELS_PER_ADAPTER = (4, 6)
+
 # ---------------------------------------------------------------------------------------------
 # Communication and overlap: framework behaviour (assumed, not fitted). The accuracy on the
 # public cases is insensitive to them: TP overlap 0 / 0.5 / 0.9, DP overlap 0.5 / 1.0, CP 0.5,

@@ -65,7 +65,13 @@ from planner.models.network import (
     stored_bytes_per_param,
     tp_bytes_per_step,
 )
-from planner.models.states import quantized_params, state_shards, trainable_shard
+from planner.models.states import (
+    adapted_linears,
+    quantized_params,
+    stage_layers,
+    state_shards,
+    trainable_shard,
+)
 from planner.models.traffic import adapter_seconds, elementwise_seconds
 
 MFU_DEFINITION = (
@@ -148,6 +154,31 @@ def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> 
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
 
+def host_launch_seconds(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Host time to launch one step's decoder-layer kernels where the stack runs them eager:
+    micro-batches x the stage's layers x kernels per layer (efficiency.HOST_KERNELS_PER_LAYER of
+    the model's norm family: the forward twice under full checkpointing; PEFT's per adapted
+    matrix, HOST_KERNELS_PER_ADAPTER; a QLoRA dequantisation per frozen 4-bit matrix and pass)
+    x HOST_S_PER_KERNEL. 0 where elementwise
+    work is fused or compiled (TransformerEngine, Unsloth, Liger, torch.compile: fewer and
+    larger kernels, or CUDA graphs; not modelled) and for MoE layers (per-expert launches
+    depend on the implementation; not modelled)."""
+    if cfg.fuses_elementwise or model.moe is not None:
+        return 0.0
+    family = eff.HOST_KERNELS_PER_LAYER["layernorm" if model.norm == "layernorm" else "rmsnorm"]
+    fwd, bwd = family["peft"] if cfg.is_peft else family["full"]
+    if cfg.is_peft:
+        adapted = sum(cnt for _, _, cnt in adapted_linears(model, cfg))
+        fwd += adapted * eff.HOST_KERNELS_PER_ADAPTER[0]
+        bwd += adapted * eff.HOST_KERNELS_PER_ADAPTER[1]
+    passes = 2 if cfg.checkpointing == "full" else 1
+    if cfg.method == "qlora":  # one dequantisation kernel per 4-bit matrix and pass
+        linears = sum(lin.count for lin in layer_linears(model, 0) if lin.group != "router")
+        fwd, bwd = fwd + linears, bwd + linears
+    kernels = passes * fwd + bwd
+    return cfg.grad_accum * stage_layers(model, cfg) * kernels * eff.HOST_S_PER_KERNEL
+
+
 def pipeline_bubble_fraction(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
     """Idle share of a 1F1B pipeline relative to its busy time: (p-1)/(v m) (Narayanan et al.
     2021, interleaved schedule; v = 1 gives the GPipe/1F1B (p-1)/m)."""
@@ -164,7 +195,8 @@ def exposed(raw: float, overlap: float, compute: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # The estimate
 # ---------------------------------------------------------------------------------------------
-LIMITS = ("compute", "communication", "memory bandwidth", "offload", "per-step overhead")
+LIMITS = ("compute", "communication", "memory bandwidth", "offload", "host kernel launches",
+          "per-step overhead")
 # A step whose model FLOPs use less than this share of the dense peak is flagged (issue 18: "a
 # plan whose MFU is below a stated floor (e.g. 10 %) is flagged"): the GPUs mostly wait on
 # what the note names. A threshold of the output, not a model constant.
@@ -317,6 +349,8 @@ def _categories(terms: dict[str, float], raw: dict[str, float],
         "memory bandwidth": terms["dequantize"] + terms["dora_norms"] + terms["optimizer_step"]
         + terms["elementwise"] + terms["adapters"],
         "offload": raw["offload_pcie"] + terms["cpu_optimizer"],
+        # the host's launches where they outlast the GPU's work (host_launch_seconds)
+        "host kernel launches": raw["host_launches"] if terms["host_launches"] else 0.0,
         # host-side time that no GPU work hides (efficiency.STEP_OVERHEAD_S)
         "per-step overhead": terms["step_overhead"],
     }
@@ -410,6 +444,11 @@ def estimate_throughput(
                               virtual_stages=virtual_stages)
     terms = {"compute": compute, "pipeline_bubble": bubble, **comm}
     terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
+    # the host launches eager kernels while the GPU runs them: the part of the launches its
+    # work does not cover (the CPU optimizer and the per-step overhead are apart from both)
+    raw["host_launches"] = host_launch_seconds(model, cfg)
+    gpu_work = sum(v for k, v in terms.items() if k not in ("cpu_optimizer", "step_overhead"))
+    terms["host_launches"] = max(0.0, raw["host_launches"] - gpu_work)
     step = sum(terms.values())
     category = _categories(terms, raw, _COLLECTIVES + (("ep",) if cfg.ep > 1 else ()))
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
