@@ -11,6 +11,9 @@ A training step on one GPU takes
   + offload                    PCIe copies (partly overlapped) + CPU optimizer (exposed)
   + memory-bound terms         QLoRA dequantisation, DoRA weight norms, GPU optimizer step,
                                unfused elementwise ops and LoRA's low-rank matmuls (traffic.py)
+  + host kernel launches       what an eager stack's host takes to launch the layers' kernels
+                               beyond the GPU work above (host_launch_seconds)
+  + per-step overhead          fixed host time per optimizer step (efficiency.STEP_OVERHEAD_S)
 
 Each term is one function below with its formula and source. FLOPs per token follow Kaplan et al.
 2020 (6N: 2N forward, 4N backward) and Narayanan et al. 2021, "Efficient Large-Scale Language
