@@ -87,3 +87,17 @@ def test_a_small_model_on_short_sequences_is_launch_bound(cat):
                                                           precision="bf16"), step_overhead_s=0.0)
     assert long.terms["host_launches"] == 0
     assert long.limited_by == "compute"
+
+
+def test_a_forward_only_pass_takes_at_least_its_launches(tiny, gpu):
+    """An RL role's log-prob pass (rltime.forward_seconds) launches each micro-step's forward
+    kernels once: 4 micro-steps of one 8-token sequence on the tiny model."""
+    from planner.models.rltime import forward_seconds
+
+    c = tiny_config()
+    t = forward_seconds(tiny, gpu, c, tokens=4 * 8, gpus=1, stack="hf", batch=1)
+    assert t == pytest.approx(4 * tiny.num_layers * 38 * eff.HOST_S_PER_KERNEL)
+    assert tp.host_launch_seconds(tiny, c, micro_batches=4, backward=False) == pytest.approx(t)
+    compiled = forward_seconds(tiny, gpu, tiny_config(compiled=True), tokens=32, gpus=1,
+                               stack="hf", batch=1)
+    assert compiled < t / 100

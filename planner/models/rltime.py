@@ -50,6 +50,7 @@ from planner.models.throughput import (
     estimate_throughput,
     exposed,
     forward_time_flops_per_token,
+    host_launch_seconds,
     matmul_fraction_rate,
 )
 from planner.models.workloads import (
@@ -119,14 +120,17 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
     micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
     weights, network.dp_bytes_per_step without the backward half and the gradients), hidden
     behind compute up to the stack's data-parallel overlap. Unfused elementwise ops add their
-    forward traffic (throughput.elementwise_seconds)."""
+    forward traffic (throughput.elementwise_seconds); an eager stack takes at least its host's
+    launches of each micro-step's forward kernels (throughput.host_launch_seconds)."""
+    steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
     compute = tokens / gpus * forward_time_flops_per_token(model, gpu, cfg, micro_batch=batch) / \
         matmul_fraction_rate(gpu, cfg, stack) + elementwise_seconds(
             model, gpu, cfg, tokens=tokens / gpus, backward=False)
+    # an eager stack's host launches each micro-step's forward kernels (host_launch_seconds)
+    compute = max(compute, host_launch_seconds(model, cfg, micro_batches=steps, backward=False))
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
     sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
-    steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
     gathered = steps * ring_factor(gpus, "all-gather") * gathered_weight_bytes(model, sharded)
     spans = gpus > links.gpus_per_node
     raw = gathered / (links.collective_gbps(gpus, spans) * 1e9)

@@ -157,8 +157,11 @@ def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> 
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
 
-def host_launch_seconds(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Host time to launch one step's decoder-layer kernels where the stack runs them eager:
+def host_launch_seconds(model: ModelSpec, cfg: TrainConfig, *, micro_batches: int | None = None,
+                        backward: bool = True) -> float:
+    """Host time to launch one step's decoder-layer kernels where the stack runs them eager
+    (``micro_batches`` of them, default the step's grad_accum; ``backward`` False: a
+    forward-only pass, the forward's kernels once):
     micro-batches x the stage's layers x kernels per layer (efficiency.HOST_KERNELS_PER_LAYER of
     the model's norm family: the forward twice under full checkpointing; PEFT's per adapted
     matrix, HOST_KERNELS_PER_ADAPTER; a QLoRA dequantisation per frozen 4-bit matrix and pass)
@@ -178,8 +181,9 @@ def host_launch_seconds(model: ModelSpec, cfg: TrainConfig) -> float:
     if cfg.method == "qlora":  # one dequantisation kernel per 4-bit matrix and pass
         linears = sum(lin.count for lin in layer_linears(model, 0) if lin.group != "router")
         fwd, bwd = fwd + linears, bwd + linears
-    kernels = passes * fwd + bwd
-    return cfg.grad_accum * stage_layers(model, cfg) * kernels * eff.HOST_S_PER_KERNEL
+    kernels = passes * fwd + bwd if backward else fwd
+    micro = cfg.grad_accum if micro_batches is None else micro_batches
+    return micro * stage_layers(model, cfg) * kernels * eff.HOST_S_PER_KERNEL
 
 
 def pipeline_bubble_fraction(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
