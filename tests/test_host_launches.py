@@ -83,10 +83,13 @@ def test_a_small_model_on_short_sequences_is_launch_bound(cat):
     gpu_work = sum(v for k, v in short.terms.items()
                    if k not in ("host_launches", "cpu_optimizer", "step_overhead"))
     assert gpu_work + short.terms["host_launches"] == pytest.approx(short.raw["host_launches"])
+    assert any("eager kernel launches take" in n and "larger micro-batch" in n
+               for n in short.notes)
     long = tp.estimate_throughput(model, gpu, tiny_config(seq_len=4096, micro_batch_size=4,
                                                           precision="bf16"), step_overhead_s=0.0)
     assert long.terms["host_launches"] == 0
     assert long.limited_by == "compute"
+    assert not any("kernel launches" in n for n in long.notes)
 
 
 def test_a_forward_only_pass_takes_at_least_its_launches(tiny, gpu):

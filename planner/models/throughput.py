@@ -456,6 +456,10 @@ def estimate_throughput(
     raw["host_launches"] = host_launch_seconds(model, cfg)
     gpu_work = sum(v for k, v in terms.items() if k not in ("cpu_optimizer", "step_overhead"))
     terms["host_launches"] = max(0.0, raw["host_launches"] - gpu_work)
+    if terms["host_launches"]:
+        notes.append(f"the host's eager kernel launches take {raw['host_launches']:.3g} s a step "
+                     f"against {gpu_work:.3g} s of GPU work: a larger micro-batch, torch.compile "
+                     "or fused kernels (Liger, Unsloth) shorten the step")
     step = sum(terms.values())
     category = _categories(terms, raw, _COLLECTIVES + (("ep",) if cfg.ep > 1 else ()))
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
