@@ -381,6 +381,21 @@ def _assumption_notes(cfg: TrainConfig, links: Links, gpu: GpuSpec, *, prec: str
 _COLLECTIVES = ("tp", "cp", "dp", "pp")
 
 
+def _host_launch_term(model: ModelSpec, cfg: TrainConfig, terms: dict[str, float],
+                      raw: dict[str, float]) -> list[str]:
+    """Sets terms and raw["host_launches"]: the host launches eager kernels while the GPU runs
+    them, so the step holds the part of the launches its work does not cover (the CPU
+    optimizer and the per-step overhead are apart from both); the note where that binds."""
+    raw["host_launches"] = host_launch_seconds(model, cfg)
+    gpu_work = sum(v for k, v in terms.items() if k not in ("cpu_optimizer", "step_overhead"))
+    terms["host_launches"] = max(0.0, raw["host_launches"] - gpu_work)
+    if not terms["host_launches"]:
+        return []
+    return [f"the host's eager kernel launches take {raw['host_launches']:.3g} s a step against "
+            f"{gpu_work:.3g} s of GPU work: a larger micro-batch, torch.compile or fused kernels "
+            "(Liger, Unsloth) shorten the step"]
+
+
 def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Links, stack: str,
                   compute: float, virtual_stages: int) -> tuple[dict[str, float], dict[str, float]]:
     """(exposed, raw): seconds per step of each collective and of the offload PCIe traffic,
@@ -451,15 +466,7 @@ def estimate_throughput(
                               virtual_stages=virtual_stages)
     terms = {"compute": compute, "pipeline_bubble": bubble, **comm}
     terms.update(_serial_terms(model, gpu, cfg, stack, links, per_gpu_tokens, step_overhead_s))
-    # the host launches eager kernels while the GPU runs them: the part of the launches its
-    # work does not cover (the CPU optimizer and the per-step overhead are apart from both)
-    raw["host_launches"] = host_launch_seconds(model, cfg)
-    gpu_work = sum(v for k, v in terms.items() if k not in ("cpu_optimizer", "step_overhead"))
-    terms["host_launches"] = max(0.0, raw["host_launches"] - gpu_work)
-    if terms["host_launches"]:
-        notes.append(f"the host's eager kernel launches take {raw['host_launches']:.3g} s a step "
-                     f"against {gpu_work:.3g} s of GPU work: a larger micro-batch, torch.compile "
-                     "or fused kernels (Liger, Unsloth) shorten the step")
+    notes += _host_launch_term(model, cfg, terms, raw)
     step = sum(terms.values())
     category = _categories(terms, raw, _COLLECTIVES + (("ep",) if cfg.ep > 1 else ()))
     raw.update({f"total_{k.replace(' ', '_').replace('-', '_')}": v
