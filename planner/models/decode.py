@@ -20,15 +20,11 @@ from planner.models.throughput import forward_flops_per_token
 # ---------------------------------------------------------------------------------------------
 # Host time per layer of one decoding step of an engine that runs without CUDA graphs (eager
 # PyTorch: the CPU launches every kernel of the step, one layer after another, and the GPU
-# waits for it once its own work is shorter). Measured: GPT-2 (12 layers), batch 1, 32 new
-# tokens after a 128-token prompt, bf16 on one H200, eager, no cache: 144.0 ms (DeepSpeed
-# HybridEngine), 154.1 ms (vLLM enforce_eager), 156.0 ms (SGLang); with CUDA graphs 41.8 ms
-# (vLLM) and 33.2 ms (SGLang) (https://github.com/deepspeedai/DeepSpeed/pull/8352, "Controlled
-# Rollout Performance Attribution on NVIDIA H200", 2026-09-22). GPT-2's own GPU work at batch 1
-# is ~0.05 ms a step (0.25 GB of weights at 4.8 TB/s), so the eager steps are host time:
-# 144.0 ms / 32 / 12 = 0.375 ms per layer (the HybridEngine row; vLLM's 0.40). One host
-# measured: a slower host is slower still.
-EAGER_HOST_S_PER_LAYER = 144.0e-3 / 32 / 12
+# waits for it once its own work is shorter): the DeepSpeed HybridEngine row of the measured
+# eager GPT-2 decode (efficiency.EAGER_GPT2_DECODE_MS), 144.0 ms / 32 / 12 = 0.375 ms per layer
+# (vLLM's 0.40). One host measured: a slower host is slower still.
+EAGER_HOST_S_PER_LAYER = eff.EAGER_GPT2_DECODE_MS["deepspeed-hybrid"] * 1e-3 / (
+    eff.GPT2_DECODE_TOKENS * eff.GPT2_LAYERS)
 
 
 def eager_host_floor_s(model: ModelSpec) -> float:

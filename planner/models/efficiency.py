@@ -250,20 +250,28 @@ STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
 # Eager PyTorch launches every kernel of a training step from the host (Python, dispatcher,
 # autograd), one after another; where the GPU finishes a kernel before the host has launched the
 # next, the micro-batch takes the host's time (small models, short sequences, micro-batch 1).
-# Host seconds per kernel: vLLM with enforce_eager decodes GPT-2 (12 layers, batch 1) at 154.1
-# ms per 32 tokens on an H200 host (deepspeedai/DeepSpeed#8352, the row decode.py's eager floor
-# uses), and its GPT-2 block launches 11 kernels (vllm-project/vllm@0176894
-# model_executor/models/gpt2.py GPT2Block: two LayerNorms, c_attn, the KV-cache write and the
-# attention kernel, c_proj, two residual adds, c_fc, gelu_new, c_proj): 36.5 us. Per-step work
-# of the engine is in that figure too, so it is an upper estimate for one launch. Kernels per
-# decoder layer and micro-batch (forward, backward), counted by tools/host_kernels.py
+# Measured (deepspeedai/DeepSpeed#8352, "Controlled Rollout Performance Attribution on NVIDIA
+# H200", 2026-09-22): GPT-2 (12 layers) decoding 32 tokens at batch 1 after a 128-token prompt,
+# bf16 on one H200, eager (no CUDA graphs): ms per 32 tokens by engine (with CUDA graphs vLLM
+# 41.8, SGLang 33.2). GPT-2's own GPU work at batch 1 is ~0.05 ms a step (0.25 GB of weights at
+# 4.8 TB/s), so the eager steps are host time (decode.EAGER_HOST_S_PER_LAYER).
+EAGER_GPT2_DECODE_MS = {"deepspeed-hybrid": 144.0, "vllm": 154.1, "sglang": 156.0}
+GPT2_LAYERS, GPT2_DECODE_TOKENS = 12, 32
+# Host seconds per kernel: vLLM's row over the 11 kernels its GPT-2 block launches
+# (vllm-project/vllm@0176894 model_executor/models/gpt2.py GPT2Block: two LayerNorms, c_attn,
+# the KV-cache write and the attention kernel, c_proj, two residual adds, c_fc, gelu_new,
+# c_proj): 36.5 us. Per-step work of the engine is in that figure too, so it is an upper
+# estimate for one launch. Kernels per decoder layer and micro-batch (forward, backward),
+# counted by tools/host_kernels.py
 # (tests/data/host_kernels.json: transformers 5.24 with sdpa, PEFT 0.21 LoRA at dropout 0,
 # torch 2.13), by the norm that marks the family: a Llama layer (RMSNorm as eager ops, rotary,
 # SwiGLU) 38 + 71 with every weight trained, 38 + 60 with the base frozen under PEFT; an OPT
 # layer (LayerNorm one kernel, biases, ReLU; GPT-2/OPT family) 13 + 27, frozen 13 + 15; each
 # adapted matrix adds 4 + 6 in both (LoRA A, B, scale, add and their backward). Checkpointing
 # replays the forward.
-HOST_S_PER_KERNEL = 154.1e-3 / (32 * 12 * 11)
+VLLM_GPT2_BLOCK_KERNELS = 11
+HOST_S_PER_KERNEL = EAGER_GPT2_DECODE_MS["vllm"] * 1e-3 / (
+    GPT2_DECODE_TOKENS * GPT2_LAYERS * VLLM_GPT2_BLOCK_KERNELS)
 HOST_KERNELS_PER_LAYER = {"rmsnorm": {"full": (38, 71), "peft": (38, 60)},
                           "layernorm": {"full": (13, 27), "peft": (13, 15)}}
 HOST_KERNELS_PER_ADAPTER = (4, 6)
