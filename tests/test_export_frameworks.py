@@ -268,6 +268,11 @@ def test_deepspeed_chat_ppo(plans):
     assert f["--actor_zero_stage"] == f["--critic_zero_stage"] == str(cfg.zero_stage)
     assert f["--max_answer_seq_len"] == str(cfg.response_len)
     assert f["--enable_hybrid_engine"] is True
+    # the plan's memory frees the engine's cache while training: DeepSpeed keeps its inference
+    # workspace unless --release_inference_cache is given
+    assert cfg.engine_sleep and f["--release_inference_cache"] is True
+    awake = flags(export_plan(variant(p, engine_sleep=False), "deepspeed-chat").text)
+    assert "--release_inference_cache" not in awake
     assert "--enable_ema" not in f
     assert flags(export_plan(variant(p, ema_copy=True), "deepspeed-chat").text)["--enable_ema"]
 

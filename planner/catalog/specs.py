@@ -382,16 +382,14 @@ class FrameworkFacts(_Frozen):
         default=None, description="what its selective checkpointing recomputes: Megatron's "
         "core attention, or PyTorch op-level selective checkpointing (torchtitan)")
     attention: Fact[AttentionKind] | None = None
-    attention_kernel: Fact[AttentionKernelKind] | None = Field(
-        default=None, description="the fused attention kernel its flash attention runs by "
-        "default (speed: models/attention.py)")
+    attention_kernel: Fact[AttentionKernelKind] | None = Field(default=None, description=(
+        "the fused attention kernel its flash attention runs by default (models/attention.py)"))
     loss: Fact[LossKind] | None = None
     sft_loss: Fact[LossKind] | None = Field(
         default=None, description="the loss of SFT and pretraining where it differs from "
         "`loss` (a trainer of its own for them); fp32-held: whole fp32 logits that stay "
         "referenced through the loss backward")
-    loss_vocab_chunk: Fact[int] | None = Field(
-        default=None, description="vocabulary rows per slice of a vocab-fused head")
+    loss_vocab_chunk: Fact[int] | None = Field(default=None, description="rows per vocab slice")
     loss_seq_chunk: Fact[PositiveInt] | None = Field(
         default=None, description="sequence positions per chunk of an fp32-held-chunked loss")
     holds_previous_outputs: Fact[bool] | None = Field(
@@ -408,9 +406,11 @@ class FrameworkFacts(_Frozen):
     engine_outside_torch: Fact[bool] | None = Field(
         default=None, description="RL: the colocated engine's memory pool is allocated outside "
         "torch's caching allocator (vLLM sleep mode's CuMem allocator), unseen by its counters")
-    fsdp_no_sync: Fact[bool] | None = Field(
-        default=None, description="FSDP under gradient accumulation skips the reduce-scatter of "
-        "all micro-batches but the last (gradients held unsharded)")
+    engine_sleep: Fact[bool] | None = Field(
+        default=None, description="RL colocated: the engine frees its memory while training "
+        "runs unless told otherwise (false: DeepSpeed-Chat without --release_inference_cache)")
+    fsdp_no_sync: Fact[bool] | None = Field(default=None, description=(
+        "FSDP with accumulation reduce-scatters only the last micro-batch (unsharded grads)"))
     fsdp_on_one_gpu: Fact[bool] | None = Field(default=None, description="FSDP also on one GPU")
     fused_optimizer: Fact[bool] | None = None
     shard_embeddings: Fact[bool] | None = Field(

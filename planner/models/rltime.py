@@ -329,7 +329,8 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
         sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
     else:
         sync = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
-    sleep = 2 * eng.weights if cfg.placement == "colocate" and cfg.engine_sleep else 0.0
+    sleep = 2 * eng.weights if cfg.placement == "colocate" and cfg.engine_sleep \
+        and eng.offloads_weights else 0.0
     return EngineSide(eng, waves, busy * wave, sync, sleep,
                       sleep / (links.host_link_gbps * 1e9))
 

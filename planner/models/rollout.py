@@ -29,11 +29,26 @@ class Engine:
     sequences_per_engine: int
     engines: int
     in_trainer: bool = False  # hf-generate: the trainer's model generates
+    on_actor_weights: bool = False  # deepspeed-hybrid: generates with the actor's parameters
 
     @property
     def total(self) -> float:
         """Bytes the engine holds on one GPU."""
         return self.weights + self.kv_cache + self.workspace
+
+    def awake_terms(self) -> dict[str, float]:
+        """What an engine that does not sleep keeps through training: everything, but an engine
+        on the actor's own parameters frees its gathered copy when generation returns
+        (ACTOR_WEIGHT_ENGINES) and keeps its cache and workspace."""
+        out = self.terms()
+        return {k: v for k, v in out.items() if k != "engine weights"} \
+            if self.on_actor_weights else out
+
+    @property
+    def offloads_weights(self) -> bool:
+        """A sleeping engine moves weights of its own to the host and back (vLLM sleep mode);
+        one on the actor's parameters has none to move."""
+        return not (self.in_trainer or self.on_actor_weights)
 
     def terms(self) -> dict[str, float]:
         """The engine's memory terms by name, bytes."""
@@ -51,13 +66,42 @@ def kv_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:
     return kv_bytes_per_token(model) * cfg.seq_len / cfg.rollout_tp
 
 
+# Engines that generate with the actor's own parameters, no copy of their own: DeepSpeed's
+# hybrid engine wraps the training module's tensors in its inference containers; under ZeRO-3
+# generate() gathers them whole (DeepSpeed-Chat's default pin_parameters) or per inference-TP
+# slice inside GatheredParameters, which frees them when it returns; its KV cache and
+# activation workspace (inference_context.h GenWorkSpace, per sequence: DS_HYBRID_WORKSPACE)
+# are freed only with --release_inference_cache (hybrid_engine.py generate() @
+# deepspeedai/DeepSpeed edaa722; DeepSpeed-Chat step3 README: "Release the memory reserved for
+# sentence generation").
+ACTOR_WEIGHT_ENGINES = ("deepspeed-hybrid",)
+
+
+def on_actor_weights(cfg: TrainConfig) -> bool:
+    """The engine of ``cfg`` generates with the actor's parameters (ACTOR_WEIGHT_ENGINES)."""
+    return cfg.rollout_engine in ACTOR_WEIGHT_ENGINES and not cfg.generates_in_trainer
+
+
 def engine_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """16-bit weights of the policy split over rollout TP (QLoRA policies are served from the
     dequantised 16-bit base as verl/OpenRLHF do when they merge adapters); none for the
-    trainer's own generate, which reads the weights the trainer holds."""
-    if cfg.generates_in_trainer:
+    trainer's own generate, which reads the weights the trainer holds, and for an engine on
+    the actor's parameters only the copy it gathers from ZeRO-3 shards (ACTOR_WEIGHT_ENGINES)."""
+    if cfg.generates_in_trainer or (on_actor_weights(cfg) and not cfg.shards_weights):
         return 0.0
     return count_params(model).total * 2 / cfg.rollout_tp
+
+
+def hybrid_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:
+    """DeepSpeed's inference workspace per sequence of the batch (csrc/transformer/inference/
+    includes/inference_context.h GenWorkSpace @ deepspeedai/DeepSpeed edaa722), 16-bit, for
+    max_out_tokens T = prompt + response (DeepSpeed-Chat's rlhf_engine.py): (10 x width
+    activations + heads / tp x T attention scores + 2 x layers x width / tp KV cache) x T,
+    width = heads x head size padded to 32, 64 or 128 (MHA: the kernels cache every head)."""
+    heads, t, tp = model.num_attention_heads, cfg.seq_len, cfg.rollout_tp
+    padded = next((p for p in (32, 64, 128) if model.head_dim <= p), model.head_dim)
+    width = heads * padded
+    return (10 * width + heads / tp * t + 2 * model.num_layers * width / tp) * t * 2
 
 
 def generate_parts(model: ModelSpec, cfg: TrainConfig) -> tuple[float, float, float]:
@@ -87,11 +131,14 @@ def engine_parts(model: ModelSpec, cfg: TrainConfig) -> tuple[float, float, floa
     """(weights, workspace, bytes per sequence decoded at once) of the rollout generator on one
     GPU: a vLLM-style engine's 16-bit weights, ENGINE_WORKSPACE_GIB and full-length KV per
     sequence; the trainer's own generate, its gathered weights, no workspace and KV +
-    transients per sequence (generate_parts). The one home of both for rollout.engine and
-    the planner's memory tables (space.memory_tables)."""
+    transients per sequence (generate_parts); an engine on the actor's parameters, what it
+    gathers and DeepSpeed's workspace per sequence (hybrid_bytes_per_sequence). The one home
+    of both for rollout.engine and the planner's memory tables (space.memory_tables)."""
     if cfg.generates_in_trainer:
         gathered, kv, transient = generate_parts(model, cfg)
         return gathered, 0.0, kv + transient
+    if on_actor_weights(cfg):
+        return engine_weight_bytes(model, cfg), 0.0, hybrid_bytes_per_sequence(model, cfg)
     return (engine_weight_bytes(model, cfg), cal.ENGINE_WORKSPACE_GIB * cal.GIB,
             kv_bytes_per_sequence(model, cfg))
 
@@ -117,6 +164,7 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
         pool = cfg.gpu_memory_utilization * capacity
         kv = max(0.0, pool - weights - work)
         conc = min(share, eff.MAX_DECODE_BATCH, int(kv // per_seq))
-        return Engine(weights, kv, work, conc, share, engines)
+        return Engine(weights, kv, work, conc, share, engines, False, on_actor_weights(cfg))
     conc = min(share, eff.MAX_DECODE_BATCH)
-    return Engine(weights, conc * per_seq, work, conc, share, engines)
+    return Engine(weights, conc * per_seq, work, conc, share, engines, False,
+                  on_actor_weights(cfg))

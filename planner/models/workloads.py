@@ -55,7 +55,7 @@ from planner.models.memory import (
     reserved_bytes,
     residual_bytes,
 )
-from planner.models.rollout import Engine, engine, engine_weight_bytes
+from planner.models.rollout import Engine, engine, engine_weight_bytes, on_actor_weights
 from planner.models.states import (
     adapter_bytes,
     gathered_bytes,
@@ -334,9 +334,9 @@ def rl_phases(rs: tuple[Role, ...], cfg: TrainConfig, precision: str,
               *, eng: Engine) -> dict[str, dict[str, float]]:
     """PPO/GRPO phases; each maps term -> bytes on one GPU of the group that runs it."""
     colocated = cfg.placement == "colocate"
-    # an engine that does not sleep keeps its pool through training; generate's cache and
-    # buffers are freed when the call returns
-    engine_idle = eng.terms() if colocated and not cfg.engine_sleep \
+    # an engine that does not sleep keeps its pool through training (Engine.awake_terms);
+    # generate's cache and buffers are freed when the call returns
+    engine_idle = eng.awake_terms() if colocated and not cfg.engine_sleep \
         and not cfg.generates_in_trainer else {}
     phases: dict[str, dict[str, float]] = {}
     idle = {r.name: _idle(r, cfg, precision) for r in rs}
@@ -432,7 +432,7 @@ def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, *,
         if cfg.is_rl and cfg.offload_idle:
             total += sum(resident_terms(r, precision).values())
     if cfg.is_rl and cfg.engine_sleep and cfg.placement == "colocate" \
-            and not cfg.generates_in_trainer:
+            and not cfg.generates_in_trainer and not on_actor_weights(cfg):
         total += engine_weight_bytes(model, cfg)
     return ranks * (total + per_rank)
 

@@ -34,7 +34,7 @@ from planner.models.memory import (
     reserved_bytes,
     reserved_weight,
 )
-from planner.models.rollout import engine_parts
+from planner.models.rollout import engine_parts, on_actor_weights
 from planner.models.states import steps_by_sub_group
 from planner.models.workloads import (
     workload_host_ram,
@@ -245,11 +245,12 @@ def _engine_entry(model: ModelSpec, base: TrainConfig, s: Choice, *, si: int,
                   shared: dict) -> tuple[int, int, int]:
     """An RL strategy's engine (weights, KV per sequence, workspace) MiB, memoised in
     ``shared``: a vLLM-style engine's parts depend on its TP only; the trainer's own
-    generate's on the strategy (sharding: gathered weights; method: prefill)."""
-    ekey = ("engine", si if base.generates_in_trainer else s.rollout_tp)
+    generate's and an engine's on the actor's parameters on the strategy (sharding: gathered
+    weights; method: prefill)."""
+    own = base.generates_in_trainer or on_actor_weights(base)
+    ekey = ("engine", si if own else s.rollout_tp)
     if ekey not in shared:
-        c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(
-            s._asdict() if base.generates_in_trainer else {})})
+        c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(s._asdict() if own else {})})
         weights, work, per_seq = engine_parts(model, c)
         shared[ekey] = (_ceil_mib(weights), _ceil_mib(per_seq), _ceil_mib(work))
     return shared[ekey]

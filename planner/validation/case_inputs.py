@@ -13,7 +13,6 @@ from planner.catalog.frameworks import (
     Profile,
     built_model,
     config_fields,
-    default_engine,
     resolve,
 )
 from planner.catalog.load import Catalog
@@ -263,11 +262,6 @@ RL_CASE_WORKLOADS = ("rm", "dpo", "ppo", "grpo")
 # (its config.json: 32 layers, hidden 4096, 8 kv heads, vocab 32000).
 ROLE_ARCHITECTURE = {"weqweasdas/RM-Mistral-7B": "mistralai/Mistral-7B-Instruct-v0.2"}
 
-# The rollout engine that generates with the actor's own weights (DeepSpeed-Chat's hybrid
-# engine, the deepspeed-chat profile's rollout_engines).
-ACTOR_WEIGHT_ENGINE = "deepspeed-hybrid"
-
-
 def _generated_prompts(case: dict[str, Any], per_device: int) -> int:
     """Prompts an iteration generates under extra.generation_batches: that many batches of
     ``per_device`` prompts on every GPU, at most the case's global_batch_size."""
@@ -326,8 +320,8 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
     * extra.generation_batches (DeepSpeed-Chat's --generation_batches): an iteration generates
       that many batches of the per-device batch on every GPU, at most global_batch_size
       prompts; extra.critic_reward_model names the critic and reward model together.
-    * A rollout engine that generates with the actor's own weights (the profile's
-      deepspeed-hybrid engine) moves no engine weights between phases.
+    * A framework whose engine keeps its memory through training by default (the profile's
+      engine_sleep false: DeepSpeed-Chat without --release_inference_cache) runs so.
     The settings of a published run (batch, inference TP, sharding, method) are the case's
     own fields (or the project's additions to it, validation/case_additions.yaml).
     """
@@ -366,7 +360,7 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
         assumed.append("trainer-only GPUs: the actor's training step (no engine, no reference)")
     else:
         cfg, critic, reward = _rl_config(case, catalog, resolved.spec, profile, common=common,
-                                         offload=offload, assumed=assumed, for_time=for_time)
+                                         offload=offload, assumed=assumed)
     validate_config(cfg, resolved.spec)
     return RLCase(cfg, resolved, critic, reward, tuple(assumed),
                   engine_outside_counter=bool(profile.value("engine_outside_torch")))
@@ -425,7 +419,7 @@ def _set_method(case: dict[str, Any], profile: Profile, common: dict[str, Any]) 
 
 
 def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile: Profile, *,
-               common: dict[str, Any], offload: str, assumed: list[str], for_time: bool
+               common: dict[str, Any], offload: str, assumed: list[str]
                ) -> tuple[TrainConfig, Any, Any]:
     """The TrainConfig and (critic, reward) models of a PPO/GRPO case (rl_case); what it
     assumes is appended to ``assumed``."""
@@ -446,9 +440,8 @@ def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile:
     mb = mb or extra.get("script_micro_batch")
     if mb and extra.get("generation_batches"):
         rl_opts["rollout_batch"] = _generated_prompts(case, int(mb))
-    if for_time and default_engine(profile) == ACTOR_WEIGHT_ENGINE:
-        # the engine generates with the actor's own (gathered) weights and drops them after
-        # generation: no engine weights cross PCIe (no vLLM sleep traffic)
+    if profile.value("engine_sleep") is False:
+        # the run kept the engine's memory through training (the framework's default)
         rl_opts["engine_sleep"] = False
     if extra.get("critic_reward_model"):
         critic = reward = _role_model(extra["critic_reward_model"], catalog)

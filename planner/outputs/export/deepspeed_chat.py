@@ -152,6 +152,9 @@ def _deepspeed_chat_ppo(job: Job, out: _Out) -> list[tuple[str, Any]]:
         ("--actor_gradient_checkpointing", cfg.checkpointing != "none"),
         ("--critic_gradient_checkpointing", cfg.checkpointing != "none"),
         ("--enable_hybrid_engine", hybrid),
+        # the plan frees the engine's cache while training (engine_sleep); DeepSpeed keeps its
+        # inference workspace unless told (deepspeed-chat profile: engine_sleep)
+        ("--release_inference_cache", hybrid and cfg.engine_sleep),
         ("--enable_ema", cfg.ema_copy),
         ("--inference_tp_size", cfg.rollout_tp if hybrid else None),
         ("--actor_learning_rate", 1e-6), ("--critic_learning_rate", 5e-6),
