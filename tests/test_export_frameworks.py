@@ -284,7 +284,8 @@ def test_deepspeed_chat_refusals(plans):
                              (sft, dict(method="qlora"), "method qlora"),
                              (ppo, dict(rollout_n=4), "samples per prompt"),
                              (ppo, dict(rollout_tp=2), "--actor_zero_stage 3"),
-                             (ppo, dict(placement="separate"), "separate placement")):
+                             # the hybrid engine is the actor: refused before the writer
+                             (ppo, dict(placement="separate"), "--placement separate")):
         with pytest.raises(PlannerError, match=match):
             export_plan(variant(p, **update), "deepspeed-chat")
     warned = export_plan(variant(sft, offload="optimizer"), "deepspeed-chat")

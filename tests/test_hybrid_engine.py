@@ -4,12 +4,18 @@ inference workspace through training unless --release_inference_cache frees it."
 
 from __future__ import annotations
 
+import pytest
+
+from planner.catalog.frameworks import resolve, unlaunchable
 from planner.catalog.load import load_catalog
 from planner.catalog.params import count_params
 from planner.catalog.request import TrainConfig
+from planner.catalog.request_checks import validate_engine
+from planner.errors import PlannerError
+from planner.models.memory import engine_utilization_to_set
 from planner.models.rltime import estimate_rl_step
 from planner.models.rollout import engine, engine_parts, hybrid_bytes_per_sequence
-from planner.models.workloads import ROLLOUT_PHASE, workload_phases
+from planner.models.workloads import ROLLOUT_PHASE, estimate_memory, workload_phases
 
 CAT = load_catalog()
 OPT = CAT.model("facebook/opt-1.3b").spec
@@ -62,3 +68,19 @@ def test_no_weights_cross_pcie_when_the_cache_is_released():
                             stack="deepspeed")
     assert hybrid.phases.get("offload traffic", 0.0) == 0.0
     assert vllm.phases["offload traffic"] > 0
+
+
+def test_no_memory_fraction_no_parked_roles_on_the_hybrid_engine():
+    """The hybrid engine sizes its workspace to the generation batch: a vLLM memory fraction is
+    refused, the plan's RL settings carry none, and a DeepSpeed-Chat launch cannot park idle
+    roles on the host (its plans keep them on the GPUs; verl's writer offloads them)."""
+    with pytest.raises(PlannerError, match="--gpu-memory-utilization 0.5 does not apply"):
+        validate_engine(ppo(gpu_memory_utilization=0.5))
+    with pytest.raises(PlannerError, match="--placement separate does not apply"):
+        validate_engine(ppo(placement="separate", rollout_gpus=4))
+    est = estimate_memory(OPT, A100, ppo())
+    assert est.engine_utilization and engine_utilization_to_set(ppo(), est) is None
+    parked = ppo(offload_idle=True)
+    assert unlaunchable(resolve(CAT, "deepspeed-chat"), parked)
+    assert not unlaunchable(resolve(CAT, "verl"), parked.model_copy(update={
+        "framework": "verl", "rollout_engine": "vllm", "zero_stage": 0, "fsdp": True}))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from planner import PlanRequest, load_catalog
-from planner.catalog.frameworks import resolve, unsupported
+from planner.catalog.frameworks import resolve, unlaunchable, unsupported
 from planner.errors import PlannerError
 from planner.outputs.export import SUPERVISED, WRITES_FOR, export_plan, launch_format_of
 from planner.solver.solve import plan
@@ -65,6 +65,8 @@ REQUESTS = [
     # Axolotl's YAML (tensor parallel over 4 nodes) and ms-swift's swift rlhf (GRPO)
     dict(model="70b", framework="axolotl", budget_usd=60000, objective="time", tokens=5e8),
     dict(model="0.5b", workload="grpo", framework="ms-swift", budget_usd=50000, num_gpus=8, **RL),
+    # DeepSpeed-Chat's step 3 (hybrid engine: no memory fraction, no parked roles)
+    dict(model="opt-1.3b", workload="ppo", framework="deepspeed-chat", budget_usd=4000, **RL),
 ]
 
 
@@ -75,7 +77,7 @@ def test_every_plan_exports_to_its_framework_format(kw):
     assert result.plan is not None, (result.status, [c.detail for c in result.conflicts])
     cfg = result.plan.config
     profile = resolve(CAT, cfg.framework)
-    assert unsupported(profile, cfg) == []
+    assert unsupported(profile, cfg) == [] and unlaunchable(profile, cfg) == []
     fmt = launch_format_of(profile, cfg.workload)
     assert fmt is not None, f"{cfg.framework} has no writer"
     exported = export_plan(result, fmt, catalog=CAT)

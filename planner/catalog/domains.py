@@ -67,10 +67,12 @@ class Choice(NamedTuple):
         return placement_groups(self.placement, len(self.role_names))
 
     @property
-    def engine_layout(self) -> tuple[str, int, tuple[str, ...]]:
-        """What the rollout engine reads of a candidate: placement, rollout TP and the split
-        roles."""
-        return (self.placement, self.rollout_tp, self.role_names)
+    def engine_layout(self) -> tuple[str, int, tuple[str, ...], bool]:
+        """What the rollout engine reads of a candidate: placement, rollout TP, the split roles
+        and whether the actor's weights are sharded (an engine on the actor's parameters
+        gathers them: rollout.engine_weight_bytes)."""
+        return (self.placement, self.rollout_tp, self.role_names,
+                self.fsdp or self.zero_stage == 3)
 
 
 def placement_groups(placement: str, roles: int) -> int:

@@ -30,9 +30,11 @@ DEFAULT_FRAMEWORK: dict[str, str] = {
 # framework runs, so that every plan exports (issue 17 section 4; tests/test_launchable.py
 # holds the two together).
 DATA_PARALLEL_LAUNCHES = ("accelerate", "litgpt", "llamafactory", "llmfoundry", "openrlhf")
-# Launch formats whose writer colocates an RL job's roles and engines (verl's hybrid engine
-# trainer; its experimental split modes have no writer).
+# Launch formats whose writer colocates an RL job's roles and engines (verl's hybrid engine).
 COLOCATED_LAUNCHES = ("verl",)
+# RL launch formats whose writer parks idle roles' states on the host (verl param/optimizer
+# offload, OpenRLHF --deepspeed_enable_sleep, NeMo-RL's refit offload, ms-swift --offload_model).
+IDLE_OFFLOAD_LAUNCHES = ("verl", "openrlhf", "nemo-rl", "ms-swift")
 # Launch formats whose tensor parallelism is DeepSpeed AutoTP, which trains with ZeRO 0 to 2
 # (the writers refuse tp with ZeRO-3: axolotl@2f5cb9d schemas/config.py tensor_parallel_size
 # "Only supported with DeepSpeed AutoTP"; ms-swift v4.5.2 sft_args.py).
@@ -136,8 +138,7 @@ def release_facts(profile: Profile) -> list[str]:
 
 def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
     """What of ``cfg`` the framework runs but the planner's writer of its launch format does not
-    express (DATA_PARALLEL_LAUNCHES, AUTOTP_LAUNCHES, COLOCATED_LAUNCHES): a plan holds none of
-    it; check still predicts it."""
+    express (the *_LAUNCHES above): a plan holds none of it; check still predicts it."""
     fmt, out = profile.value("launch_format"), []
     if fmt in DATA_PARALLEL_LAUNCHES and max(cfg.tp, cfg.pp, cfg.cp, cfg.ep) > 1:
         shown = f" / ep {cfg.ep}" if cfg.ep > 1 else ""
@@ -150,6 +151,8 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
                    "AutoTP, ZeRO 0 to 2)")
     if fmt in COLOCATED_LAUNCHES and cfg.is_rl and cfg.placement != "colocate":
         out.append(f"RL placement {cfg.placement} (its {fmt} launch colocates)")
+    if cfg.is_rl and cfg.offload_idle and fmt not in IDLE_OFFLOAD_LAUNCHES:
+        out.append(f"offload of idle roles (its {fmt} launch keeps every role on the GPUs)")
     return out
 
 

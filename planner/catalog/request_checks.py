@@ -220,6 +220,13 @@ def validate_engine(cfg: TrainConfig) -> None:
             raise PlannerError(f"--generate-micro-batch {cfg.generate_micro_batch} applies to "
                                f"--rollout-engine {', '.join(TRAINER_ENGINES)} (got "
                                f"{cfg.rollout_engine}: its batch is what its memory holds)")
+        if cfg.engine_on_actor_weights and (cfg.gpu_memory_utilization is not None
+                                            or cfg.placement != "colocate"):
+            knob = (f"--gpu-memory-utilization {cfg.gpu_memory_utilization}"
+                    if cfg.gpu_memory_utilization is not None else f"--placement {cfg.placement}")
+            raise PlannerError(f"{knob} does not apply to --rollout-engine {cfg.rollout_engine}: "
+                               "it generates with the actor's own weights on the actor's GPUs "
+                               "(colocate) and sizes its cache to the generation batch")
         return
     knobs = {"--placement": cfg.placement if cfg.placement != "colocate" else None,
              "--rollout-tp": cfg.rollout_tp if cfg.rollout_tp != 1 else None,

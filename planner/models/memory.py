@@ -363,8 +363,11 @@ class MemoryEstimate:
 
 def engine_utilization_to_set(cfg: TrainConfig, est: MemoryEstimate | None) -> float | None:
     """The vLLM gpu_memory_utilization an RL launch sets: the config's where given, else the
-    engine's share of memory rounded up to a whole percent (never below what it needs)."""
+    engine's share of memory rounded up to a whole percent (never below what it needs); none
+    for an engine on the actor's weights, which has no such setting."""
     u = est.engine_utilization if est is not None else None
+    if cfg.engine_on_actor_weights:
+        return None
     if cfg.gpu_memory_utilization is not None or not cfg.is_rl or u is None:
         return cfg.gpu_memory_utilization
     return math.ceil(u * 100) / 100

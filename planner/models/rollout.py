@@ -39,7 +39,7 @@ class Engine:
     def awake_terms(self) -> dict[str, float]:
         """What an engine that does not sleep keeps through training: everything, but an engine
         on the actor's own parameters frees its gathered copy when generation returns
-        (ACTOR_WEIGHT_ENGINES) and keeps its cache and workspace."""
+        (TrainConfig.engine_on_actor_weights) and keeps its cache and workspace."""
         out = self.terms()
         return {k: v for k, v in out.items() if k != "engine weights"} \
             if self.on_actor_weights else out
@@ -66,28 +66,22 @@ def kv_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:
     return kv_bytes_per_token(model) * cfg.seq_len / cfg.rollout_tp
 
 
-# Engines that generate with the actor's own parameters, no copy of their own: DeepSpeed's
-# hybrid engine wraps the training module's tensors in its inference containers; under ZeRO-3
-# generate() gathers them whole (DeepSpeed-Chat's default pin_parameters) or per inference-TP
-# slice inside GatheredParameters, which frees them when it returns; its KV cache and
-# activation workspace (inference_context.h GenWorkSpace, per sequence: DS_HYBRID_WORKSPACE)
-# are freed only with --release_inference_cache (hybrid_engine.py generate() @
-# deepspeedai/DeepSpeed edaa722; DeepSpeed-Chat step3 README: "Release the memory reserved for
-# sentence generation").
-ACTOR_WEIGHT_ENGINES = ("deepspeed-hybrid",)
-
-
-def on_actor_weights(cfg: TrainConfig) -> bool:
-    """The engine of ``cfg`` generates with the actor's parameters (ACTOR_WEIGHT_ENGINES)."""
-    return cfg.rollout_engine in ACTOR_WEIGHT_ENGINES and not cfg.generates_in_trainer
+# An engine on the actor's own parameters (TrainConfig.engine_on_actor_weights) has no copy of
+# its own: DeepSpeed's hybrid engine wraps the training module's tensors in its inference
+# containers; under ZeRO-3 generate() gathers them whole (DeepSpeed-Chat's default
+# pin_parameters) or per inference-TP slice inside GatheredParameters, which frees them when it
+# returns; its KV cache and activation workspace (inference_context.h GenWorkSpace, per
+# sequence: hybrid_bytes_per_sequence) are freed only with --release_inference_cache
+# (hybrid_engine.py generate() @ deepspeedai/DeepSpeed edaa722; DeepSpeed-Chat step3 README:
+# "Release the memory reserved for sentence generation").
 
 
 def engine_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     """16-bit weights of the policy split over rollout TP (QLoRA policies are served from the
     dequantised 16-bit base as verl/OpenRLHF do when they merge adapters); none for the
     trainer's own generate, which reads the weights the trainer holds, and for an engine on
-    the actor's parameters only the copy it gathers from ZeRO-3 shards (ACTOR_WEIGHT_ENGINES)."""
-    if cfg.generates_in_trainer or (on_actor_weights(cfg) and not cfg.shards_weights):
+    the actor's parameters only the copy it gathers from ZeRO-3 shards (see above)."""
+    if cfg.generates_in_trainer or (cfg.engine_on_actor_weights and not cfg.shards_weights):
         return 0.0
     return count_params(model).total * 2 / cfg.rollout_tp
 
@@ -137,7 +131,7 @@ def engine_parts(model: ModelSpec, cfg: TrainConfig) -> tuple[float, float, floa
     if cfg.generates_in_trainer:
         gathered, kv, transient = generate_parts(model, cfg)
         return gathered, 0.0, kv + transient
-    if on_actor_weights(cfg):
+    if cfg.engine_on_actor_weights:
         return engine_weight_bytes(model, cfg), 0.0, hybrid_bytes_per_sequence(model, cfg)
     return (engine_weight_bytes(model, cfg), cal.ENGINE_WORKSPACE_GIB * cal.GIB,
             kv_bytes_per_sequence(model, cfg))
@@ -164,7 +158,7 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
         pool = cfg.gpu_memory_utilization * capacity
         kv = max(0.0, pool - weights - work)
         conc = min(share, eff.MAX_DECODE_BATCH, int(kv // per_seq))
-        return Engine(weights, kv, work, conc, share, engines, False, on_actor_weights(cfg))
+        return Engine(weights, kv, work, conc, share, engines, False, cfg.engine_on_actor_weights)
     conc = min(share, eff.MAX_DECODE_BATCH)
     return Engine(weights, conc * per_seq, work, conc, share, engines, False,
-                  on_actor_weights(cfg))
+                  cfg.engine_on_actor_weights)

@@ -7,7 +7,13 @@ import math
 from typing import Any
 
 from planner.catalog.offers import CATALOG_PROVIDER, billing_text
-from planner.catalog.request import TRAINER_ENGINES, TrainConfig, method_label, rollout_gpu_count
+from planner.catalog.request import (
+    ACTOR_WEIGHT_ENGINES,
+    TRAINER_ENGINES,
+    TrainConfig,
+    method_label,
+    rollout_gpu_count,
+)
 from planner.catalog.specs import GpuSpec, ModelSpec
 from planner.models.bands import (
     DEFAULT_CONFIDENCE,
@@ -219,9 +225,10 @@ def _phase_lines(doc: dict[str, Any]) -> list[str]:
     u = mem.get("gpu_memory_utilization")
     if u is not None:
         set_u = doc["config"].get("gpu_memory_utilization")
+        sized = doc["config"].get("rollout_engine") in ACTOR_WEIGHT_ENGINES
         out.append(f"rollout engine: {u:.2f} of GPU memory"
-                   + (" (as set)" if set_u is not None else
-                      f" -> set gpu_memory_utilization >= {math.ceil(u * 100) / 100:.2f}"))
+                   + (" (as set)" if set_u is not None else " (sized to the batch)" if sized
+                      else f" -> set gpu_memory_utilization >= {math.ceil(u * 100) / 100:.2f}"))
     return out
 
 
@@ -390,8 +397,9 @@ def _rl_line(rl: dict[str, Any] | None) -> str:
         where += ", " + ", ".join(f"{n} on {g}" for n, g in rl["role_gpus"].items())
     if rl.get("rollout_engine") in TRAINER_ENGINES:
         return f": {rl['placement']} (the trainer generates with {rl['rollout_engine']})"
-    return (f": {rl['placement']} ({where}), rollout TP {rl['rollout_tp']}, "
-            f"gpu_memory_utilization {rl['gpu_memory_utilization']:.2f}"
+    u = rl["gpu_memory_utilization"]
+    return (f": {rl['placement']} ({where}), rollout TP {rl['rollout_tp']}"
+            + (f", gpu_memory_utilization {u:.2f}" if u is not None else "")
             + (", idle roles offloaded to host" if rl["offload_idle"] else ""))
 
 

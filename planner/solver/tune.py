@@ -150,7 +150,7 @@ def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str
     if cfg.is_rl:
         out |= {"rollout_batch": cfg.rollout_batch, "rollout_n": cfg.samples_per_prompt,
                 "logprob_micro_batch": cfg.logprob_batch, "rollout_engine": cfg.rollout_engine}
-        if not cfg.generates_in_trainer:  # the trainer's own generate reserves no fraction
+        if not (cfg.generates_in_trainer or cfg.engine_on_actor_weights):  # no fraction
             out["gpu_memory_utilization"] = engine_utilization_to_set(cfg, est)
     return out
 
@@ -403,7 +403,8 @@ def _notes(best: Candidate, pins: Mapping[str, Any]) -> tuple[str, ...]:
     if cfg.is_rl and "global_batch_size" not in pins:
         notes.append("global batch left open: all rollout sequences of an iteration make one "
                      "optimizer step (pin --global-batch for several mini-batches)")
-    if cfg.is_rl and cfg.gpu_memory_utilization is None and best.memory.engine_utilization:
+    if cfg.is_rl and cfg.gpu_memory_utilization is None and best.memory.engine_utilization \
+            and "gpu_memory_utilization" in best.settings:
         notes.append("the rollout engine is sized to the batch: set vLLM gpu_memory_utilization "
                      f">= {best.settings['gpu_memory_utilization']:.2f}")
     return tuple(notes)
