@@ -263,7 +263,9 @@ def test_deepspeed_chat_ppo(plans):
     text, f = dschat(p)
     cfg = p.config
     assert "step3_rlhf_finetuning" in text
-    assert f["--per_device_generation_batch_size"] == str(cfg.rollout_batch // cfg.dp)
+    # one generation batch per log-prob pass (the plan's), the iteration's prompts in batches
+    assert f["--per_device_generation_batch_size"] == str(cfg.logprob_batch)
+    assert int(f["--generation_batches"]) * cfg.logprob_batch * cfg.dp == cfg.rollout_batch
     assert f["--per_device_training_batch_size"] == str(cfg.micro_batch_size)
     assert f["--actor_zero_stage"] == f["--critic_zero_stage"] == str(cfg.zero_stage)
     assert f["--max_answer_seq_len"] == str(cfg.response_len)

@@ -13,7 +13,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.request_checks import validate_engine
 from planner.errors import PlannerError
 from planner.models.memory import engine_utilization_to_set
-from planner.models.rltime import estimate_rl_step
+from planner.models.rltime import estimate_rl_step, tail_waves
 from planner.models.rollout import engine, engine_parts, hybrid_bytes_per_sequence
 from planner.models.workloads import ROLLOUT_PHASE, estimate_memory, workload_phases
 
@@ -84,3 +84,18 @@ def test_no_memory_fraction_no_parked_roles_on_the_hybrid_engine():
     assert unlaunchable(resolve(CAT, "deepspeed-chat"), parked)
     assert not unlaunchable(resolve(CAT, "verl"), parked.model_copy(update={
         "framework": "verl", "rollout_engine": "vllm", "zero_stage": 0, "fsdp": True}))
+
+
+def test_one_generate_call_per_generation_batch_run_whole():
+    """DeepSpeed-Chat generates its per-device generation batch per call (the batch its
+    experience passes then run whole: the plan's log-prob batch), gathered over the inference
+    TP group; each call runs to its longest answer (no continuous batching)."""
+    two = ppo(num_gpus=8, zero_stage=3, rollout_tp=2, rollout_batch=32, micro_batch_size=2)
+    eng = engine(OPT, two, None)
+    assert (eng.sequences_per_engine, eng.concurrency) == (8, 4)
+    assert engine(OPT, two.model_copy(update={"micro_batch_size": 4}), None).concurrency == 8
+    vllm = engine(OPT, two.model_copy(update={"rollout_engine": "vllm", "framework": None}),
+                  None)
+    assert vllm.concurrency == 8
+    assert tail_waves(two, 3) == 3
+    assert tail_waves(two.model_copy(update={"rollout_engine": "vllm", "framework": None}), 3) == 1

@@ -249,8 +249,14 @@ def tail_waves(cfg: TrainConfig, waves: int) -> int:
     (vLLM, SGLang) admits a waiting sequence as soon as one finishes, so its long responses
     overlap the next wave's and only the last wave ends in a tail (iteration-level scheduling:
     Yu et al. 2022, "Orca", OSDI, s.3.1, which vLLM's scheduler implements); the trainer's own
-    generate runs each batch until its longest response ends, one tail per wave."""
-    return waves if cfg.generates_in_trainer else min(waves, 1)
+    generate, and an engine on the actor's weights (DeepSpeed's hybrid engine runs the model's
+    generate), run each batch until its longest response ends, one tail per wave."""
+    return waves if static_batches(cfg) else min(waves, 1)
+
+
+def static_batches(cfg: TrainConfig) -> bool:
+    """The generator runs whole batches, no continuous batching (tail_waves)."""
+    return cfg.generates_in_trainer or cfg.engine_on_actor_weights
 
 
 def rollout_decode_efficiency(cfg: TrainConfig) -> float:
@@ -299,8 +305,9 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     of one prefill + decoding each: throughput.estimate_decode; whole waves for the trainer's
     own generate, whose batches run to their end), the weight sync into the engines, and a sleeping
     engine's PCIe traffic. Reads of ``cfg`` only the engine layout (rollout.engine:
-    placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep),
-    so the planner times it once per such layout and GPU (steptime.Timing.engine_side). The
+    placement, GPU groups, rollout TP, batch, lengths, gpu_memory_utilization, engine_sleep;
+    an engine on the actor's weights its generation batch too, cfg.logprob_batch), so the
+    planner times it once per such layout and GPU (steptime.Timing.engine_side). The
     trainer's own generate (hf-generate) decodes its batches at
     efficiency.HF_GENERATE_DECODE_EFFICIENCY and has no engine to sync or put to sleep."""
     if decode_efficiency is None:
@@ -311,7 +318,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     floor = rollout_host_floor_s(model, cfg)
     # responses of unequal length (a cap above the mean) read more KV per decoded token in a
     # continuous-batching engine; the trainer's own generate keeps whole batches (tail_waves)
-    offset = 0.0 if cfg.generates_in_trainer else length_context_offset(
+    offset = 0.0 if static_batches(cfg) else length_context_offset(
         cfg.response_len or 1, max_response_len)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
                          cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision,
@@ -324,7 +331,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     # a continuous-batching engine keeps ``conc`` sequences in flight until its share is done
     # (iteration-level scheduling, tail_waves): share / conc waves' worth of steps, not whole
     # waves
-    busy = eng.sequences_per_engine / conc
+    busy = waves if static_batches(cfg) else eng.sequences_per_engine / conc
     if cfg.placement == "colocate":
         sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
     else:

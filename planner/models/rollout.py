@@ -146,7 +146,11 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
     its whole share at once, capped at MAX_DECODE_BATCH (vLLM's max_num_seqs), and the plan
     reports the u to set. The trainer's own generate (hf-generate) decodes
     ``generate_micro_batch`` sequences per call (default: the GPU's whole share, as TRL's one
-    generate call over its local generation batch), with no cap."""
+    generate call over its local generation batch), with no cap. An engine on the actor's
+    weights generates one generation batch per call, the batch its experience passes then run
+    whole (cfg.logprob_batch per GPU; DeepSpeed-Chat's --per_device_generation_batch_size,
+    gathered over the inference TP group: hybrid_engine.py generate() all_gather_into_tensor),
+    with no cap."""
     engines = max(1, rollout_gpu_count(cfg) // cfg.rollout_tp)
     share = math.ceil(cfg.rollout_batch * cfg.samples_per_prompt / engines)
     if cfg.generates_in_trainer:
@@ -159,6 +163,7 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
         kv = max(0.0, pool - weights - work)
         conc = min(share, eff.MAX_DECODE_BATCH, int(kv // per_seq))
         return Engine(weights, kv, work, conc, share, engines, False, cfg.engine_on_actor_weights)
-    conc = min(share, eff.MAX_DECODE_BATCH)
+    conc = min(share, cfg.logprob_batch * cfg.rollout_tp if cfg.engine_on_actor_weights
+               else eff.MAX_DECODE_BATCH)
     return Engine(weights, conc * per_seq, work, conc, share, engines, False,
                   cfg.engine_on_actor_weights)

@@ -202,15 +202,18 @@ class PlanSpace:
     def _engines(self) -> dict[tuple[object, ...], Engine]:
         return {}
 
-    def engine_at(self, si: int, dp: int) -> Engine:
+    def engine_at(self, si: int, dp: int, mb: int = 1) -> Engine:
         """rollout.engine of strategy ``si`` with data-parallel degree dp, sized to its
-        batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine)."""
+        batch (no capacity: a fixed gpu_memory_utilization is handled by _with_engine); an
+        engine on the actor's weights generates micro-batch ``mb`` per call (its log-prob
+        batch, unless the request pins one)."""
         s = self.strategies[si]
-        key = (*s.engine_layout, dp)
+        mb = mb if self.base.engine_on_actor_weights else 1
+        key = (*s.engine_layout, dp, mb)
         if key not in self._engines:
             cfg = _with_dp(self.base.model_copy(update={
-                "rollout_tp": s.rollout_tp, "placement": s.placement, "role_gpus": s.role_gpus}),
-                dp)
+                "rollout_tp": s.rollout_tp, "placement": s.placement, "role_gpus": s.role_gpus,
+                "micro_batch_size": mb}), dp)
             self._engines[key] = engine(self.model, cfg, None)
         return self._engines[key]
 
@@ -239,7 +242,7 @@ class PlanSpace:
             need = a + -(-b // dp) + c * (dp > 1) + np.minimum(-(-e // dp), k) + \
                 mb * acts[si, in_flight - 1]
             if phase == ROLLOUT_PHASE:
-                need = self._with_engine(si, dp, need, fixed)
+                need = self._with_engine(si, dp, mb, need, fixed)
             worst = np.maximum(worst, need)
         scale = self._strategy_arrays["scale"][si]
         out = np.where(scale == 1.0, worst + fixed,
@@ -264,11 +267,11 @@ class PlanSpace:
     def _tables(self) -> dict[tuple[int, int], list]:
         return {}
 
-    def _with_engine(self, si, dp, resident, fixed):
+    def _with_engine(self, si, dp, mb, resident, fixed):
         weights, per_seq, work = np.moveaxis(self._strategy_arrays["engine"][si], -1, 0)
         u = self.base.gpu_memory_utilization
         if u is None:
-            return resident + weights + work + self._concurrency(si, dp) * per_seq
+            return resident + weights + work + self._concurrency(si, dp, mb) * per_seq
         # the share kept at the strategy's own band (the result is scaled to the widest after)
         keep = (1 - request_margin(self.request)) / self._strategy_arrays["scale"][si]
         room = np.maximum(keep - u, 1e-12)
@@ -278,11 +281,15 @@ class PlanSpace:
         # keep <= u: nothing is left for training states
         return np.where(keep - u <= 0, 2**40, np.maximum(scaled, engine_min))
 
-    def _concurrency(self, si, dp):
-        """engine_at(si, dp).concurrency elementwise, once per engine layout and dp."""
-        key = self._strategy_arrays["layout"][si] * (MAX_GLOBAL_BATCH + 1) + dp
+    def _concurrency(self, si, dp, mb):
+        """engine_at(si, dp, mb).concurrency elementwise, once per engine layout, dp (and
+        micro-batch for an engine on the actor's weights)."""
+        mb = mb if self.base.engine_on_actor_weights else np.ones_like(dp)
+        key = (self._strategy_arrays["layout"][si] * (MAX_GLOBAL_BATCH + 1) + dp) \
+            * (MAX_GLOBAL_BATCH + 1) + mb
         uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        conc = np.array([self.engine_at(int(si.flat[i]), int(dp.flat[i])).concurrency
+        conc = np.array([self.engine_at(int(si.flat[i]), int(dp.flat[i]),
+                                        int(mb.flat[i])).concurrency
                          for i in first.tolist()], dtype=np.int64)
         return conc[inverse.reshape(-1)].reshape(si.shape) if len(uniq) else np.zeros(si.shape,
                                                                                        np.int64)

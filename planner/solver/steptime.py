@@ -138,8 +138,11 @@ class Timing:
 
     def engine_key(self, row: Row) -> tuple[object, ...]:
         """What the generation phase reads of a row (rltime.generation_seconds): the engine
-        layout of its strategy and its data-parallel degree (GPUs per group)."""
-        return (*self._space.strategies[row.strategy].engine_layout, row.dp)
+        layout of its strategy, its data-parallel degree (GPUs per group) and, for an engine
+        on the actor's weights, its micro-batch (rollout.engine: the generation batch)."""
+        space = self._space
+        mb = row.micro_batch if space.base.engine_on_actor_weights else 1
+        return (*space.strategies[row.strategy].engine_layout, row.dp, mb)
 
     def engine_side(self, offer_idx: int, row: Row):
         """rltime.engine_side of ``row``'s engine layout on the offer's GPUs, memoised per
@@ -269,8 +272,10 @@ class RowArrays:
         layout = np.array([names.index(k) for k in layouts], dtype=np.int64)[st]
         # a row of each engine layout and dp (Timing.engine_key): the engine's phases are
         # timed per layout and offer, exactly (rltime.engine_side)
-        _, first, self.engine_idx = np.unique(layout * (MAX_GLOBAL_BATCH + 1) + dp,
-                                              return_index=True, return_inverse=True)
+        mb = _column(rows, "micro_batch") if space.base.engine_on_actor_weights else 1
+        _, first, self.engine_idx = np.unique(
+            (layout * (MAX_GLOBAL_BATCH + 1) + dp) * (MAX_GLOBAL_BATCH + 1) + mb,
+            return_index=True, return_inverse=True)
         self.engine_idx = self.engine_idx.reshape(-1)
         self.engine_rows = [rows[i] for i in first.tolist()]
         self.gen = np.array([space.timing.generation_bytes(r)
@@ -344,7 +349,7 @@ def _generation_bytes(space: TimedSpace, row: Row) -> float:
     """Bytes each engine GPU reads while generating, at least: every decoding step of every wave
     reads the engine's weights once (throughput._decode_step; prefill, KV reads and
     communication only add time). Divided by the vLLM share of HBM bandwidth: a time bound."""
-    eng = space.engine_at(row.strategy, row.dp)
+    eng = space.engine_at(row.strategy, row.dp, row.micro_batch)
     # with a fixed gpu_memory_utilization the waves depend on the GPU: one wave at least; a
     # continuous-batching engine decodes share / concurrency waves' worth (rltime.engine_side)
     if space.base.gpu_memory_utilization is not None:

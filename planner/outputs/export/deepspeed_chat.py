@@ -142,10 +142,13 @@ def _deepspeed_chat_ppo(job: Job, out: _Out) -> list[tuple[str, Any]]:
     flags: list[tuple[str, Any]] = [
         ("--actor_model_name_or_path", job.model_path),
         ("--critic_model_name_or_path", "$REWARD_MODEL"),
-        ("--per_device_generation_batch_size", cfg.rollout_batch // cfg.dp),
+        # one generate call and one pass of each experience model per generation batch: the
+        # plan's log-prob batch (rollout.engine); the iteration's prompts in that many batches
+        ("--per_device_generation_batch_size", cfg.logprob_batch),
         ("--per_device_training_batch_size", cfg.micro_batch_size),
         ("--gradient_accumulation_steps", cfg.grad_accum),
-        ("--generation_batches", 1), ("--ppo_epochs", 1),
+        ("--generation_batches", cfg.rollout_batch // (cfg.dp * cfg.logprob_batch)),
+        ("--ppo_epochs", 1),
         ("--max_prompt_seq_len", cfg.prompt_len),
         ("--max_answer_seq_len", cfg.response_len),
         ("--actor_zero_stage", cfg.zero_stage), ("--critic_zero_stage", cfg.zero_stage),
@@ -181,9 +184,11 @@ def _deepspeed_chat_ppo_checks(job: Job, out: _Out) -> None:
     if cfg.samples_per_prompt != 1:
         out.refuse(f"{cfg.samples_per_prompt} samples per prompt (step3 generates one answer "
                    "per prompt)", "re-plan with --rollout-n 1")
-    if cfg.rollout_batch % cfg.dp:
-        out.refuse(f"{cfg.rollout_batch} prompts over {cfg.dp} GPUs (the generation batch is "
-                   "per device)", f"re-plan with a rollout batch that is a multiple of {cfg.dp}")
+    if cfg.rollout_batch % (cfg.dp * cfg.logprob_batch):
+        out.refuse(f"{cfg.rollout_batch} prompts over {cfg.dp} GPUs in generation batches of "
+                   f"{cfg.logprob_batch} (step3 generates whole per-device batches)",
+                   f"re-plan with a rollout batch that is a multiple of "
+                   f"{cfg.dp * cfg.logprob_batch}")
     if not cfg.reference:
         out.refuse("PPO without a reference model (step3 always loads it for the KL penalty)",
                    "use --format openrlhf or verl")
