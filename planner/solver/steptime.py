@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from planner.catalog.domains import Choice
+from planner.catalog.params import count_params
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
@@ -22,6 +23,7 @@ from planner.models.network import resolve_links, ring_factor
 from planner.models.rltime import (
     engine_side,
     gathered_weight_bytes,
+    static_batches,
     update_steps,
     workload_throughput,
 )
@@ -354,8 +356,11 @@ def _generation_bytes(space: TimedSpace, row: Row) -> float:
     # continuous-batching engine decodes share / concurrency waves' worth (rltime.engine_side)
     if space.base.gpu_memory_utilization is not None:
         waves = 1.0
-    elif space.base.generates_in_trainer:
+    elif static_batches(space.base):
         waves = -(-eng.sequences_per_engine // eng.concurrency)
     else:
         waves = eng.sequences_per_engine / eng.concurrency
-    return waves * (space.base.response_len or 0) * eng.weights
+    # an engine on the actor's weights reads the actor's 16-bit weights (no copy of its own)
+    read = count_params(space.model).total * 2 / space.strategies[row.strategy].rollout_tp \
+        if space.base.engine_on_actor_weights else eng.weights
+    return waves * (space.base.response_len or 0) * read
