@@ -277,6 +277,9 @@ def test_deepspeed_chat_ppo(plans):
     assert "--release_inference_cache" not in awake
     assert "--enable_ema" not in f
     assert flags(export_plan(variant(p, ema_copy=True), "deepspeed-chat").text)["--enable_ema"]
+    # actor and critic adapters share DeepSpeed-Chat's 1/rank scaling: said once
+    lora = export_plan(variant(p, method="lora", lora_rank=16), "deepspeed-chat").warnings
+    assert sum("lora alpha" in w for w in lora) == 1 and len(lora) == len(set(lora))
 
 
 def test_deepspeed_chat_refusals(plans):

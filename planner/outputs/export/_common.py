@@ -87,7 +87,8 @@ class _Out:
     notes: list[str] = field(default_factory=list)
 
     def warn(self, msg: str) -> None:
-        self.warnings.append(msg)
+        if msg not in self.warnings:  # one line per fact (a format's roles may share one)
+            self.warnings.append(msg)
 
     def note(self, msg: str) -> None:
         self.notes.append(msg)
