@@ -1,6 +1,7 @@
 """The rollout engine of PPO/GRPO on one GPU (pure functions): a vLLM-style engine's 16-bit
-weights, KV cache and workspace, or the trainer's own generate (hf-generate). The workloads'
-memory phases (workloads.py) and the RL iteration time (rltime.py) read it."""
+weights, KV cache and workspace, the trainer's own generate (hf-generate), or an engine on the
+actor's own weights (DeepSpeed's hybrid engine). The workloads' memory phases (workloads.py)
+and the RL iteration time (rltime.py) read it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ class Engine:
     """The rollout generator on one GPU: bytes of weights, KV cache and workspace, and the
     sequences it decodes at once. A vLLM-style engine holds its own 16-bit weights and a
     workspace; the trainer's own generate (hf-generate) holds only what generating adds to
-    the resident trainer (generate_parts)."""
+    the resident trainer (generate_parts); an engine on the actor's weights, what it gathers
+    and DeepSpeed's workspace (hybrid_bytes_per_sequence, in kv_cache)."""
 
     weights: float
     kv_cache: float
