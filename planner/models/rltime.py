@@ -44,7 +44,7 @@ from planner.models.network import (
     ring_factor,
     stored_bytes_per_param,
 )
-from planner.models.rollout import Engine, engine, engine_weight_bytes
+from planner.models.rollout import Engine, engine, engine_weight_bytes, weights_sleep_on_host
 from planner.models.throughput import (
     elementwise_seconds,
     estimate_throughput,
@@ -336,8 +336,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
         sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
     else:
         sync = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
-    sleep = 2 * eng.weights if cfg.placement == "colocate" and cfg.engine_sleep \
-        and eng.offloads_weights else 0.0
+    sleep = 2 * eng.weights if weights_sleep_on_host(cfg) else 0.0
     return EngineSide(eng, waves, busy * wave, sync, sleep,
                       sleep / (links.host_link_gbps * 1e9))
 

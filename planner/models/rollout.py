@@ -46,12 +46,6 @@ class Engine:
         return {k: v for k, v in out.items() if k != "engine weights"} \
             if self.on_actor_weights else out
 
-    @property
-    def offloads_weights(self) -> bool:
-        """A sleeping engine moves weights of its own to the host and back (vLLM sleep mode);
-        one on the actor's parameters has none to move."""
-        return not (self.in_trainer or self.on_actor_weights)
-
     def terms(self) -> dict[str, float]:
         """The engine's memory terms by name, bytes."""
         if self.in_trainer:
@@ -78,14 +72,28 @@ def kv_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:
 # "Release the memory reserved for sentence generation").
 
 
+def policy_bytes_per_engine_gpu(model: ModelSpec, rollout_tp: int) -> float:
+    """16-bit weights of the policy split over rollout TP: what each decoding step reads (QLoRA
+    policies are served from the dequantised 16-bit base as verl/OpenRLHF do when they merge
+    adapters)."""
+    return count_params(model).total * 2 / rollout_tp
+
+
 def engine_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """16-bit weights of the policy split over rollout TP (QLoRA policies are served from the
-    dequantised 16-bit base as verl/OpenRLHF do when they merge adapters); none for the
+    """The engine's own copy of the policy (policy_bytes_per_engine_gpu); none for the
     trainer's own generate, which reads the weights the trainer holds, and for an engine on
     the actor's parameters only the copy it gathers from ZeRO-3 shards (see above)."""
     if cfg.generates_in_trainer or (cfg.engine_on_actor_weights and not cfg.shards_weights):
         return 0.0
-    return count_params(model).total * 2 / cfg.rollout_tp
+    return policy_bytes_per_engine_gpu(model, cfg.rollout_tp)
+
+
+def weights_sleep_on_host(cfg: TrainConfig) -> bool:
+    """A colocated engine that sleeps while training runs moves weights of its own to the host
+    and back (vLLM sleep mode); the trainer's generate and an engine on the actor's
+    parameters have none to move."""
+    return cfg.is_rl and cfg.placement == "colocate" and cfg.engine_sleep \
+        and not (cfg.generates_in_trainer or cfg.engine_on_actor_weights)
 
 
 def hybrid_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:

@@ -55,7 +55,7 @@ from planner.models.memory import (
     reserved_bytes,
     residual_bytes,
 )
-from planner.models.rollout import Engine, engine, engine_weight_bytes
+from planner.models.rollout import Engine, engine, engine_weight_bytes, weights_sleep_on_host
 from planner.models.states import (
     adapter_bytes,
     gathered_bytes,
@@ -431,8 +431,7 @@ def workload_host_ram(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int, *,
             total = max(total, one) if cfg.placement == "split" else total + one
         if cfg.is_rl and cfg.offload_idle:
             total += sum(resident_terms(r, precision).values())
-    if cfg.is_rl and cfg.engine_sleep and cfg.placement == "colocate" \
-            and not cfg.generates_in_trainer and not cfg.engine_on_actor_weights:
+    if weights_sleep_on_host(cfg):
         total += engine_weight_bytes(model, cfg)
     return ranks * (total + per_rank)
 

@@ -36,7 +36,7 @@ from planner.catalog.frameworks import (
 )
 from planner.catalog.launches import launch_format_of, written_for
 from planner.catalog.load import Catalog
-from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest, validate_plan_request
+from planner.catalog.plan_request import PlanRequest, validate_plan_request
 from planner.catalog.request import TrainConfig
 from planner.catalog.request_checks import validate_engine
 from planner.catalog.specs import (
@@ -54,7 +54,7 @@ from planner.solver.hardware import (
     _timing_key,
 )
 from planner.solver.rows import Row, pareto_rows
-from planner.solver.steptime import Timing
+from planner.solver.steptime import Timing, engine_batch, engine_code
 from planner.solver.tables import (
     NO_ROLES,
     ROLLOUT_PHASE,
@@ -208,7 +208,7 @@ class PlanSpace:
         engine on the actor's weights generates micro-batch ``mb`` per call (its log-prob
         batch, unless the request pins one)."""
         s = self.strategies[si]
-        mb = mb if self.base.engine_on_actor_weights else 1
+        mb = engine_batch(self.base, mb)
         key = (*s.engine_layout, dp, mb)
         if key not in self._engines:
             cfg = _with_dp(self.base.model_copy(update={
@@ -284,9 +284,8 @@ class PlanSpace:
     def _concurrency(self, si, dp, mb):
         """engine_at(si, dp, mb).concurrency elementwise, once per engine layout, dp (and
         micro-batch for an engine on the actor's weights)."""
-        mb = mb if self.base.engine_on_actor_weights else np.ones_like(dp)
-        key = (self._strategy_arrays["layout"][si] * (MAX_GLOBAL_BATCH + 1) + dp) \
-            * (MAX_GLOBAL_BATCH + 1) + mb
+        mb = np.broadcast_to(engine_batch(self.base, mb), np.shape(dp))
+        key = engine_code(self._strategy_arrays["layout"][si], dp, mb)
         uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         conc = np.array([self.engine_at(int(si.flat[i]), int(dp.flat[i]),
                                         int(mb.flat[i])).concurrency

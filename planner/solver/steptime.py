@@ -12,7 +12,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from planner.catalog.domains import Choice
-from planner.catalog.params import count_params
 from planner.catalog.plan_request import MAX_GLOBAL_BATCH, PlanRequest
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
@@ -27,7 +26,7 @@ from planner.models.rltime import (
     update_steps,
     workload_throughput,
 )
-from planner.models.rollout import Engine
+from planner.models.rollout import Engine, policy_bytes_per_engine_gpu
 from planner.models.throughput import (
     forward_flops_per_token,
     matmul_rate,
@@ -51,8 +50,20 @@ class TimedSpace(Protocol):
     host_sizes: tuple[int, ...]
     timing: Timing
 
-    def engine_at(self, si: int, dp: int) -> Engine:
-        """rollout.engine of strategy ``si`` with data-parallel degree ``dp``."""
+    def engine_at(self, si: int, dp: int, mb: int = 1) -> Engine:
+        """rollout.engine of strategy ``si`` with data-parallel degree ``dp`` (and generation
+        batch ``mb``, engine_batch)."""
+
+
+def engine_batch(base: TrainConfig, mb: Any) -> Any:
+    """What an engine is keyed by besides its layout and dp: the micro-batch (scalar or array)
+    for an engine on the actor's weights (its generation batch: rollout.engine), else 1."""
+    return mb if base.engine_on_actor_weights else 1
+
+
+def engine_code(layout: Any, dp: Any, batch: Any) -> Any:
+    """One integer per (engine layout index, dp, engine_batch): the engines' memo key."""
+    return (layout * (MAX_GLOBAL_BATCH + 1) + dp) * (MAX_GLOBAL_BATCH + 1) + batch
 
 
 def _column(rows: list[Row], name: str) -> np.ndarray:
@@ -143,8 +154,8 @@ class Timing:
         layout of its strategy, its data-parallel degree (GPUs per group) and, for an engine
         on the actor's weights, its micro-batch (rollout.engine: the generation batch)."""
         space = self._space
-        mb = row.micro_batch if space.base.engine_on_actor_weights else 1
-        return (*space.strategies[row.strategy].engine_layout, row.dp, mb)
+        return (*space.strategies[row.strategy].engine_layout, row.dp,
+                engine_batch(space.base, row.micro_batch))
 
     def engine_side(self, offer_idx: int, row: Row):
         """rltime.engine_side of ``row``'s engine layout on the offer's GPUs, memoised per
@@ -274,10 +285,9 @@ class RowArrays:
         layout = np.array([names.index(k) for k in layouts], dtype=np.int64)[st]
         # a row of each engine layout and dp (Timing.engine_key): the engine's phases are
         # timed per layout and offer, exactly (rltime.engine_side)
-        mb = _column(rows, "micro_batch") if space.base.engine_on_actor_weights else 1
-        _, first, self.engine_idx = np.unique(
-            (layout * (MAX_GLOBAL_BATCH + 1) + dp) * (MAX_GLOBAL_BATCH + 1) + mb,
-            return_index=True, return_inverse=True)
+        batch = engine_batch(space.base, _column(rows, "micro_batch"))
+        _, first, self.engine_idx = np.unique(engine_code(layout, dp, batch),
+                                              return_index=True, return_inverse=True)
         self.engine_idx = self.engine_idx.reshape(-1)
         self.engine_rows = [rows[i] for i in first.tolist()]
         self.gen = np.array([space.timing.generation_bytes(r)
@@ -361,6 +371,6 @@ def _generation_bytes(space: TimedSpace, row: Row) -> float:
     else:
         waves = eng.sequences_per_engine / eng.concurrency
     # an engine on the actor's weights reads the actor's 16-bit weights (no copy of its own)
-    read = count_params(space.model).total * 2 / space.strategies[row.strategy].rollout_tp \
+    read = policy_bytes_per_engine_gpu(space.model, space.strategies[row.strategy].rollout_tp) \
         if space.base.engine_on_actor_weights else eng.weights
     return waves * (space.base.response_len or 0) * read
