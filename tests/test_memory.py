@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import tiny_config
 
+from planner.catalog.specs import MoeSpec
 from planner.models import memory as mem
 from planner.models import states
 from planner.models.workloads import estimate_memory
@@ -177,6 +178,32 @@ def test_op_selective_checkpointing_matches_measurement(tiny, row):
     assert mem.op_sac_bytes_per_token(model, c) == pytest.approx(row["bytes_per_token"],
                                                                  rel=1e-9)
 
+
+MOE = json.loads((DATA / "saved_activations_moe.json").read_text())
+
+
+@pytest.mark.parametrize("row", MOE["rows"], ids=lambda r: "-".join(
+    str(r[k]) for k in ("hidden", "top_k", "experts_train")))
+def test_moe_backward_working_set_matches_measurement(tiny, row):
+    """torchtitan's MoE block (tools/saved_activations.py --moe, experts trained or frozen):
+    what its checkpointed backward holds above the saved tensors is exactly the fp32
+    routing-score multiply's 3 x 4 x k x h bytes per token, three times and more what the
+    experts' f-wide gradients alone would give (the model without the fact). The block's
+    input (2h, saved for the router's weight gradient) is in the measured saved bytes but not
+    in the working set, which leaves the checkpointed input out."""
+    moe = MoeSpec(num_experts=row["experts"], experts_per_token=row["top_k"],
+                  expert_ffn_hidden_size=row["expert_ffn"])
+    model = tiny.model_copy(update={"hidden_size": row["hidden"], "moe": moe})
+    method = {} if row["experts_train"] else METHODS["lora-qv"]
+
+    def above_saved(**kw):
+        c = cfg(seq_len=row["tokens"], checkpointing="full", **method, **kw)
+        return (mem.backward_working_set_bytes_per_token(model, c)
+                - mem.layer_activation_bytes_per_token(model, c))
+
+    measured = row["working_set_bytes_per_token"] - (row["bytes_per_token"] - 2 * row["hidden"])
+    assert above_saved(moe_fp32_scores=True) == pytest.approx(measured, rel=1e-9)
+    assert measured > 3 * above_saved()
 
 def test_selective_checkpointing_sits_between_none_and_full(tiny):
     """op SAC keeps less than no checkpointing and more than full; Megatron's core-attention

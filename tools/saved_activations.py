@@ -3,6 +3,7 @@
     python tools/saved_activations.py > tests/data/saved_activations.json
     python tools/saved_activations.py --op-sac > tests/data/saved_activations_op_sac.json
     python tools/saved_activations.py --peft > tests/data/saved_activations_peft.json
+    python tools/saved_activations.py --moe > tests/data/saved_activations_moe.json
 
 Needs torch and transformers (optionally torchtune 0.3 and peft) in the environment; the planner
 does not. For each implementation it builds one Llama-style decoder layer in bf16, runs a forward
@@ -35,6 +36,15 @@ norms frozen) and lora-qv (adapters on q and v only).
   a bernoulli mask in the input's dtype on the CPU (aten/src/ATen/native/Dropout.cpp
   is_fused_kernel_acceptable); the rows route F.dropout through torch.native_dropout, the op
   CUDA runs, and also give the CPU path's bytes ("cpu_dropout_bytes_per_token").
+
+- token-choice MoE block (--moe): torchtitan's MoE layer as prime-rl runs it
+  (PrimeIntellect-ai/prime-rl@d8f290ef src/prime_rl/trainer/models/layers/moe.py MoE.forward,
+  pytorch/torchtitan@003edbe torchtitan/models/moe/moe.py): fp32 softmax router, top-k, tokens
+  sorted by expert and gathered, the experts' SwiGLU, the routing scores multiplied into the
+  expert outputs in fp32 (score_before_experts False, as its Qwen3-MoE and GLM-4-MoE models
+  set), scatter_add back; experts trained and frozen. The bytes it saves (its input
+  included) and the peak of its checkpointed backward above what the forward left, its input
+  excluded (``moe_activations.score_grad_bytes_per_token``).
 
 tests/test_memory.py compares the model with the recorded output.
 """
@@ -155,11 +165,11 @@ class _LiveBytes(TorchDispatchMode):
         return out
 
 
-def _working_set(layer, run, x, extra):
+def _working_set(layer, run, x, extra, extra_shapes=frozenset()):
     """Peak live bytes while one checkpointed layer is recomputed and back-propagated."""
-    shapes = set()
-    for p in layer.parameters():  # weight gradients are the gradients term, not activations
-        shapes |= {tuple(p.shape), tuple(p.shape)[::-1]}
+    shapes = set()  # weight gradients are the gradients term, not activations
+    for shape in (*(tuple(p.shape) for p in layer.parameters()), *extra_shapes):
+        shapes |= {shape, shape[::-1]}
     grad = torch.randn_like(x)
     mode = _LiveBytes(_constants(layer, (*extra, x, grad)), shapes)
     with mode:
@@ -325,6 +335,61 @@ def op_sac_rows() -> list[dict]:
     return rows
 
 
+# (hidden, expert ffn, experts, experts per token): Qwen3-30B-A3B's MoE block and a small one
+MOE_SHAPES = ((2048, 768, 128, 8), (1024, 512, 16, 4))
+
+
+class _MoE(torch.nn.Module):
+    """A token-choice MoE block in torchtitan's op sequence (module docstring, --moe); the
+    experts run one after another, as its for-loop path (the grouped GEMM is CUDA only)."""
+
+    def __init__(self, hidden, ffn, experts, top_k, train_experts):
+        super().__init__()
+        self.top_k = top_k
+        self.router = torch.nn.Linear(hidden, experts, bias=False, dtype=torch.bfloat16)
+
+        def weight(*shape):
+            w = torch.empty(*shape, dtype=torch.bfloat16).normal_(0, 0.02)
+            return torch.nn.Parameter(w, requires_grad=train_experts)
+        self.w1, self.w3 = weight(experts, ffn, hidden), weight(experts, ffn, hidden)
+        self.w2 = weight(experts, hidden, ffn)
+
+    def forward(self, x):
+        scores = torch.softmax(self.router(x).to(torch.float32), dim=1)
+        top, idx = torch.topk(scores, self.top_k, dim=1)
+        order = torch.argsort(idx.reshape(-1), stable=True)
+        counts = torch.bincount(idx.reshape(-1), minlength=self.w1.shape[0]).tolist()
+        tokens = (order // self.top_k).reshape(-1, 1).expand(-1, x.shape[1])
+        routed = torch.gather(x, 0, tokens)
+        outs, start = [], 0
+        for e, n in enumerate(counts):
+            r = routed[start:start + n]
+            h = torch.nn.functional.silu(r @ self.w1[e].t()) * (r @ self.w3[e].t())
+            outs.append(h @ self.w2[e].t())
+            start += n
+        out = (torch.cat(outs).to(torch.float32) * top.reshape(-1)[order].reshape(-1, 1))
+        return torch.zeros_like(x).scatter_add(0, tokens, out.to(x.dtype))
+
+
+def moe_rows() -> list[dict]:
+    rows = []
+    for hidden, ffn, experts, top_k in MOE_SHAPES:
+        for train in (True, False):
+            torch.manual_seed(0)
+            block = _MoE(hidden, ffn, experts, top_k, train)
+            x = torch.randn(TOKENS, hidden, dtype=torch.bfloat16, requires_grad=True)
+            # the stacked expert weights' per-expert slices are weights too, not activations
+            slices = {tuple(p.shape[1:]) for p in block.parameters() if p.dim() == 3}
+            saved = _eager(block, block, x, ())
+            working = _working_set(block, block, x, (), extra_shapes=slices)
+            rows.append({"implementation": "torchtitan-moe", "hidden": hidden,
+                         "expert_ffn": ffn, "experts": experts, "top_k": top_k,
+                         "experts_train": train, "tokens": TOKENS,
+                         "bytes_per_token": saved / TOKENS,
+                         "working_set_bytes_per_token": working / TOKENS})
+    return rows
+
+
 def main() -> None:
     import transformers
 
@@ -343,10 +408,11 @@ def main() -> None:
         json.dump({"measured_with": versions, "rows": peft_rows()}, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return
-    if "--op-sac" in sys.argv[1:]:
-        json.dump({"measured_with": versions, "rows": op_sac_rows()}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-        return
+    for flag, measure in (("--op-sac", op_sac_rows), ("--moe", moe_rows)):
+        if flag in sys.argv[1:]:
+            json.dump({"measured_with": versions, "rows": measure()}, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+            return
     rows = []
     for hidden, ffn, heads, kv in SHAPES:
         for impl, attention, method, compiled in VARIANTS:

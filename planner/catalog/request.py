@@ -59,9 +59,7 @@ LoraTarget = Literal["all-linear", "q", "k", "v", "o", "gate", "up", "down"]
 LORA_TARGETS: tuple[str, ...] = LoraTarget.__args__
 DEFAULT_LORA_TARGETS = ("all-linear",)
 
-
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
-
 
 # What each sharding label is in TrainConfig's fields: (zero_stage, fsdp).
 SHARDING_FIELDS: dict[str, tuple[int, bool]] = {
@@ -294,6 +292,8 @@ class TrainConfig(_Request):
         default=False, description="norms run as one fused kernel each where the rest of the "
         "elementwise ops run eager (torchtitan norm_type fused_rmsnorm, apex FusedRMSNorm)"
     )
+    moe_fp32_scores: bool = Field(default=False, description="MoE: the routing scores multiply "
+        "all routed tokens' expert outputs at once in fp32 (torchtitan's MoE layer)")
     fused_lora_kernels: bool = Field(
         default=False, description="LoRA layers as fused autograd functions saving only their "
         "inputs (and a gated MLP's gate and up outputs), gradients written in place (Unsloth)"

@@ -313,9 +313,7 @@ def tensor_parallel_options(model: ModelSpec, gpus_per_node: int) -> tuple[int, 
                  if model.splits_heads(t))
 
 
-# ---------------------------------------------------------------------------------------------
-# Framework profiles (catalog/frameworks/<id>.yaml)
-# ---------------------------------------------------------------------------------------------
+# ---- Framework profiles (catalog/frameworks/<id>.yaml) ----------------------------------------
 T = TypeVar("T")
 
 FrameworkWorkload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
@@ -450,6 +448,8 @@ class FrameworkFacts(_Frozen):
         "activation, residual adds fused without torch.compile (TE, Triton, Liger, XLA)")
     compiled_workloads: Fact[tuple[FrameworkWorkload, ...]] | None = Field(default=None,
         description="workloads whose launches torch.compile the model unless the job says not")
+    moe_fp32_scores: Fact[bool] | None = Field(default=None, description="MoE: the routing "
+        "scores multiply all routed tokens' expert outputs at once in fp32 (torchtitan's MoE)")
     fused_lora_kernels: Fact[bool] | None = Field(
         default=None, description="LoRA layers run as fused autograd functions that save their "
         "inputs (and a gated MLP's gate and up outputs) and write gradients in place")

@@ -33,6 +33,7 @@ from planner.models.loss_buffers import (
     loss_bytes_held_through_backward,
     tokens_per_gpu,
 )
+from planner.models.moe_activations import routed_copies_bytes_per_token, score_grad_bytes_per_token
 from planner.models.states import (
     _adapted_names,
     adapted_linears,
@@ -208,16 +209,6 @@ def _fused_lora_saved_bytes(model: ModelSpec) -> float:
     return 2 * (2 * h + 4) + 2 * 2 * h + 2 * 2 * f
 
 
-def routed_copies_bytes_per_token(model: ModelSpec) -> float:
-    """What a token-choice MoE layer saves per token besides the experts' f-wide tensors: the
-    k routed copies of the token (16-bit, the input the experts' first matrices need for their
-    weight gradients) and the k expert outputs upcast to fp32 for the routing-score multiply
-    (saved for the scores' gradient): k x h x (2 + 4) bytes. PrimeIntellect-ai/prime-rl@d8f290ef
-    src/prime_rl/trainer/models/layers/moe.py MoE.forward (routed_input = torch.gather(x, ...);
-    routed_output.to(torch.float32) * top_scores), the torchtitan MoE layer it follows."""
-    return model.moe.experts_per_token * model.hidden_size * (2 + 4)
-
-
 def _trained_matrices(model: ModelSpec, cfg: TrainConfig) -> frozenset[str] | None:
     """Names of the layer matrices whose adapters train (PEFT); None: every weight trains."""
     return _adapted_names(model, tuple(cfg.lora_targets)) if cfg.is_peft else None
@@ -236,7 +227,9 @@ def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> 
     activation's output and input for a plain one (2 x 2f), less the down projection's input
     (2f), freed once its weight gradient is taken when down trains. Measured exactly by
     tools/saved_activations.py (full, LoRA and LoRA-on-q,v layers; tests/test_memory.py):
-    1.25 x the saved tensors for a fully trained Llama-3.2-3B layer, 1.51 x with LoRA on q, v."""
+    1.25 x the saved tensors for a fully trained Llama-3.2-3B layer, 1.51 x with LoRA on q, v.
+    An MoE layer's fp32 routing-score multiply peaks before its experts' backward starts: the
+    larger of the two (moe_activations.score_grad_bytes_per_token)."""
     f_bytes = residual_bytes(model, cfg) * mlp_width(model)  # gradients in their tensors' dtype
     grads = 3 if model.activation in ("swiglu", "geglu") else 2
     trained = _trained_matrices(model, cfg)
@@ -246,7 +239,8 @@ def backward_working_set_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> 
         # LoRA_MLP.backward: DW = dY @ down^T (f-wide) is new; the activation's backward
         # writes h, df, de over DW, e, g and dX over X (unsloth/kernels/fast_lora.py)
         extra = f_bytes / cfg.tp
-    return layer_activation_bytes_per_token(model, cfg) + extra
+    return layer_activation_bytes_per_token(model, cfg) + max(
+        extra, score_grad_bytes_per_token(model, cfg))
 
 
 def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
