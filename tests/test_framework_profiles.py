@@ -8,6 +8,7 @@ import pytest
 
 from planner.catalog.frameworks import config_fields, efficiency_of, resolve
 from planner.catalog.load import load_catalog
+from planner.catalog.request import TrainConfig
 
 CAT = load_catalog()
 
@@ -172,3 +173,24 @@ def test_prime_rl_sft_loss_holds_fp32_logits_while_rl_fuses_the_head():
     assert not rl["loss_holds_logits"] and rl["lm_head_vocab_chunk"] == 2048
     hf = config_fields(resolve(CAT, "hf-trainer"), workload="sft", sharded=True)
     assert not hf["loss_holds_logits"]
+
+
+@pytest.mark.parametrize("fid, fp32_scores", [
+    ("torchtitan", True), ("torchforge", True), ("prime-rl", True),
+    ("hf-trainer", False), ("verl", False), ("megatron-lm", False)])
+def test_torchtitans_moe_layer_reaches_the_working_set(fid, fp32_scores):
+    """torchtitan's MoE layer (and prime-rl's copy, and torchforge through its base) multiplies
+    the routing scores in fp32 over every routed token: the planned MoE model's backward working
+    set grows by 12 x k x h bytes per token less its f-wide gradients; other stacks keep it."""
+    from planner.models import memory as mem
+    from planner.models.moe_activations import score_grad_bytes_per_token
+
+    fields = config_fields(resolve(CAT, fid), workload="sft", sharded=True)
+    assert fields.get("moe_fp32_scores", False) is fp32_scores
+    model = CAT.model("qwen3-30b-a3b").spec
+    cfg = TrainConfig(seq_len=4096, checkpointing="full", **fields)
+    k, h = model.moe.experts_per_token, model.hidden_size
+    assert score_grad_bytes_per_token(model, cfg) == (12 * k * h if fp32_scores else 0)
+    above = (mem.backward_working_set_bytes_per_token(model, cfg)
+             - mem.layer_activation_bytes_per_token(model, cfg))
+    assert (above == 12 * k * h) is fp32_scores
