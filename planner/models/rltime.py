@@ -44,7 +44,13 @@ from planner.models.network import (
     ring_factor,
     stored_bytes_per_param,
 )
-from planner.models.rollout import Engine, engine, engine_weight_bytes, weights_sleep_on_host
+from planner.models.rollout import (
+    Engine,
+    engine,
+    engine_weight_bytes,
+    on_trainer_model,
+    weights_sleep_on_host,
+)
 from planner.models.throughput import (
     elementwise_seconds,
     estimate_throughput,
@@ -251,12 +257,7 @@ def tail_waves(cfg: TrainConfig, waves: int) -> int:
     Yu et al. 2022, "Orca", OSDI, s.3.1, which vLLM's scheduler implements); the trainer's own
     generate, and an engine on the actor's weights (DeepSpeed's hybrid engine runs the model's
     generate), run each batch until its longest response ends, one tail per wave."""
-    return waves if static_batches(cfg) else min(waves, 1)
-
-
-def static_batches(cfg: TrainConfig) -> bool:
-    """The generator runs whole batches, no continuous batching (tail_waves)."""
-    return cfg.generates_in_trainer or cfg.engine_on_actor_weights
+    return waves if on_trainer_model(cfg) else min(waves, 1)
 
 
 def rollout_decode_efficiency(cfg: TrainConfig) -> float:
@@ -318,7 +319,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     floor = rollout_host_floor_s(model, cfg)
     # responses of unequal length (a cap above the mean) read more KV per decoded token in a
     # continuous-batching engine; the trainer's own generate keeps whole batches (tail_waves)
-    offset = 0.0 if static_batches(cfg) else length_context_offset(
+    offset = 0.0 if on_trainer_model(cfg) else length_context_offset(
         cfg.response_len or 1, max_response_len)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
                          cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision,
@@ -331,7 +332,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     # a continuous-batching engine keeps ``conc`` sequences in flight until its share is done
     # (iteration-level scheduling, tail_waves): share / conc waves' worth of steps, not whole
     # waves
-    busy = waves if static_batches(cfg) else eng.sequences_per_engine / conc
+    busy = waves if on_trainer_model(cfg) else eng.sequences_per_engine / conc
     if cfg.placement == "colocate":
         sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
     else:

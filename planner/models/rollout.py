@@ -88,12 +88,19 @@ def engine_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     return policy_bytes_per_engine_gpu(model, cfg.rollout_tp)
 
 
+def on_trainer_model(cfg: TrainConfig) -> bool:
+    """The generator runs on the trainer's own model: the trainer's generate (hf-generate) or
+    an engine on the actor's parameters (DeepSpeed's hybrid engine). It has no weights of its
+    own to sleep, no memory fraction to set, and runs whole batches (no continuous batching:
+    rltime.tail_waves); its memory parts depend on the strategy (solver tables)."""
+    return cfg.generates_in_trainer or cfg.engine_on_actor_weights
+
+
 def weights_sleep_on_host(cfg: TrainConfig) -> bool:
     """A colocated engine that sleeps while training runs moves weights of its own to the host
-    and back (vLLM sleep mode); the trainer's generate and an engine on the actor's
-    parameters have none to move."""
+    and back (vLLM sleep mode); a generator on the trainer's model has none (on_trainer_model)."""
     return cfg.is_rl and cfg.placement == "colocate" and cfg.engine_sleep \
-        and not (cfg.generates_in_trainer or cfg.engine_on_actor_weights)
+        and not on_trainer_model(cfg)
 
 
 def hybrid_bytes_per_sequence(model: ModelSpec, cfg: TrainConfig) -> float:

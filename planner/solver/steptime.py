@@ -22,11 +22,10 @@ from planner.models.network import resolve_links, ring_factor
 from planner.models.rltime import (
     engine_side,
     gathered_weight_bytes,
-    static_batches,
     update_steps,
     workload_throughput,
 )
-from planner.models.rollout import Engine, policy_bytes_per_engine_gpu
+from planner.models.rollout import Engine, on_trainer_model, policy_bytes_per_engine_gpu
 from planner.models.throughput import (
     forward_flops_per_token,
     matmul_rate,
@@ -366,7 +365,7 @@ def _generation_bytes(space: TimedSpace, row: Row) -> float:
     # continuous-batching engine decodes share / concurrency waves' worth (rltime.engine_side)
     if space.base.gpu_memory_utilization is not None:
         waves = 1.0
-    elif static_batches(space.base):
+    elif on_trainer_model(space.base):
         waves = -(-eng.sequences_per_engine // eng.concurrency)
     else:
         waves = eng.sequences_per_engine / eng.concurrency

@@ -34,7 +34,7 @@ from planner.models.memory import (
     reserved_bytes,
     reserved_weight,
 )
-from planner.models.rollout import engine_parts
+from planner.models.rollout import engine_parts, on_trainer_model
 from planner.models.states import steps_by_sub_group
 from planner.models.workloads import (
     workload_host_ram,
@@ -247,7 +247,7 @@ def _engine_entry(model: ModelSpec, base: TrainConfig, s: Choice, *, si: int,
     ``shared``: a vLLM-style engine's parts depend on its TP only; the trainer's own
     generate's and an engine's on the actor's parameters on the strategy (sharding: gathered
     weights; method: prefill)."""
-    own = base.generates_in_trainer or base.engine_on_actor_weights
+    own = on_trainer_model(base)
     ekey = ("engine", si if own else s.rollout_tp)
     if ekey not in shared:
         c = base.model_copy(update={"rollout_tp": s.rollout_tp, **(s._asdict() if own else {})})

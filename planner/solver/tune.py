@@ -68,6 +68,7 @@ from planner.models.bands import memory_headroom, planning_margin
 from planner.models.calibration import MIB
 from planner.models.memory import GIB, MemoryEstimate, engine_utilization_to_set
 from planner.models.rltime import workload_throughput
+from planner.models.rollout import on_trainer_model
 from planner.models.workloads import estimate_memory
 from planner.solver.requirements import Requirement, all_hold, parse
 from planner.solver.tune_space import (
@@ -150,7 +151,7 @@ def settings_of(cfg: TrainConfig, est: MemoryEstimate | None = None) -> dict[str
     if cfg.is_rl:
         out |= {"rollout_batch": cfg.rollout_batch, "rollout_n": cfg.samples_per_prompt,
                 "logprob_micro_batch": cfg.logprob_batch, "rollout_engine": cfg.rollout_engine}
-        if not (cfg.generates_in_trainer or cfg.engine_on_actor_weights):  # no fraction
+        if not on_trainer_model(cfg):  # a generator on the trainer's model sets no fraction
             out["gpu_memory_utilization"] = engine_utilization_to_set(cfg, est)
     return out
 
