@@ -151,6 +151,46 @@ RUNS5: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
      ALL_LINEAR, LOSS16),
 ]
 
+# The sixth set (--set 6): the host's share of a step, apart. Llama-3.2-1B's layer shape at
+# 2 to 32 layers, 128-token sequences (almost no GPU work), so step time = a fixed part + a part
+# per layer; one step (the 9th) runs under torch.profiler, which counts the CUDA kernels the
+# step launched and sums their GPU time: with the kernel count per layer that gives the host's
+# seconds per launched kernel and the step's fixed host time, measured on a training loop
+# (efficiency.HOST_S_PER_KERNEL, STEP_OVERHEAD_S).
+def _depth(n: int, **o: Any) -> dict[str, Any]:
+    return {"layers": n, "profile_step": 9, **o}
+
+
+RUNS6: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    *[(f"depth{n}_llama32_1b_full_bf16_nogc_mb1_s128", "llama-3.2-1b", "full", "bf16", False,
+       1, 128, None, _depth(n)) for n in (2, 8, 16, 32)],
+    *[(f"depth{n}_llama32_1b_lora_nogc_mb1_s128", "llama-3.2-1b", "lora", "bf16", False, 1,
+       128, ALL_LINEAR, _depth(n)) for n in (2, 8, 32)],
+    *[(f"depth{n}_llama32_1b_loraqv_nogc_mb1_s128", "llama-3.2-1b", "lora", "bf16", False, 1,
+       128, QV, _depth(n)) for n in (2, 32)],
+    *[(f"depth{n}_llama32_1b_full_bf16_gc_mb1_s128", "llama-3.2-1b", "full", "bf16", True, 1,
+       128, None, _depth(n)) for n in (2, 32)],
+    *[(f"depth{n}_qwen25_0p5b_full_bf16_nogc_mb1_s128", "qwen2.5-0.5b", "full", "bf16", False,
+       1, 128, None, _depth(n)) for n in (2, 24)],
+    *[(f"depth{n}_llama32_1b_full_bf16_nogc_mb4_s2048", "llama-3.2-1b", "full", "bf16", False,
+       4, 2048, None, _depth(n)) for n in (2, 16)],
+]
+
+
+def _kernel_profile(prof: Any) -> dict[str, Any]:
+    """Kernels launched in the profiled step (GPU events other than copies and fills), their
+    summed GPU time, and the host's launch calls."""
+    kernels, gpu_us, launches = 0, 0.0, 0
+    for ev in prof.events():
+        name = ev.name
+        if str(getattr(ev, "device_type", "")).endswith("CUDA"):
+            if not name.startswith(("Memcpy", "Memset")):
+                kernels += 1
+                gpu_us += ev.device_time
+        elif "LaunchKernel" in name or name.startswith("cuLaunch"):
+            launches += 1
+    return {"kernels": kernels, "kernel_gpu_s": round(gpu_us * 1e-6, 5), "launch_calls": launches}
+
 
 def matmul_tflops(torch: Any, device: str) -> float:
     """bf16 8192^3 matrix products per second (mean of 10 after 3 warm-ups), TFLOP/s."""
@@ -199,6 +239,14 @@ def build_model(torch: Any, shape: dict[str, Any], dtype: Any, device: str, tiny
         return AutoModelForCausalLM.from_config(cfg, dtype=dtype)
 
 
+def _shape(model_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The published shape, with ``layers`` decoder layers where the run names them."""
+    shape = dict(SHAPES[model_id])
+    if "layers" in opts:
+        shape["num_hidden_layers"] = opts["layers"]
+    return shape
+
+
 def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> dict[str, Any]:
     from transformers import Trainer, TrainerCallback, TrainingArguments
     rid, model_id, method, wdtype, ckpt, mb, seq, targets = run[:8]
@@ -210,7 +258,8 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
     base = torch.cuda.memory_allocated() if device == "cuda" else 0
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    model = build_model(torch, SHAPES[model_id], dtype, device, tiny)
+    model = build_model(torch, _shape(model_id, opts), dtype, device, tiny)
+    n_layers = model.config.num_hidden_layers
     n_params = sum(p.numel() for p in model.parameters())
     if method == "lora":
         from peft import LoraConfig, get_peft_model
@@ -230,17 +279,31 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
 
     times: list[float] = []
     peaks: list[float] = []
+    profiled: dict[str, Any] = {}
+    prof_step = opts.get("profile_step")
 
     class Clock(TrainerCallback):
         t0 = 0.0
+        prof: Any = None
 
         def on_step_begin(self, args, state, control, **kw):  # noqa: ANN001, ANN003
             sync(torch, device)
+            if prof_step is not None and len(times) + 1 == prof_step:
+                from torch.profiler import ProfilerActivity, profile
+                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda"
+                                                 else [])
+                Clock.prof = profile(activities=acts)
+                Clock.prof.__enter__()
             Clock.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):  # noqa: ANN001, ANN003
             sync(torch, device)
             times.append(time.perf_counter() - Clock.t0)
+            if Clock.prof is not None:
+                Clock.prof.__exit__(None, None, None)
+                profiled.update(_kernel_profile(Clock.prof), profiled_step_s=round(times[-1], 5))
+                Clock.prof = None
+                times[-1] = float("nan")  # the profiler's own cost: not a step time
             if device == "cuda":
                 peaks.append((torch.cuda.max_memory_allocated() - base) / 2**30)
 
@@ -264,8 +327,10 @@ def one_run(torch: Any, run: tuple, *, device: str, tiny: bool, steps: int) -> d
         "grad_checkpointing": ckpt, "micro_batch": mb, "grad_accum": ga, "lora_rank": rank,
         "seq_len": seq, "lora_targets": targets,
         "params": n_params, "trainable": trainable, "steps": steps,
-        "step_times_s": [round(t, 4) for t in times],
-        "median_step_s": statistics.median(times[2:]) if len(times) > 2 else None,
+        "step_times_s": [round(t, 4) if t == t else None for t in times],
+        "median_step_s": (statistics.median([t for t in times[2:] if t == t])
+                          if len(times) > 2 else None),
+        "layers": n_layers, **profiled,
         "peak_allocated_gib": max(peaks) if peaks else None,
         "peak_after_step1_gib": peaks[0] if peaks else None,
         "peak_reserved_gib": (torch.cuda.max_memory_reserved() / 2**30
@@ -303,7 +368,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5))
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -317,7 +382,7 @@ def main() -> None:
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5}[a.set]:
+        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5, 6: RUNS6}[a.set]:
             if a.only and a.only not in run[0]:
                 continue
             if time.perf_counter() - start > a.deadline_s:
