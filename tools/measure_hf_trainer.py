@@ -176,6 +176,20 @@ RUNS6: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
        4, 2048, None, _depth(n)) for n in (2, 16)],
 ]
 
+# The seventh set (--set 7): set 6 on another machine (full, 2 and 32 layers: the host-to-host
+# spread) and the pairs that split the host's cost of checkpointing with adapters (LoRA on all
+# matrices and on q, v with checkpointing) and per micro-batch from per step (GA 4).
+RUNS7: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    *[(f"depth{n}_llama32_1b_full_bf16_nogc_mb1_s128_m2", "llama-3.2-1b", "full", "bf16", False,
+       1, 128, None, _depth(n)) for n in (2, 32)],
+    *[(f"depth{n}_llama32_1b_lora_gc_mb1_s128", "llama-3.2-1b", "lora", "bf16", True, 1, 128,
+       ALL_LINEAR, _depth(n)) for n in (2, 32)],
+    *[(f"depth{n}_llama32_1b_loraqv_gc_mb1_s128", "llama-3.2-1b", "lora", "bf16", True, 1, 128,
+       QV, _depth(n)) for n in (2, 32)],
+    *[(f"depth{n}_llama32_1b_full_bf16_nogc_mb1_s128_ga4", "llama-3.2-1b", "full", "bf16",
+       False, 1, 128, None, _depth(n, ga=4)) for n in (2, 32)],
+]
+
 
 def _kernel_profile(prof: Any) -> dict[str, Any]:
     """Kernels launched in the profiled step (GPU events other than copies and fills), their
@@ -368,7 +382,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6))
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6, 7))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -382,7 +396,7 @@ def main() -> None:
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5, 6: RUNS6}[a.set]:
+        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5, 6: RUNS6, 7: RUNS7}[a.set]:
             if a.only and a.only not in run[0]:
                 continue
             if time.perf_counter() - start > a.deadline_s:
