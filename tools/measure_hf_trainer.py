@@ -156,7 +156,7 @@ RUNS5: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
 # per layer; one step (the 9th) runs under torch.profiler, which counts the CUDA kernels the
 # step launched and sums their GPU time: with the kernel count per layer that gives the host's
 # seconds per launched kernel and the step's fixed host time, measured on a training loop
-# (efficiency.HOST_S_PER_KERNEL, STEP_OVERHEAD_S).
+# (host_launches.HOST_S_PER_KERNEL, efficiency.MEASURED_STEP_OVERHEAD_S).
 def _depth(n: int, **o: Any) -> dict[str, Any]:
     return {"layers": n, "profile_step": 9, **o}
 
@@ -188,6 +188,18 @@ RUNS7: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
        QV, _depth(n)) for n in (2, 32)],
     *[(f"depth{n}_llama32_1b_full_bf16_nogc_mb1_s128_ga4", "llama-3.2-1b", "full", "bf16",
        False, 1, 128, None, _depth(n, ga=4)) for n in (2, 32)],
+]
+
+# The eighth set (--set 8, liger-kernel carried): the host's cost under Liger (RMSNorm, RoPE,
+# SwiGLU and the loss fused; PEFT's adapters still eager), full and LoRA on all matrices, and
+# set 6's full and LoRA lines again on another machine (the host-to-host spread).
+RUNS8: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    *[(f"depth{n}_liger_llama32_1b_{m}_nogc_mb1_s128", "llama-3.2-1b", m.split("_")[0],
+       "bf16", False, 1, 128, ALL_LINEAR if m == "lora" else None, _depth(n, liger=True))
+      for m in ("full_bf16", "lora") for n in (2, 32)],
+    *[(f"depth{n}_llama32_1b_{m}_nogc_mb1_s128_m3", "llama-3.2-1b", m.split("_")[0], "bf16",
+       False, 1, 128, ALL_LINEAR if m == "lora" else None, _depth(n))
+      for m in ("full_bf16", "lora") for n in (2, 32)],
 ]
 
 
@@ -382,7 +394,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6, 7))
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6, 7, 8))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -396,7 +408,8 @@ def main() -> None:
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        for run in {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5, 6: RUNS6, 7: RUNS7}[a.set]:
+        sets = {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5, 6: RUNS6, 7: RUNS7, 8: RUNS8}
+        for run in sets[a.set]:
             if a.only and a.only not in run[0]:
                 continue
             if time.perf_counter() - start > a.deadline_s:
