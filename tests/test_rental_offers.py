@@ -70,7 +70,7 @@ def test_short_jobs_prefer_fine_billing_and_long_jobs_the_lower_rate():
     short = plan(PlanRequest(model="qwen2.5-0.5b", pricing="rent", gpus=("h100-sxm",),
                              tokens=2e6, method="lora"), CAT).plan
     long = plan(PlanRequest(model="qwen2.5-0.5b", pricing="rent", gpus=("h100-sxm",),
-                            tokens=2e9, method="lora"), CAT).plan
+                            tokens=5e9, method="lora"), CAT).plan
     s, g = short.cost.rental.offers[0], long.cost.rental.offers[0]
     assert short.time_hours < 0.5 and long.time_hours > 1
     assert s.billing_increment_hours < g.billing_increment_hours

@@ -5,7 +5,7 @@
 Needs torch, transformers and peft in the environment; the planner does not. An eager PyTorch
 training step has its host (Python, the dispatcher, autograd) launch every kernel of every
 layer one after another; where the GPU's own work per kernel is shorter than the host's time
-per launch, the step takes the host's time (efficiency.HOST_S_PER_KERNEL). This tool counts
+per launch, the step takes the host's time (host_launches.HOST_S_PER_KERNEL). This tool counts
 the launches: it builds one Llama decoder layer (transformers' LlamaDecoderLayer, sdpa
 attention) in bf16 on the CPU, runs a forward and a backward pass under a dispatch mode and
 counts the ATen operators that would run a kernel on a GPU: every operator except views and
@@ -20,7 +20,7 @@ family). Methods: full (every weight trains), lora (PEFT LoRA r 16, dropout 0, o
 matrix: peft.inject_adapter_in_model) and lora-qv (on q and v only). Backward is counted with every
 gradient created fresh (the first micro-batch after ``zero_grad(set_to_none=True)``, the
 Trainer's default); later micro-batches of an accumulation add one ``add_`` per trained tensor.
-tests/test_host_launches.py checks efficiency.HOST_KERNELS_PER_LAYER against the recorded output.
+tests/test_host_launches.py checks host_launches.HOST_KERNELS_PER_LAYER against the recorded output.
 """
 
 from __future__ import annotations

@@ -233,11 +233,11 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["qlora_fp32_norms"] = profile.value("qlora_norm_dtype") == "fp32"
     if profile.value("grad_reduce_dtype") is not None:
         out["fp32_grad_reduce"] = profile.value("grad_reduce_dtype") == "fp32"
-    if workload in (profile.value("compiled_workloads") or ()):
-        out["compiled"] = True
+    out |= {"compiled": True} if workload in (profile.value("compiled_workloads") or ()) else {}
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
                 "fused_lora_kernels", "lora_dropout_shared_qkv", "holds_previous_outputs",
-                "nf4_double_quant", "fused_elementwise", "moe_fp32_scores"):
+                "nf4_double_quant", "fused_elementwise", "moe_fp32_scores",
+                "python_launched_fusion"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out

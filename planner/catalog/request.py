@@ -288,10 +288,10 @@ class TrainConfig(_Request):
         "activation and residual adds as fused kernels without torch.compile (TransformerEngine, "
         "Triton, Liger, XLA); False: eager PyTorch, one kernel per op"
     )
-    fused_norms: bool = Field(
-        default=False, description="norms run as one fused kernel each where the rest of the "
-        "elementwise ops run eager (torchtitan norm_type fused_rmsnorm, apex FusedRMSNorm)"
-    )
+    python_launched_fusion: bool = Field(default=False, description="the fused kernels are "
+        "launched from Python one by one (Liger's Triton): the host's time per layer is eager's")
+    fused_norms: bool = Field(default=False, description="norms run as one fused kernel each "
+        "where the rest run eager (torchtitan norm_type fused_rmsnorm, apex FusedRMSNorm)")
     moe_fp32_scores: bool = Field(default=False, description="MoE: the routing scores multiply "
         "all routed tokens' expert outputs at once in fp32 (torchtitan's MoE layer)")
     fused_lora_kernels: bool = Field(

@@ -438,14 +438,14 @@ class FrameworkFacts(_Frozen):
         "each sampled n times (a run's global batch of sequences / n prompts per iteration)")
     backends: Fact[tuple[str, ...]] | None = Field(default=None, description="profiles it "
         "runs on when a run names them (a backend switch, e.g. LLaMA-Factory's use_unsloth)")
-    rollout_enforce_eager: Fact[bool] | None = Field(
-        default=None, description="RL: its vLLM engine runs with enforce_eager (no CUDA graphs: "
-        "every decoding step waits for the host to launch its kernels)")
-    offload_checkpoints: Fact[bool] | None = Field(
-        default=None, description="full checkpointing keeps each layer's saved input in host "
-        "RAM and reloads it for that layer's recomputation")
+    rollout_enforce_eager: Fact[bool] | None = Field(default=None, description="RL: its vLLM "
+        "engine runs enforce_eager (no CUDA graphs: each decoding step waits for the host)")
+    offload_checkpoints: Fact[bool] | None = Field(default=None, description="full checkpointing"
+        " keeps each layer's saved input in host RAM, reloaded for that layer's recomputation")
     fused_elementwise: Fact[bool] | None = Field(default=None, description="norms, rotary, "
         "activation, residual adds fused without torch.compile (TE, Triton, Liger, XLA)")
+    python_launched_fusion: Fact[bool] | None = Field(default=None, description="its fused "
+        "kernels are launched from Python one by one (Liger's Triton): the host's time is eager's")
     compiled_workloads: Fact[tuple[FrameworkWorkload, ...]] | None = Field(default=None,
         description="workloads whose launches torch.compile the model unless the job says not")
     moe_fp32_scores: Fact[bool] | None = Field(default=None, description="MoE: the routing "

@@ -10,6 +10,7 @@ from planner.catalog.params import count_params
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models import host_launches as hl
 from planner.models.flops import attention_fwd_flops_per_layer, matmul_params, peak_tflops
 from planner.models.memory import GIB, kv_bytes_per_token
 from planner.models.network import Links, resolve_links, ring_factor
@@ -21,10 +22,10 @@ from planner.models.throughput import forward_flops_per_token
 # Host time per layer of one decoding step of an engine that runs without CUDA graphs (eager
 # PyTorch: the CPU launches every kernel of the step, one layer after another, and the GPU
 # waits for it once its own work is shorter): the DeepSpeed HybridEngine row of the measured
-# eager GPT-2 decode (efficiency.EAGER_GPT2_DECODE_MS), 144.0 ms / 32 / 12 = 0.375 ms per layer
+# eager GPT-2 decode (host_launches.EAGER_GPT2_DECODE_MS), 144.0 ms / 32 / 12 = 0.375 ms per layer
 # (vLLM's 0.40). One host measured: a slower host is slower still.
-EAGER_HOST_S_PER_LAYER = eff.EAGER_GPT2_DECODE_MS["deepspeed-hybrid"] * 1e-3 / (
-    eff.GPT2_DECODE_TOKENS * eff.GPT2_LAYERS)
+EAGER_HOST_S_PER_LAYER = hl.EAGER_GPT2_DECODE_MS["deepspeed-hybrid"] * 1e-3 / (
+    hl.GPT2_DECODE_TOKENS * hl.GPT2_LAYERS)
 
 
 def eager_host_floor_s(model: ModelSpec) -> float:

@@ -39,6 +39,7 @@ from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, hosts_for
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models import host_launches as hl
 from planner.models.attention import attention_rate
 from planner.models.flops import (
     FlopsPerToken,
@@ -162,28 +163,33 @@ def host_launch_seconds(model: ModelSpec, cfg: TrainConfig, *, micro_batches: in
     """Host time to launch one step's decoder-layer kernels where the stack runs them eager
     (``micro_batches`` of them, default the step's grad_accum; ``backward`` False: a
     forward-only pass, the forward's kernels once):
-    micro-batches x the stage's layers x kernels per layer (efficiency.HOST_KERNELS_PER_LAYER of
-    the model's norm family: the forward twice under full checkpointing; PEFT's per adapted
-    matrix, HOST_KERNELS_PER_ADAPTER; a QLoRA dequantisation per frozen 4-bit matrix and pass)
-    x HOST_S_PER_KERNEL. 0 where elementwise
-    work is fused or compiled (TransformerEngine, Unsloth, Liger, torch.compile: fewer and
-    larger kernels, or CUDA graphs; not modelled) and for MoE layers (per-expert launches
-    depend on the implementation; not modelled)."""
-    if cfg.fuses_elementwise or model.moe is not None:
+    micro-batches x the stage's layers x launches per layer (host_launches.HOST_KERNELS_PER_LAYER of
+    the model's norm family; full checkpointing adds HOST_CHECKPOINT_PER_FORWARD_LAUNCH x the
+    forward's; PEFT adds HOST_LAUNCHES_PER_ADAPTER per adapted matrix, its forward kernels
+    alone in a forward-only pass; a QLoRA dequantisation per frozen 4-bit matrix and pass)
+    x HOST_S_PER_KERNEL. Fused kernels launched from Python one by one (Liger's Triton,
+    cfg.python_launched_fusion) take the eager time, as measured; 0 where the code is compiled
+    or its fusion launched otherwise (torch.compile, XLA, TransformerEngine: not modelled) and
+    for MoE layers (per-expert launches depend on the implementation; not modelled)."""
+    fused_elsewhere = cfg.fused_elementwise and not cfg.python_launched_fusion
+    if cfg.compiled or fused_elsewhere or model.moe is not None:
         return 0.0
-    family = eff.HOST_KERNELS_PER_LAYER["layernorm" if model.norm == "layernorm" else "rmsnorm"]
+    family = hl.HOST_KERNELS_PER_LAYER["layernorm" if model.norm == "layernorm" else "rmsnorm"]
     fwd, bwd = family["peft"] if cfg.is_peft else family["full"]
+    ckpt = cfg.checkpointing == "full"
+    adapters = 0.0
     if cfg.is_peft:
         adapted = sum(cnt for _, _, cnt in adapted_linears(model, cfg))
-        fwd += adapted * eff.HOST_KERNELS_PER_ADAPTER[0]
-        bwd += adapted * eff.HOST_KERNELS_PER_ADAPTER[1]
-    passes = 2 if cfg.checkpointing == "full" else 1
+        adapters = adapted * (hl.HOST_LAUNCHES_PER_ADAPTER if backward
+                              else hl.HOST_KERNELS_PER_ADAPTER[0])
+    recompute = hl.HOST_CHECKPOINT_PER_FORWARD_LAUNCH * fwd if ckpt and backward else 0.0
     if cfg.method == "qlora":  # one dequantisation kernel per 4-bit matrix and pass
         linears = sum(lin.count for lin in layer_linears(model, 0) if lin.group != "router")
         fwd, bwd = fwd + linears, bwd + linears
-    kernels = passes * fwd + bwd if backward else fwd
+        recompute += linears if ckpt and backward else 0.0
+    kernels = (fwd + bwd + recompute if backward else fwd) + adapters
     micro = cfg.grad_accum if micro_batches is None else micro_batches
-    return micro * stage_layers(model, cfg) * kernels * eff.HOST_S_PER_KERNEL
+    return micro * stage_layers(model, cfg) * kernels * hl.HOST_S_PER_KERNEL
 
 
 def pipeline_bubble_fraction(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
@@ -335,7 +341,8 @@ def reference_forward_flops(model: ModelSpec, cfg: TrainConfig) -> float:
 def _serial_terms(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str, links: Links,
                   tokens_per_gpu: float, step_overhead_s: float | None) -> dict[str, float]:
     """The step's terms that no compute hides: CPU optimizer, memory-bound kernels and the
-    per-step overhead (``step_overhead_s`` None: efficiency.STEP_OVERHEAD_S)."""
+    per-step overhead (the stack's measured one, efficiency.MEASURED_STEP_OVERHEAD_S, else
+    ``step_overhead_s``, None: the fitted efficiency.STEP_OVERHEAD_S)."""
     return {
         "cpu_optimizer": cpu_optimizer_seconds(model, cfg, links),
         "dequantize": dequant_seconds(model, gpu, cfg),
@@ -343,7 +350,8 @@ def _serial_terms(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str, 
         "elementwise": elementwise_seconds(model, gpu, cfg, tokens=tokens_per_gpu),
         "adapters": adapter_seconds(model, gpu, cfg, tokens=tokens_per_gpu),
         "optimizer_step": optimizer_step_seconds(model, gpu, cfg),
-        "step_overhead": eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s,
+        "step_overhead": eff.MEASURED_STEP_OVERHEAD_S.get(
+            stack, eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s),
     }
 
 
@@ -441,7 +449,8 @@ def estimate_throughput(
     ``platform`` (or ``gpus_per_node`` / ``inter_node_gbps``, GB/s per node) sets the node size
     and links; ``stack`` picks the calibrated efficiency (efficiency.STACKS); ``virtual_stages``
     is the interleaved-pipeline depth v; ``utilisation`` replaces the stack's calibrated factor
-    and ``step_overhead_s`` the per-step overhead (both used to calibrate them). A step is
+    and ``step_overhead_s`` the fitted per-step overhead (both used to calibrate them; a stack
+    with a measured one, efficiency.MEASURED_STEP_OVERHEAD_S, keeps it). A step is
     ``global_batch_size`` sequences of ``seq_len`` tokens.
     """
     if stack not in eff.STACKS:
