@@ -205,6 +205,14 @@ RUNS8: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
       for m in ("full_bf16", "lora") for n in (2, 32)],
 ]
 
+# The ninth set (--set 9): the host's time outside the layers per micro-batch and per step:
+# set 6's full line at GA 1, 2, 4 and 8 on one machine (at 0 layers, GA x per micro-batch +
+# per step).
+RUNS9: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
+    (f"depth{n}_llama32_1b_full_bf16_nogc_mb1_s128_ga{ga}", "llama-3.2-1b", "full", "bf16",
+     False, 1, 128, None, _depth(n, ga=ga)) for ga in (1, 2, 4, 8) for n in (2, 32)
+]
+
 
 def _kernel_profile(prof: Any) -> dict[str, Any]:
     """Kernels launched in the profiled step (GPU events other than copies and fills), their
@@ -397,7 +405,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6, 7, 8))
+    ap.add_argument("--set", type=int, default=1, choices=tuple(range(1, 10)))
     a = ap.parse_args()
     start = time.perf_counter()
     import peft
@@ -411,7 +419,8 @@ def main() -> None:
                 "bf16_matmul_tflops": matmul_tflops(torch, device)}
         out.write(json.dumps(head) + "\n")
         out.flush()
-        sets = {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5, 6: RUNS6, 7: RUNS7, 8: RUNS8}
+        sets = {1: RUNS, 2: RUNS2, 3: RUNS3, 4: RUNS4, 5: RUNS5, 6: RUNS6, 7: RUNS7, 8: RUNS8,
+                9: RUNS9}
         for run in sets[a.set]:
             if a.only and a.only not in run[0]:
                 continue
