@@ -1,7 +1,8 @@
 """The host's side of an eager step: how long the CPU takes to launch a layer's kernels
 (Python, the dispatcher, autograd), from a published eager-decode measurement, the kernels each
 layer launches (counted by tools/host_kernels.py) and the host's cost of PEFT's adapters and of
-checkpointing (measured on a training loop by tools/measure_hf_trainer.py --set 6 and 7).
+checkpointing and of the work outside the layers (measured on a training loop by
+tools/measure_hf_trainer.py --set 6 to 9).
 throughput.host_launch_seconds and decode.eager_host_floor_s read them; efficiency.py keeps the
 fitted stack factors and the per-step overhead."""
 
@@ -34,13 +35,13 @@ HOST_KERNELS_PER_LAYER = {"rmsnorm": {"full": (38, 71), "peft": (38, 60)},
                           "layernorm": {"full": (13, 27), "peft": (13, 15)}}
 HOST_KERNELS_PER_ADAPTER = (4, 6)
 # The host's time per layer of a training loop, measured (tools/measure_hf_trainer.py --set 6, 7
-# and 8 on three H200 machines, 2026-11-26: transformers 5.17 Trainer, PEFT 0.21, torch 2.11,
-# liger-kernel 0.8.5; Llama-3.2-1B's layer at 2 and 32 layers, 128-token sequences, so the step
-# is the host's; tools/measured/hf_trainer_h200_set6/7/8.jsonl; tests/test_host_launches.py
-# recomputes every figure here from them). Seconds per added layer, full fine-tuning: 3.975,
-# 3.776 and 3.177 ms on the three machines = 109 counted launches x 36.47, 34.64 and 29.15 us:
-# HOST_S_PER_KERNEL is their median (a host-to-host spread of -16 to +5 %). In launches of each
-# machine's own full-fine-tuning rate:
+# and 8 on three H200 machines, set 9 on a fourth, 2026-11-26: transformers 5.17 Trainer, PEFT
+# 0.21, torch 2.11, liger-kernel 0.8.5; Llama-3.2-1B's layer at 2 and 32 layers, 128-token
+# sequences, so the step is the host's; tools/measured/hf_trainer_h200_set6/7/8/9.jsonl;
+# tests/test_host_launches.py recomputes every figure here from them). Seconds per added
+# layer, full fine-tuning: 3.975, 3.776, 3.177 and 4.445 ms on the four machines = 109 counted
+# launches x 36.47, 34.64, 29.15 and 40.78 us: HOST_S_PER_KERNEL is their median (35.55 us; a
+# host-to-host spread of -18 to +15 %). In launches of each machine's own full-fine-tuning rate:
 # - an adapted matrix: LoRA on all 7 matrices over full is 2.395 x (set 6) and 1.792 x (set 8),
 #   (x 109 - the frozen base's 98) / 7 = 23.30 and 13.90 launches, mean 18.60, not its 10
 #   kernels: PEFT's LoRA module runs Python per call (adapter lookup, dropout, scaling). Set 6's
@@ -54,6 +55,13 @@ HOST_KERNELS_PER_ADAPTER = (4, 6)
 #   machine's eager 3.177 and 5.693 ms. A framework whose fused kernels are launched from Python
 #   one by one (TrainConfig.python_launched_fusion) keeps the eager count; compiled code
 #   (torch.compile, XLA) and C++-launched fusion (TransformerEngine) are not modelled.
-HOST_S_PER_KERNEL = 34.64e-6
+# - outside the layers (set 9: the full line at GA 1, 2, 4, 8 on a fourth machine, 40.8 us a
+#   launch): step time at 0 layers 4.10 / 12.88 / 22.69 / 31.85 ms, by least squares 3.89 ms
+#   per step + 3.73 ms per micro-batch = 95.5 + 91.45 launches (the embedding, final norm, head
+#   and loss forward and backward: 72 more kernels a micro-batch, and the Trainer's Python).
+#   The per micro-batch part is counted with the layers (GPU work hides it where longer);
+#   the per step part is efficiency.MEASURED_STEP_OVERHEAD_S.
+HOST_S_PER_KERNEL = 35.55e-6
+HOST_LAUNCHES_PER_MICRO_BATCH = 91.45
 HOST_LAUNCHES_PER_ADAPTER = 18.60
 HOST_CHECKPOINT_PER_FORWARD_LAUNCH = 3.49

@@ -160,17 +160,18 @@ def optimizer_step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> 
 
 def host_launch_seconds(model: ModelSpec, cfg: TrainConfig, *, micro_batches: int | None = None,
                         backward: bool = True) -> float:
-    """Host time to launch one step's decoder-layer kernels where the stack runs them eager
-    (``micro_batches`` of them, default the step's grad_accum; ``backward`` False: a
-    forward-only pass, the forward's kernels once):
-    micro-batches x the stage's layers x launches per layer (host_launches.HOST_KERNELS_PER_LAYER of
-    the model's norm family; full checkpointing adds HOST_CHECKPOINT_PER_FORWARD_LAUNCH x the
-    forward's; PEFT adds HOST_LAUNCHES_PER_ADAPTER per adapted matrix, its forward kernels
-    alone in a forward-only pass; a QLoRA dequantisation per frozen 4-bit matrix and pass)
-    x HOST_S_PER_KERNEL. Fused kernels launched from Python one by one (Liger's Triton,
-    cfg.python_launched_fusion) take the eager time, as measured; 0 where the code is compiled
-    or its fusion launched otherwise (torch.compile, XLA, TransformerEngine: not modelled) and
-    for MoE layers (per-expert launches depend on the implementation; not modelled)."""
+    """Host time to launch one step's kernels where the stack runs them eager (``micro_batches``
+    of them, default the step's grad_accum; ``backward`` False: a forward-only pass, the
+    forward's kernels once): micro-batches x (the stage's layers x launches per layer, plus
+    host_launches.HOST_LAUNCHES_PER_MICRO_BATCH outside the layers in a training step) x
+    HOST_S_PER_KERNEL. Per layer: HOST_KERNELS_PER_LAYER of the model's norm family; full
+    checkpointing adds HOST_CHECKPOINT_PER_FORWARD_LAUNCH x the forward's; PEFT adds
+    HOST_LAUNCHES_PER_ADAPTER per adapted matrix (its forward kernels alone in a forward-only
+    pass); QLoRA a dequantisation per frozen 4-bit matrix and pass. Fused kernels launched from
+    Python one by one (Liger's Triton, cfg.python_launched_fusion) take the eager time, as
+    measured; 0 where the code is compiled or its fusion launched otherwise (torch.compile,
+    XLA, TransformerEngine: not modelled) and for MoE layers (per-expert launches depend on the
+    implementation; not modelled)."""
     fused_elsewhere = cfg.fused_elementwise and not cfg.python_launched_fusion
     if cfg.compiled or fused_elsewhere or model.moe is not None:
         return 0.0
@@ -189,7 +190,8 @@ def host_launch_seconds(model: ModelSpec, cfg: TrainConfig, *, micro_batches: in
         recompute += linears if ckpt and backward else 0.0
     kernels = (fwd + bwd + recompute if backward else fwd) + adapters
     micro = cfg.grad_accum if micro_batches is None else micro_batches
-    return micro * stage_layers(model, cfg) * kernels * hl.HOST_S_PER_KERNEL
+    outside = hl.HOST_LAUNCHES_PER_MICRO_BATCH if backward else 0.0
+    return micro * (stage_layers(model, cfg) * kernels + outside) * hl.HOST_S_PER_KERNEL
 
 
 def pipeline_bubble_fraction(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
