@@ -194,8 +194,9 @@ RUNS7: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
 # SwiGLU and the loss fused; PEFT's adapters still eager), full and LoRA on all matrices, and
 # set 6's full and LoRA lines again on another machine (the host-to-host spread). Run each in a
 # process of its own (--only ID): the Trainer's Liger patch is process-wide (it replaces the
-# Llama module's classes and functions), so later runs in the same process are Liger runs too,
-# and the first Liger run of a process patched only part of its model (kernel counts show it).
+# Llama module's classes and functions), so plain runs after a Liger run in the same process are
+# Liger runs too (a first attempt did that: its plain runs launched 58 kernels a layer, not
+# 127). Set 4 ran Liger runs only, so it is unaffected.
 RUNS8: list[tuple[str, str, str, str, bool, int, int, Any, dict[str, Any]]] = [
     *[(f"depth{n}_liger_llama32_1b_{m}_nogc_mb1_s128", "llama-3.2-1b", m.split("_")[0],
        "bf16", False, 1, 128, ALL_LINEAR if m == "lora" else None, _depth(n, liger=True))
