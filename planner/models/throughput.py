@@ -402,8 +402,8 @@ def _host_launch_term(model: ModelSpec, cfg: TrainConfig, terms: dict[str, float
     if not terms["host_launches"]:
         return []
     return [f"the host's eager kernel launches take {raw['host_launches']:.3g} s a step against "
-            f"{gpu_work:.3g} s of GPU work: a larger micro-batch, torch.compile or fused kernels "
-            "(Liger, Unsloth) shorten the step"]
+            f"{gpu_work:.3g} s of GPU work: a larger micro-batch or torch.compile shortens the "
+            "step (Liger's kernels, launched from Python, do not: measured as slow per layer)"]
 
 
 def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Links, stack: str,
