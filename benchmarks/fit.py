@@ -117,6 +117,10 @@ STATED = {
     "calibration.CUDA_CONTEXT_GIB, NCCL_BUFFERS_GIB, ENGINE_WORKSPACE_GIB": "documented ranges "
     "(DESIGN.md section 4, vLLM start-up logs)",
     "calibration.HOST_RAM_PER_PROCESS_GIB, HOST_OFFLOAD_OVERHEAD": "host RAM: no case",
+    "host_launches.HOST_S_PER_KERNEL, HOST_LAUNCHES_PER_*, HOST_CHECKPOINT_PER_FORWARD_LAUNCH, "
+    "efficiency.MEASURED_STEP_OVERHEAD_S": "measured on the Trainer's own loop "
+    "(tools/measure_hf_trainer.py --set 6-9, depth sweeps on four H200 machines; "
+    "tests/test_host_launches.py recomputes them)",
 }
 
 
