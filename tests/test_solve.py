@@ -253,3 +253,22 @@ def test_design_card_keeps_weights_on_the_gpu_and_says_what_offload_would_give(c
     offloaded = json.loads(out)["plan"]
     assert offloaded["cost"]["usd"] == body["cost"]["usd"]
     assert offloaded["time_hours"] == pytest.approx(faster, abs=0.05)
+
+
+@pytest.mark.parametrize("framework", ["hf-trainer", "deepspeed"])
+def test_step_time_bound_takes_the_stacks_own_overhead(framework):
+    """The solver's per-step constant is the analytic model's (efficiency.step_overhead: the
+    Trainer's measured 3.4 ms on stack hf, the fitted one elsewhere), so its step-time bound
+    stays at or below every pair's step time."""
+    from planner.models import efficiency as eff
+    from planner.solver.search import ROUNDING
+
+    space = build_space(PlanRequest(model="qwen2.5-0.5b", gpus=("rtx-4090", "h100-sxm"),
+                                    max_gpus=4, framework=framework), CAT)
+    rows, arr = space.timing.by_need(space.rows)
+    assert set(arr.fixed) == {eff.step_overhead(space.request.stack)}
+    for oi, offer in enumerate(space.offers):
+        bounds = arr.bounds(oi)
+        for j in range(0, len(rows), 2):
+            if rows[j].gpu_need_mib <= offer.capacity_mib:
+                assert bounds[j] <= space.timing.step_us(oi, rows[j]) + ROUNDING

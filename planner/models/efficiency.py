@@ -256,6 +256,13 @@ STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
 MEASURED_STEP_OVERHEAD_S: dict[str, float] = {"hf": 0.0034}
 
 
+def step_overhead(stack: str, fitted: float | None = None) -> float:
+    """Seconds per optimizer step no GPU work hides under ``stack``: its measured one
+    (MEASURED_STEP_OVERHEAD_S), else ``fitted`` (a calibration trial), None: STEP_OVERHEAD_S.
+    The analytic model and the solver's step-time columns both read it."""
+    return MEASURED_STEP_OVERHEAD_S.get(stack, STEP_OVERHEAD_S if fitted is None else fitted)
+
+
 # ---------------------------------------------------------------------------------------------
 # Communication and overlap: framework behaviour (assumed, not fitted). The accuracy on the
 # public cases is insensitive to them: TP overlap 0 / 0.5 / 0.9, DP overlap 0.5 / 1.0, CP 0.5,

@@ -352,8 +352,7 @@ def _serial_terms(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, stack: str, 
         "elementwise": elementwise_seconds(model, gpu, cfg, tokens=tokens_per_gpu),
         "adapters": adapter_seconds(model, gpu, cfg, tokens=tokens_per_gpu),
         "optimizer_step": optimizer_step_seconds(model, gpu, cfg),
-        "step_overhead": eff.MEASURED_STEP_OVERHEAD_S.get(
-            stack, eff.STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s),
+        "step_overhead": eff.step_overhead(stack, step_overhead_s),
     }
 
 

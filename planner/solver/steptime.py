@@ -237,7 +237,7 @@ class RowArrays:
         share = tokens / trainers
         self.lin = share * flops[:, 0] * (1 + bubble)
         self.s16 = share * flops[:, 1] * (1 + bubble)
-        self.fixed = np.full(n_rows, eff.STEP_OVERHEAD_S)
+        self.fixed = np.full(n_rows, eff.step_overhead(req.stack))
         self.fwd = np.zeros(n_rows)
         self.gen = np.zeros(n_rows)
         self.separate = np.zeros(n_rows, dtype=bool)
@@ -273,7 +273,7 @@ class RowArrays:
         micro_steps = -(-seqs // (dp * tp * pp * batch))
         self.fwd_gather = micro_steps * _per_value(
             rows, (st * 4096 + tp) * 4096 + pp, space.timing.gathered_bytes)
-        self.fixed = flops[:, 3] * steps * eff.STEP_OVERHEAD_S
+        self.fixed = flops[:, 3] * steps * eff.step_overhead(req.stack)
 
     def _add_engines(self, st: np.ndarray, dp: np.ndarray) -> None:
         """The RL columns of the engines: a row of each engine layout and dp, the generation
