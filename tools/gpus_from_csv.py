@@ -227,6 +227,10 @@ MAMF: dict[str, tuple[float | None, float | None, str]] = {
                       "SXM compute)"),
     "a100-80gb-pcie": (252.9, None, "A100 PCIe: 252.9 bf16"),
     "a100-40gb-pcie": (252.9, None, "A100 PCIe: 252.9 bf16 (measured on the 80 GB part)"),
+    "a800-80gb": (271.2, None, "A100 SXM: 271.2 bf16 (not measured on the A800: the A100 SXM's "
+                  "GA100 compute with NVLink cut to 400 GB/s, its peaks taken as the A100's)"),
+    "h800": (794.5, 1402.6, "H100 SXM: 794.5 bf16, 1402.6 fp8 (not measured on the H800: the "
+             "H100 SXM's GH100 compute with NVLink cut to 400 GB/s)"),
     "b200": (1745, 3432.5, "B200: 1745 bf16, 3432.5 fp8"),
     "gb200": (1822, 3615.6, "GB200: 1822 bf16, 3615.6 fp8"),
     "mi300x": (668.4, None, "MI300X: 668.4 bf16"),
