@@ -15,7 +15,7 @@ from planner.validation.validate_throughput import predict_throughput_case
 
 FILES = {path.name: path for path in project_case_files()}
 # how many cases (and usable ones) each file was written with, at least
-SIZES = {"project_cases.yaml": (1, 1), "project_cases_training.yaml": (30, 20),
+SIZES = {"project_cases.yaml": (1, 1), "project_cases_training.yaml": (40, 28),
          "project_cases_hf.yaml": (20, 19), "project_cases_rl.yaml": (18, 5),
          "project_cases_litgpt.yaml": (89, 37), "project_cases_primerl.yaml": (49, 3),
          "project_cases_primerl_memory.yaml": (31, 29),

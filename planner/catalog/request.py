@@ -144,10 +144,17 @@ class TrainConfig(_Request):
         default=1, gt=0, description="expert parallel: each MoE layer's routed experts are "
         "split over ep GPUs of the data x context parallel ranks, tokens exchanged by "
         "all-to-all (Megatron-Core --expert-model-parallel-size); 1 = every GPU holds every "
-        "expert"
-    )
+        "expert")
+    dp_shard: int | None = Field(
+        default=None, gt=0, description="hybrid sharding (FSDP HYBRID_SHARD / HSDP, torchtitan "
+        "data_parallel_shard_degree): weights and states sharded over dp_shard x cp ranks and "
+        "replicated over dp / dp_shard groups, whose gradients are all-reduced; None: over all")
     offload: Offload = "none"
     checkpointing: Checkpointing = "full"
+    checkpoint_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="full checkpointing on this share of the layers, "
+        "evenly spaced (fms-fsdp selective_checkpointing p, Megatron --recompute-num-layers / "
+        "layers, torchtitan layer AC every k-th: 1/k); the others keep their activations")
     framework: str | None = Field(
         default=None, max_length=100, description="framework profile id or alias "
         "(catalog/frameworks) the job runs on; None: the workload's default framework, or the "
@@ -201,20 +208,15 @@ class TrainConfig(_Request):
         "memory.forward_activation_bytes); False: the loss backward ends first"
     )
     shard_embeddings: bool = Field(
-        default=False, description="FSDP: embedding and head wrapped as units of their own"
-    )
+        default=False, description="FSDP: embedding and head wrapped as units of their own")
     compiled: bool = Field(
-        default=False, description="torch.compile: norms and act(gate) are recomputed in backward"
-    )
+        default=False, description="torch.compile: norms and act(gate) are recomputed in backward")
     paged_optimizer: bool = Field(
-        default=False, description="optimizer states in CUDA managed memory (bitsandbytes paged)"
-    )
+        default=False, description="optimizer states in CUDA managed memory (bitsandbytes paged)")
     optimizer_in_backward: bool = Field(
-        default=False, description="each parameter is updated as its gradient arrives"
-    )
+        default=False, description="each parameter is updated as its gradient arrives")
     fused_optimizer: bool = Field(
-        default=False, description="optimizer step without full-size temporaries (torch fused)"
-    )
+        default=False, description="optimizer step without full-size temporaries (torch fused)")
     # --- preference and RL workloads (workloads.py) ------------------------------------------
     # rm/dpo: micro_batch_size and global_batch_size count pairs (2 sequences each).
     # ppo/grpo: seq_len = prompt_len + response_len; micro_batch_size and global_batch_size count
@@ -231,8 +233,7 @@ class TrainConfig(_Request):
     )
     logprob_micro_batch: int | None = Field(
         default=None, gt=0, description="sequences per forward-only micro-step (default: "
-        "micro_batch_size)"
-    )
+        "micro_batch_size)")
     rollout_engine: RolloutEngine = Field(
         default=DEFAULT_ROLLOUT_ENGINE, description="RL: what generates the rollouts: a "
         "vLLM-style engine (vllm, sglang, deepspeed-hybrid, megatron) or the trainer's own "
@@ -252,12 +253,10 @@ class TrainConfig(_Request):
         "16-bit weights stays on the GPUs, never run in the iteration (DeepSpeed-Chat --enable_ema)"
     )
     precompute_ref: bool = Field(
-        default=False, description="DPO: reference log-probs computed before training"
-    )
+        default=False, description="DPO: reference log-probs computed before training")
     placement: Placement = "colocate"
     rollout_gpus: int | None = Field(
-        default=None, gt=0, description="separate placement: GPUs of the rollout engines"
-    )
+        default=None, gt=0, description="separate placement: GPUs of the rollout engines")
     role_gpus: tuple[tuple[str, int], ...] | None = Field(
         default=None, description="split placement: GPUs of each model role, e.g. (('actor', "
         "4), ('critic', 2), ('reference', 1), ('reward', 1)); the engines take the rest"

@@ -36,10 +36,28 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
         )
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
-    error = ep_error(cfg, model)
+    error = ep_error(cfg, model) or dp_shard_error(cfg)
     if error:
         raise PlannerError(error)
     validate_workload(cfg, model)
+
+
+def dp_shard_error(cfg: TrainConfig) -> str | None:
+    """Hybrid sharding splits the data-parallel ranks into shard groups of dp_shard (FSDP
+    HYBRID_SHARD: a 2-D device mesh of replicas x shards, torch.distributed.fsdp
+    ShardingStrategy.HYBRID_SHARD; torchtitan dp_replicate x dp_shard = dp): the weights must
+    be sharded (FSDP or ZeRO-3) and dp_shard divide dp. Not modelled with expert parallel."""
+    if cfg.dp_shard is None:
+        return None
+    if not cfg.shards_weights:
+        return (f"--dp-shard {cfg.dp_shard} needs the weights sharded (FSDP or ZeRO-3): hybrid "
+                "sharding shards them within each group")
+    if cfg.dp % cfg.dp_shard:
+        return (f"--dp-shard {cfg.dp_shard} must divide the data-parallel degree {cfg.dp} "
+                "(replicas x shard groups)")
+    if cfg.ep > 1:
+        return f"--dp-shard {cfg.dp_shard} with --ep {cfg.ep}: not modelled (use one of them)"
+    return None
 
 
 def accumulation_error(c: Any) -> str | None:

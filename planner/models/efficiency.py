@@ -94,9 +94,9 @@ def matmul_fraction(gpu: GpuSpec, precision: str) -> float:
 #       benchmark rows (3 files, 2 teams; H100 at 500 W imply 0.40-0.56, Trainy's H200 fp8 0.55,
 #       0.57) and 12 llm-foundry MPT rows (H100 0.55-0.69, A100 0.73-0.83; the 7B 128x H100 row
 #       implies 1.20 and sets no factor: its FSDP network time is modelled as partly exposed);
-#       one evidence pool for the runtime they share (bf16 0.59, fp8 0.51 over 5 fp8 rows).
-#       fms-fsdp's README rows are recorded but not usable (HSDP; 1/8-1/4 of the platform's
-#       network).
+#       one evidence pool for the runtime they share (bf16 0.59, fp8 0.51 over 5 fp8 rows),
+#       and 8 fms-fsdp README rows (7B HSDP, TrainConfig.dp_shard; 34B/70B full AC; its 13B-70B
+#       "selective AC" rows state no block fraction and stay unusable).
 #   hf: the Hugging Face modeling path (transformers Trainer / TRL / PEFT, alone, under FSDP
 #       or on DeepSpeed ZeRO), pooled over three sources, 23 rows: LLaMA-Factory's 2 HF-backend
 #       rows (Dec 2023, LoRA/QLoRA, bs 4 padded to 1024; implied 0.47, 0.48), fms-acceleration's
@@ -163,6 +163,10 @@ _FSDP_OWN_CASES = (
     "llmfoundry_mpt_30b_s2048_128xH100", "llmfoundry_mpt_7b_s2048_8xA100_80G",
     "llmfoundry_mpt_7b_s8192_8xA100_80G", "llmfoundry_mpt_30b_s2048_8xA100_80G",
     "llmfoundry_mpt_7b_s2048_8xA100_40G", "llmfoundry_mpt_7b_s2048_64xA100_40G",
+    "fmsfsdp_llama2_7b_128xA100", "fmsfsdp_llama2_7b_96xH100",
+    "fmsfsdp_nocompile_llama2_7b_128xA100", "fmsfsdp_nocompile_llama2_7b_96xH100",
+    "fmsfsdp_nocompile_codellama_34b_128xA100", "fmsfsdp_nocompile_codellama_34b_96xH100",
+    "fmsfsdp_nocompile_llama2_70b_128xA100", "fmsfsdp_nocompile_llama2_70b_96xH100",
 )
 # The Hugging Face modeling path: LLaMA-Factory (shared), ms-swift ZeRO and fms-acceleration
 # (validation/project_cases_training.yaml, project_cases_hf.yaml).

@@ -107,6 +107,14 @@ def _layers_from_top(model: ModelSpec, count: int) -> float:
                                                            model.num_layers))
 
 
+def recomputed_share(cfg: TrainConfig) -> float:
+    """Share of the layers whose forward backward repeats under full checkpointing: all of them,
+    or cfg.checkpoint_fraction where the framework wraps every k-th layer only (fms-fsdp's
+    selective_checkpointing, Megatron's --recompute-num-layers); 0 under any other checkpointing.
+    The one home of the recomputed passes (FLOPs, launches, traffic, collectives)."""
+    return cfg.checkpoint_fraction if cfg.checkpointing == "full" else 0.0
+
+
 def op_sac_recomputed_fraction(model: ModelSpec) -> float:
     """Share of a layer's matmul FLOPs that op-level selective checkpointing recomputes: the
     matmuls whose outputs it does not keep (every second one in execution order; routed experts,
@@ -201,8 +209,8 @@ def training_flops(model: ModelSpec, cfg: TrainConfig) -> FlopsPerToken:
     linear_fwd = 2 * matmul_params(model)
     rec_lin = rec_att = 0.0
     if cfg.checkpointing == "full":
-        rec_lin = 2 * _layers_from_top(model, nb)
-        rec_att = nb * attn_layer
+        rec_lin = 2 * _layers_from_top(model, nb) * recomputed_share(cfg)
+        rec_att = nb * attn_layer * recomputed_share(cfg)
     elif cfg.checkpointing == "selective" and cfg.selective_checkpointing == "op":
         rec_lin = 2 * _layers_from_top(model, nb) * op_sac_recomputed_fraction(model)
     elif cfg.checkpointing == "selective" and not flash:

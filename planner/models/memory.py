@@ -250,7 +250,8 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
     eager attention's s^2 softmax term (flash attention never keeps it, so there it equals none).
     full: only each layer's 16-bit input (2h bytes/token, Korthikanti et al. section 4.1) plus
     the working set of recomputing and back-propagating one layer
-    (backward_working_set_bytes_per_token). selective, op: each layer's input and what the
+    (backward_working_set_bytes_per_token); on a share of the layers (cfg.checkpoint_fraction)
+    the others keep every saved tensor. selective, op: each layer's input and what the
     policy keeps (op_sac_bytes_per_token) plus the same working set. Pipeline 1F1B keeps
     min(pp, grad_accum) micro-batches in flight on the first stage (Narayanan et al. 2021).
     """
@@ -262,8 +263,10 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
         per_layer = _layer_input_bytes(model, cfg)
         if op_sac:
             per_layer += op_sac_bytes_per_token(model, cfg) * tokens
-        kept = _kept_layers(model, cfg, layers) * per_layer * in_flight
-        return kept + backward_working_set_bytes_per_token(model, cfg) * tokens
+        wrapped = round(layers * cfg.checkpoint_fraction) if cfg.checkpointing == "full" else layers
+        kept = _kept_layers(model, cfg, wrapped) * per_layer * in_flight
+        rest = (layers - wrapped) * layer_activation_bytes_per_token(model, cfg) * tokens
+        return kept + rest * in_flight + backward_working_set_bytes_per_token(model, cfg) * tokens
     saved = layer_activation_bytes_per_token(model, cfg)
     if cfg.checkpointing == "selective" and not cfg.flash_attention:
         saved -= eager_softmax_bytes_per_token(model, cfg)

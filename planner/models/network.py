@@ -9,7 +9,7 @@ from functools import lru_cache
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.models import efficiency as eff
-from planner.models.flops import backward_layers
+from planner.models.flops import backward_layers, recomputed_share
 from planner.models.states import (
     local_routed,
     nf4_bytes_per_param,
@@ -65,7 +65,8 @@ def host_span_notes(cfg: TrainConfig, links: Links) -> list[str]:
         return []
     hosts = hosts_for(n, g)
     fill = f"{hosts - 1} x {g} + {n - (hosts - 1) * g}" if n % g else f"{hosts} x {g}"
-    degree = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": cfg.pp, "ep": cfg.ep}
+    degree = {"tp": cfg.tp, "cp": cfg.cp, "dp": dp_shard_degree(cfg), "pp": cfg.pp, "ep": cfg.ep,
+              "dp_replicate": cfg.dp // dp_shard_degree(cfg)}
     crossing = [k for k, v in _spans(cfg, links).items() if v and degree[k] > 1]
     where = ", ".join(crossing) or "no"
     return [f"{n} GPUs on {hosts} hosts of {g} ({fill}"
@@ -132,13 +133,13 @@ def ring_factor(n: int, kind: str) -> float:
     return (2 if kind == "all-reduce" else 1) * (n - 1) / n
 
 
-def tp_collectives_per_layer(cfg: TrainConfig, *, has_backward: bool) -> int:
+def tp_collectives_per_layer(cfg: TrainConfig, *, has_backward: bool) -> float:
     """Megatron TP: 2 all-reduces (or reduce-scatter + all-gather with sequence parallel) in the
     forward of a layer, 2 in its backward, 2 more when the forward is recomputed
     (Shoeybi et al. 2019; Korthikanti et al. 2022)."""
-    n = 2
+    n = 2.0
     if has_backward:
-        n += 2 + (2 if cfg.checkpointing == "full" else 0)
+        n += 2 + 2 * recomputed_share(cfg)
     return n
 
 
@@ -197,7 +198,7 @@ def ep_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
     if cfg.ep == 1 or model.moe is None:
         return 0.0
     nb = backward_layers(model, cfg)
-    a2a = (moe_layers_on_stage(model, cfg, nb) * (4 + (2 if cfg.checkpointing == "full" else 0))
+    a2a = (moe_layers_on_stage(model, cfg, nb) * (4 + 2 * recomputed_share(cfg))
            + moe_layers_on_stage(model, cfg, model.num_layers - nb) * 2) / cfg.pp
     tokens = cfg.micro_batch_size * cfg.sequences_per_example * cfg.seq_len / cfg.cp / cfg.tp
     message = tokens * model.moe.experts_per_token * model.hidden_size * 2
@@ -267,12 +268,38 @@ def _dp_groups(model: ModelSpec, cfg: TrainConfig):
     expert gradients and parameters over the expert data parallel group; torchtitan FSDP over
     dp_shard_in_ep). The parameters are read only by ZeRO-3/FSDP's gathers."""
     if cfg.ep == 1:
-        return ((cfg.dp, trainable_on_gpu(model, cfg), lambda: params_per_gpu(model, cfg)),)
+        return ((dp_shard_degree(cfg), trainable_on_gpu(model, cfg),
+                 lambda: params_per_gpu(model, cfg)),)
     routed_all = local_routed(model, cfg, routed_params(model))
     routed_trainable = local_routed(model, cfg, trainable_routed(model, cfg))
     return ((cfg.dp, trainable_on_gpu(model, cfg) - routed_trainable,
              lambda: params_per_gpu(model, cfg) - routed_all),
             (cfg.dp * cfg.cp // cfg.ep, routed_trainable, lambda: routed_all))
+
+
+def dp_shard_degree(cfg: TrainConfig) -> int:
+    """Data-parallel ranks one gradient reduce-scatter and weight gather spans: the shard group
+    under hybrid sharding (cfg.dp_shard), else every data-parallel rank."""
+    return cfg.dp_shard or cfg.dp
+
+
+def replica_bytes_per_step(model: ModelSpec, cfg: TrainConfig) -> float:
+    """Hybrid sharding: each micro-batch's gradients, reduce-scattered inside the shard group,
+    are all-reduced shard by shard across the r = dp / dp_shard replicas (FSDP HYBRID_SHARD's
+    second collective, torch.distributed.fsdp _runtime_utils: reduce_scatter then all_reduce
+    over the inter-node process group): m x 2(r-1)/r x G / (dp_shard x cp); 0 without it."""
+    if not cfg.dp_shard or cfg.dp == cfg.dp_shard:
+        return 0.0
+    g = trainable_on_gpu(model, cfg) * _grad_bytes(cfg) / (cfg.dp_shard * cfg.cp)
+    return cfg.grad_accum * ring_factor(cfg.dp // cfg.dp_shard, "all-reduce") * g
+
+
+def replica_seconds(model: ModelSpec, cfg: TrainConfig, links: Links) -> float:
+    """replica_bytes_per_step over the replicas' link (across hosts once dp x tp x cp does)."""
+    b = replica_bytes_per_step(model, cfg)
+    replicas = cfg.dp // dp_shard_degree(cfg)
+    return b / (links.collective_gbps(replicas, _spans(cfg, links)["dp_replicate"]) * 1e9) if b \
+        else 0.0
 
 
 def _dp_bytes(cfg: TrainConfig, d: int, trainable: float, every) -> float:
@@ -310,7 +337,8 @@ def _spans(cfg: TrainConfig, links: Links) -> dict[str, bool]:
     return {
         "tp": cfg.tp > g,
         "cp": cfg.tp * cfg.cp > g,
-        "dp": cfg.tp * cfg.cp * cfg.dp > g,
+        "dp": cfg.tp * cfg.cp * dp_shard_degree(cfg) > g,
+        "dp_replicate": cfg.tp * cfg.cp * cfg.dp > g,
         "pp": cfg.num_gpus > g,
         "ep": cfg.tp * cfg.ep > g,  # the expert grid's order tp-ep-dp-pp (ep_link_gbps)
     }

@@ -232,10 +232,10 @@ def trainable_shard(model: ModelSpec, cfg: TrainConfig, shards: int) -> float:
 def shard_group(cfg: TrainConfig) -> int:
     """Ranks over which ZeRO/FSDP shard model states: the data-parallel ranks times the context
     parallel ones, which hold the same weights (Megatron-Core's distributed optimizer uses the
-    data-parallel group with context parallel, get_data_parallel_group(with_context_parallel=
-    True); torchtitan shards FSDP over its dp_shard_cp mesh; DeepSpeed-Ulysses partitions ZeRO
-    over the sequence-data-parallel group)."""
-    return cfg.dp * cfg.cp
+    data-parallel group with context parallel; torchtitan shards FSDP over its dp_shard_cp
+    mesh; DeepSpeed-Ulysses partitions ZeRO over the sequence-data-parallel group); with hybrid
+    sharding (cfg.dp_shard) its shard group's dp_shard x cp ranks."""
+    return (cfg.dp_shard or cfg.dp) * cfg.cp
 
 
 def state_shards(cfg: TrainConfig) -> int:

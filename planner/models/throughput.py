@@ -7,10 +7,10 @@ A training step on one GPU takes
              the dense linears of a small model or micro-batch)
              + attention FLOPs / (peak x the fused kernel's measured fraction, attention.py))
   + pipeline bubble            compute x (p-1)/(v*m)               (Narayanan et al. 2021)
-  + exposed communication      sum over tp/cp/dp/pp of max(0, raw - overlap x compute)
+  + exposed communication      sum over tp/cp/dp(+replicas)/pp of max(0, raw - overlap x compute)
   + offload                    PCIe copies (partly overlapped) + CPU optimizer (exposed)
-  + memory-bound terms         QLoRA dequantisation, DoRA weight norms, GPU optimizer step,
-                               unfused elementwise ops and LoRA's low-rank matmuls (traffic.py)
+  + memory-bound terms         QLoRA dequantisation, DoRA norms, GPU optimizer step, unfused
+                               elementwise ops, LoRA's low-rank matmuls (traffic.py)
   + host kernel launches       what an eager stack's host takes to launch the layers' kernels
                                beyond the GPU work above (host_launch_seconds)
   + per-step overhead          fixed host time per optimizer step (efficiency.STEP_OVERHEAD_S)
@@ -47,6 +47,7 @@ from planner.models.flops import (
     matmul_params,
     matmul_precision,
     peak_tflops,
+    recomputed_share,
     training_flops,
 )
 from planner.models.gemm import linear_time_scale
@@ -59,12 +60,14 @@ from planner.models.network import (
     _spans,
     cp_bytes_per_step,
     dp_bytes_per_step,
+    dp_shard_degree,
     ep_bytes_per_step,
     ep_link_gbps,
     gather_bytes_per_step,
     host_span_notes,
     params_per_gpu,
     pp_bytes_per_step,
+    replica_seconds,
     resolve_links,
     stored_bytes_per_param,
     tp_bytes_per_step,
@@ -120,7 +123,7 @@ def dequant_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
     DEQUANT_BYTES_PER_PARAM of HBM traffic per weight per pass, per micro-batch."""
     if cfg.method != "qlora":
         return 0.0
-    passes = 2 + (1 if cfg.checkpointing == "full" else 0)
+    passes = 2 + recomputed_share(cfg)
     weights = quantized_params(model, cfg)
     traffic = cfg.grad_accum * passes * weights * eff.DEQUANT_BYTES_PER_PARAM
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
@@ -138,7 +141,7 @@ def dora_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig) -> float:
         if lin.group != "router" and ("all-linear" in cfg.lora_targets
                                       or lin.name in cfg.lora_targets)
     ) / (cfg.tp * cfg.pp)
-    passes = 1 + (1 if cfg.checkpointing == "full" else 0)
+    passes = 1 + recomputed_share(cfg)
     traffic = cfg.grad_accum * passes * adapted * eff.DORA_BYTES_PER_PARAM
     return traffic / (gpu.memory_bandwidth_gbps * 1e9 * eff.HBM_EFFICIENCY)
 
@@ -177,17 +180,17 @@ def host_launch_seconds(model: ModelSpec, cfg: TrainConfig, *, micro_batches: in
         return 0.0
     family = hl.HOST_KERNELS_PER_LAYER["layernorm" if model.norm == "layernorm" else "rmsnorm"]
     fwd, bwd = family["peft"] if cfg.is_peft else family["full"]
-    ckpt = cfg.checkpointing == "full"
+    ckpt = recomputed_share(cfg) if backward else 0.0
     adapters = 0.0
     if cfg.is_peft:
         adapted = sum(cnt for _, _, cnt in adapted_linears(model, cfg))
         adapters = adapted * (hl.HOST_LAUNCHES_PER_ADAPTER if backward
                               else hl.HOST_KERNELS_PER_ADAPTER[0])
-    recompute = hl.HOST_CHECKPOINT_PER_FORWARD_LAUNCH * fwd if ckpt and backward else 0.0
+    recompute = hl.HOST_CHECKPOINT_PER_FORWARD_LAUNCH * fwd * ckpt
     if cfg.method == "qlora":  # one dequantisation kernel per 4-bit matrix and pass
         linears = sum(lin.count for lin in layer_linears(model, 0) if lin.group != "router")
         fwd, bwd = fwd + linears, bwd + linears
-        recompute += linears if ckpt and backward else 0.0
+        recompute += linears * ckpt
     kernels = (fwd + bwd + recompute if backward else fwd) + adapters
     micro = cfg.grad_accum if micro_batches is None else micro_batches
     outside = hl.HOST_LAUNCHES_PER_MICRO_BATCH if backward else 0.0
@@ -419,11 +422,12 @@ def _comm_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, links: Li
         "dp": dp_bytes_per_step(model, cfg),
         "pp": pp_bytes_per_step(model, cfg, virtual_stages),
     }
-    group = {"tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp, "pp": 2}
+    group = {"tp": cfg.tp, "cp": cfg.cp, "dp": dp_shard_degree(cfg), "pp": 2}
     raw = {
         f"{k}_comm": b / (links.collective_gbps(group[k], spans[k]) * 1e9) if b else 0.0
         for k, b in comm_bytes.items()
     }
+    raw["dp_comm"] += replica_seconds(model, cfg, links)  # hybrid sharding: across replicas
     if cfg.ep > 1:  # only then: every other estimate keeps its terms as they were
         comm_bytes["ep"] = ep_bytes_per_step(model, cfg)
         raw["ep_comm"] = comm_bytes["ep"] / (ep_link_gbps(cfg, links) * 1e9)
@@ -485,9 +489,7 @@ def estimate_throughput(
     per_gpu = tps / cfg.num_gpus
     mfu = flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12)
     limited_by = max(LIMITS, key=lambda k: category[k])
-    flag = low_mfu_note(mfu, limited_by, terms)
-    if flag:
-        notes.append(flag)
+    notes += [f for f in (low_mfu_note(mfu, limited_by, terms),) if f]
     return ThroughputEstimate(
         step_time_s=step, tokens_per_step=tokens_step, tokens_per_s=tps,
         tokens_per_s_per_gpu=per_gpu, achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,

@@ -11,7 +11,7 @@ from planner.catalog.params import is_adapted, layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec
 from planner.models import efficiency as eff
-from planner.models.flops import backward_layers
+from planner.models.flops import backward_layers, recomputed_share
 
 
 def eager_layer_bytes(model: ModelSpec, cfg: TrainConfig, layer: int) -> float:
@@ -73,8 +73,7 @@ def elementwise_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
         top = _eager_bytes(model, peft, targets, model.num_layers - backward_layers(model, cfg),
                            model.num_layers, fused)
         passes = fwd + eff.ELEMENTWISE_BACKWARD_RATIO * top
-        if cfg.checkpointing == "full":
-            passes += top
+        passes += top * recomputed_share(cfg)
     else:
         passes = fwd
     return tokens * passes / (cfg.tp * cfg.pp) / (
@@ -118,5 +117,5 @@ def adapter_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     per = [_adapter_layer_bytes(model, targets, i, fused) for i in range(model.num_layers)]
     fwd = sum(f for f, _ in per)
     top = sum(f for f, _ in per[first:])
-    traffic = fwd + sum(b for _, b in per[first:]) + (top if cfg.checkpointing == "full" else 0)
+    traffic = fwd + sum(b for _, b in per[first:]) + top * recomputed_share(cfg)
     return _hbm_seconds(gpu, tokens * traffic / (cfg.tp * cfg.pp))

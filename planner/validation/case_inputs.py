@@ -87,6 +87,17 @@ def _fsdp(case: dict[str, Any], profile: Profile) -> bool:
         bool(profile.value("fsdp_on_one_gpu")) and (case.get("sharding") or "none") == "none")
 
 
+def _dp_shard(case: dict[str, Any], catalog: Catalog) -> int | None:
+    """Hybrid sharding a case states (extra.sharding_strategy hsdp / hybrid_shard: FSDP shards
+    within each host and replicates across hosts): the data-parallel ranks of one host,
+    extra.gpus_per_node or the GPU's catalog max_gpus_per_node over tp x cp; None otherwise."""
+    extra = case.get("extra") or {}
+    if str(extra.get("sharding_strategy", "")).lower() not in ("hsdp", "hybrid_shard"):
+        return None
+    node = int(extra.get("gpus_per_node") or catalog.gpu(case["gpu"]).max_gpus_per_node or 1)
+    return max(1, min(node, case["num_gpus"]) // ((case.get("tp") or 1) * (case.get("cp") or 1)))
+
+
 def case_profile(case: dict[str, Any], catalog: Catalog) -> Profile:
     """The profile of the framework a case names (PlannerError: none, or no profile)."""
     slug = str(case.get("framework") or "").strip()
@@ -239,6 +250,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
         pp=case.get("pp") or 1,
         cp=case.get("cp") or 1,
         ep=int(case.get("ep") or extra.get("ep") or 1),
+        dp_shard=_dp_shard(case, catalog),
         offload=case.get("offload") or "none",
         checkpointing=case.get("grad_checkpointing")
         or profile.value("checkpointing_default", "none"),
