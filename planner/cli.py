@@ -51,11 +51,11 @@ from planner.cli_options import (
     CATALOG_OPTION,
     CLI_MEMORY_MARGIN,
     CONFIDENCE_HELP,
-    EP_OPTION,
     FLOAT,
     INT,
     JSON_OPTION,
     MARGIN_HELP,
+    PARALLEL_OPTIONS,
     FiniteFloat,
     _choice,
     config_options,
@@ -99,7 +99,7 @@ def cli() -> None:
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding.")
 @click.option("--tp", type=INT, default=1, show_default=True)
 @click.option("--pp", type=INT, default=1, show_default=True)
-@EP_OPTION
+@PARALLEL_OPTIONS
 @click.option("--offload", type=_choice(OFFLOADS), default="none", show_default=True)
 @click.option("--checkpointing", type=_choice(CHECKPOINTINGS), default="full", show_default=True)
 @click.option("--micro-batch", type=INT, default=1, show_default=True)

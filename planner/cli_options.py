@@ -241,10 +241,30 @@ def workload_options(command):
     return command
 
 
-# check's (and so tune's) expert-parallel degree (TrainConfig.ep); plan does not search it.
-EP_OPTION = click.option("--ep", type=INT, default=1, show_default=True,
-                         help="Expert parallel: routed experts split over this many GPUs "
-                              "(MoE models only; divides dp x cp).")
+# check's (and so tune's) layout inputs plan does not search: the expert-parallel degree
+# (TrainConfig.ep), hybrid sharding (dp_shard) and checkpointing on part of the layers
+# (checkpoint_fraction). One decorator: cli.py applies it as @PARALLEL_OPTIONS.
+_PARALLEL_OPTIONS = (
+    click.option("--ep", type=INT, default=1, show_default=True,
+                 help="Expert parallel: routed experts split over this many GPUs (MoE models "
+                      "only; divides dp x cp)."),
+    click.option("--dp-shard", type=INT, default=None,
+                 help="Hybrid sharding (FSDP HYBRID_SHARD / HSDP): shard weights and states "
+                      "over this many data-parallel ranks (one host's, usually), replicate "
+                      "across the rest (needs --fsdp or --zero 3; divides dp) [default: all]."),
+    click.option("--checkpoint-fraction", type=click.FloatRange(0, 1, min_open=True),
+                 default=1.0, show_default=True,
+                 help="With --checkpointing full: the share of the layers checkpointed, evenly "
+                      "spaced (fms-fsdp selective_checkpointing, Megatron "
+                      "--recompute-num-layers / layers)."),
+)
+
+
+def PARALLEL_OPTIONS(command):  # noqa: N802 (used as a decorator like the click options)
+    """``command`` with --ep, --dp-shard and --checkpoint-fraction attached."""
+    for option in reversed(_PARALLEL_OPTIONS):
+        command = option(command)
+    return command
 
 # Options shared by `plan` and `pareto` (PlanRequest fields).
 PLAN_OPTIONS = [

@@ -436,6 +436,16 @@ def test_offloaded_8bit_adam_is_refused(sft):
             export_plan(p, fmt)
 
 
+def test_hybrid_sharding_and_partial_checkpointing_are_refused(sft):
+    # TrainConfig inputs of check/validate that no writer expresses: never a silent FULL_SHARD
+    for change in ({"fsdp": True, "zero_stage": 0, "dp_shard": 1},
+                   {"checkpointing": "full", "checkpoint_fraction": 0.5}):
+        p = variant(sft, **change)
+        for fmt in FORMATS:
+            with pytest.raises(PlannerError, match="no launch writer expresses them"):
+                export_plan(p, fmt)
+
+
 # ---------------------------------------------------------------------------------------------
 # Formats, documents and the command line
 # ---------------------------------------------------------------------------------------------

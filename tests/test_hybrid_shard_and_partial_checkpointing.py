@@ -59,8 +59,9 @@ def test_replica_traffic_is_timed_on_the_network_and_the_shards_inside_a_node(ti
 @pytest.mark.parametrize(("kw", "needle"), [
     ({"num_gpus": 16, "dp_shard": 8}, "needs the weights sharded"),
     ({"num_gpus": 16, "fsdp": True, "dp_shard": 3}, "must divide the data-parallel degree 16"),
+    ({"checkpoint_fraction": 0.5}, "needs --checkpointing full"),
 ])
-def test_hybrid_sharding_rules(tiny, kw, needle):
+def test_hybrid_sharding_and_partial_checkpointing_rules(tiny, kw, needle):
     with pytest.raises(PlannerError, match=needle):
         validate_config(tiny_config(**kw), tiny)
 
@@ -112,3 +113,25 @@ def test_host_launches_replay_only_the_wrapped_layers(tiny):
                                                     checkpoint_fraction=0.5))
     assert half == pytest.approx((full + none) / 2)
     assert full > none > 0.0 and hl.HOST_CHECKPOINT_PER_FORWARD_LAUNCH > 0
+
+
+def test_the_command_line_takes_both_and_shows_them(capsys):
+    from planner.cli import main
+
+    argv = ["check", "--model", "llama-2-13b", "--gpu", "a100-80gb-sxm", "--num-gpus", "32",
+            "--fsdp", "--dp-shard", "8", "--seq-len", "4096", "--checkpoint-fraction", "0.4"]
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    out = capsys.readouterr().out
+    assert done.value.code in (0, 1)
+    assert "fsdp hybrid (shards of 8, 4 replicas)" in out
+    assert "checkpointing full on 40% of the layers" in out
+
+
+def test_tune_keeps_full_checkpointing_for_a_share_of_the_layers(cat):
+    from planner.solver.tune import tune
+
+    cfg = tiny_config(checkpointing="full", checkpoint_fraction=0.5, seq_len=64)
+    found = tune(model="tiny-llama", gpu="test-gpu", config=cfg, catalog=cat)
+    assert found.status == "optimal" or found.best is not None
+    assert {c.config.checkpointing for c in (found.best, *found.runners_up)} == {"full"}

@@ -36,10 +36,19 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
         )
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
-    error = ep_error(cfg, model) or dp_shard_error(cfg)
+    error = ep_error(cfg, model) or dp_shard_error(cfg) or partial_checkpointing_error(cfg)
     if error:
         raise PlannerError(error)
     validate_workload(cfg, model)
+
+
+def partial_checkpointing_error(cfg: TrainConfig) -> str | None:
+    """A share of the layers (checkpoint_fraction) is checkpointed only under full
+    checkpointing."""
+    if cfg.checkpoint_fraction < 1 and cfg.checkpointing != "full":
+        return (f"--checkpoint-fraction {cfg.checkpoint_fraction:g} needs --checkpointing full "
+                f"(got {cfg.checkpointing}): it is the share of the layers checkpointed")
+    return None
 
 
 def dp_shard_error(cfg: TrainConfig) -> str | None:

@@ -339,6 +339,8 @@ def tune(
                        critic_model=critic_model, reward_model=reward_model)
     base = problem.base
     pins = pinned_fields(pins)
+    if base.checkpoint_fraction < 1:  # a share of the layers under full checkpointing
+        pins = {"checkpointing": "full", **pins}
     _check_pins(base, pins)
     domains = tune_domains(base, pins, tried)
     outers = outer_settings(base, domains, pins)

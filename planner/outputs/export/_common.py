@@ -271,6 +271,10 @@ def _every_format(job: Job, out: _Out) -> None:
         out.refuse(f"expert parallelism (ep {cfg.ep}: this launch has no expert parallel "
                    "degree)", f"re-plan on a framework whose launch writes it ("
                    f"{', '.join(EP_LAUNCHES)}), or check with --ep 1")
+    if cfg.dp_shard is not None or cfg.checkpoint_fraction < 1:  # inputs of check/validate
+        out.refuse("hybrid sharding or checkpointing on part of the layers (dp_shard "
+                   f"{cfg.dp_shard}, checkpoint_fraction {cfg.checkpoint_fraction:g}: no launch "
+                   "writer expresses them yet)", "re-plan without them")
     if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node
         out.refuse(f"{job.num_gpus} GPUs on {job.num_hosts} nodes (launchers start "
                    f"{job.per_node} processes on every node: {job.per_node * job.num_hosts} "
