@@ -301,8 +301,7 @@ def matmul_rate(gpu: GpuSpec, precision: str, util: float) -> float:
 
 def fp8_over_16bit(gpu: GpuSpec, precision: str) -> float | None:
     """The GPU's achievable fp8 / 16-bit matmul rate (matmul_rate) where the matmuls run in
-    ``precision`` fp8, which gemm.linear_time_scale needs to time fp8 routed experts; None
-    otherwise."""
+    fp8, which gemm.linear_time_scale needs to time fp8 routed experts; None otherwise."""
     return matmul_rate(gpu, "fp8", 1.0) / matmul_rate(gpu, "bf16", 1.0) \
         if precision == "fp8" else None
 
@@ -489,7 +488,8 @@ def estimate_throughput(
     per_gpu = tps / cfg.num_gpus
     mfu = flops.model * per_gpu / (peak_tflops(gpu, prec) * 1e12)
     limited_by = max(LIMITS, key=lambda k: category[k])
-    notes += [f for f in (low_mfu_note(mfu, limited_by, terms),) if f]
+    flag = low_mfu_note(mfu, limited_by, terms)
+    notes += [flag] if flag else []
     return ThroughputEstimate(
         step_time_s=step, tokens_per_step=tokens_step, tokens_per_s=tps,
         tokens_per_s_per_gpu=per_gpu, achieved_tflops_per_gpu=flops.total * per_gpu / 1e12,
