@@ -135,3 +135,16 @@ def test_tune_keeps_full_checkpointing_for_a_share_of_the_layers(cat):
     found = tune(model="tiny-llama", gpu="test-gpu", config=cfg, catalog=cat)
     assert found.status == "optimal" or found.best is not None
     assert {c.config.checkpointing for c in (found.best, *found.runners_up)} == {"full"}
+
+
+def test_a_case_on_smaller_nodes_keeps_each_gpus_network_share():
+    from planner.catalog.load import load_catalog
+    from planner.validation.throughput_cases import case_platform
+
+    catalog = load_catalog()
+    gpu = catalog.gpu("h100-sxm")
+    platform, node, network = case_platform(gpu, catalog)
+    assert node is None and network is None  # the platform's own 8-GPU hosts
+    platform, node, network = case_platform(gpu, catalog, {"extra": {"gpus_per_node": 4}})
+    assert node == 4
+    assert network / 4 == pytest.approx(platform.inter_node_bandwidth_gbps / platform.max_gpus)

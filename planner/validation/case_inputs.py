@@ -94,7 +94,7 @@ def _dp_shard(case: dict[str, Any], catalog: Catalog) -> int | None:
     extra = case.get("extra") or {}
     if str(extra.get("sharding_strategy", "")).lower() not in ("hsdp", "hybrid_shard"):
         return None
-    node = int(extra.get("gpus_per_node") or catalog.gpu(case["gpu"]).max_gpus_per_node or 1)
+    node = extra.get("gpus_per_node") or catalog.gpu(case["gpu"]).max_gpus_per_node or 1
     return max(1, min(node, case["num_gpus"]) // ((case.get("tp") or 1) * (case.get("cp") or 1)))
 
 

@@ -100,15 +100,18 @@ def memory_style_case(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_platform(
-    gpu: GpuSpec, catalog: Catalog
+    gpu: GpuSpec, catalog: Catalog, case: dict[str, Any] | None = None
 ) -> tuple[PlatformSpec | None, int | None, float | None]:
     """(platform, node size, network per node): an NVLink domain larger than the platform
-    (GB200 NVL72) is one node whose network is the sum of its hosts' (per-GPU share kept)."""
+    (GB200 NVL72) is one node whose network is the sum of its hosts' (per-GPU share kept); a
+    case's extra.gpus_per_node (its job on nodes of fewer GPUs than the platform holds) sets
+    the node size, each GPU keeping its share of the platform's network."""
     pid = PLATFORM_BY_FORM_FACTOR.get(gpu.form_factor)
     platform = catalog.platforms.get(pid) if pid else None
-    domain = NVLINK_DOMAIN_GPUS.get(gpu.form_factor)
+    domain = ((case or {}).get("extra") or {}).get("gpus_per_node") or \
+        NVLINK_DOMAIN_GPUS.get(gpu.form_factor)
     if platform is None or domain is None:
-        return platform, None, None
+        return platform, domain, None
     return platform, domain, platform.inter_node_bandwidth_gbps * domain / platform.max_gpus
 
 
@@ -128,7 +131,7 @@ def training_estimate(
     cfg, resolved = case_config({**mem_case, "pp": 1}, catalog)
     cfg = cfg.model_copy(update={"pp": pp})
     gpu = catalog.gpu(case["gpu"])
-    platform, per_node, network = case_platform(gpu, catalog)
+    platform, per_node, network = case_platform(gpu, catalog, case)
     vp = int((case.get("extra") or {}).get("vp") or 1)
     est = estimate_throughput(resolved.spec, gpu, cfg, platform=platform,
                               stack=stack_of(case, catalog), gpus_per_node=per_node,

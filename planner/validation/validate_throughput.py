@@ -240,7 +240,7 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
     """rltime.estimate_rl_step of a PPO/GRPO case (``decode_efficiency`` overrides the
     engine's share of the decode roofline; used to calibrate it)."""
     rc, cfg, gpu = rl_inputs(case, catalog)
-    platform, _per_node, _network = case_platform(gpu, catalog)
+    platform, _per_node, _network = case_platform(gpu, catalog, case)
     cap = _max_response_len(case, cfg)
     # NeMo-RL's FP8 tables state "Precision: Generation FP8, Training FP8"
     fp8_gen = case.get("precision") == "fp8" and bool(
@@ -292,7 +292,7 @@ def _preference_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, st
             raise PlannerError(f"case has no {need}")
     rc = rl_case(memory_style_case(case), catalog)
     gpu = catalog.gpu(case["gpu"])
-    platform, per_node, network = case_platform(gpu, catalog)
+    platform, per_node, network = case_platform(gpu, catalog, case)
     est = estimate_throughput(rc.resolved.spec, gpu, rc.cfg, platform=platform,
                               stack=stack_of(case, catalog), gpus_per_node=per_node,
                               inter_node_gbps=network)

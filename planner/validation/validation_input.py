@@ -94,6 +94,11 @@ class _Extra(_Fields):
     # the reference model's param_offload: recorded settings, not read by the predictions
     ppo_micro_batch_size_global: Count | None = None
     ref_param_offload: bool | None = None
+    # the job's nodes hold fewer GPUs than its platform (throughput_cases.case_platform); FSDP
+    # hybrid sharding (hsdp / hybrid_shard: case_inputs._dp_shard); expert parallel degree
+    gpus_per_node: Count | None = None
+    sharding_strategy: Text | None = None
+    ep: Count | None = None
 
 
 class _Case(_Fields):
