@@ -102,6 +102,8 @@ FACTS = [
     ("verl", "rl_placements", ("colocate", "split")),
     ("verl", "attention", "flash"),
     ("verl", "master_weights", "fp32"),
+    ("lit-llama", "pure_16bit_methods", ("lora",)),
+    ("lit-llama", "lora_targets", ("q", "v")),
 ]
 
 
@@ -113,7 +115,7 @@ def test_fact_read_from_the_source(fid, fact, value):
 
 
 NEW = ["torchtitan", "litgpt", "accelerate-fsdp", "axolotl", "ms-swift", "ms-swift-megatron",
-       "llm-foundry", "megatron-bridge", "nemo-automodel"]
+       "llm-foundry", "megatron-bridge", "nemo-automodel", "lit-llama"]
 # frameworks with measured rows in validation/project_cases*.yaml, pooled in their stack's fit
 MEASURED = {"torchtitan", "accelerate-fsdp", "ms-swift", "llm-foundry"}
 
@@ -144,6 +146,7 @@ def test_new_profiles_cite_a_commit_and_inherit_their_efficiency(fid):
     ("megatron-bridge", "megatron-bridge"), ("megatron-core", "megatron-lm"),
     ("hf-fsdp", "accelerate-fsdp"), ("transformers+fsdp", "accelerate-fsdp"),
     ("automodel", "nemo-automodel"), ("megatron-swift", "ms-swift-megatron"),
+    ("lit-llama", "lit-llama"), ("Lightning-AI/lit-llama", "lit-llama"),
 ])
 def test_names_a_user_or_a_data_file_may_write(alias, fid):
     assert resolve(CAT, alias).id == fid
