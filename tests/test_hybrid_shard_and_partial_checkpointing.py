@@ -148,3 +148,15 @@ def test_a_case_on_smaller_nodes_keeps_each_gpus_network_share():
     platform, node, network = case_platform(gpu, catalog, {"extra": {"gpus_per_node": 4}})
     assert node == 4
     assert network / 4 == pytest.approx(platform.inter_node_bandwidth_gbps / platform.max_gpus)
+
+
+def test_memory_and_flops_take_the_same_share_of_the_layers(tiny):
+    # 2 layers at a quarter: FLOPs recompute 0.25 of them, memory keeps 0.5 layers' inputs
+    # only and 1.5 layers' saved tensors (an expectation over layers, no rounding apart)
+    q = tiny_config(checkpointing="full", checkpoint_fraction=0.25)
+    full = tiny_config(checkpointing="full")
+    assert flops.training_flops(tiny, q).recompute_linear == pytest.approx(
+        flops.training_flops(tiny, full).recompute_linear / 4)
+    expect = (memory.activation_bytes(tiny, full) - 1.5 * memory._layer_input_bytes(tiny, full)
+              + 1.5 * memory.layer_activation_bytes_per_token(tiny, q) * 8)
+    assert memory.activation_bytes(tiny, q) == pytest.approx(expect)

@@ -25,6 +25,7 @@ from planner.catalog.params import layer_linears
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
+from planner.models.flops import recomputed_share
 from planner.models.held_outputs import forward_end_phases, head_transient, held_bytes_per_token
 from planner.models.lora_dropout import lora_dropout_bytes_per_token as dropout_bytes
 from planner.models.loss_buffers import (
@@ -263,7 +264,7 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
         per_layer = _layer_input_bytes(model, cfg)
         if op_sac:
             per_layer += op_sac_bytes_per_token(model, cfg) * tokens
-        wrapped = round(layers * cfg.checkpoint_fraction) if cfg.checkpointing == "full" else layers
+        wrapped = layers * (recomputed_share(cfg) if cfg.checkpointing == "full" else 1.0)
         kept = _kept_layers(model, cfg, wrapped) * per_layer * in_flight
         rest = (layers - wrapped) * layer_activation_bytes_per_token(model, cfg) * tokens
         return kept + rest * in_flight + backward_working_set_bytes_per_token(model, cfg) * tokens
