@@ -272,3 +272,24 @@ def test_step_time_bound_takes_the_stacks_own_overhead(framework):
         for j in range(0, len(rows), 2):
             if rows[j].gpu_need_mib <= offer.capacity_mib:
                 assert bounds[j] <= space.timing.step_us(oi, rows[j]) + ROUNDING
+
+
+def test_a_step_past_the_solvers_time_cap_still_plans(tmp_path):
+    """A GPU of 10 GFLOP/s makes steps of days: the solver caps their microseconds just below
+    steptime.NO_TIME (its mark for a pair that is not a candidate) instead of losing every
+    pair of the plan its cost stage found (the fuzz tier's catalog extremes found this), and
+    the re-check takes the analytic time."""
+    import yaml
+
+    from planner.solver.steptime import NO_TIME
+
+    gpu = CAT.gpu("rtx-4090").model_dump(mode="json", exclude_none=True)
+    (tmp_path / "gpus").mkdir()
+    (tmp_path / "gpus" / "slow-gpu.yaml").write_text(yaml.safe_dump(
+        {**gpu, "id": "slow-gpu", "bf16_dense_tflops": 0.01}))
+    cat = load_catalog([tmp_path])
+    for pricing in ("buy", "rent"):
+        result = plan(PlanRequest(model="qwen2.5-3b", gpus=("slow-gpu",), max_gpus=8,
+                                  pricing=pricing), cat)
+        assert result.plan is not None and result.plan.gpu == "slow-gpu"
+        assert result.plan.throughput.step_time_s * 1e6 > NO_TIME

@@ -43,6 +43,7 @@ from planner.solver.rules import (
 )
 from planner.solver.rules import FIT_RULES as RULE_FITS
 from planner.solver.space import PlanSpace, host_sizes, pins
+from planner.solver.steptime import NO_TIME
 
 SEED = 0
 
@@ -63,7 +64,6 @@ def cp_solver(time_limit: float) -> cp_model.CpSolver:
     return s
 
 
-NO_TIME = 10**11  # step time of a pair that is not a candidate (add_step_time leaves it out)
 
 
 @dataclass

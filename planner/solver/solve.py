@@ -38,6 +38,7 @@ from planner.solver.stages import (
     solve_lexicographic,
     solve_timed,
 )
+from planner.solver.steptime import NO_TIME
 
 PARETO_STEP = 0.01  # each Pareto point is at least 1 % faster than the previous one
 
@@ -323,12 +324,13 @@ def solver_agrees(space: PlanSpace, solved: Solved, plan: Plan) -> list[str]:
     # A chain stopped before proving its stage (status feasible) may stand on a pair whose
     # time the stage took from its lower bound (stages._times evaluates only the pairs that can
     # reach the best); the plan's own time is the models', re-checked below.
-    if solved.status == "optimal" and "step_time_us" in v and \
-            abs(v["step_time_us"] - step_us) > 0.5 + 1e-6 * step_us:
+    # a step at steptime.NO_TIME - 1 is one the solver capped (its time is the models')
+    timed = solved.status == "optimal" and "step_time_us" in v and not (
+        v["step_time_us"] == NO_TIME - 1 and step_us >= NO_TIME - 1)
+    if timed and abs(v["step_time_us"] - step_us) > 0.5 + 1e-6 * step_us:
         problems.append(f"step time {step_us:,.0f} us, the solver's {v['step_time_us']:,} us")
     if space.request.pricing == "rent":
-        hours = job_hours_at(v["step_time_us"], job_steps(space)) \
-            if "step_time_us" in v and solved.status == "optimal" else plan.time_hours
+        hours = job_hours_at(v["step_time_us"], job_steps(space)) if timed else plan.time_hours
         want, unit = plan_usd(space, solved.offer, plan.num_gpus, hours=hours), "rental"
     else:
         want, unit = offer.purchase_usd(plan.num_gpus), "purchase"

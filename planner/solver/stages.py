@@ -190,7 +190,7 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     for low, k, r in pending:
         fastest = best.get(offloaded[r])
         if fastest is not None and low > fastest:
-            out[(k, r)] = max(fastest + 1, math.ceil(low))
+            out[(k, r)] = min(NO_TIME - 1, max(fastest + 1, math.ceil(low)))
             continue
         t = space.timing.step_us(offers[k], rows[r])
         out[(k, r)] = t

@@ -174,6 +174,13 @@ class Timing:
         return self._steps[key]
 
 
+# Step time (us) of a pair that is not a candidate (encoding.add_step_time leaves it out). A
+# real step is capped just below it: steps over ~28 hours (a GPU of a few GFLOP/s) tie on
+# time in the solver, which could otherwise lose every pair of a plan it had found; the plan
+# reports the analytic model's time, not this integer.
+NO_TIME = 10**11
+
+
 def step_time_us(space: TimedSpace, offer_idx: int, row: Row) -> int:
     """Optimizer-step time of ``row`` on the offer's GPUs in microseconds, from the throughput
     model with the request's stack (the job time is proportional: fixed tokens per step)."""
@@ -183,7 +190,7 @@ def step_time_us(space: TimedSpace, offer_idx: int, row: Row) -> int:
                               platform=offer.platform, stack=space.request.stack,
                               critic=space.roles.critic, reward=space.roles.reward,
                               gpus_per_node=offer.gpus_per_host, side=side)
-    return max(1, round(est.step_time_s * 1e6))
+    return min(NO_TIME - 1, max(1, round(est.step_time_s * 1e6)))
 
 
 def config_for(space: TimedSpace, row: Row) -> TrainConfig:
