@@ -16,10 +16,10 @@ What is fitted, in this order (each fit sees the earlier ones applied):
 2. training throughput (efficiency.STACK_CASES): per stack and precision class (fp8 rows apart
    from 16-bit rows), the median of validate_throughput.implied_utilisation over the cases
    whose implied utilisation is at most 1 (MAX_IMPLIED_UTILISATION); jointly with
-   STEP_OVERHEAD_S: the value of STEP_OVERHEAD_GRID whose refitted factors give the lowest
-   mean |error| over all those cases (the mean, not the median: the overhead acts on the
-   short-step cases in the tail, which a median ignores; with the median, leaving MLPerf v5.0
-   out moved it to 0 s and its GB200 rows to +29 / +39 %).
+   STEP_OVERHEAD_S: the least value of STEP_OVERHEAD_GRID whose refitted factors give a mean
+   |error| over all those cases within OVERHEAD_TOLERANCE of the lowest (the mean, not the
+   median: the overhead acts on the short-step cases in the tail, which a median ignores; with
+   the median, leaving MLPerf v5.0 out moved it to 0 s and its GB200 rows to +29 / +39 %).
 3. decode (efficiency.DECODE_CASES): per serving stack, the median of implied_decode_efficiency.
 4. RL rollout (efficiency.RL_ROLLOUT_CASES, every engine's): the median of
    implied_rl_decode_efficiency over the cases whose implied value is at most 1.
@@ -82,13 +82,21 @@ MEMORY_GRIDS: dict[str, tuple[tuple[float, ...], float]] = {
 # milliseconds; the median error is flat and noisy in the overhead (7.7-11 % over 0-0.25 s),
 # so a wider grid lets the fit absorb model error into a per-step constant no stack has.
 STEP_OVERHEAD_GRID: tuple[float, ...] = tuple(round(0.025 * i, 3) for i in range(5))
+# The objective is flat near its minimum (2026-11-26: 0.05 / 0.075 / 0.1 / 0.125 / 0.15 s give
+# 12.70 / 12.54 / 12.52 / 12.58 / 12.66 % mean |error|), so the least overhead within
+# OVERHEAD_TOLERANCE of the best is taken: a difference that small is no evidence for a larger
+# per-step constant, and the choice no longer flips on one source more or less.
+OVERHEAD_TOLERANCE = 0.001  # 0.1 point of mean |error|
 
 # A training case whose implied utilisation exceeds 1 ran faster than the GPU's achievable
 # matmul rate (peak x MAMF fraction) allows with its recorded settings and the modelled
 # memory-bound terms: no share of that rate reproduces it, so it sets no factor (issue 18: no
 # factor may rest on more than the achievable peak). It is still predicted and counted in every
-# accuracy figure. 2026-11-25: three torchtune README rows (RTX A6000 full 1.17, RTX 4090 LoRA
-# 1.18, RTX A6000 LoRA 1.39; 1.17 / 1.15 / 1.33 before LoRA's matmul traffic was timed).
+# accuracy figure. 2026-11-26: three torchtune README rows (RTX A6000 full 1.23, RTX 4090 LoRA
+# 1.03, RTX A6000 LoRA 1.51 at the 0.1 s step overhead, with the measured square-matmul
+# fractions: the A6000's 123.34 TFLOPS, 0.80 of its peak; the RTX 4090's 165.26, 1.00; the
+# A6000 LoRA row needs 157 TFLOPS of its 154.8 dense peak). 2026-11-25, the 4090 at the 0.80
+# default: 1.17 / 1.18 / 1.39.
 MAX_IMPLIED_UTILISATION = 1.0
 
 # Constants that are not fitted, and why (printed by main; the rest of calibration.py and
@@ -321,8 +329,9 @@ def training_groups(cases: Cases, exclude: frozenset[str]) -> dict[
 
 def fit_training(cases: Cases, catalog: Catalog, exclude: frozenset[str],
                  base: dict[str, Any]) -> tuple[float, dict[str, dict[str, float]], list[str]]:
-    """(step overhead, stack factors, fallbacks): the grid overhead whose refitted factors
-    give the lowest mean |error| over the training cases left (ties: the smaller)."""
+    """(step overhead, stack factors, fallbacks): the least grid overhead whose refitted
+    factors give a mean |error| over the training cases left within OVERHEAD_TOLERANCE of the
+    lowest."""
     groups = training_groups(cases, exclude)
     left = unique(groups)
     trials = []
@@ -332,7 +341,9 @@ def fit_training(cases: Cases, catalog: Catalog, exclude: frozenset[str],
         with patched({eff: efficiency_values(trial)}):
             err = mean_abs(predict_throughput_case(c, catalog).rel_err for c in left)
         trials.append((round(err, 9), overhead, table, fallbacks))
-    _err, overhead, table, fallbacks = min(trials, key=lambda t: (t[0], t[1]))
+    best = min(t[0] for t in trials)
+    _err, overhead, table, fallbacks = min(
+        (t for t in trials if t[0] <= best + OVERHEAD_TOLERANCE), key=lambda t: t[1])
     return overhead, table, fallbacks
 
 

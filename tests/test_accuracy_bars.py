@@ -56,10 +56,11 @@ def test_training_throughput_median_over_every_source(every_source):
     assert every_source["throughput: training (usable)"][1] <= 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: torchtune's single-GPU README rows (their "
-                   "LoRA rows imply over 95 % of the dense peak) and MLPerf v4.0's PEFT + "
-                   "DeepSpeed 8 x H100 row set the p90 (35.3 %)")
 def test_training_throughput_p90(table):
+    """Met since the RTX 4090's (and nine other GPUs') matmul fraction is measured, not the
+    0.80 default (tools/gpus_from_csv.py SQUARE_MATMUL): 35.3 -> 32.9 %. The torchtune RTX
+    A6000 rows (the LoRA one needs more than the card's dense peak) and MLPerf v4.0's PEFT +
+    DeepSpeed 8 x H100 row are still the largest errors."""
     assert _row(table, "throughput: training (usable)")[2] <= 0.35
 
 

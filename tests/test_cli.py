@@ -368,11 +368,11 @@ def test_binding_only_where_relaxing_the_rule_changes_the_plan(capsys):
     code, out, _ = run(capsys, "plan", *args, "--budget", "3000")
     row = next(line for line in out.splitlines() if line.startswith("budget "))
     assert "BINDING" not in row and "3,000" in row
-    # a purchase for time with $3,000 is held back by its budget: $3,300 buys a faster plan
-    doc = _plan_json(capsys, "--model", "7b", "--budget", "3000", "--objective", "time")
+    # a purchase for time with $6,000 is held back by its budget: $6,600 buys a faster plan
+    doc = _plan_json(capsys, "--model", "7b", "--budget", "6000", "--objective", "time")
     rule = next(b for b in doc["binding"] if b["name"] == "budget")
-    loose = _plan_json(capsys, "--model", "7b", "--budget", "3300", "--objective", "time")
-    assert rule["binding"] is True and rule["relaxed"].startswith("with budget $3,300: ")
+    loose = _plan_json(capsys, "--model", "7b", "--budget", "6600", "--objective", "time")
+    assert rule["binding"] is True and rule["relaxed"].startswith("with budget $6,600: ")
     assert loose["plan"]["time_hours"] < doc["plan"]["time_hours"]
     assert f"{loose['plan']['time_hours']:,.2f} h" in rule["relaxed"]
 

@@ -22,9 +22,17 @@ def test_measured_matmul_fractions_come_from_the_gpu_files():
     # the H200 has no bf16 measurement of its own: its file carries the H100's, said in source
     assert eff.matmul_fraction(h200, "bf16") == eff.matmul_fraction(h100, "bf16")
     assert "H100" in h200.mamf_source
+    # a GPU stas00 did not measure takes the square-matmul database's median over its rows,
+    # which may pass 1 on a GeForce card (its datasheet peak is quoted at the nominal boost)
+    rtx4090 = cat.gpu("rtx-4090")
+    assert abs(eff.matmul_fraction(rtx4090, "bf16") - 165.26 / 165.2) < 1e-3
+    assert "torch-performance-test-data" in rtx4090.mamf_source
+    assert abs(eff.matmul_fraction(cat.gpu("rtx-a6000"), "bf16") - 123.34 / 154.8) < 1e-3
+    # stas00's table comes first where both measured (A100 SXM: 271.2, not 264.53)
+    assert "stas00" in cat.gpu("a100-80gb-sxm").mamf_source
     # an unmeasured GPU takes the stated default
-    assert cat.gpu("rtx-4090").mamf_bf16_fraction is None
-    assert eff.matmul_fraction(cat.gpu("rtx-4090"), "bf16") == eff.DEFAULT_MAMF_BF16
+    assert cat.gpu("a10g").mamf_bf16_fraction is None
+    assert eff.matmul_fraction(cat.gpu("a10g"), "bf16") == eff.DEFAULT_MAMF_BF16
 
 
 def test_host_link_follows_the_gpu_generation_and_a_grace_c2c_link():

@@ -87,9 +87,11 @@ def test_every_usable_rl_time_case_is_predicted(timing):
 # deepspeed factor refits 0.624 -> 0.644 (DeepSpeed-Chat's OPT-1.3b SFT row's 4096-row GEMMs run
 # slower) and the PPO median (in-sample) is 22.5 % (21.8 % before; leave-one-source-out 17.4 %
 # both ways, benchmarks/loso.py).
+# RM 13.2 % since the V100's matmul fraction is its measured 0.7587 (square-matmul database,
+# tools/gpus_from_csv.py SQUARE_MATMUL), not the 0.80 default.
 # The assertions guard these figures against regressions.
 @pytest.mark.parametrize("workload, cases, median, p90", [
-    ("ppo", 14, 0.23, 0.70), ("grpo", 6, 0.21, 0.50), ("rm", 1, 0.12, 0.12)])
+    ("ppo", 14, 0.23, 0.70), ("grpo", 6, 0.21, 0.50), ("rm", 1, 0.14, 0.14)])
 def test_rl_time_accuracy(timing, workload, cases, median, p90):
     s = _usable(timing, workload)
     assert s["predicted"] == cases

@@ -241,6 +241,43 @@ MAMF: dict[str, tuple[float | None, float | None, str]] = {
                "against the catalog's vendor 1,835"),
 }
 
+# GPUs the stas00 table does not cover: the crowd-sourced square-matmul benchmark of
+# zzc0721/torch-performance-test-data @9d82827 (database.md; test.py times torch.matmul of
+# N x N operands, N = 1024 .. 10240, 10 warm-up and 30 timed runs, and reports the best size).
+# On the GPUs both sources measured it agrees with stas00's MAMF within 3 % (A100 SXM4 80GB
+# bf16 264.53 vs 271.2; H100 80GB HBM3 797.51 / 783.66 vs 794.5). id -> (the database rows'
+# 16-bit TFLOPS, what was read): the median of the rows naming the catalog's card (a "48GB",
+# "D" or Laptop variant is another card), in its bf16 column, or fp16 where the catalog's
+# 16-bit peak is FP16 (T4 and V100 have no bf16 tensor math). A GeForce card can exceed its
+# datasheet peak: that peak is quoted at the nominal boost clock, which these cards pass.
+_SQUARE = "zzc0721/torch-performance-test-data @9d82827 database.md (torch.matmul, best N x N)"
+SQUARE_MATMUL: dict[str, tuple[tuple[float, ...], str]] = {
+    "rtx-4090": ((170.06, 173.31, 162.39, 163.09, 165.71, 164.81),
+                 "six RTX 4090 24GB / GeForce RTX 4090 rows, bf16 162.39-173.31, median 165.26"),
+    "rtx-3090": ((76.34, 76.68, 76.58),
+                 "three RTX 3090 rows, bf16 76.34-76.68, median 76.58"),
+    "rtx-5090": ((236.03, 242.18, 221.65, 240.05),
+                 "four RTX 5090 32GB / GeForce RTX 5090 rows, bf16 221.65-242.18, median 238.04"),
+    "rtx-a6000": ((123.34,), "one RTX A6000 row, bf16 123.34"),
+    "rtx-pro-6000-blackwell": ((417.98,), "one RTX PRO 6000 Workstation 96G row, bf16 417.98 "
+                               "(the Server Edition row: 409.42)"),
+    "l40s": ((269.15,), "one L40S row, bf16 269.15"),
+    "l4": ((70.89,), "one L4 row, bf16 70.89"),
+    "h100-pcie": ((495.93,), "one H100 PCIe row, bf16 495.93"),
+    "h20": ((142.25, 141.86), "two H20 rows, bf16 142.25 / 141.86, median 142.06"),
+    "t4": ((41.91, 41.93, 42.71), "three Tesla T4 16GB rows, fp16 41.91-42.71, median 41.93"),
+    "v100-16gb": ((94.84,), "one Tesla V100-SXM2-16GB row, fp16 94.84"),
+    "v100-32gb": ((94.84,), "one Tesla V100-SXM2-16GB row, fp16 94.84 (measured on the 16 GB "
+                  "part: same GV100 SXM2 compute)"),
+}
+
+
+def _median(values: tuple[float, ...]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 # The GPU's own link to host memory (CPU offload copies, weight sync to CPU): the PCIe
 # generation of its x16 host interface from the vendor's datasheet or architecture paper, or
 # NVLink-C2C where a Grace CPU is attached. A host platform with an older PCIe generation caps
@@ -314,6 +351,10 @@ def vendor_facts(gpu_id: str, num: dict[str, int | float]) -> dict[str, object]:
         if fp8 is not None:
             out["mamf_fp8_fraction"] = round(fp8 / num["fp8_dense_tflops"], 4)
         out["mamf_source"] = f"{_MAMF}: {what} TFLOPS"
+    elif gpu_id in SQUARE_MATMUL:
+        values, what = SQUARE_MATMUL[gpu_id]
+        out["mamf_bf16_fraction"] = round(_median(values) / num["bf16_dense_tflops"], 4)
+        out["mamf_source"] = f"{_SQUARE}: {what} TFLOPS"
     if gpu_id in ARCHITECTURE:
         out["architecture"] = ARCHITECTURE[gpu_id]
     if gpu_id in HOST_LINK:

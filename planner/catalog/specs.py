@@ -101,8 +101,8 @@ class GpuSpec(_Frozen):
     # Vendor facts of the speed model (issue 18), each with its source; absent = not measured
     # (the model then states the default it uses: efficiency.matmul_fraction, network).
     mamf_bf16_fraction: float | None = Field(
-        default=None, gt=0, le=1,
-        description="measured maximum achievable 16-bit matmul TFLOPS / bf16_dense_tflops")
+        default=None, gt=0, le=1.25, description="measured maximum achievable 16-bit matmul "
+        "TFLOPS / bf16_dense_tflops (> 1: a GeForce card boosting past its datasheet clock)")
     mamf_fp8_fraction: float | None = Field(
         default=None, gt=0, le=1,
         description="measured maximum achievable FP8 matmul TFLOPS / fp8_dense_tflops")

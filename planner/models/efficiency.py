@@ -13,7 +13,8 @@ Compute efficiency is a product of two parts:
 
 * ``matmul_fraction(gpu, precision)``: the vendor fact. The maximum achievable matmul TFLOPS (MAMF)
   that stas00/ml-engineering measured, over the dense peak (../shared/reference/gpus_README.md,
-  caveat 3). It says how much of the datasheet peak any software can get.
+  caveat 3), or a square-matmul benchmark's where that table has no row. It says how much of
+  the datasheet peak any software can get.
 * ``STACK_UTILISATION[stack][precision class]``: the calibrated part. The share of that achievable
   matmul rate that a training stack sustains over a whole step, including everything that is not
   modelled explicitly (norms, activations, rotary, loss, kernel launches, data loading).
@@ -41,7 +42,10 @@ _FITTED = fitted()["efficiency"]
 # ---------------------------------------------------------------------------------------------
 # Vendor facts: the measured maximum achievable matmul fraction (MAMF / dense peak) lives in each
 # GPU's catalog file (mamf_bf16_fraction, mamf_fp8_fraction, with mamf_source; written by
-# tools/gpus_from_csv.py from stas00/ml-engineering @744d01e, gpus_README caveat 3).
+# tools/gpus_from_csv.py from stas00/ml-engineering @744d01e, gpus_README caveat 3, and for the
+# GPUs that table lacks (RTX 3090 / 4090 / 5090 / A6000 / PRO 6000, L4, L40S, H100 PCIe, H20,
+# T4, V100) the square-matmul database zzc0721/torch-performance-test-data @9d82827, which
+# agrees with stas00 within 3 % where both measured).
 # ---------------------------------------------------------------------------------------------
 # GPUs without a measurement: the median of the NVIDIA bf16 rows (H100 0.80, A100 SXM 0.87,
 # A100 PCIe 0.81, B200 0.78, GB200 0.73) is 0.80; fp8 rows (H100 0.71, H200 0.73, B200 0.76,
@@ -245,9 +249,10 @@ def attention_utilisation(util: float) -> float:
 # the GB200 pair (8 -> 72 GPUs, cp 8) keeps ~0.06 s (v5.0, CUDA graphs). Applied to every
 # stack but those in MEASURED_STEP_OVERHEAD_S. benchmarks/fit.py fits it jointly with every stack
 # factor: on a 0.025 s grid from 0 to 0.1 s (fit.STEP_OVERHEAD_GRID; a wider grid lets the fit
-# absorb model error into a per-step constant), the value whose refitted factors give the lowest
-# mean |error| over all usable training cases (2026-11-25: 0 / 0.025 / 0.05 / 0.075 / 0.1 s
-# give 14.3 / 13.3 / 12.5 / 12.1 / 12.2 %; the median objective, 9.0 / 9.9 / 9.5 / 7.7 /
+# absorb model error into a per-step constant), the least value whose refitted factors give a
+# mean |error| over all usable training cases within 0.1 point of the lowest (2026-11-26: 0 /
+# 0.025 / 0.05 / 0.075 / 0.1 s give 13.6 / 13.1 / 12.7 / 12.54 / 12.52 %: flat, so 0.075 s;
+# 2026-11-25: 14.3 / 13.3 / 12.5 / 12.1 / 12.2 %; the median objective, 9.0 / 9.9 / 9.5 / 7.7 /
 # 8.6 %, was flat and fell to 0 s without the MLPerf v5.0 rows).
 STEP_OVERHEAD_S: float = _FITTED["step_overhead_s"]
 # Per-step host time measured on a stack's own loop, which replaces the fitted constant there.
