@@ -90,7 +90,7 @@ def cli() -> None:
 @click.option("--num-gpus", type=INT, default=1, show_default=True)
 @click.option("--workload", type=_choice(WORKLOADS), default="sft", show_default=True)
 @click.option("--method", type=_choice(METHODS), default="full", show_default=True)
-@click.option("--lora-rank", type=INT, default=None, help="LoRA/DoRA/QLoRA rank [default: 16].")
+@click.option("--lora-rank", type=INT, default=None, help="LoRA rank [default: the framework's].")
 @click.option("--optimizer", type=_choice(OPTIMIZERS), default="adamw", show_default=True)
 @click.option("--optimizer-in-backward", is_flag=True,
               help="Update each parameter as its gradient arrives (needs --grad-accum 1).")

@@ -30,7 +30,7 @@ from planner.inputs import (
 # Flags whose default means "as the framework does" (its profile's memory semantics): when
 # the user does not give them, TrainConfig leaves the field to the profile (frameworks.apply).
 SEMANTIC_FLAGS = ("pure_bf16", "fused_optimizer", "chunked_loss", "no_flash_attention",
-                  "lora_dropout", "checkpointing")
+                  "lora_dropout", "checkpointing", "lora_targets")
 
 
 def _config(opts: dict[str, object]) -> TrainConfig:
@@ -39,6 +39,8 @@ def _config(opts: dict[str, object]) -> TrainConfig:
         if ctx is not None and name in opts and \
                 ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
             del opts[name]
+    if opts.get("lora_rank") is None:
+        opts.pop("lora_rank", None)  # the framework's (frameworks.apply)
     fields = dict(config_field(n, opts.pop(n)) for n in CONFIG_FLAGS if n in opts)
     data = {("micro_batch_size" if k == "micro_batch" else k): v for k, v in opts.items()}
     data.update(fields)

@@ -171,8 +171,9 @@ WORKLOAD_OPTIONS = [
 # same flags, names and defaults for `check` (one configuration) and `plan` / `pareto` (every
 # candidate computes with them).
 CONFIG_OPTIONS = [
-    click.option("--lora-targets", default="all-linear", show_default=True,
-                 help="Comma list of q,k,v,o,gate,up,down or all-linear."),
+    click.option("--lora-targets", default="all-linear",
+                 help="Comma list of q,k,v,o,gate,up,down or all-linear [default: the "
+                 "framework's (PEFT: q,v on Llama-style models), else all-linear]."),
     click.option("--lora-dropout", type=click.FloatRange(0, 1, max_open=True), default=None,
                  help="LoRA dropout probability (default: the framework's; PEFT's 0.0). Above "
                  "0 every adapter keeps its dropout's output and mask."),
@@ -277,7 +278,8 @@ PLAN_OPTIONS = [
     click.option("--num-gpus", type=INT, default=None, help="Pin the GPU count."),
     click.option("--method", type=_choice(("auto", *METHODS)), default="auto", show_default=True),
     click.option("--lora-rank", type=LORA_RANK, default=None,
-                  help="Adapter rank, or auto (the solver tries 64, 32, 16, 8) [default: 16]."),
+                  help="Adapter rank, or auto (the solver tries 64, 32, 16, 8) [default: the "
+                  "framework's; 16 where it states none]."),
     click.option("--optimizer", type=_choice(("auto", *OPTIMIZERS)), default="adamw",
                   show_default=True),
     click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),

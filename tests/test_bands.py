@@ -139,7 +139,8 @@ def test_check_fits_by_the_band_upper_edge_and_reports_every_band():
 
 
 def test_plan_holds_the_upper_edge_and_confidence_zero_is_the_point_plan():
-    kw = {"model": "1.5b", "budget_usd": 3000, "memory_margin": 0.0}  # a point plan near 24 GiB
+    kw = {"model": "1.5b", "budget_usd": 3000, "memory_margin": 0.0,  # a point plan near 24 GiB
+          "lora_rank": 16, "fixed": {"lora_targets": ("all-linear",)}}
     point, banded = plan(PlanRequest(**kw)), plan(PlanRequest(confidence=0.9, **kw))
 
     def headroom(result):  # the band of the plan's own method (bands.need_scale)
@@ -193,7 +194,8 @@ def test_tune_limit_is_capacity_over_the_headroom():
 
 
 def test_cli_text_and_json_show_bands(capsys):
-    args = ("plan", "--budget", "3000", "--model", "1.5b")  # a point plan above 24 GiB / 1.14
+    args = ("plan", "--budget", "3000", "--model", "1.5b",  # a point plan above 24 GiB / 1.14
+            "--lora-rank", "16", "--lora-targets", "all-linear")
     code, out, _ = run(capsys, *args)
     assert code == 0 and " (p90 band " in out
     code, out, _ = run(capsys, *args, "--json")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from conftest import tiny_config
 
-from planner.catalog.frameworks import release
 from planner.catalog.load import load_catalog
+from planner.catalog.releases import release
 from planner.errors import PlannerError
 from planner.models import memory as mem
 from planner.validation.case_releases import BNB_KEEPS_ONLY_WEIGHT, bnb_keeps_inputs

@@ -131,7 +131,7 @@ def test_accelerate_deepspeed(sft):
     launch = argv("\n".join(line.lstrip("# ") for line in res.text.splitlines()
                             if line.startswith("#   ")))
     assert flag(launch, "--per_device_train_batch_size") == "4"
-    assert flag(launch, "--lora_r") == "16"
+    assert flag(launch, "--lora_r") == str(sft.config.rank) == "8"  # PEFT's r on the Trainer
 
 
 def test_accelerate_fsdp(sft):
@@ -175,7 +175,7 @@ def test_torchrun_command(sft):
     assert flag(tokens, "--per_device_train_batch_size") == str(p.config.micro_batch_size)
     assert flag(tokens, "--gradient_accumulation_steps") == str(p.config.grad_accum)
     assert flag(tokens, "--max_length") == "2048"
-    assert flag(tokens, "--lora_r") == "16" and flag(tokens, "--use_peft") == "True"
+    assert flag(tokens, "--lora_r") == str(p.config.rank) and flag(tokens, "--use_peft") == "True"
     assert flag(tokens, "--deepspeed") == "ds_z2_config.json"
     assert flag(tokens, "--gradient_checkpointing") == "True"
 
@@ -386,7 +386,8 @@ def test_llamafactory_lora(sft):
     c = sft.config
     doc = yaml.safe_load(export_plan(sft, "llamafactory").text)
     assert doc["stage"] == "sft" and doc["finetuning_type"] == "lora"
-    assert doc["lora_rank"] == 16 and doc["lora_target"] == "all"
+    assert doc["lora_rank"] == c.rank and doc["lora_target"] == ",".join(
+        f"{t}_proj" for t in c.lora_targets)  # PEFT's q,v on the Trainer: q_proj,v_proj
     assert doc["per_device_train_batch_size"] == c.micro_batch_size
     assert doc["gradient_accumulation_steps"] == c.grad_accum
     assert doc["cutoff_len"] == c.seq_len

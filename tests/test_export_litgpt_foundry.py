@@ -70,9 +70,9 @@ def test_litgpt_lora_fields(lit):
     assert doc["checkpoint_dir"] == "Qwen/Qwen2.5-0.5B"
     assert (doc["devices"], doc["num_nodes"]) == (1, 1)
     assert doc["lora_r"] == c.rank and doc["lora_alpha"] == c.lora_alpha
-    assert c.lora_targets == ("all-linear",)  # every projection, not the head
-    assert all(doc[k] for k in ("lora_query", "lora_key", "lora_value", "lora_projection",
-                                "lora_mlp")) and doc["lora_head"] is False
+    assert c.lora_targets == ("q", "v")  # LitGPT's default: query and value only
+    assert doc["lora_query"] and doc["lora_value"] and doc["lora_head"] is False
+    assert not any(doc[k] for k in ("lora_key", "lora_projection", "lora_mlp"))
     assert doc["precision"] == "bf16-mixed" and "quantize" not in doc
     train = doc["train"]
     # LitGPT's accumulation = global / (devices x nodes) / micro: the plan's

@@ -255,7 +255,9 @@ def test_bridge_lora_overrides(lora):
     assert flag(tokens, "--mode") in SCHEMA_BRIDGE_MODES
     assert flag(tokens, "--dataset") in SCHEMA_BRIDGE_DATASETS
     assert ov["peft.dim"] == str(c.rank) and ov["peft.alpha"] == str(c.lora_alpha)
-    assert ov["peft.target_modules"] == "[linear_qkv,linear_proj,linear_fc1,linear_fc2]"
+    # NeMo's default LoRA targets: the attention's fused qkv and output projections
+    assert c.lora_targets == ("q", "k", "v", "o")
+    assert ov["peft.target_modules"] == "[linear_qkv,linear_proj]"
     assert ov["train.micro_batch_size"] == str(c.micro_batch_size)
     assert ov["train.global_batch_size"] == str(c.global_batch_size)
     assert ov["dataset.seq_length"] == str(c.seq_len)

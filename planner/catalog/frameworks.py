@@ -4,16 +4,15 @@ imposes, read from catalog/frameworks/<id>.yaml (specs.FrameworkSpec) with inher
 A profile states facts with their sources; ``resolve`` follows ``base`` links so a derived
 profile (e.g. LLaMA-Factory on the Hugging Face Trainer) holds every fact of its base unless it
 overrides it, and says which profile each fact came from. ``config_fields`` turns the memory
-semantics into the TrainConfig fields the models read.
-"""
+semantics into the TrainConfig fields the models read."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from planner.catalog.load import Catalog
+from planner.catalog.releases import before_release, named_before
 from planner.catalog.request import DEFAULT_ROLLOUT_ENGINE, TRAINER_ENGINES, TrainConfig
 from planner.catalog.specs import Fact, FrameworkFacts, FrameworkSpec, GpuSpec, ModelSpec
 from planner.errors import PlannerError
@@ -24,11 +23,9 @@ DEFAULT_FRAMEWORK: dict[str, str] = {
     "ppo": "verl", "grpo": "verl",
 }
 
-
 # Launch formats whose writer (planner.outputs.export: _need_data_parallel) expresses data
 # parallelism only: a plan on a profile launched so stays data parallel, whatever else the
-# framework runs, so that every plan exports (issue 17 section 4; tests/test_launchable.py
-# holds the two together).
+# framework runs, so that every plan exports (issue 17 s.4; tests/test_launchable.py).
 DATA_PARALLEL_LAUNCHES = ("accelerate", "litgpt", "llamafactory", "llmfoundry", "openrlhf")
 # Launch formats whose writer colocates an RL job's roles and engines (verl's hybrid engine).
 COLOCATED_LAUNCHES = ("verl",)
@@ -39,11 +36,13 @@ IDLE_OFFLOAD_LAUNCHES = ("verl", "openrlhf", "nemo-rl", "ms-swift")
 # (the writers refuse tp with ZeRO-3: axolotl@2f5cb9d schemas/config.py tensor_parallel_size
 # "Only supported with DeepSpeed AutoTP"; ms-swift v4.5.2 sft_args.py).
 AUTOTP_LAUNCHES = ("axolotl", "ms-swift")
-# Launch formats whose writer writes the expert parallel degree (each with the framework's own
-# field, verified in its code: planner.outputs.export); a plan on any other keeps ep 1.
-# NeMo-RL's is not among them: its DTensorConfig.expert_parallel_size (NVIDIA-NeMo/RL@7ea279a
-# nemo_rl/models/policy/__init__.py) derives dp as world / (tp x cp x ep), a grid other than
-# the planner's (ep inside dp x cp), so its plans keep ep 1.
+# Launch formats whose writer offloads to the CPU only without tensor parallel (axolotl: its
+# shipped DeepSpeed offload configs, planner.outputs.export.axolotl, refuse tp > 1 with them).
+NO_TP_OFFLOAD_LAUNCHES = ("axolotl",)
+# Launch formats whose writer writes the expert parallel degree (the framework's own field,
+# verified in its code: planner.outputs.export); a plan on any other keeps ep 1. Not NeMo-RL's:
+# its DTensorConfig.expert_parallel_size (NVIDIA-NeMo/RL@7ea279a nemo_rl/models/policy/
+# __init__.py) derives dp as world / (tp x cp x ep), not the planner's ep inside dp x cp.
 EP_LAUNCHES = ("torchrun", "torchtitan", "nemo", "megatron-bridge", "nemo-automodel",
                "prime-rl")
 
@@ -90,45 +89,6 @@ class Profile:
         return origin if origin not in (None, self.spec.id) else None
 
 
-def release(text: object, *, what: str = "release") -> tuple[int, ...]:
-    """A release string as a comparable tuple of its leading numbers ("0.42.0" -> (0, 42, 0));
-    PlannerError naming ``what`` on one without them."""
-    parts = re.findall(r"\d+", str(text).split("+")[0])[:3]
-    if not parts:
-        raise PlannerError(f"{what} {str(text)[:40]!r}: not a release number such as 0.42.0")
-    return tuple(int(p) for p in parts)
-
-
-def since_bounds(since: str | None) -> list[tuple[str, tuple[int, ...]]]:
-    """The (package, first release) pairs a Fact.since names, in order: "transformers 4.54.0,
-    torch 2.8.0" -> [("transformers", (4, 54, 0)), ("torch", (2, 8, 0))]."""
-    return [(pkg, release(first)) for pkg, first in
-            re.findall(r"([a-z][\w.+/-]*)[ =v]*(\d+\.\d+(?:\.\d+)?)", (since or "").lower())]
-
-
-def named_before(version: str | None, since: str | None, names: set[str]) -> bool:
-    """``version``, the release a framework's name carried (``trl==0.20``), is older than the
-    first release ``since`` names, where its first package is one of ``names`` (the
-    framework's: "trl 0.26.0" for trl; "transformers 4.54.0, torch 2.8.0" for the Hugging Face
-    Trainer, whose aliases hold transformers)."""
-    bounds = since_bounds(since)
-    if not (version and bounds and bounds[0][0] in names and re.match(r"\d", version)):
-        return False
-    return release(version, what="framework version") < bounds[0][1]
-
-
-# What a two-valued fact was before the release it holds from (Fact.since).
-_BEFORE = {"16bit": "fp32", "fp32": "16bit"}
-
-
-def before_release(fact: Fact[Any]) -> Any:
-    """The value of a fact with a first release (Fact.since) in the releases before it: the
-    other of its two values (a bool, or one of the 16bit / fp32 pair)."""
-    if isinstance(fact.value, bool):
-        return not fact.value
-    return _BEFORE[fact.value]
-
-
 def release_facts(profile: Profile) -> list[str]:
     """The facts the release a name carried holds at their earlier value, as text: "fact
     value (before <since>)"."""
@@ -149,6 +109,9 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
     if fmt in AUTOTP_LAUNCHES and cfg.tp > 1 and cfg.zero_stage == 3:
         out.append(f"tp {cfg.tp} with ZeRO-3 (its {fmt} launch's tensor parallel is DeepSpeed "
                    "AutoTP, ZeRO 0 to 2)")
+    if fmt in NO_TP_OFFLOAD_LAUNCHES and cfg.tp > 1 and cfg.offload != "none":
+        out.append(f"offload {cfg.offload} with tp {cfg.tp} (its {fmt} launch offloads "
+                   "without tensor parallel only)")
     if fmt in COLOCATED_LAUNCHES and cfg.is_rl and cfg.placement != "colocate":
         out.append(f"RL placement {cfg.placement} (its {fmt} launch colocates)")
     if cfg.is_rl and cfg.offload_idle and fmt not in IDLE_OFFLOAD_LAUNCHES:
@@ -225,6 +188,8 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
         out["selective_checkpointing"] = profile.value("selective_checkpointing")
     if profile.value("lora_dropout") is not None:
         out["lora_dropout"] = float(profile.value("lora_dropout"))
+    if profile.value("lora_targets") is not None:  # read by the adapter methods only
+        out["lora_targets"] = tuple(profile.value("lora_targets"))
     if profile.value("quantizes_head") is not None:
         out["quantized_head"] = bool(profile.value("quantizes_head"))
     if profile.value("qlora_unquantized_dtype") is not None:
@@ -438,11 +403,13 @@ def unstated_checkpointing(profile: Profile, cfg: TrainConfig) -> TrainConfig:
 
 
 def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
-    """``cfg`` with the profile's memory semantics in every field the job did not set itself
-    (TrainConfig.model_fields_set), and its checkpointing where the job states none and the
-    framework cannot run the default (unstated_checkpointing)."""
+    """``cfg`` with the profile's memory semantics and LoRA rank in every field the job did not
+    set itself (TrainConfig.model_fields_set), its checkpointing where the job states none and
+    the framework cannot run the default (unstated_checkpointing)."""
     cfg = unstated_checkpointing(profile, cfg)
     fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
+    fields |= {"lora_rank": int(profile.value("lora_rank"))} if cfg.is_peft and \
+        profile.value("lora_rank") is not None else {}  # a rank needs an adapter method
     if cfg.is_rl:
         fields["rollout_engine"] = default_engine(profile, cfg)
         fields["rollout_eager"] = bool(profile.value("rollout_enforce_eager"))

@@ -119,7 +119,8 @@ class PlanRequest(_Request):
     spot: bool = Field(default=False, description="rent: spot (preemptible) offers only")
     method: Method | Literal["auto"] = "auto"
     lora_rank: int | Literal["auto"] | None = Field(
-        default=None, description="None: 16; 'auto': the solver picks from LORA_RANKS"
+        default=None, description="None: the framework's (16 where it states none); 'auto': "
+        "the solver picks from LORA_RANKS"
     )
     optimizer: Optimizer | Literal["auto"] = "adamw"
     sharding: Sharding | None = None
@@ -215,27 +216,31 @@ class PlanRequest(_Request):
 
     def domains(self, *, model: ModelSpec, per_node: int,
                 shardings: tuple[str, ...] = ZERO_SHARDINGS, parallel: tuple[str, ...] = (
-                    "tp", "pp"), trainer_generates: bool = False) -> Domains:
+                    "tp", "pp"), trainer_generates: bool = False,
+                default_rank: int | None = None) -> Domains:
         """The searched TrainConfig fields, each pinned (one value) or open (its values in
         preference order): the candidates' fields outermost first (domains.choices), then the
         layout's tp, pp and micro-batch. ``shardings`` and ``parallel``: the sharding labels
         and model-parallel axes the framework runs; ``per_node``: the largest host, which
         bounds the TP degrees; ``trainer_generates``: RL generating with the trainer's own
         weights, colocated at the trainer's layout with nothing parked
-        (request_checks.validate_engine)."""
+        (request_checks.validate_engine); ``default_rank``: the framework's LoRA rank where
+        the request names none."""
         return {**self._choice_domains(model=model, per_node=per_node, shardings=shardings,
-                                       trainer_generates=trainer_generates, parallel=parallel),
+                                       trainer_generates=trainer_generates, parallel=parallel,
+                                       default_rank=default_rank),
                 **self._layout_domains(model=model, per_node=per_node, parallel=parallel)}
 
     def _choice_domains(self, *, model: ModelSpec, per_node: int, shardings: tuple[str, ...],
-                        trainer_generates: bool, parallel: tuple[str, ...] = ("tp", "pp")
-                        ) -> Domains:
+                        trainer_generates: bool, parallel: tuple[str, ...] = ("tp", "pp"),
+                        default_rank: int | None = None) -> Domains:
         methods = ("full",) if self.workload == "pretrain" else AUTO_METHODS  # every weight
         rl = self.is_rl and not trainer_generates
         placements = pinned_or(self.placement, PLACEMENTS) if rl else ("colocate",)
         return {
             ("method", "lora_rank"): method_rank_domain(pinned_or(self.method, methods),
-                                                        rank_domain(self.lora_rank)),
+                                                        rank_domain(self.lora_rank or
+                                                                    default_rank)),
             "optimizer": pinned_or(self.optimizer, AUTO_OPTIMIZERS),
             ("zero_stage", "fsdp"): sharding_domain(pinned_or(self.sharding, shardings)),
             "offload": pinned_or(self.offload, OFFLOADS),

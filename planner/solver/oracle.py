@@ -17,8 +17,7 @@ from planner.solver.steptime import step_time_us
 
 @dataclass(frozen=True, order=True)
 class Candidate:
-    """Sort key first (cost, step time, GPUs, strategy, offer, tp, pp, -micro_batch), then the
-    rest."""
+    """One candidate of the enumeration; _key orders them as solve.py's chain does."""
 
     cost: int
     step_time_us: int
@@ -36,10 +35,10 @@ class Candidate:
 
 def _key(req, c: Candidate) -> tuple:
     """The chain of solve.py: objective first (cost or step time), then the other, then GPUs,
-    strategy, offer, tp, pp, -micro-batch, hosts."""
+    strategy, hosts, offer, tp, pp, -micro-batch."""
     second = c.rate if req.pricing == "rent" else c.cost
     head = (c.cost, c.step_time_us) if req.objective == "cost" else (c.step_time_us, second)
-    return (*head, c.num_gpus, c.strategy, c.offer, c.tp, c.pp, c.neg_micro_batch, c.hosts)
+    return (*head, c.num_gpus, c.strategy, c.hosts, c.offer, c.tp, c.pp, c.neg_micro_batch)
 
 
 def enumerate_best(space: PlanSpace) -> Candidate | None:

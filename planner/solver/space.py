@@ -418,7 +418,8 @@ def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: 
             "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
             "offload_idle": bool(request.offload_idle)}))
     return request.domains(model=model, per_node=per_node, shardings=plan_shardings(profile),
-                           parallel=parallel, trainer_generates=base.generates_in_trainer)
+                           parallel=parallel, trainer_generates=base.generates_in_trainer,
+                           default_rank=profile.value("lora_rank"))
 
 
 def _choices(domains: Domains, profile: Profile, *, base: TrainConfig) -> tuple[Choice, ...]:

@@ -53,7 +53,8 @@ def tie_break_stages(enc: Encoding, times: dict[tuple[int, int], int], *,
                      offload_first: bool = True) -> list[Stage]:
     """(name, expression to minimize, its (lowest, highest) value over the model's rows and
     offers, None when not known) after the objective, in order: no CPU offload, step time,
-    fewer GPUs, the preferred strategy, offer, tp, pp, larger micro-batch, fewer hosts; hosts
+    fewer GPUs, the preferred strategy, fewer hosts (owned cards, free either way, in one
+    machine rather than three), offer, tp, pp, larger micro-batch; hosts
     span their variable's domain (Encoding.max_hosts), step time the ``times`` given to
     add_step_time (without the sentinel of pairs that break a rule: no solution takes it).
     ``offload_first`` False leaves the offload stage out (the Pareto sweep: cost against time
@@ -74,11 +75,11 @@ def tie_break_stages(enc: Encoding, times: dict[tuple[int, int], int], *,
         ("time", v["step_time_us"], (min(real), max(real)) if real else None),
         ("num_gpus", v["num_gpus"], span(r.num_gpus for r in rows)),
         ("strategy", v["strategy"], span(r.strategy for r in rows)),
+        ("hosts", v["hosts"], (1, enc.max_hosts)),
         ("offer", v["offer_idx"], span(enc.offers)),
         ("tp", v["tp"], span(r.tp for r in rows)),
         ("pp", v["pp"], span(r.pp for r in rows)),
         ("micro_batch", -v["micro_batch"], span(-r.micro_batch for r in rows)),
-        ("hosts", v["hosts"], (1, enc.max_hosts)),
     ]
 
 

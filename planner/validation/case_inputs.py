@@ -138,13 +138,13 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
     (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
     --precision bf16-true), QLoRA's unquantized parts (extra.qlora_unquantized_dtype), the
     attention implementation it ran (extra.attention: attention.KERNEL_NAMES, or eager: the
-    probabilities materialised), its LoRA dropout
-    (extra.lora_dropout), the NF4 recipe (extra.weight_quant: _double_quant), whether its loop
+    probabilities materialised), its LoRA dropout (extra.lora_dropout), the NF4 recipe
+    (extra.weight_quant: _double_quant), whether its loop
     holds the previous micro-batch's outputs (extra.holds_previous_outputs), torch.compile
     (extra.compile, else the framework's compiled_workloads), fused norm kernels
-    (extra.norm_type, e.g. fused_rmsnorm) and the rollout engine's
-    enforce_eager (extra.rollout_enforce_eager)."""
+    (extra.norm_type, e.g. fused_rmsnorm) and the engine's extra.rollout_enforce_eager."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
+    sem.pop("lora_targets", None)  # the case's, else the framework's: _lora_defaults
     extra = case.get("extra") or {}
     sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
     sem["fused_optimizer"] = fused_optimizer_of(case, profile)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planner.catalog.frameworks import Profile, before_release, release, since_bounds
+from planner.catalog.frameworks import Profile
+from planner.catalog.releases import before_release, release, since_bounds
 
 # The first bitsandbytes release whose MatMul4Bit keeps only the packed weight for backward
 # (memory._inputs_kept): 0.43.2 holds 9e753741 (#1270); 0.41.0 and 0.42.0 keep the input too.

@@ -54,7 +54,7 @@ from planner.models.workloads import estimate_memory
 
 # The documented search space of `planner plan` (README "planner plan searches ..."):
 METHODS = ("full", "lora", "dora", "qlora")  # --method auto
-DEFAULT_RANK = 16  # --lora-rank unset
+DEFAULT_RANK = 16  # --lora-rank unset and the framework states no rank
 OPTIMIZERS = ("adamw", "adamw-8bit")  # --optimizer auto
 SHARDINGS = SHARDING_FIELDS  # the labels of --sharding, as request.SHARDING_FIELDS states them
 OFFLOADS = ("none", "optimizer", "optimizer+params")
@@ -125,7 +125,7 @@ def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
         elif req.lora_rank == "auto":
             ranks = LORA_RANKS
         else:
-            ranks = (req.lora_rank or DEFAULT_RANK,)
+            ranks = (req.lora_rank or profile.value("lora_rank") or DEFAULT_RANK,)
         for rank, opt, shard, off, ck in itertools.product(ranks, optimizers, shardings,
                                                            offloads, ckpts):
             zero, fsdp = SHARDINGS[shard]
