@@ -408,8 +408,8 @@ def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
     the framework cannot run the default (unstated_checkpointing)."""
     cfg = unstated_checkpointing(profile, cfg)
     fields = config_fields(profile, workload=cfg.workload, sharded=cfg.zero_stage > 0 or cfg.fsdp)
-    fields |= {"lora_rank": int(profile.value("lora_rank"))} if cfg.is_peft and \
-        profile.value("lora_rank") is not None else {}  # a rank needs an adapter method
+    rank = profile.value("lora_rank") if cfg.is_peft else None  # only an adapter has a rank
+    fields |= {"lora_rank": int(rank)} if rank is not None else {}
     if cfg.is_rl:
         fields["rollout_engine"] = default_engine(profile, cfg)
         fields["rollout_eager"] = bool(profile.value("rollout_enforce_eager"))
