@@ -21,6 +21,7 @@ GPU's link to host memory (host_link, host_link_source; HOST_LINK).
 from __future__ import annotations
 
 import csv
+import statistics
 import sys
 from pathlib import Path
 
@@ -272,12 +273,6 @@ SQUARE_MATMUL: dict[str, tuple[tuple[float, ...], str]] = {
 }
 
 
-def _median(values: tuple[float, ...]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 # The GPU's own link to host memory (CPU offload copies, weight sync to CPU): the PCIe
 # generation of its x16 host interface from the vendor's datasheet or architecture paper, or
 # NVLink-C2C where a Grace CPU is attached. A host platform with an older PCIe generation caps
@@ -353,7 +348,7 @@ def vendor_facts(gpu_id: str, num: dict[str, int | float]) -> dict[str, object]:
         out["mamf_source"] = f"{_MAMF}: {what} TFLOPS"
     elif gpu_id in SQUARE_MATMUL:
         values, what = SQUARE_MATMUL[gpu_id]
-        out["mamf_bf16_fraction"] = round(_median(values) / num["bf16_dense_tflops"], 4)
+        out["mamf_bf16_fraction"] = round(statistics.median(values) / num["bf16_dense_tflops"], 4)
         out["mamf_source"] = f"{_SQUARE}: {what} TFLOPS"
     if gpu_id in ARCHITECTURE:
         out["architecture"] = ARCHITECTURE[gpu_id]

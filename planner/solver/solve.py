@@ -38,7 +38,7 @@ from planner.solver.stages import (
     solve_lexicographic,
     solve_timed,
 )
-from planner.solver.steptime import NO_TIME
+from planner.solver.steptime import MAX_STEP_US
 
 PARETO_STEP = 0.01  # each Pareto point is at least 1 % faster than the previous one
 
@@ -324,9 +324,9 @@ def solver_agrees(space: PlanSpace, solved: Solved, plan: Plan) -> list[str]:
     # A chain stopped before proving its stage (status feasible) may stand on a pair whose
     # time the stage took from its lower bound (stages._times evaluates only the pairs that can
     # reach the best); the plan's own time is the models', re-checked below.
-    # a step at steptime.NO_TIME - 1 is one the solver capped (its time is the models')
+    # a step at steptime.MAX_STEP_US is one the solver capped (its time is the models')
     timed = solved.status == "optimal" and "step_time_us" in v and not (
-        v["step_time_us"] == NO_TIME - 1 and step_us >= NO_TIME - 1)
+        v["step_time_us"] == MAX_STEP_US <= step_us)
     if timed and abs(v["step_time_us"] - step_us) > 0.5 + 1e-6 * step_us:
         problems.append(f"step time {step_us:,.0f} us, the solver's {v['step_time_us']:,} us")
     if space.request.pricing == "rent":

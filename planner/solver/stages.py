@@ -33,7 +33,7 @@ from planner.solver.rows import Row, pareto_rows
 from planner.solver.rules import Need, holds, violations
 from planner.solver.search import ROUNDING, needs_timing, request_job, timed_search
 from planner.solver.space import PlanSpace
-from planner.solver.steptime import RowArrays, layout_config
+from planner.solver.steptime import MAX_STEP_US, RowArrays, layout_config
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def _times(space: PlanSpace, offers: list[int], rows: list[Row]) -> dict[tuple[i
     for low, k, r in pending:
         fastest = best.get(offloaded[r])
         if fastest is not None and low > fastest:
-            out[(k, r)] = min(NO_TIME - 1, max(fastest + 1, math.ceil(low)))
+            out[(k, r)] = min(MAX_STEP_US, max(fastest + 1, math.ceil(low)))
             continue
         t = space.timing.step_us(offers[k], rows[r])
         out[(k, r)] = t

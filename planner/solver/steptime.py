@@ -179,6 +179,7 @@ class Timing:
 # time in the solver, which could otherwise lose every pair of a plan it had found; the plan
 # reports the analytic model's time, not this integer.
 NO_TIME = 10**11
+MAX_STEP_US = NO_TIME - 1
 
 
 def step_time_us(space: TimedSpace, offer_idx: int, row: Row) -> int:
@@ -190,7 +191,7 @@ def step_time_us(space: TimedSpace, offer_idx: int, row: Row) -> int:
                               platform=offer.platform, stack=space.request.stack,
                               critic=space.roles.critic, reward=space.roles.reward,
                               gpus_per_node=offer.gpus_per_host, side=side)
-    return min(NO_TIME - 1, max(1, round(est.step_time_s * 1e6)))
+    return min(MAX_STEP_US, max(1, round(est.step_time_s * 1e6)))
 
 
 def config_for(space: TimedSpace, row: Row) -> TrainConfig:
