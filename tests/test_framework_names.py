@@ -160,3 +160,22 @@ def test_a_decode_case_takes_its_engines_stack_whatever_the_spelling(spelled, st
     assert stack_of({"framework": spelled, "workload": "decode"}) == stack
     assert stack in DECODE_EFFICIENCY
     assert all(e.stack in DECODE_EFFICIENCY and e.source for e in ENGINES)
+
+
+@pytest.mark.parametrize(("slug", "fid", "version"), [
+    ("Megatron-LM (core 0.8)", "megatron-lm", None),
+    ("transformers (bitsandbytes)", "hf-trainer", None),
+    ("verl (v0.4.1)", "verl", "0.4.1"),
+    ("DeepSpeed (ZeRO-3)", "deepspeed", None),
+    ("trl 0.12 (peft)", "trl", "0.12"),  # the written version wins over the remark
+    ("Hugging Face Trainer", "hf-trainer", None),
+])
+def test_rule_2_a_trailing_remark_in_parentheses_is_dropped(slug, fid, version):
+    found = CAT.framework_match(slug)
+    assert (found.spec.id, found.version) == (fid, version)
+
+
+@pytest.mark.parametrize("slug", ["(verl)", "Megatron-LM (core 0.8) extra", "verl (a (b))"])
+def test_rule_2_leaves_other_parentheses_unknown(slug):
+    with pytest.raises(UnknownNameError):
+        CAT.framework_match(slug)

@@ -6,7 +6,10 @@ The documented rules, applied in this order:
    ``hf trainer`` are ``hf-trainer`` (spaces around ``+`` are dropped: ``trl + peft``);
    ``ZeRO-3`` is ``zero3``.
 2. A trailing version is stripped and kept: ``verl==0.4.1``, ``verl=0.4.1``, ``trl 0.19``,
-   ``trl v0.19``, ``deepspeed@0.15`` (after ``@`` any token, e.g. a commit).
+   ``trl v0.19``, ``deepspeed@0.15`` (after ``@`` any token, e.g. a commit). A trailing
+   remark in parentheses is dropped, and kept as the version where it is one and no other
+   was written: ``verl (v0.4.1)`` is verl 0.4.1, ``Megatron-LM (core 0.8)`` megatron-lm,
+   ``transformers (bitsandbytes)`` hf-trainer.
 3. The name is looked up among the profiles' ids and aliases (ids win).
 4. A combined slug ``X+B`` with B a backend (``deepspeed``, ``fsdp`` / ``fsdp1`` / ``fsdp2``,
    ``megatron``, ``peft`` / ``lora`` / ``qlora`` / ``dora``, the rollout engines ``vllm`` and
@@ -89,6 +92,7 @@ _RUNS: dict[str, tuple[str, frozenset[str]]] = {
     "vllm": ("rollout_engines", frozenset({"vllm"})),
     "sglang": ("rollout_engines", frozenset({"sglang"})),
 }
+_REMARK = re.compile(r"^(?P<name>[^()]*?)\s*\((?P<remark>[^()]*)\)$")
 _VERSION = re.compile(r"^(?P<name>.*?)\s*(?:@\s*(?P<ref>[\w.+-]+)"
                       r"|(?:==?|\s)\s*(?P<num>v?\d[\w.+-]*))$")
 
@@ -113,10 +117,16 @@ def normalise(name: str) -> str:
 
 
 def split_version(name: str) -> tuple[str, str | None]:
-    """Rule 2: (the name without a trailing version, the version or None)."""
-    found = _VERSION.match(name.strip())
+    """Rule 2: (the name without a trailing version or remark, the version or None)."""
+    bare, remark = name.strip(), None
+    found = _REMARK.match(bare)
+    if found and found.group("name").strip():
+        bare = found.group("name").strip()
+        number = re.fullmatch(r"v?(\d[\w.+-]*)", found.group("remark").strip())
+        remark = number.group(1) if number else None
+    found = _VERSION.match(bare)
     if not found or not found.group("name").strip():
-        return name.strip(), None
+        return bare, remark
     version = found.group("ref") or found.group("num").removeprefix("v")
     return found.group("name").strip(), version
 
