@@ -504,7 +504,7 @@ def test_pipelining_across_hosts_says_what_the_flat_layout_takes(capsys):
 ])
 def test_gpu_names_as_vendors_write_them(name, gpu):
     """A GPU name leads to its catalog id when it names one: case, spaces, the vendor and brand
-    words do not matter, and a name the id begins or ends with finds it (catalog.gpu_key)."""
+    words do not matter, and a name the id begins or ends with finds it (catalog.gpu_names)."""
     from planner.catalog.load import load_catalog
 
     assert load_catalog().gpu(name).id == gpu

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from planner.catalog.gpu_names import candidates, gpu_key
 from planner.catalog.slugs import SlugMatch, match
 from planner.catalog.specs import FrameworkSpec, GpuSpec, ModelSpec, PlatformSpec
 from planner.errors import CatalogError, PlannerError, UnknownNameError, did_you_mean
@@ -74,22 +75,17 @@ class Catalog:
 
     # ----- lookups -------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuSpec:
-        """The GPU spec named ``name``: its id, or a name as vendors and users write it that
-        leads to one id (gpu_key); UnknownNameError naming the candidates otherwise."""
-        key = gpu_key(_name(name, "GPU"))
-        if key in self.gpus:
-            return self.gpus[key]
-        # a model name, not a memory size or a form factor alone ("80gb", "sxm")
-        named = re.search(r"\d", key) and not re.fullmatch(r"\d+gb", key)
-        found = [i for i in self.gpus
-                 if named and (i.startswith(key + "-") or i.endswith("-" + key))]
+        """The GPU spec named ``name``: its id, or a name as vendors, nvidia-smi and users
+        write it that leads to one id (gpu_names); UnknownNameError naming the candidates
+        otherwise."""
+        found = candidates(_name(name, "GPU"), self.gpus)
         if len(found) == 1:
             return self.gpus[found[0]]
         if found:
-            raise UnknownNameError(f"GPU {name!r} is one of {', '.join(sorted(found))}: "
+            raise UnknownNameError(f"GPU {name!r} is one of {', '.join(found)}: "
                                    "name the variant")
         raise UnknownNameError(
-            f"unknown GPU {name!r}{did_you_mean(key, self.gpus)}; "
+            f"unknown GPU {name!r}{did_you_mean(gpu_key(name), self.gpus)}; "
             "see 'planner catalog gpus' for the ids"
         )
 
@@ -157,20 +153,6 @@ def _name(name: object, kind: str, *, lower: bool = True) -> str:
         raise PlannerError(f"the {kind} name {short(name, 40)} is {len(name)} characters long; "
                            f"at most {MAX_ARG_CHARS}")
     return name.strip().lower() if lower else name.strip()
-
-
-_GPU_VENDOR_WORDS = re.compile(r"^(?:nvidia|amd|intel|tesla|geforce|instinct|habana)[\s_-]+")
-
-
-def gpu_key(name: str) -> str:
-    """A GPU name as the catalog's ids spell it: lower case, the vendor and brand words
-    dropped ("NVIDIA", "Tesla", "GeForce", "AMD Instinct"), spaces and underscores as
-    hyphens ("RTX 5090" -> rtx-5090, "NVIDIA H200" -> h200, which Catalog.gpu finds as the
-    one id it begins: h200-sxm)."""
-    key = name.strip().lower()
-    while _GPU_VENDOR_WORDS.match(key):
-        key = _GPU_VENDOR_WORDS.sub("", key, count=1)
-    return re.sub(r"[\s_-]+", "-", key).strip("-")
 
 
 def _is_dir(text: str) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planner.catalog.gpu_names import candidates, settle
 from planner.catalog.load import Catalog, shipped_validation_dir
 from planner.errors import PlannerError
 from planner.inputs import load_file
@@ -141,8 +142,22 @@ def _predicted_gib(est: MemoryEstimate, measured_as: str | None) -> float:
     return est.reserved / GIB  # reserved, unknown, estimate
 
 
+def case_gpu(case: dict[str, Any], catalog: Catalog) -> dict[str, Any]:
+    """The case with its GPU named by the catalog id its name leads to, where the name alone
+    is ambiguous but its stated memory and the SXM convention settle it (gpu_names rule 4:
+    "H100", "NVIDIA H100 80GB HBM3" are h100-sxm; "A100" with gpu_memory_gib 40
+    a100-40gb-sxm); otherwise unchanged (an unknown or still ambiguous name fails where the
+    GPU is read, naming the candidates)."""
+    name = case.get("gpu")
+    if not isinstance(name, str) or not name.strip():
+        return case
+    found = settle(candidates(name, catalog.gpus), catalog.gpus, case.get("gpu_memory_gib"))
+    return {**case, "gpu": found[0]} if len(found) == 1 and found[0] != name else case
+
+
 def predict_case(case: dict[str, Any], catalog: Catalog) -> CaseResult:
     """The planner's prediction for one validation case."""
+    case = case_gpu(case, catalog)
     outcome = case.get("outcome") or {}
     kind = outcome.get("kind", "throughput" if "metric" in case else "peak")
     base = {

@@ -35,7 +35,7 @@ from planner.validation.throughput_cases import (
     training_estimate,
     training_metric,
 )
-from planner.validation.validate import load_cases, percentile
+from planner.validation.validate import case_gpu, load_cases, percentile
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class ThroughputResult:
 
 def predict_throughput_case(case: dict[str, Any], catalog: Catalog) -> ThroughputResult:
     """Predict ``case`` in its own metric; predicted None with a reason when not modelled."""
+    case = case_gpu(case, catalog)
     workload = str(case.get("workload"))
     family = family_of(workload)
     base = {
