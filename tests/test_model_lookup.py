@@ -20,6 +20,10 @@ from planner.errors import UnknownNameError
     ("HuggingFaceH4/zephyr-7b-beta", "mistral-7b", None),
     ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", "llama-3.1-70b", None),
     ("Qwen/Qwen1.5-7B-Chat", "qwen-7b", None), ("Qwen/Qwen1.5-72B", "qwen-72b", None),
+    # as papers and case files write them: spaces or underscores for the id's hyphens
+    ("Llama 3.1 8B", "llama-3.1-8b", None), ("Mistral 7B", "mistral-7b", None),
+    ("Llama 2 70B", "llama-2-70b", None), ("qwen2.5_7b", "qwen2.5-7b", None),
+    ("Qwen2.5 7B Instruct", "qwen2.5-7b", None),
 ])
 def test_reuploads_and_fine_tunes_resolve(name, model, bits):
     resolved = load_catalog().model(name)

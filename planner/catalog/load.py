@@ -116,8 +116,10 @@ class Catalog:
         if key in index:
             return ResolvedModel(spec=index[key], asked_as=text)
         # a repo re-uploaded under another organisation keeps its name (NousResearch/
-        # Llama-2-7b-hf, unsloth/..., TheBloke/...): its name, then a quantized variant of it
-        for tried in dict.fromkeys((key, key.rsplit("/", 1)[-1])):
+        # Llama-2-7b-hf, unsloth/..., TheBloke/...): its name, then a quantized variant of it;
+        # a name written with spaces or underscores ("Llama 3.1 8B") as its hyphenated id
+        tail = key.rsplit("/", 1)[-1]
+        for tried in dict.fromkeys((key, tail, re.sub(r"[\s_]+", "-", tail))):
             if tried in index:
                 return ResolvedModel(spec=index[tried], asked_as=text)
             base = _QUANT_SUFFIX.sub("", tried)
