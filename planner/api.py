@@ -42,6 +42,7 @@ from planner.models.bands import memory_headroom, planning_margin
 from planner.models.calibration import MIB
 from planner.models.cost import CostEstimate, Job, define_job, job_cost, job_notes
 from planner.models.memory import MemoryEstimate
+from planner.models.network import instance_platform
 from planner.models.rltime import workload_throughput
 from planner.models.workloads import estimate_memory
 from planner.outputs import render
@@ -206,8 +207,10 @@ def _rented_job(cat: Catalog, model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, 
         per_node = offer_gpus_per_host(offer, gpu)
         est = estimate_memory(model, gpu, cfg, gpus_per_node=per_node, critic=critic,
                               reward=reward)
-        tput = workload_throughput(model, gpu, cfg, platform=None, stack=stack, critic=critic,
-                                   reward=reward, gpus_per_node=per_node)
+        # the instance's stated network and cores where its offer states them (as plan)
+        tput = workload_throughput(model, gpu, cfg, platform=instance_platform(offer, gpu),
+                                   stack=stack, critic=critic, reward=reward,
+                                   gpus_per_node=per_node)
         cost = job_cost(gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s, job=job,
                         pricing="rent", offer=offer)
         found.append((not _offer_holds(offer, gpu, cfg, est), cost.usd or 0.0, cost.hours, est,

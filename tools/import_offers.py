@@ -121,6 +121,53 @@ UNVERIFIED = Billing(1.0, 0.0, None, "The provider's billing increment was not v
 
 
 @dataclass(frozen=True)
+class Network:
+    """An instance's network to other instances, Gbit/s, as its provider states it (the
+    catalog's OfferSpec.network_gbit_s), and where, with the setup it needs."""
+    gbit_s: float
+    source: str
+
+
+# (provider, instance type) -> its stated network; an instance not listed states none (the
+# models then assume network.DEFAULT_INTER_NODE_GBPS_PER_GPU and say so).
+# Read 2026-11-27. Not stated anywhere found: Lambda's on-demand instances (InfiniBand only in
+# its 1-Click Clusters), Cudo, Fluidstack, Nebius's 1-GPU and L40S presets, and Nebius's 8-GPU
+# H100 preset (3.2 Tbit/s only in secondary summaries).
+_AWS = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html#ac_network"
+_AWS_SETUP = ("EFA interfaces on every network card "
+              "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html); a "
+              "cluster placement group recommended, one subnet and Availability Zone "
+              "(https://docs.aws.amazon.com/parallelcluster/latest/ug/efa-v3.html)")
+_MLPERF = "https://github.com/mlcommons/training_results_v5"
+_NEBIUS_IB = ("host_networking '8x ConnectX-7 IB NDR 400Gb/s + 200Gb/s Ethernet NIC'. "
+              "InfiniBand only for VMs placed in a Nebius GPU cluster "
+              "(https://docs.nebius.com/compute/clusters/gpu)")
+
+
+def _aws(instance: str, gbit: int, stated: str) -> tuple[tuple[str, str], Network]:
+    return ("aws", instance), Network(gbit, f"{_AWS}: {instance} '{stated}', EFA yes. "
+                                            f"{_AWS_SETUP}.")
+
+
+NETWORKS: dict[tuple[str, str], Network] = dict([
+    _aws("p4d.24xlarge", 400, "4x 100 Gigabit"),
+    _aws("p4de.24xlarge", 400, "4x 100 Gigabit"),
+    _aws("p5.48xlarge", 3200, "3200 Gigabit"),
+    _aws("p5.4xlarge", 100, "100 Gigabit"),
+    _aws("p5en.48xlarge", 3200, "3200 Gigabit"),
+    _aws("p6-b200.48xlarge", 3200, "3200 Gigabit"),
+    (("nebius", "gpu-b200-sxm-a_8gpu-160vcpu-1792gb"), Network(
+        3200, f"{_MLPERF}.1/blob/main/Nebius/systems/nebius_b200_n2.json (Nebius's MLPerf "
+        f"Training v5.1 system; it names no Nebius preset, taken for the 8-GPU B200 VM): "
+        f"{_NEBIUS_IB}.")),
+    (("nebius", "gpu-h200-sxm_8gpu-128vcpu-1600gb"), Network(
+        3200, f"{_MLPERF}.0/blob/main/Nebius/systems/"
+        f"nebius_soperator_8xH200_n128_ngc25.01_nemo.json (Nebius's MLPerf Training v5.0 "
+        f"system): {_NEBIUS_IB}.")),
+])
+
+
+@dataclass(frozen=True)
 class Row:
     instance_type: str
     accelerator: str
@@ -259,6 +306,10 @@ def offers_yaml(provider: str, picks: list[Pick], *, price_as_of: str, source: s
         entry["source"] = source
         if billing.source:
             entry["billing_source"] = billing.source
+        network = NETWORKS.get((provider, p.row.instance_type))
+        if network is not None:
+            entry["network_gbit_s"] = network.gbit_s
+            entry["network_source"] = network.source
         entry["notes"] = " ".join(notes)
         offers.append(entry)
     return {"provider": provider, "offers": offers}

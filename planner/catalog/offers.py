@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.catalog.load import (
     KINDS,
@@ -64,7 +64,20 @@ class OfferSpec(_Frozen):
     billing_source: str | None = Field(
         default=None, description="URL of the provider's billing rule (increment, minimum)"
     )
+    # The instance's network to other instances (the fabric a multi-node job's collectives
+    # cross: EFA, InfiniBand), Gbit/s per instance as the provider states it; None: not stated
+    # (the models then assume network.DEFAULT_INTER_NODE_GBPS_PER_GPU and say so).
+    network_gbit_s: float | None = Field(default=None, gt=0, le=1e6)
+    network_source: str | None = Field(
+        default=None, description="URL and words of the provider (or its system description) "
+        "stating network_gbit_s, and the setup it needs (placement group, GPU cluster)")
     notes: str = ""
+
+    @model_validator(mode="after")
+    def _network_sourced(self) -> OfferSpec:
+        if self.network_gbit_s is not None and not self.network_source:
+            raise ValueError("network_gbit_s needs network_source")
+        return self
 
     @field_validator("price_as_of")
     @classmethod

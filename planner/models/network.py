@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from planner.catalog.offers import OfferSpec
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.models import efficiency as eff
@@ -32,6 +33,26 @@ _PCIE_GBPS_PER_LANE = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}  # one direction,
 _HOST_PCIE_GEN = {"pcie3": 3, "pcie4": 4, "pcie5": 5, "pcie6": 6}
 DEFAULT_HOST_PCIE_GEN = 4
 NVLINK_C2C_GBPS = 225.0
+
+
+def instance_platform(offer: OfferSpec, gpu: GpuSpec) -> PlatformSpec | None:
+    """A rented instance as the host the links see: its GPUs, the network to other instances
+    its offer states (OfferSpec.network_gbit_s / 8 GB/s), half its vCPUs as cores (two
+    hyperthreads each), the GPU's own PCIe generation at 16 lanes; None where the offer
+    states no network or no host RAM (the models then assume DEFAULT_INTER_NODE_GBPS_PER_GPU
+    and DEFAULT_CPU_CORES_PER_GPU, and say so)."""
+    if offer.network_gbit_s is None or offer.host_ram_gib is None:
+        return None
+    gpus = offer.gpus_per_instance
+    cores = offer.host_vcpus // 2 if offer.host_vcpus and offer.host_vcpus >= 2 else \
+        DEFAULT_CPU_CORES_PER_GPU * gpus
+    return PlatformSpec(
+        id=f"{offer.provider}-{offer.instance_type}", name=f"{offer.provider} "
+        f"{offer.instance_type} (rented)", form_factors=(gpu.form_factor,), max_gpus=gpus,
+        host_ram_gib=offer.host_ram_gib, cpu_cores=cores,
+        pcie_gen=_HOST_PCIE_GEN.get(gpu.host_link or "", DEFAULT_HOST_PCIE_GEN),
+        inter_node_bandwidth_gbps=offer.network_gbit_s / 8,
+        source_urls=(str(offer.network_source),))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -212,6 +212,7 @@ class BilledOffer:
     host_ram_gib: float | None
     billed_hours: float
     usd: float
+    network_gbit_s: float | None = None  # to other instances, as the offer states it
 
     def summary(self) -> dict[str, object]:
         """The JSON ``offer`` object of issue 19 (provider, gpus_per_instance, usd_per_hour,
@@ -224,7 +225,7 @@ class BilledOffer:
             "region": self.region, "spot": self.spot, "instances": self.instances,
             "host_ram_gib": self.host_ram_gib,
             "minimum_hours": self.minimum_hours, "billed_hours": self.billed_hours,
-            "usd": self.usd, "source": self.source,
+            "usd": self.usd, "source": self.source, "network_gbit_s": self.network_gbit_s,
         }
 
 
@@ -273,7 +274,7 @@ def rental_cost(choice: Cover | OfferUse | OfferSpec, hours: float) -> RentalCos
             usd_per_hour=o.usd_per_hour, billing_increment_hours=o.billing_increment_hours,
             minimum_hours=o.minimum_hours, price_as_of=o.price_as_of, source=o.source,
             host_ram_gib=o.host_ram_gib, billed_hours=b,
-            usd=use.instances * _instance_cost(o, hours),
+            usd=use.instances * _instance_cost(o, hours), network_gbit_s=o.network_gbit_s,
         ))
     return RentalCost(hours=hours, usd=sum(b.usd for b in billed),
                       gpus=sum(b.instances * b.gpus_per_instance for b in billed),

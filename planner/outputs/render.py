@@ -289,7 +289,9 @@ def _rent_line(p: dict[str, Any]) -> str:
             f"{o['instance_type']}{' (spot)' if o['spot'] else ''} "
             f"({o['gpus_per_instance']} GPUs each"
             + (f", {idle} idle" if idle else "") + f"; ${o['usd_per_hour']:,.2f}/h; {billing}; "
-            f"price as of {o['price_as_of']})")
+            + (f"network {o['network_gbit_s']:,.0f} Gb/s to other instances; "
+               if o.get("network_gbit_s") else "")
+            + f"price as of {o['price_as_of']})")
 
 
 def plan_doc(result: Any) -> dict[str, Any]:

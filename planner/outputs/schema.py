@@ -115,6 +115,8 @@ class RentalOffer(_Doc):
     billed_hours: float
     usd: float
     source: str
+    # the instance's network to other instances, Gbit/s, where the offer states it
+    network_gbit_s: float | None = None
 
 
 class Cost(_Doc):

@@ -25,6 +25,7 @@ from planner.models.bands import request_margin
 from planner.models.cost import gpu_purchase_price, rental_usd
 from planner.models.host_ram import usable_host_ram_gib
 from planner.models.memory import usable_mib
+from planner.models.network import instance_platform
 from planner.models.rental import bill_usd
 
 
@@ -45,6 +46,15 @@ class Offer:
     host_ram_mib: int | None  # usable host RAM of the platform or instance (None: not known)
     rental: OfferSpec | None = None  # rent: the instance offer billed
     max_gpus: int | None = None  # rent: GPUs the offer may supply (--max-gpus-per-offer)
+    # rent: the instance as a host for the links (network.instance_platform; None where its
+    # offer states no network)
+    instance: PlatformSpec | None = None
+
+    @property
+    def links_platform(self) -> PlatformSpec | None:
+        """The host whose links the speed models read: the platform bought, else the rented
+        instance where its offer states its network, else None (the models' defaults)."""
+        return self.platform if self.platform is not None else self.instance
 
     def hosts(self, num_gpus: int) -> int:
         """Hosts that hold ``num_gpus`` GPUs (ceil of GPUs / GPUs per host)."""
@@ -87,7 +97,7 @@ class Offer:
 
 def _timing_key(o: Offer) -> tuple[object, ...]:
     """What of an offer the throughput model reads (steptime.step_time_us, Timing.rates)."""
-    return (o.gpu, o.platform, o.gpus_per_host)
+    return (o.gpu, o.links_platform, o.gpus_per_host)
 
 
 def gpu_price(gpu: GpuSpec, request: PlanRequest) -> float | None:
@@ -158,11 +168,12 @@ def rental_offer(spec: OfferSpec, gpu: GpuSpec, *, capacity_mib: int, most: int
     ram = None if spec.host_ram_gib is None else int(usable_host_ram_gib(spec.host_ram_gib)
                                                       * 1024)
     return Offer(gpu, None, spec.usd_per_gpu_hour, 0.0, offer_gpus_per_host(spec, gpu),
-                 capacity_mib, ram, spec, supply)
+                 capacity_mib, ram, spec, supply, instance_platform(spec, gpu))
 
 
 def _dominates(a: Offer, b: Offer) -> bool:
-    """Rental ``a`` is never worse than ``b`` (same GPU and instance size) and, on a full tie,
+    """Rental ``a`` is never worse than ``b`` (same GPU and instance size; rate, billing,
+    minimum, known host RAM, and the network and cores its offer states) and, on a full tie,
     comes first in the (price-sorted) list."""
     x, y = a.rental, b.rental
     if x is None or y is None or x.gpus_per_instance != y.gpus_per_instance \
@@ -172,11 +183,21 @@ def _dominates(a: Offer, b: Offer) -> bool:
         and a.host_ram_mib >= b.host_ram_mib or a.host_ram_mib is b.host_ram_mib is None
     keys_a = (x.usd_per_hour, x.billing_increment_hours, x.minimum_hours)
     keys_b = (y.usd_per_hour, y.billing_increment_hours, y.minimum_hours)
-    if not ram_ok or any(p > q for p, q in zip(keys_a, keys_b, strict=True)):
+    links_a, links_b = _links(a), _links(b)
+    links_ok = links_a is links_b is None or None not in (links_a, links_b) and all(
+        p >= q for p, q in zip(links_a, links_b, strict=True))  # type: ignore[arg-type]
+    if not ram_ok or not links_ok or any(p > q for p, q in zip(keys_a, keys_b, strict=True)):
         return False
     first = (x.provider, x.instance_type, x.region or "") < \
         (y.provider, y.instance_type, y.region or "")
-    return keys_a != keys_b or a.host_ram_mib != b.host_ram_mib or first
+    return keys_a != keys_b or a.host_ram_mib != b.host_ram_mib or links_a != links_b or first
+
+
+def _links(o: Offer) -> tuple[float, int] | None:
+    """A rented instance's network and cores as the speed models read them (instance), None
+    where its offer states no network."""
+    return None if o.instance is None else (o.instance.inter_node_bandwidth_gbps,
+                                            o.instance.cpu_cores)
 
 
 def unoffered_text(unoffered: tuple[str, ...] | list[str]) -> str:

@@ -88,7 +88,7 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
     if result.num_hosts > 1:  # which traffic crosses hosts, and at what bandwidth
         offer = space.offer_of(result)
         notes += host_span_notes(result.config, resolve_links(
-            offer.gpu, platform=offer.platform, gpus_per_node=offer.gpus_per_host))
+            offer.gpu, platform=offer.links_platform, gpus_per_node=offer.gpus_per_host))
     if result.config.pp > 1 and result.num_hosts > 1:
         notes.append(_pipeline_note(request, catalog, result))
     if result.num_hosts > 1 and request.pricing == "buy":
@@ -154,7 +154,8 @@ def offload_basis(space: PlanSpace, other: Plan) -> str:
     parameter and host-memory rate (network.resolve_links), and the published offloaded runs
     of the same offload kind (efficiency.OFFLOAD_CASES; all of them where none is)."""
     offer = space.offer_of(other)
-    links = resolve_links(offer.gpu, platform=offer.platform, gpus_per_node=offer.gpus_per_host)
+    links = resolve_links(offer.gpu, platform=offer.links_platform,
+                          gpus_per_node=offer.gpus_per_host)
     overlap = eff.OVERLAP[other.throughput.stack]["pcie"]
     kind = other.config.offload
     cases = [f"{cid} ({what})" for cid, (k, what) in eff.OFFLOAD_CASES.items() if k == kind] \

@@ -333,7 +333,7 @@ def make_plan(space: PlanSpace, offer_idx: int, cfg: TrainConfig, *, hosts: int)
     roles = space.roles
     est = estimate_memory(space.model, offer.gpu, cfg, gpus_per_node=offer.gpus_per_host,
                           critic=roles.critic, reward=roles.reward)
-    tput = workload_throughput(space.model, offer.gpu, cfg, platform=offer.platform,
+    tput = workload_throughput(space.model, offer.gpu, cfg, platform=offer.links_platform,
                                stack=req.stack, critic=roles.critic, reward=roles.reward,
                                gpus_per_node=offer.gpus_per_host)
     cost = job_cost(offer.gpu, cfg.num_gpus, tokens_per_s=tput.tokens_per_s,

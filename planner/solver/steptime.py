@@ -163,7 +163,7 @@ class Timing:
         if key not in self._generation:
             space, offer = self._space, self._space.offers[offer_idx]
             self._generation[key] = engine_side(space.model, offer.gpu, config_for(space, row),
-                                                platform=offer.platform)
+                                                platform=offer.links_platform)
         return self._generation[key]
 
     def step_us(self, offer_idx: int, row: Row) -> int:
@@ -188,7 +188,7 @@ def step_time_us(space: TimedSpace, offer_idx: int, row: Row) -> int:
     offer = space.offers[offer_idx]
     side = space.timing.engine_side(offer_idx, row) if space.base.is_rl else None
     est = workload_throughput(space.model, offer.gpu, config_for(space, row),
-                              platform=offer.platform, stack=space.request.stack,
+                              platform=offer.links_platform, stack=space.request.stack,
                               critic=space.roles.critic, reward=space.roles.reward,
                               gpus_per_node=offer.gpus_per_host, side=side)
     return min(MAX_STEP_US, max(1, round(est.step_time_s * 1e6)))
@@ -338,7 +338,8 @@ class RowArrays:
         the forward compute bound ``fwd`` may stand for the exact compute."""
         space = self.space
         offer = space.offers[offer_idx]
-        links = resolve_links(offer.gpu, platform=offer.platform)  # as rltime.estimate_rl_step
+        # as rltime.estimate_rl_step
+        links = resolve_links(offer.gpu, platform=offer.links_platform)
         gpus, inverse = np.unique(self.trainers, return_inverse=True)
         per_byte = np.array([ring_factor(int(g), "all-gather") / (
             links.collective_gbps(int(g), g > links.gpus_per_node) * 1e9)

@@ -49,6 +49,7 @@ from planner.models.bands import request_margin
 from planner.models.cost import define_job, gpu_purchase_price, job_cost
 from planner.models.host_ram import usable_host_ram_gib
 from planner.models.memory import GIB
+from planner.models.network import instance_platform
 from planner.models.rltime import workload_throughput
 from planner.models.workloads import estimate_memory
 
@@ -211,7 +212,9 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
             continue
         if host.ram_gib is not None and est.host_ram > host.ram_gib * GIB:
             continue
-        tput = workload_throughput(model, gpu, cfg, platform=plat, stack=framework.stack,
+        # a rented instance's links where its offer states its network (README: rentals)
+        links = plat if host.offer is None else instance_platform(host.offer, gpu)
+        tput = workload_throughput(model, gpu, cfg, platform=links, stack=framework.stack,
                                    gpus_per_node=per_host)
         cost = job_cost(gpu, n, tokens_per_s=tput.tokens_per_s, job=job, pricing=req.pricing,
                         platform=plat, price_kind=req.price_kind, offer=host.offer)
