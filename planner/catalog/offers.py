@@ -274,6 +274,7 @@ def offer_rows(offers: Iterable[OfferSpec]) -> list[dict[str, object]]:
         "gpus_per_instance": o.gpus_per_instance, "usd_per_hour": o.usd_per_hour,
         "usd_per_gpu_hour": round(o.usd_per_gpu_hour, 4), "spot": o.spot, "region": o.region,
         "host_vcpus": o.host_vcpus, "host_ram_gib": o.host_ram_gib,
+        "network_gbit_s": o.network_gbit_s,
         "billing": billing_text(o.billing_increment_hours)
         + (f", min {o.minimum_hours * 60:g} min" if o.minimum_hours else ""),
         "price_as_of": o.price_as_of,

@@ -133,10 +133,11 @@ def offers_table(rows: list[dict[str, Any]]) -> str:
     return text_table([[
         str(r["gpu"]), str(r["id"]), str(r["gpus_per_instance"]), f"{r['usd_per_hour']:.2f}",
         f"{r['usd_per_gpu_hour']:.3f}", "spot" if r["spot"] else "", str(r["region"] or ""),
-        f"{r['host_ram_gib']:g} GiB" if r["host_ram_gib"] else "", str(r["billing"]),
+        f"{r['host_ram_gib']:g} GiB" if r["host_ram_gib"] else "",
+        f"{r['network_gbit_s']:,.0f}" if r.get("network_gbit_s") else "-", str(r["billing"]),
         str(r["price_as_of"]),
     ] for r in rows], ["gpu", "offer (--offer)", "gpus", "$/h", "$/GPU-h", "spot", "region",
-                       "host RAM", "billing", "as of"])
+                       "host RAM", "net Gb/s", "billing", "as of"])
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
