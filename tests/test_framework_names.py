@@ -179,3 +179,16 @@ def test_rule_2_a_trailing_remark_in_parentheses_is_dropped(slug, fid, version):
 def test_rule_2_leaves_other_parentheses_unknown(slug):
     with pytest.raises(UnknownNameError):
         CAT.framework_match(slug)
+
+
+@pytest.mark.parametrize(("slug", "fid"), [
+    ("LLaMA-Efficient-Tuning", "llama-factory"),
+    ("hiyouga/LLaMA-Efficient-Tuning", "llama-factory"),
+    ("tloen/alpaca-lora", "hf-trainer"), ("tatsu-lab/stanford_alpaca", "hf-trainer"),
+    ("artidoro/qlora", "hf-trainer"), ("stanford_alpaca+fsdp", "accelerate-fsdp"),
+    ("DPOTrainer", "trl"), ("TRL GRPOTrainer", "trl"), ("Hugging Face TRL SFTTrainer", "trl"),
+])
+def test_former_names_training_scripts_and_trainer_classes_name_their_framework(slug, fid):
+    """A repository's former name, the training scripts that run another framework's trainer,
+    and TRL's trainer classes (alone or after the framework's name: rule 6) resolve."""
+    assert CAT.framework_match(slug).spec.id == fid

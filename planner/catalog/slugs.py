@@ -26,7 +26,8 @@ The documented rules, applied in this order:
    (``trl-deepspeed`` is ``trl+deepspeed``, ``torchtune-lora`` is ``torchtune+lora``; the
    words ``zero``, ``zero1``-``zero3`` also name DeepSpeed), and a trailing workload or
    ``full`` (``-sft``, ``-rm``, ``-dpo``, ``-ppo``, ``-grpo``, ``-pretrain``) is dropped, as
-   is such a word standing alone between ``+`` (``verl-grpo`` and ``verl+grpo`` are verl).
+   is such a word standing alone between ``+`` (``verl-grpo`` and ``verl+grpo`` are verl), as
+   is a trailing word that names the same profile as the rest (``TRL GRPOTrainer`` is trl).
 7. A name (or ``+`` part) that is still no id or alias loses a GitHub owner (``owner/``:
    ``huggingface/trl``, ``meta-pytorch/torchforge``) and then one leading vendor or
    organisation word (VENDORS: ``Hugging Face``, ``HuggingFace``, ``HF``, ``NVIDIA``,
@@ -232,6 +233,8 @@ def _trim(part: str, index: dict[str, FrameworkSpec]) -> tuple[str, list[str]]:
     tail: list[str] = []
     while part not in index and "-" in part:
         head, word = part.rsplit("-", 1)
+        if head in index and index.get(word) is index[head]:
+            return head, tail  # a trailing word naming the same profile ('trl-grpotrainer')
         if word not in BACKENDS and word not in DROPPED:
             break
         part = head

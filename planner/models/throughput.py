@@ -53,7 +53,6 @@ from planner.models.flops import (
 from planner.models.gemm import linear_time_scale
 from planner.models.network import (
     DEFAULT_CPU_CORES_PER_GPU,
-    DEFAULT_INTER_NODE_GBPS_PER_GPU,
     Links,
     _grad_bytes,
     _nvlink_class,
@@ -375,12 +374,10 @@ def _categories(terms: dict[str, float], raw: dict[str, float],
 
 
 def _assumption_notes(cfg: TrainConfig, links: Links, gpu: GpuSpec, *, prec: str) -> list[str]:
-    """The notes on what the estimate assumed: host spans, a default network or CPU optimizer
-    where no platform is given, and fp8 run in 16 bit on a GPU without fp8 matmuls."""
-    notes: list[str] = host_span_notes(cfg, links)
-    if links.network_assumed and cfg.num_gpus > links.gpus_per_node:
-        notes.append(f"no platform: inter-node network assumed "
-                     f"{DEFAULT_INTER_NODE_GBPS_PER_GPU:g} GB/s per GPU (200 Gb/s)")
+    """The notes on what the estimate assumed: host spans (with the default network where no
+    platform or offer states one), a default CPU optimizer where no platform is given, and fp8
+    run in 16 bit on a GPU without fp8 matmuls."""
+    notes: list[str] = host_span_notes(cfg, links)  # says so where the network is assumed
     if links.network_assumed and cfg.offload != "none":
         notes.append(f"no platform: CPU optimizer assumed {DEFAULT_CPU_CORES_PER_GPU} host cores "
                      "per GPU")
