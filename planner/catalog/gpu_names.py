@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from planner.catalog.specs import GpuSpec
+from planner.catalog.specs import PCIE_CARD_FORM_FACTORS, GpuSpec
 
 _VENDOR_WORDS = re.compile(r"^(?:nvidia|amd|intel|tesla|geforce|instinct|habana)[\s_-]+")
 _MEMORY_WORD = re.compile(r"(\d+)gb?")
@@ -84,8 +84,9 @@ def _product(key: str, gpus: Mapping[str, GpuSpec]) -> list[str]:
     if memory is not None:
         found = [i for i in found
                  if abs(gpus[i].memory_gib - memory) <= MEMORY_TOLERANCE * memory]
-    if sxm is not None:
-        found = [i for i in found if (gpus[i].form_factor == "sxm") == sxm]
+    if sxm is not None:  # SXM named: the SXM part; PCIe named: a PCIe card
+        kinds = {"sxm"} if sxm else PCIE_CARD_FORM_FACTORS
+        found = [i for i in found if gpus[i].form_factor in kinds]
     return found
 
 
