@@ -26,6 +26,7 @@ from planner.validation.case_releases import (
     fused_optimizer_of,
     qlora_fp32_norms_of,
 )
+from planner.validation.validation_input import case_sharding
 
 SFT_WORKLOADS = ("sft", "pretrain")
 
@@ -67,11 +68,9 @@ def _fp32_weights(case: dict[str, Any]) -> bool:
     """The case holds its trained (and, with adapters, frozen base) weights in fp32:
     extra.master_weights_dtype / extra.frozen_base_weights_dtype name fp32."""
     extra = case.get("extra") or {}
-    frozen = str(extra.get("frozen_base_weights_dtype") or "")
-    master = str(extra.get("master_weights_dtype") or "")
-    if (case.get("method") or "full") == "full":
-        return master.startswith("fp32")
-    return frozen.startswith("fp32")
+    full = (case.get("method") or "full") == "full"
+    key = "master_weights_dtype" if full else "frozen_base_weights_dtype"
+    return str(extra.get(key) or "").startswith("fp32")
 
 
 def _vocab_chunk(case: dict[str, Any]) -> int | None:
@@ -224,7 +223,7 @@ def case_config(case: dict[str, Any], catalog: Catalog) -> tuple[TrainConfig, An
     profile = case_profile(case, catalog)
     resolved = replace(resolved, spec=built_model(profile, resolved.spec))
     method = case.get("method") or "full"
-    sharding = case.get("sharding") or "none"
+    sharding = case_sharding(case)
     quant = "gptq" if "gptq" in str(extra.get("weight_quant", "")).lower() else "nf4"
     if resolved.weight_bits and method != "qlora":
         raise PlannerError("quantized checkpoint trained without a QLoRA-style adapter")
@@ -397,7 +396,7 @@ def _rl_common(case: dict[str, Any], profile: Profile, *, assumed: list[str]) ->
     optimizer, precision, sharding, checkpointing (the profile's default, appended to
     ``assumed``), the framework's semantics and the method."""
     extra = case.get("extra") or {}
-    sharding = case.get("sharding") or "none"
+    sharding = case_sharding(case)
     # Megatron's distributed optimizer shards the optimizer states like ZeRO-1 (time only:
     # the caller sets the trainer's tp/pp after validation).
     zero = zero_stage_of("zero1" if sharding == "megatron" else sharding)

@@ -22,6 +22,21 @@ Amount = Annotated[float, Field(ge=0, le=MAX_FLOAT)]
 Text = Annotated[str, Field(max_length=MAX_STRING)]
 
 
+# The schema's model-state sharding values (../shared/validation/README.md, field table).
+CASE_SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp", "megatron")
+
+
+def case_sharding(case: dict[str, Any]) -> str:
+    """The case's sharding label (null: none); PlannerError for a value outside the schema
+    (a case that writes 'fsdp2' or 'zero3_offload' is not modelled rather than read as
+    none)."""
+    sharding = case.get("sharding") or "none"
+    if sharding not in CASE_SHARDINGS:
+        raise PlannerError(f"sharding {short(sharding, 30)}: the schema's values are "
+                           f"{', '.join(CASE_SHARDINGS)} (null: none)")
+    return str(sharding)
+
+
 class _Fields(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False, frozen=True)
 
