@@ -105,8 +105,8 @@ def _framework_names() -> set[str]:
 def test_no_framework_keyed_table_in_the_validation_reader():
     """No string constant in planner/validation names a framework profile (or alias) unless it
     is also a word of another vocabulary (a sharding kind, a stack, an engine: fsdp, megatron,
-    deepspeed, unsloth, hf). Behaviour of a framework is its profile's."""
-    generic = {"fsdp", "megatron", "deepspeed", "unsloth", "hf", "vllm"}
+    deepspeed, unsloth, hf; ddp). Behaviour of a framework is its profile's."""
+    generic = {"fsdp", "ddp", "megatron", "deepspeed", "unsloth", "hf", "vllm"}
     names = _framework_names() - generic
     found = []
     for path in sorted((ROOT / "planner" / "validation").glob("*.py")):
