@@ -18,6 +18,8 @@ name (``pci``/``pcie`` or ``sxm`` in it decide the form factor); mappings that g
 factor carry the guess in the offer's notes. Rows whose accelerator has no catalog GPU are
 skipped and counted (printed). Billing increments and minimums come from BILLING, each with the
 provider's page; a provider not in BILLING gets 1 hour (conservative) and a note saying so.
+An instance's network to other instances comes from NETWORKS (the provider's own figure, with
+its source); an instance not in it states none, and the speed models assume one and say so.
 """
 
 from __future__ import annotations
