@@ -50,6 +50,11 @@ def _prefixed(stem: str, gpus: Mapping[str, GpuSpec]) -> list[str]:
     return sorted(i for i in gpus if i == stem or i.startswith(stem + "-"))
 
 
+def _sized(found: list[str], gpus: Mapping[str, GpuSpec], memory: float) -> list[str]:
+    """The ids of ``found`` whose memory is within MEMORY_TOLERANCE of ``memory`` GB."""
+    return [i for i in found if abs(gpus[i].memory_gib - memory) <= MEMORY_TOLERANCE * memory]
+
+
 def candidates(name: str, gpus: Mapping[str, GpuSpec]) -> list[str]:
     """The catalog ids ``name`` may mean by rules 1-3: one where it is unambiguous, several
     where it is not, none where it names no catalog GPU."""
@@ -82,8 +87,7 @@ def _product(key: str, gpus: Mapping[str, GpuSpec]) -> list[str]:
         return []
     found = _prefixed("-".join(stem), gpus)
     if memory is not None:
-        found = [i for i in found
-                 if abs(gpus[i].memory_gib - memory) <= MEMORY_TOLERANCE * memory]
+        found = _sized(found, gpus, memory)
     if sxm is not None:  # SXM named: the SXM part; PCIe named: a PCIe card
         kinds = {"sxm"} if sxm else PCIE_CARD_FORM_FACTORS
         found = [i for i in found if gpus[i].form_factor in kinds]
@@ -98,8 +102,6 @@ def settle(found: list[str], gpus: Mapping[str, GpuSpec],
     report ("H100", "NVIDIA H100 80GB HBM3", nvidia-smi's name of the SXM5 card) runs on the
     HGX / DGX boards, whose GPUs are SXM."""
     if memory_gib:
-        sized = [i for i in found
-                 if abs(gpus[i].memory_gib - memory_gib) <= MEMORY_TOLERANCE * memory_gib]
-        found = sized or found
+        found = _sized(found, gpus, memory_gib) or found
     sxm = [i for i in found if gpus[i].form_factor == "sxm"]
     return sxm if len(found) > 1 and len(sxm) == 1 else found

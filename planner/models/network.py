@@ -35,6 +35,7 @@ DEFAULT_HOST_PCIE_GEN = 4
 NVLINK_C2C_GBPS = 225.0
 
 
+@lru_cache(maxsize=256)  # pure; the reference enumeration asks once per candidate layout
 def instance_platform(offer: OfferSpec, gpu: GpuSpec) -> PlatformSpec | None:
     """A rented instance as the host the links see: its GPUs, the network to other instances
     its offer states (OfferSpec.network_gbit_s / 8 GB/s), half its vCPUs as cores (two

@@ -257,6 +257,7 @@ class ThroughputEstimate:
     nodes: int
     mfu_definition: str = MFU_DEFINITION
     notes: tuple[str, ...] = field(default_factory=tuple)
+    low_mfu: str | None = None  # low_mfu_note's flag (also among the notes); None at the floor
 
     def summary(self) -> dict[str, float | str]:
         """The figures ``planner check --json`` reports under "throughput"."""
@@ -493,5 +494,5 @@ def estimate_throughput(
         model_tflops_per_gpu=flops.model * per_gpu / 1e12, mfu=mfu, limited_by=limited_by,
         terms=terms, raw=raw, stack=stack, precision=prec, efficiency=e_lin,
         num_gpus=cfg.num_gpus, nodes=hosts_for(cfg.num_gpus, links.gpus_per_node),
-        notes=tuple(notes),
+        notes=tuple(notes), low_mfu=flag,
     )

@@ -19,7 +19,6 @@ from planner.catalog.specs import gpus_per_host
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models.network import host_span_notes, resolve_links
-from planner.models.throughput import ThroughputEstimate, low_mfu_note
 from planner.solver.explain import binding_rules, conflicts, timed_conflicts
 from planner.solver.hardware import unoffered_text
 from planner.solver.result import Plan, PlanResult
@@ -90,9 +89,7 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
         offer = space.offer_of(result)
         notes += host_span_notes(result.config, resolve_links(
             offer.gpu, platform=offer.links_platform, gpus_per_node=offer.gpus_per_host))
-    est = result.throughput
-    flag = low_mfu_note(est.mfu, est.limited_by, est.terms) \
-        if isinstance(est, ThroughputEstimate) else None
+    flag = getattr(result.throughput, "low_mfu", None)  # training estimates carry it
     if flag:  # issue 18: a plan below the MFU floor is flagged, naming what the GPUs wait on
         notes.append(flag)
     if result.config.pp > 1 and result.num_hosts > 1:
