@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from planner import PlanRequest, plan
+from planner.catalog.frameworks import HYBRID_SHARD_LAUNCHES
 from planner.cli import main
 from planner.errors import PlannerError
 from planner.outputs.export import FORMATS, export_plan
@@ -437,14 +438,19 @@ def test_offloaded_8bit_adam_is_refused(sft):
             export_plan(p, fmt)
 
 
-def test_hybrid_sharding_and_partial_checkpointing_are_refused(sft):
+def test_partial_checkpointing_and_unwritten_hybrid_sharding_are_refused(sft):
     # TrainConfig inputs of check/validate that no writer expresses: never a silent FULL_SHARD
-    for change in ({"fsdp": True, "zero_stage": 0, "dp_shard": 1},
-                   {"checkpointing": "full", "checkpoint_fraction": 0.5}):
-        p = variant(sft, **change)
-        for fmt in FORMATS:
-            with pytest.raises(PlannerError, match="no launch writer expresses them"):
-                export_plan(p, fmt)
+    p = variant(sft, checkpointing="full", checkpoint_fraction=0.5)
+    for fmt in FORMATS:
+        with pytest.raises(PlannerError, match="no launch writer expresses it"):
+            export_plan(p, fmt)
+    # a shard group of 1 on a 2-GPU node: FSDP's HYBRID_SHARD would shard over the node's 2
+    p = variant(sft, fsdp=True, zero_stage=0, dp_shard=1)
+    for fmt in FORMATS:
+        match = "shards over one node's GPUs" if fmt in HYBRID_SHARD_LAUNCHES[:2] else \
+            "writes no hybrid shard group" if fmt not in HYBRID_SHARD_LAUNCHES else "cannot"
+        with pytest.raises(PlannerError, match=match):
+            export_plan(p, fmt)
 
 
 # ---------------------------------------------------------------------------------------------

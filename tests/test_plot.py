@@ -27,8 +27,8 @@ def setup(gpu: str, n: int, method: str, cost: float, hours: float, rank: int | 
           ) -> dict:
     """A point as pareto_doc / plan_doc alternatives have it (only the fields the chart uses)."""
     return {"gpu": gpu, "platform": "ws", "num_gpus": n, "method": method, "lora_rank": rank,
-            "zero_stage": 0, "offload": "none", "tp": 1, "pp": 1, "per_gpu_gib": 10.0,
-            "tokens_per_s": 1000.0, "time_hours": hours, "cost_usd": cost}
+            "zero_stage": 0, "sharding": "zero0", "offload": "none", "tp": 1, "pp": 1,
+            "per_gpu_gib": 10.0, "tokens_per_s": 1000.0, "time_hours": hours, "cost_usd": cost}
 
 
 FRONT = [setup("rtx-3090", 1, "lora", 2000, 9.0, 16), setup("rtx-3090", 2, "lora", 2900, 4.6, 16),

@@ -45,6 +45,14 @@ NO_TP_OFFLOAD_LAUNCHES = ("axolotl",)
 # __init__.py) derives dp as world / (tp x cp x ep), not the planner's ep inside dp x cp.
 EP_LAUNCHES = ("torchrun", "torchtitan", "nemo", "megatron-bridge", "nemo-automodel",
                "prime-rl")
+# Launch formats whose writer writes hybrid sharding (HSDP) with the shard group = one host's
+# GPUs: FSDP's HYBRID_SHARD as Accelerate's fsdp_sharding_strategy and the HF Trainer's
+# --fsdp hybrid_shard (torchrun) pass no process group, and torch then shards over the
+# node's devices (_init_process_group_state_for_hybrid_shard: device_count() ranks per
+# intra-node group, pytorch/pytorch@00743e70 torch/distributed/fsdp/_init_utils.py);
+# torchtitan's data_parallel_shard_degree x data_parallel_replicate_degree mesh (v0.2.2
+# job_config.py Parallelism) keeps the shard dimension innermost, so a host's ranks.
+HYBRID_SHARD_LAUNCHES = ("accelerate", "torchrun", "torchtitan")
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,25 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
         out.append(f"RL placement {cfg.placement} (its {fmt} launch colocates)")
     if cfg.is_rl and cfg.offload_idle and fmt not in IDLE_OFFLOAD_LAUNCHES:
         out.append(f"offload of idle roles (its {fmt} launch keeps every role on the GPUs)")
+    if cfg.dp_shard is not None and (fmt not in HYBRID_SHARD_LAUNCHES or not cfg.fsdp):
+        out.append(f"hybrid sharding dp_shard {cfg.dp_shard} (its {fmt} launch writes "
+                   "FSDP's hybrid sharding only)" if fmt in HYBRID_SHARD_LAUNCHES else
+                   f"hybrid sharding dp_shard {cfg.dp_shard} (its {fmt} launch does not "
+                   "write it)")
     return out
+
+
+def hybrid_shard_sizes(profile: Profile, host_sizes: tuple[int, ...], *,
+                       max_gpus: int) -> tuple[int, ...]:
+    """The hybrid shard groups a plan on ``profile`` searches: one host's GPUs (each size in
+    ``host_sizes`` from 2 up, with room for two hosts within ``max_gpus``) where its launch
+    writes FSDP's hybrid sharding (HYBRID_SHARD_LAUNCHES) and its plans shard with FSDP;
+    none elsewhere. Within one host hybrid sharding is full sharding, so only jobs over
+    several hosts take it."""
+    if profile.value("launch_format") not in HYBRID_SHARD_LAUNCHES or \
+            "fsdp" not in plan_shardings(profile):
+        return ()
+    return tuple(s for s in host_sizes if s >= 2 and 2 * s <= max_gpus)
 
 
 def launch_parallelism(profile: Profile) -> tuple[str, ...]:

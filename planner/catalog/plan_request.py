@@ -217,7 +217,8 @@ class PlanRequest(_Request):
     def domains(self, *, model: ModelSpec, per_node: int,
                 shardings: tuple[str, ...] = ZERO_SHARDINGS, parallel: tuple[str, ...] = (
                     "tp", "pp"), trainer_generates: bool = False,
-                default_rank: int | None = None) -> Domains:
+                default_rank: int | None = None, hybrid_shards: tuple[int, ...] = ()
+                ) -> Domains:
         """The searched TrainConfig fields, each pinned (one value) or open (its values in
         preference order): the candidates' fields outermost first (domains.choices), then the
         layout's tp, pp and micro-batch. ``shardings`` and ``parallel``: the sharding labels
@@ -225,10 +226,13 @@ class PlanRequest(_Request):
         bounds the TP degrees; ``trainer_generates``: RL generating with the trainer's own
         weights, colocated at the trainer's layout with nothing parked
         (request_checks.validate_engine); ``default_rank``: the framework's LoRA rank where
-        the request names none."""
+        the request names none; ``hybrid_shards``: the hybrid shard groups (one host's GPUs)
+        the framework's launch writes (frameworks.hybrid_shard_sizes), searched beside full
+        sharding for language-model training (an RL trainer shards over all its ranks)."""
         return {**self._choice_domains(model=model, per_node=per_node, shardings=shardings,
                                        trainer_generates=trainer_generates, parallel=parallel,
                                        default_rank=default_rank),
+                "dp_shard": (None,) if self.is_rl else (None, *hybrid_shards),
                 **self._layout_domains(model=model, per_node=per_node, parallel=parallel)}
 
     def _choice_domains(self, *, model: ModelSpec, per_node: int, shardings: tuple[str, ...],

@@ -55,17 +55,13 @@ def dp_shard_error(cfg: TrainConfig) -> str | None:
     """Hybrid sharding splits the data-parallel ranks into shard groups of dp_shard (FSDP
     HYBRID_SHARD: a 2-D device mesh of replicas x shards, torch.distributed.fsdp
     ShardingStrategy.HYBRID_SHARD; torchtitan dp_replicate x dp_shard = dp): the weights must
-    be sharded (FSDP or ZeRO-3) and dp_shard divide dp. Not modelled with expert parallel."""
+    be sharded (FSDP or ZeRO-3: layout_error, as the plan space's candidates are filtered) and
+    dp_shard divide dp."""
     if cfg.dp_shard is None:
         return None
-    if not cfg.shards_weights:
-        return (f"--dp-shard {cfg.dp_shard} needs the weights sharded (FSDP or ZeRO-3): hybrid "
-                "sharding shards them within each group")
     if cfg.dp % cfg.dp_shard:
         return (f"--dp-shard {cfg.dp_shard} must divide the data-parallel degree {cfg.dp} "
                 "(replicas x shard groups)")
-    if cfg.ep > 1:
-        return f"--dp-shard {cfg.dp_shard} with --ep {cfg.ep}: not modelled (use one of them)"
     return None
 
 
@@ -135,6 +131,11 @@ def layout_error(c: Any) -> str | None:
         return "--offload optimizer+params needs the weights sharded: ZeRO-3 or FSDP"
     if c.offload != "none" and not (c.zero_stage or c.fsdp):
         return f"--offload {c.offload} needs ZeRO (stage 1, 2 or 3) or FSDP sharding"
+    if c.dp_shard is not None and not (c.fsdp or c.zero_stage == 3):
+        return (f"--dp-shard {c.dp_shard} needs the weights sharded (FSDP or ZeRO-3): hybrid "
+                "sharding shards them within each group")
+    if c.dp_shard is not None and c.ep > 1:
+        return f"--dp-shard {c.dp_shard} with --ep {c.ep}: not modelled (use one of them)"
     return None
 
 

@@ -331,7 +331,8 @@ def plan_body(p: Any) -> dict[str, Any]:
         "num_gpus": p.num_gpus,
         "num_hosts": p.num_hosts, "method": c.method,
         "lora_rank": c.adapter_rank, "optimizer": c.optimizer,
-        "zero_stage": c.zero_stage, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "dp": c.dp,
+        "zero_stage": c.zero_stage, "fsdp": c.fsdp, "sharding": p.sharding_label, "tp": c.tp,
+        "pp": c.pp, "dp": c.dp,
         "offload": c.offload, "checkpointing": c.checkpointing,
         "micro_batch_size": c.micro_batch_size, "grad_accum": c.grad_accum,
         "global_batch_size": c.global_batch_size, "seq_len": c.seq_len,
@@ -386,7 +387,7 @@ def engine_words(tc: TrainConfig) -> str:
 def _alternative(p: Any) -> dict[str, Any]:
     c = p.config
     return {"gpu": p.gpu, "platform": p.platform, "num_gpus": p.num_gpus, "method": c.method,
-            "lora_rank": c.adapter_rank, "zero_stage": c.zero_stage,
+            "lora_rank": c.adapter_rank, "zero_stage": c.zero_stage, "sharding": p.sharding_label,
             "offload": c.offload, "checkpointing": c.checkpointing, "tp": c.tp, "pp": c.pp,
             "micro_batch_size": c.micro_batch_size, "per_gpu_gib": round(p.memory.device / GIB, 3),
             "tokens_per_s": p.throughput.tokens_per_s, "time_hours": p.time_hours,
@@ -469,8 +470,8 @@ def plan_text(doc: dict[str, Any]) -> str:
         lines.append(text_table(rows, ["rule", "used", "limit", "unit", "slack", "", "if relaxed"]))
     if doc["alternatives"]:
         lines += ["", "alternatives (best plan per other method, and on other GPU types):"]
-        rows = [[a["method"], f"{a['num_gpus']} x {a['gpu']}", f"zero{a['zero_stage']}"
-                 f"/{a['offload']}", f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}",
+        rows = [[a["method"], f"{a['num_gpus']} x {a['gpu']}", f"{a['sharding']}/{a['offload']}",
+                 f"{a['per_gpu_gib']:.1f}", f"{a['tokens_per_s']:,.0f}",
                  f"{a['time_hours']:,.1f}", f"${a['cost_usd']:,.0f}"]
                 for a in doc["alternatives"]]
         lines.append(text_table(rows, ["method", "GPUs", "sharding/offload", "GiB/GPU",

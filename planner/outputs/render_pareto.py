@@ -25,7 +25,7 @@ def pareto_text(doc: dict[str, Any]) -> str:
         return "no plan satisfies the request (run planner plan for the conflicts)"
     rows = [[f"{a['num_gpus']} x {a['gpu']}" + ("" if a["status"] == "optimal" else " *"),
              a["platform"] or "rented",
-             a["method"], f"zero{a['zero_stage']}/{a['offload']}", f"tp{a['tp']} pp{a['pp']}",
+             a["method"], f"{a['sharding']}/{a['offload']}", f"tp{a['tp']} pp{a['pp']}",
              *_banded_cells(a)] for a in doc["points"]]
     head = f"cost-vs-time Pareto-optimal plans ({doc['points'][0]['job']}, " \
            f"{doc['points'][0]['basis']}):"

@@ -194,7 +194,7 @@ def binding_table(binding: list[dict[str, Any]]) -> str:
 def _setup_cells(a: dict[str, Any]) -> list[tuple[str, bool]]:
     return [(f"{a['num_gpus']} x {a['gpu']}", False), (a.get("platform") or "rented", False),
             (method_label(a["method"], a.get("lora_rank")), False),
-            (f"zero{a['zero_stage']}/{a['offload']}", False),
+            (f"{a['sharding']}/{a['offload']}", False),
             (f"tp{a['tp']} pp{a['pp']}", False), (f"{a['per_gpu_gib']:.1f}", True),
             (f"{a['tokens_per_s']:,.0f}", True), (_hours(a["time_hours"]), True),
             (_usd(a["cost_usd"]), True)]

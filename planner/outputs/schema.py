@@ -222,6 +222,7 @@ class PlanBody(_Doc):
     optimizer: str
     zero_stage: int
     fsdp: bool
+    sharding: str  # Plan.sharding_label: zero0-3, fsdp, hsdp<group>
     tp: int
     pp: int
     dp: int
@@ -250,6 +251,7 @@ class Alternative(_Doc):
     method: str
     lora_rank: int | None
     zero_stage: int
+    sharding: str  # Plan.sharding_label
     offload: str
     checkpointing: str
     tp: int

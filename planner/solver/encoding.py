@@ -119,6 +119,10 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
         values = [getattr(r, name) for r in rows]
         v[name] = m.new_int_var(min(values), max(values), name)
         m.add(v[name] == enc.row_sum(values))
+    shards = row_shards(space, rows)  # the hybrid shard group (rules.GPUS_PER_HOST)
+    v["dp_shard"] = m.new_int_var(int(shards.min(initial=0)), int(shards.max(initial=0)),
+                                  "dp_shard")
+    m.add(v["dp_shard"] == enc.row_sum(shards))
     offloaded = [offloads(space, r) for r in rows]  # a tie-break stage (stages.py)
     v["offloaded"] = m.new_int_var(min(offloaded), max(offloaded), "offloaded")
     m.add(v["offloaded"] == enc.row_sum(offloaded))
@@ -135,6 +139,13 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
     _add_offer_bounds(enc, every_subset)
     _add_pins(enc)
     return enc
+
+
+def row_shards(space: PlanSpace, rows: Sequence[Row]) -> np.ndarray:
+    """Each row's hybrid shard group (its strategy's dp_shard; 0: sharded over every rank)."""
+    shard = np.array([s.dp_shard or 0 for s in space.strategies], dtype=np.int64)
+    return shard[np.array([r.strategy for r in rows], dtype=np.int64)] if len(rows) else \
+        np.zeros(0, dtype=np.int64)
 
 
 def offloads(space: PlanSpace, row: Row) -> int:
@@ -211,10 +222,11 @@ def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, 
         tp = np.array([r.tp for r in enc.rows])
         host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
         sizes = host_sizes(enc.space)
+        shards = row_shards(enc.space, enc.rows)
         ones = np.ones(len(enc.rows), dtype=bool)
         enc.fit_checks = []
         for o, x in chosen(enc):
-            need_o = Need(need, tp, host[:, sizes.index(o.gpus_per_host)], gpus)
+            need_o = Need(need, tp, host[:, sizes.index(o.gpus_per_host)], gpus, shards)
             names = [n for n in FIT_RULES if n in ("gpu_memory", "gpus_per_host")
                      or n in enc.literal]
             checks = {k: ones & m for k, m in fit_masks(o, need_o, names).items()}

@@ -60,6 +60,9 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
                         s = space.strategies[si]
                         if n > max_gpus or dp % s.rollout_tp or (dp * space.base.cp) % s.ep:
                             continue
+                        if s.dp_shard and (s.dp_shard != offer.gpus_per_host or tp * pp > 1
+                                           or dp <= s.dp_shard or dp % s.dp_shard):
+                            continue  # a hybrid shard group: one host's GPUs, several hosts
                         hosts = offer.hosts(n)
                         host_mib = offer.host_ram_mib
                         if host_mib is not None and host_mib < space.host_need_mib(

@@ -48,6 +48,13 @@ class Plan:
         """The training method's label."""
         return self.config.method_label
 
+    @property
+    def sharding_label(self) -> str:
+        """The sharding as plan tables name it: zero0-3 (zero0: plain data parallel), fsdp, or
+        hsdp<group>: FSDP's hybrid sharding over groups of that many GPUs (one host each)."""
+        c = self.config
+        return (f"hsdp{c.dp_shard}" if c.dp_shard else "fsdp") if c.fsdp else f"zero{c.zero_stage}"
+
 
 SLACK_TIGHT = 0.05  # a rule under 5 % slack that does not bind is reported as tight
 

@@ -58,12 +58,14 @@ RECHECK_TOLERANCE = 1e-6  # the solver's whole microseconds: time limits hold to
 @dataclass(frozen=True)
 class Need:
     """What candidates need of an offer, as scalars (one row) or numpy columns (many rows):
-    MiB per GPU, tp, host RAM MiB per host at the offer's GPUs per host, GPUs."""
+    MiB per GPU, tp, host RAM MiB per host at the offer's GPUs per host, GPUs, and the hybrid
+    shard group (0: none)."""
 
     gpu_mib: Any
     tp: Any
     host_mib: Any
     num_gpus: Any
+    dp_shard: Any = 0
 
 
 @dataclass(frozen=True)
@@ -187,19 +189,29 @@ GPU_MEMORY = Rule(
 # ----- GPUs per host ----------------------------------------------------------------------------
 
 def _encode_hosts(enc: Encoding) -> None:
-    """Hosts hold the GPUs (hosts x GPUs per host >= GPUs); tp stays inside one host."""
+    """Hosts hold the GPUs (hosts x GPUs per host >= GPUs); tp stays inside one host, and a
+    hybrid shard group is one host's GPUs (frameworks.HYBRID_SHARD_LAUNCHES)."""
     m, v = enc.model, enc.var
     lit = enc.rule("gpus_per_host")
+    shards = {enc.space.strategies[r.strategy].dp_shard or 0 for r in enc.rows} - {0}
     for o, x in chosen(enc):
         m.add(v["hosts"] * o.gpus_per_host >= v["num_gpus"]).only_enforce_if(x)
         m.add(v["tp"] <= o.gpus_per_host).only_enforce_if([lit, x])
+        for s in shards - {o.gpus_per_host}:
+            m.add(v["dp_shard"] != s).only_enforce_if([lit, x])
+
+
+def _host_usage(space: PlanSpace, plan: Plan, offer: Offer) -> Usage:
+    """tp, or the hybrid shard group, against the offer's GPUs per host."""
+    return (float(max(plan.config.tp, plan.config.dp_shard or 0)), float(offer.gpus_per_host))
 
 
 GPUS_PER_HOST = Rule(
     "gpus_per_host", "GPUs (tp)", describe=lambda req: "GPUs per host",
     relax=lambda req: "a platform with more GPU slots, or less tp",
-    usage=lambda space, plan, offer: (float(plan.config.tp), float(offer.gpus_per_host)),
-    encode=_encode_hosts, mask=lambda offer, need: need.tp <= offer.gpus_per_host)
+    usage=_host_usage, encode=_encode_hosts,
+    mask=lambda offer, need: (need.tp <= offer.gpus_per_host) & (
+        (need.dp_shard == 0) | (need.dp_shard == offer.gpus_per_host)))
 
 
 # ----- host RAM ---------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def fits_mask(space: PlanSpace, oi: int, arr: RowArrays, *, budget: float | None
     timed_search's ``keep``."""
     o = space.offers[oi]
     j = space.host_sizes.index(o.gpus_per_host)
-    mask = holds(o, Need(arr.gpu_need, arr.tp, arr.host_need[:, j], arr.num_gpus))
+    mask = holds(o, Need(arr.gpu_need, arr.tp, arr.host_need[:, j], arr.num_gpus,
+                         arr.dp_shard))
     if budget is not None:
         mask &= o.purchase_usd(arr.num_gpus) <= budget
     return mask

@@ -27,6 +27,7 @@ from planner.catalog.frameworks import (
     built_model,
     for_request,
     gpu_count_lacks,
+    hybrid_shard_sizes,
     lacks_model,
     lacks_precision,
     launch_parallelism,
@@ -340,8 +341,7 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
              if (why := lacks_precision(framework.profile, base, o.gpu))}
     offers = [o for o in offers if o.gpu.id not in wrong]
     unoffered += [f"{gpu}: {why}" for gpu, why in wrong.items()]
-    per_node = max((o.gpus_per_host for o in offers), default=8)
-    domains = _domains(request, model, framework.profile, base=base, per_node=per_node)
+    domains = _domains(request, model, framework.profile, base=base, offers=offers)
     strategies = _choices(domains, framework.profile, base=base)
     tps, pps, mbs = domains["tp"], domains["pp"], domains["micro_batch_size"]
     if not strategies:
@@ -401,10 +401,14 @@ def _launchable(strategies: tuple[Choice, ...], profile: Profile, *, base: Train
 
 
 def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: TrainConfig,
-             per_node: int) -> Domains:
+             offers: list[Offer]) -> Domains:
     """The request's domains on this framework (PlanRequest.domains): its sharding labels and
     parallel axes; a pin of an axis it does not run is a PlannerError, and RL pins are checked
-    as the engine's options when the trainer generates (validate_engine)."""
+    as the engine's options when the trainer generates (validate_engine). The offers' hosts
+    bound tp and are the hybrid shard groups (hybrid_shard_sizes; tp = pp = cp = 1)."""
+    sizes = tuple(sorted({o.gpus_per_host for o in offers}))
+    hybrid = () if base.cp > 1 else hybrid_shard_sizes(
+        profile, sizes, max_gpus=request.num_gpus or request.max_gpus)
     parallel = launch_parallelism(profile)
     names = {"tp": "tensor", "pp": "pipeline", "ep": "expert"}
     for axis in ("tp", "pp", "ep"):
@@ -417,9 +421,10 @@ def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: 
         validate_engine(base.model_copy(update={
             "placement": request.placement or "colocate", "rollout_tp": request.rollout_tp or 1,
             "offload_idle": bool(request.offload_idle)}))
-    return request.domains(model=model, per_node=per_node, shardings=plan_shardings(profile),
+    return request.domains(model=model, per_node=max(sizes, default=8),
+                           shardings=plan_shardings(profile),
                            parallel=parallel, trainer_generates=base.generates_in_trainer,
-                           default_rank=profile.value("lora_rank"))
+                           default_rank=profile.value("lora_rank"), hybrid_shards=hybrid)
 
 
 def _choices(domains: Domains, profile: Profile, *, base: TrainConfig) -> tuple[Choice, ...]:
@@ -446,9 +451,9 @@ def host_sizes(space: PlanSpace) -> tuple[int, ...]:
 
 def candidate_rows(space: PlanSpace) -> list[Row]:
     """Every (strategy, tp, pp, dp, micro-batch) that completes the global batch, respects the
-    GPU-count limit, carves the strategy's expert parallel group out of dp x cp and fits the
-    largest offered GPU; needs from the memory tables (numpy over
-    every strategy, dp and micro-batch of one tp and pp at once)."""
+    GPU-count limit, carves the strategy's expert parallel group out of dp x cp, spans hosts
+    of its hybrid shard group (tp = pp = 1) and fits the largest offered GPU; needs from the
+    memory tables (numpy over every strategy, dp and micro-batch of one tp and pp at once)."""
     req = space.request
     max_gpus = req.num_gpus or req.max_gpus
     largest = max((o.capacity_mib for o in space.offers), default=0)
@@ -463,7 +468,7 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     rtp = np.array([s.rollout_tp for s in space.strategies], dtype=np.int64)
     # ep divides dp x cp (request_checks.ep_error): the expert grid is carved from them
     eps = np.array([s.ep for s in space.strategies], dtype=np.int64)
-    cp = space.base.cp
+    shard, cp = np.array([s.dp_shard or 0 for s in space.strategies], dtype=np.int64), space.base.cp
     # every (strategy, dp, micro-batch) of one (tp, pp) at once, in the order rows are listed
     si = np.repeat(np.arange(len(space.strategies), dtype=np.int64), len(dps))
     dp, mb = np.tile(dps, len(space.strategies)), np.tile(mbs, len(space.strategies))
@@ -471,7 +476,8 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     for tp in space.tps:
         for pp in space.pps:
             ok = (space.num_gpus(si, tp, pp, dp=dp) <= max_gpus) & (dp % rtp[si] == 0) & (
-                (dp * cp) % eps[si] == 0)
+                (dp * cp) % eps[si] == 0) & ((shard[si] == 0) | (
+                    (tp * pp == 1) & (dp > shard[si]) & (dp % np.maximum(shard[si], 1) == 0)))
             s_, d_, m_ = si[ok], dp[ok], mb[ok]
             need = space.gpu_need_mib(s_, tp, pp, dp=d_, mb=m_)
             keep = need <= largest

@@ -283,7 +283,7 @@ def _fits(space: PlanSpace, oi: int, row: Row) -> bool:
     o = space.offers[oi]
     return bool(holds(o, Need(row.gpu_need_mib, row.tp,
                               row.host_need_mib[space.host_sizes.index(o.gpus_per_host)],
-                              row.num_gpus)))
+                              row.num_gpus, space.strategies[row.strategy].dp_shard or 0)))
 
 
 def _chain(enc: Encoding, solver: cp_model.CpSolver, status: str, stages: list[Stage],
@@ -364,4 +364,7 @@ def check_plan(space: PlanSpace, plan: Plan) -> list[str]:
     offer = space.offer_of(plan)
     if plan.num_hosts * offer.gpus_per_host < plan.num_gpus:
         problems.append("GPUs do not fit the hosts")
+    if cfg.dp_shard not in (None, offer.gpus_per_host):
+        problems.append(f"hybrid shard group {cfg.dp_shard} is not one host's "
+                        f"{offer.gpus_per_host} GPUs")
     return problems + violations(space, plan)

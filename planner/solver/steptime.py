@@ -233,6 +233,8 @@ class RowArrays:
         self.strategy = st.astype(float)
         self.gpu_need = _column(rows, "gpu_need_mib").astype(float)
         self.tp = tp.astype(float)
+        self.dp_shard = np.array([s.dp_shard or 0 for s in space.strategies],
+                                 dtype=np.int64)[st]  # rules.Need.dp_shard
         self.grad_accum = ga.astype(float)
         self.host_need = np.array([r.host_need_mib for r in rows], dtype=float).reshape(
             n_rows, len(space.host_sizes))

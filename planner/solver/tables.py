@@ -143,8 +143,9 @@ def states_coefficients(
 
 def first_dp(cfg: TrainConfig) -> int:
     """The smallest data-parallel degree of a layout with cfg's ep and cp: ep divides dp x cp
-    (request_checks.ep_error), so dp is a multiple of ep / gcd(ep, cp); 1 without EP."""
-    return cfg.ep // math.gcd(cfg.ep, cfg.cp)
+    (request_checks.ep_error), so dp is a multiple of ep / gcd(ep, cp); 1 without EP. Hybrid
+    sharding: dp a multiple of the shard group (dp_shard_error; ep is then 1)."""
+    return cfg.dp_shard or cfg.ep // math.gcd(cfg.ep, cfg.cp)
 
 
 STEP_TERM = "optimizer_step"
@@ -262,7 +263,7 @@ def _states_entry(model: ModelSpec, base: TrainConfig, s: Choice, *, tp: int, pp
     (a, b, c, e, k) in MiB) of a strategy on (tp, pp), memoised in ``shared`` by what model
     states depend on (not checkpointing)."""
     states_key = (s.method, s.lora_rank, s.optimizer, s.zero_stage, s.fsdp, s.offload,
-                  s.placement, s.offload_idle, s.ep)
+                  s.placement, s.offload_idle, s.ep, s.dp_shard)
     key = (states_key, tp, pp, acc)
     if key not in shared:
         cfg = base.model_copy(update={

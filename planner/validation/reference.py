@@ -22,10 +22,13 @@ from planner.catalog.frameworks import (
     apply,
     built_model,
     for_request,
+    hybrid_shard_sizes,
     plan_shardings,
+    resolve,
     unlaunchable,
     unsupported,
 )
+from planner.catalog.launches import launch_format_of
 from planner.catalog.load import Catalog
 from planner.catalog.offers import (
     DEFAULT_MAX_GPUS_PER_OFFER,
@@ -135,6 +138,20 @@ def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
     return out
 
 
+def _with_hybrid(strategies: list[dict[str, object]], layout: tuple[int, ...], per_host: int,
+                 *, cp: int):
+    """Each strategy and, for FSDP over several hosts of two GPUs or more without tp, pp or cp,
+    its hybrid variant: shards of one host's GPUs, replicated across the hosts (README:
+    planner plan searches hybrid sharding where the framework's launch writes it; the others
+    are left out by unlaunchable)."""
+    tp, pp, dp = layout[:3]
+    hybrid = per_host >= 2 and tp * pp * cp == 1 and dp > per_host and dp % per_host == 0
+    for fields in strategies:
+        yield fields
+        if hybrid and fields["fsdp"]:
+            yield {**fields, "dp_shard": per_host}
+
+
 def _layouts(req: PlanRequest, model, per_host: int) -> list[tuple[int, int, int, int, int]]:
     """(tp, pp, dp, micro-batch, accumulation) that complete the global batch within the GPU
     limit and pins; tp divides the heads and stays in one host, pp divides the layers."""
@@ -190,7 +207,8 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
     tp, pp, dp, mb, ga = layout
     n = tp * pp * dp
     profile = framework.profile
-    for fields in _strategies(req, profile):
+    for fields in _with_hybrid(_strategies(req, profile), layout, per_host,
+                               cp=req.fixed.get("cp", 1)):
         cfg = TrainConfig(workload=req.workload, seq_len=req.seq_len, num_gpus=n, tp=tp, pp=pp,
                           micro_batch_size=mb, grad_accum=ga, framework=profile.id, **fields,
                           **req.fixed)
@@ -241,7 +259,8 @@ PIN_FIELDS = ("num_gpus", "grad_accum", "micro_batch_size", "tp", "pp", "shardin
 
 def random_request(rng, cat: Catalog, *, pin_rate: float = 0.3) -> PlanRequest:
     """A random small request (a few GPU types, up to 16 GPUs, global batch up to 32) with
-    pins, limits, buy or rent and either objective; ``rng`` a random.Random."""
+    pins, limits, buy or rent and either objective, one in five on a framework that plans FSDP
+    and its hybrid sharding (hybrid_frameworks); ``rng`` a random.Random."""
     pricing = rng.choice(("buy", "rent"))
     priced = sorted(g for g, spec in cat.gpus.items()
                     if (rental_offers(cat, (g,)) if pricing == "rent"
@@ -286,7 +305,17 @@ def random_request(rng, cat: Catalog, *, pin_rate: float = 0.3) -> PlanRequest:
         data["max_hours"] = rng.choice((0.5, 5.0, 50.0))
     if rng.random() < 0.2:
         data["min_tokens_per_s"] = rng.choice((2000.0, 10000.0, 50000.0))
+    if rng.random() < 0.2:  # an FSDP framework: full and hybrid sharding (over hosts) searched
+        data["framework"] = rng.choice(hybrid_frameworks(cat))
     return PlanRequest.model_validate(data)
+
+
+def hybrid_frameworks(cat: Catalog) -> list[str]:
+    """The profiles whose SFT plans search hybrid sharding (frameworks.hybrid_shard_sizes;
+    the planner writes their launch)."""
+    profiles = [resolve(cat, f) for f in sorted(cat.frameworks)]
+    return [p.id for p in profiles if hybrid_shard_sizes(p, (8,), max_gpus=16)
+            and launch_format_of(p, "sft") is not None]
 
 
 def pinned(req: PlanRequest) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from planner.catalog.frameworks import EP_LAUNCHES
+from planner.catalog.frameworks import EP_LAUNCHES, HYBRID_SHARD_LAUNCHES
 from planner.catalog.load import load_catalog
 from planner.catalog.request import PRECISIONS, TrainConfig
 from planner.catalog.request_checks import validate_config
@@ -271,15 +271,33 @@ def _every_format(job: Job, out: _Out) -> None:
         out.refuse(f"expert parallelism (ep {cfg.ep}: this launch has no expert parallel "
                    "degree)", f"re-plan on a framework whose launch writes it ("
                    f"{', '.join(EP_LAUNCHES)}), or check with --ep 1")
-    if cfg.dp_shard is not None or cfg.checkpoint_fraction < 1:  # inputs of check/validate
-        out.refuse("hybrid sharding or checkpointing on part of the layers (dp_shard "
-                   f"{cfg.dp_shard}, checkpoint_fraction {cfg.checkpoint_fraction:g}: no launch "
-                   "writer expresses them yet)", "re-plan without them")
+    _hybrid_shard(job, out)
+    if cfg.checkpoint_fraction < 1:  # an input of check/validate
+        out.refuse(f"checkpointing on part of the layers (checkpoint_fraction "
+                   f"{cfg.checkpoint_fraction:g}: no launch writer expresses it yet)",
+                   "re-plan without it")
     if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node
         out.refuse(f"{job.num_gpus} GPUs on {job.num_hosts} nodes (launchers start "
                    f"{job.per_node} processes on every node: {job.per_node * job.num_hosts} "
                    f"ranks against a batch for {job.num_gpus})",
                    f"re-plan with --num-gpus a multiple of {job.num_hosts}")
+
+
+def _hybrid_shard(job: Job, out: _Out) -> None:
+    """Hybrid sharding is written by the HYBRID_SHARD_LAUNCHES with FSDP; Accelerate's and the
+    HF Trainer's HYBRID_SHARD shard over one node's GPUs, so the plan's group must be that."""
+    cfg, fmt = job.cfg, out.fmt.split("@")[0]
+    if cfg.dp_shard is None:
+        return
+    if fmt not in HYBRID_SHARD_LAUNCHES or not cfg.fsdp:
+        out.refuse(f"hybrid sharding (dp_shard {cfg.dp_shard}{'' if cfg.fsdp else ' with ZeRO'}"
+                   ": this launch writes no hybrid shard group)",
+                   f"export FSDP plans with --format {' / '.join(HYBRID_SHARD_LAUNCHES)}, or "
+                   "re-plan without it")
+    elif fmt != "torchtitan" and cfg.dp_shard != job.per_node:
+        out.refuse(f"a hybrid shard group of {cfg.dp_shard} GPUs on nodes of {job.per_node} "
+                   "(FSDP's HYBRID_SHARD shards over one node's GPUs)",
+                   "use --format torchtitan (data_parallel_shard_degree), or re-plan")
 
 
 # ---------------------------------------------------------------------------------------------

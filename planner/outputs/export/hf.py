@@ -76,7 +76,9 @@ def _hf_method_pairs(cfg: TrainConfig, *, sharding: bool) -> list[tuple[str, Any
                   ("--precompute_ref_log_probs", "True" if cfg.precompute_ref else None)]
     if sharding:
         if cfg.fsdp:
-            fsdp = "full_shard auto_wrap" + (" offload" if cfg.offload != "none" else "")
+            # TrainingArguments.fsdp's FSDPOption "hybrid_shard": HYBRID_SHARD over a node
+            shard = "hybrid_shard" if cfg.dp_shard else "full_shard"
+            fsdp = f"{shard} auto_wrap" + (" offload" if cfg.offload != "none" else "")
             pairs.append(("--fsdp", fsdp))
         elif cfg.zero_stage or cfg.offload != "none":
             pairs.append(("--deepspeed", f"ds_z{cfg.zero_stage}{_ds_offload_name(cfg)}"
@@ -223,7 +225,7 @@ def _accelerate_sharding(job: Job, out: _Out) -> dict[str, Any]:
         _fsdp_offload_warning(job, out)
         _checkpointing_warning(job, out, "fsdp_activation_checkpointing")
         return {"distributed_type": "FSDP", "fsdp_config": {
-            "fsdp_sharding_strategy": "FULL_SHARD",
+            "fsdp_sharding_strategy": "HYBRID_SHARD" if cfg.dp_shard else "FULL_SHARD",
             "fsdp_offload_params": cfg.offload != "none",
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_backward_prefetch": "BACKWARD_PRE",

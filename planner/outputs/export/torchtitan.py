@@ -15,6 +15,7 @@ Semantics followed (job_config.py at v0.2.2):
   step's batch (global / (local x dp) is the gradient accumulation); with pipeline parallel the
   local batch is cut into pipeline_parallel_microbatch_size micro-batches.
 * data_parallel_shard_degree shards (FSDP2), data_parallel_replicate_degree replicates (DDP);
+  both above 1 are HSDP (the plan's dp_shard and dp / dp_shard);
   Training.enable_cpu_offload moves parameters, gradients and optimizer states (FSDP2).
 * Training.dtype bfloat16 keeps no fp32 weights; float32 with mixed_precision_param bfloat16 is
   the FSDP2 mixed precision; fp8 is the quantize.linear.float8 model converter.
@@ -82,8 +83,9 @@ def _parallelism(job: Job) -> dict[str, Any]:
     expert parallelism expert_parallel_degree and expert_tensor_parallel_degree (= tp)."""
     cfg = job.cfg
     doc: dict[str, Any] = {
-        "data_parallel_replicate_degree": 1 if cfg.fsdp else cfg.dp,
-        "data_parallel_shard_degree": cfg.dp if cfg.fsdp else 1,
+        "data_parallel_replicate_degree": cfg.dp // (cfg.dp_shard or cfg.dp) if cfg.fsdp
+        else cfg.dp,
+        "data_parallel_shard_degree": (cfg.dp_shard or cfg.dp) if cfg.fsdp else 1,
         "tensor_parallel_degree": cfg.tp, "pipeline_parallel_degree": cfg.pp,
         "context_parallel_degree": cfg.cp,
     }
