@@ -329,6 +329,10 @@ PLAN_OPTIONS = [
     click.option("--pricing", type=_choice(("buy", "rent", "owned")), default="buy",
                  show_default=True, help="buy, rent, or owned (with --gpus and --num-gpus: "
                                          "the fastest plan on hardware you have)."),
+    click.option("--platform", default=None,
+                 help="Buy or owned: the host platform, e.g. your cluster's node from a "
+                      "--catalog overlay (its GPUs per host, RAM, network) [default: every "
+                      "platform that takes the GPU; buying, the priced ones]."),
     click.option("--max-gpus-per-offer", type=INT, default=None,
                  help="Rent: GPUs one provider offer (instance shape) may supply [default: "
                       "64, an assumption about on-demand stock: eight 8-GPU instances]."),

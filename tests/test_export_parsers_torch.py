@@ -83,6 +83,7 @@ def plan_set(fmt: str) -> list[tuple[str, object, str]]:
         variant(titan, workload="pretrain", num_gpus=16, tp=2, pp=2, grad_accum=8,
                 micro_batch_size=2, num_hosts=2),
         variant(titan, pure_bf16=True, compiled=True),
+        variant(titan, workload="pretrain", num_gpus=16, grad_accum=4, dp_shard=8, num_hosts=2),
     ]}[fmt]
     rows = []
     for i, p in enumerate([*base, *extra, *plans()]):

@@ -117,6 +117,10 @@ class PlanRequest(_Request):
         default=None, gt=0, le=MAX_GPUS,
         description="rent: GPUs one offer may supply; None = offers.DEFAULT_MAX_GPUS_PER_OFFER")
     spot: bool = Field(default=False, description="rent: spot (preemptible) offers only")
+    platform: str | None = Field(
+        default=None, description="buy or owned: the host platform (catalog id, e.g. your "
+        "cluster's node from a --catalog overlay, with its network); None = every platform "
+        "that takes the GPU (priced ones to buy)")
     method: Method | Literal["auto"] = "auto"
     lora_rank: int | Literal["auto"] | None = Field(
         default=None, description="None: the framework's (16 where it states none); 'auto': "
@@ -289,6 +293,9 @@ def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:
     if req.pricing == "owned" and req.budget_usd is not None:
         raise PlannerError(f"--budget {req.budget_usd:g} does not apply to --pricing owned "
                            "(nothing is bought or rented; the plan is the fastest)")
+    if req.platform is not None and req.pricing == "rent":
+        raise PlannerError(f"--platform {req.platform} names hosts to buy or own; rentals run "
+                           "on the providers' instances (--pricing buy or owned)")
     if req.spot and req.pricing != "rent":
         raise PlannerError(f"--spot rents preemptible instances: it applies to --pricing rent "
                            f"(got {req.pricing})")

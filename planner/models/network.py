@@ -92,7 +92,8 @@ def host_span_notes(cfg: TrainConfig, links: Links) -> list[str]:
     crossing = [k for k, v in _spans(cfg, links).items() if v and degree[k] > 1]
     where = ", ".join(crossing) or "no"
     assumed = (f"; the network is assumed, {DEFAULT_INTER_NODE_GBPS_PER_GPU:g} GB/s (200 Gb/s) "
-               "per GPU: no platform or offer states it") if links.network_assumed else ""
+               "per GPU: no platform or offer states it (state yours: a platform or offer "
+               "file in a --catalog folder, and --platform)") if links.network_assumed else ""
     return [f"{n} GPUs on {hosts} hosts of {g} ({fill}"
             + (", an uneven split" if n % g else "") + f"): {where} group traffic crosses hosts "
             f"at {links.inter_node_gbps:.1f} GB/s per GPU (inside a host "

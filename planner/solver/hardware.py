@@ -131,18 +131,28 @@ def _offers(request: PlanRequest, catalog: Catalog) -> tuple[list[Offer], list[s
             continue
         cap = usable_mib(gpu.memory_gib, request_margin(request))
         owned = request.pricing == "owned"  # the user's hosts: any platform that takes the GPU
-        hosts = [p for p in catalog.platforms.values()
+        hosts = [p for p in _platforms(request, catalog)
                  if gpu.form_factor in p.form_factors and (owned or p.price_usd is not None)]
-        if owned and not hosts:
+        if owned and not hosts and request.platform is None:
             offers.append(Offer(gpu, None, 0.0, 0.0, gpus_per_host(gpu, None), cap, None))
         elif not hosts:
-            unoffered.append(f"{gpu.id}: no priced host platform takes {gpu.form_factor} GPUs")
+            named = f"platform {request.platform}" if request.platform else "host platform"
+            unoffered.append(f"{gpu.id}: no {'' if owned else 'priced '}{named} takes "
+                             f"{gpu.form_factor} GPUs")
         for p in hosts:
             per_host = gpus_per_host(gpu, p)
             ram = int(usable_host_ram_gib(p.host_ram_gib) * 1024)
             offers.append(Offer(gpu, p, price, 0.0 if owned else p.price_usd or 0.0, per_host,
                                 cap, ram))
     return offers, unoffered
+
+
+def _platforms(request: PlanRequest, catalog: Catalog) -> list[PlatformSpec]:
+    """The host platforms a purchase or owned plan may use: the one --platform names (your
+    own, from a --catalog overlay), else the catalog's."""
+    if request.platform is not None:
+        return [catalog.platform(request.platform)]
+    return list(catalog.platforms.values())
 
 
 def _rental_offers(request: PlanRequest, catalog: Catalog, gpu: GpuSpec,

@@ -369,7 +369,7 @@ def _why_none(domains: Domains, profile: Profile, *, base: TrainConfig) -> str:
     """What rules out every candidate on this framework: the distinct reasons (unsupported,
     unlaunchable) of the requested combinations, the most common first."""
     seen: dict[str, int] = {}
-    for c in choices(domains):
+    for c in (c for c in choices(domains) if c.dp_shard is None):  # hybrid: FSDP variants
         cfg = base.model_copy(update={**c._asdict(), "num_gpus": 2})
         for why in (*unsupported(profile, cfg), *unlaunchable(profile, cfg)):
             seen[why] = seen.get(why, 0) + 1

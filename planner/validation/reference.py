@@ -23,6 +23,7 @@ from planner.catalog.frameworks import (
     built_model,
     for_request,
     hybrid_shard_sizes,
+    lacks_model,
     plan_shardings,
     resolve,
     unlaunchable,
@@ -109,7 +110,8 @@ def _hosts(req: PlanRequest, gpu: GpuSpec, cat: Catalog) -> list[Host]:
     return [Host(p, None, gpus_per_host(gpu, p),
                  usable_host_ram_gib(p.host_ram_gib), req.max_gpus)
             for p in cat.platforms.values()
-            if gpu.form_factor in p.form_factors and p.price_usd is not None]
+            if gpu.form_factor in p.form_factors and p.price_usd is not None
+            and req.platform in (None, p.id)]  # --platform: that host only
 
 
 def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
@@ -305,17 +307,18 @@ def random_request(rng, cat: Catalog, *, pin_rate: float = 0.3) -> PlanRequest:
         data["max_hours"] = rng.choice((0.5, 5.0, 50.0))
     if rng.random() < 0.2:
         data["min_tokens_per_s"] = rng.choice((2000.0, 10000.0, 50000.0))
-    if rng.random() < 0.2:  # an FSDP framework: full and hybrid sharding (over hosts) searched
-        data["framework"] = rng.choice(hybrid_frameworks(cat))
+    fsdp = hybrid_frameworks(cat, model.id)  # FSDP: full and hybrid sharding (over hosts)
+    if rng.random() < 0.2 and fsdp:
+        data["framework"] = rng.choice(fsdp)
     return PlanRequest.model_validate(data)
 
 
-def hybrid_frameworks(cat: Catalog) -> list[str]:
-    """The profiles whose SFT plans search hybrid sharding (frameworks.hybrid_shard_sizes;
-    the planner writes their launch)."""
+def hybrid_frameworks(cat: Catalog, model_id: str) -> list[str]:
+    """The profiles whose SFT plans of ``model_id`` search hybrid sharding
+    (frameworks.hybrid_shard_sizes; they build the model, the planner writes their launch)."""
     profiles = [resolve(cat, f) for f in sorted(cat.frameworks)]
     return [p.id for p in profiles if hybrid_shard_sizes(p, (8,), max_gpus=16)
-            and launch_format_of(p, "sft") is not None]
+            and launch_format_of(p, "sft") is not None and lacks_model(p, model_id) is None]
 
 
 def pinned(req: PlanRequest) -> list[str]:
