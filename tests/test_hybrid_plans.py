@@ -123,6 +123,9 @@ def test_a_multi_host_fsdp_plan_takes_hybrid_sharding_and_exports_it():
                  pricing="rent", offer=billed)
     assert same["throughput"]["tokens_per_s"] == pytest.approx(p.throughput.tokens_per_s)
     assert full["throughput"]["tokens_per_s"] < 0.5 * same["throughput"]["tokens_per_s"]
+    why = [n for n in got.notes if n.startswith("hybrid sharding:")]  # and the plan says so
+    assert len(why) == 1 and f"sharded over all {p.num_gpus} GPUs" in why[0]
+    assert f"{full['throughput']['tokens_per_s']:,.0f} tokens/s" in why[0]
     text = export_plan(got, "accelerate").text
     doc = yaml.safe_load(text.split("\n", 1)[1] if text.startswith("#") else text)
     assert doc["fsdp_config"]["fsdp_sharding_strategy"] == "HYBRID_SHARD"
@@ -140,3 +143,20 @@ def test_torchtitan_writes_the_replicas_and_the_shards():
     text = export_plan(got, "torchtitan").text
     assert f"data_parallel_shard_degree = {c.dp_shard}" in text
     assert f"data_parallel_replicate_degree = {c.dp // c.dp_shard}" in text
+
+
+def test_a_plan_over_hosts_without_it_names_the_framework_that_has_it():
+    """The HF Trainer's DeepSpeed writes no hybrid group; its FSDP profile (accelerate-fsdp,
+    built on it) does: the default framework's plan over hosts says what that one plans."""
+    req = PlanRequest(model="70b", method="full", pricing="rent", objective="time",
+                      budget_usd=20000, tokens=2e9)
+    got = plan(req, CAT)
+    assert got.plan.num_hosts > 1 and got.plan.config.dp_shard is None
+    other = plan(req.model_copy(update={"framework": "accelerate-fsdp"}), CAT).plan
+    why = [n for n in got.notes if n.startswith("hybrid sharding:")]
+    assert len(why) == 1 and "--framework accelerate-fsdp" in why[0]
+    assert f"{other.throughput.tokens_per_s:,.0f} tokens/s" in why[0]
+    assert other.time_hours < got.plan.time_hours
+    # one host: nothing to say
+    small = plan(PlanRequest(model="7b", budget_usd=3000), CAT)
+    assert not [n for n in small.notes if n.startswith("hybrid sharding")]

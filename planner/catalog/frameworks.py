@@ -52,6 +52,10 @@ EP_LAUNCHES = ("torchrun", "torchtitan", "nemo", "megatron-bridge", "nemo-automo
 # intra-node group, pytorch/pytorch@00743e70 torch/distributed/fsdp/_init_utils.py);
 # torchtitan's data_parallel_shard_degree x data_parallel_replicate_degree mesh (v0.2.2
 # job_config.py Parallelism) keeps the shard dimension innermost, so a host's ranks.
+# DeepSpeed's counterpart, MiCS (zero_optimization.mics_shard_size), needs its parameters made
+# under deepspeed.zero.MiCS_Init, which the HF Trainer and Accelerate do not call ("Sharded
+# parameters don't have the MiCS_CommGroups attached", huggingface/accelerate#3442): no ZeRO
+# launch writes a hybrid group.
 HYBRID_SHARD_LAUNCHES = ("accelerate", "torchrun", "torchtitan")
 
 
@@ -130,19 +134,6 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
                    f"hybrid sharding dp_shard {cfg.dp_shard} (its {fmt} launch does not "
                    "write it)")
     return out
-
-
-def hybrid_shard_sizes(profile: Profile, host_sizes: tuple[int, ...], *,
-                       max_gpus: int) -> tuple[int, ...]:
-    """The hybrid shard groups a plan on ``profile`` searches: one host's GPUs (each size in
-    ``host_sizes`` from 2 up, with room for two hosts within ``max_gpus``) where its launch
-    writes FSDP's hybrid sharding (HYBRID_SHARD_LAUNCHES) and its plans shard with FSDP;
-    none elsewhere. Within one host hybrid sharding is full sharding, so only jobs over
-    several hosts take it."""
-    if profile.value("launch_format") not in HYBRID_SHARD_LAUNCHES or \
-            "fsdp" not in plan_shardings(profile):
-        return ()
-    return tuple(s for s in host_sizes if s >= 2 and 2 * s <= max_gpus)
 
 
 def launch_parallelism(profile: Profile) -> tuple[str, ...]:

@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from planner.catalog.frameworks import DEFAULT_FRAMEWORK, auto_candidates
+from planner.catalog.frameworks import DEFAULT_FRAMEWORK, auto_candidates, resolve
+from planner.catalog.hybrid import hybrid_relatives
 from planner.catalog.load import Catalog, load_catalog
 from planner.catalog.plan_request import PlanRequest
 from planner.catalog.specs import gpus_per_host
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
+from planner.models.memory import GIB
 from planner.models.network import host_span_notes, resolve_links
+from planner.models.rltime import workload_throughput
+from planner.models.workloads import estimate_memory
 from planner.solver.explain import binding_rules, conflicts, timed_conflicts
 from planner.solver.hardware import unoffered_text
 from planner.solver.result import Plan, PlanResult
@@ -85,6 +89,10 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
         notes.append(_offload_note(request, catalog, space, result))
     elif request.offload == "auto" and not needs_timing(request):
         notes += _offload_declined_note(space, result)
+    if result.config.dp_shard:
+        notes.append(_hybrid_note(space, result))
+    elif result.num_hosts > 1 and not request.is_rl:
+        notes += _hybrid_elsewhere_note(request, catalog, space, result)
     if result.num_hosts > 1:  # which traffic crosses hosts, and at what bandwidth
         offer = space.offer_of(result)
         notes += host_span_notes(result.config, resolve_links(
@@ -191,6 +199,43 @@ def _offload_note(request: PlanRequest, catalog: Catalog, space: PlanSpace, best
             f"{best.config.micro_batch_size} sequence(s) per micro-step with checkpointing "
             f"{best.config.checkpointing}; its host copies and CPU optimizer add "
             f"{share:.1%} to the step, timed with {offload_basis(space, best)}; {other}")
+
+
+def _hybrid_note(space: PlanSpace, best: Plan) -> str:
+    """Why a plan shards hybrid: the same layout sharded over every rank, timed and sized by
+    the same models on the same hosts."""
+    offer, c = space.offer_of(best), best.config
+    full = c.model_copy(update={"dp_shard": None})
+    tput = workload_throughput(space.model, offer.gpu, full, platform=offer.links_platform,
+                               stack=space.request.stack, gpus_per_node=offer.gpus_per_host)
+    mem = estimate_memory(space.model, offer.gpu, full, gpus_per_node=offer.gpus_per_host)
+    return (f"hybrid sharding: the states are sharded over each host's {c.dp_shard} GPUs and "
+            f"replicated over the {c.dp // c.dp_shard} hosts, so only a gradient all-reduce "
+            f"crosses the network; sharded over all {c.dp} GPUs the same layout runs "
+            f"{tput.tokens_per_s:,.0f} tokens/s against {best.throughput.tokens_per_s:,.0f} "
+            f"(every layer's weights gathered over the network in each forward and backward) "
+            f"in {mem.device / GIB:.1f} GiB per GPU against {best.memory.device / GIB:.1f}")
+
+
+def _hybrid_elsewhere_note(request: PlanRequest, catalog: Catalog, space: PlanSpace,
+                           best: Plan) -> list[str]:
+    """A plan over hosts on a framework whose launch writes no hybrid shard group, when a
+    profile built on it does and plans better with it (hybrid_relatives; the same request on
+    that framework): the other plan and what it beats."""
+    profile = resolve(catalog, space.request.framework)
+    for other_profile in hybrid_relatives(catalog, profile, request.workload):
+        other = _best_plan(request.model_copy(update={"framework": other_profile.id}), catalog)
+        if other is None or not other.config.dp_shard or \
+                _better_by(request, other, best) in ("no slower", "no worse"):
+            continue
+        return [f"hybrid sharding: {profile.id}'s launch writes no hybrid shard group; on "
+                f"{other_profile.id} (--framework {other_profile.id}) FSDP shards within each "
+                f"host and replicates across them: {other.num_gpus} x {other.gpu} "
+                f"({other.sharding_label}), {other.throughput.tokens_per_s:,.0f} tokens/s, "
+                f"{other.time_hours:,.1f} h, ${other.cost_usd:,.0f} against "
+                f"{best.throughput.tokens_per_s:,.0f} tokens/s, {best.time_hours:,.1f} h, "
+                f"${best.cost_usd:,.0f}"]
+    return []
 
 
 def _offload_declined_note(space: PlanSpace, best: Plan) -> list[str]:

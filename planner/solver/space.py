@@ -27,7 +27,6 @@ from planner.catalog.frameworks import (
     built_model,
     for_request,
     gpu_count_lacks,
-    hybrid_shard_sizes,
     lacks_model,
     lacks_precision,
     launch_parallelism,
@@ -35,6 +34,7 @@ from planner.catalog.frameworks import (
     unlaunchable,
     unsupported,
 )
+from planner.catalog.hybrid import hybrid_shard_sizes
 from planner.catalog.launches import launch_format_of, written_for
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import PlanRequest, validate_plan_request

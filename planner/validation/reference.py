@@ -22,13 +22,13 @@ from planner.catalog.frameworks import (
     apply,
     built_model,
     for_request,
-    hybrid_shard_sizes,
     lacks_model,
     plan_shardings,
     resolve,
     unlaunchable,
     unsupported,
 )
+from planner.catalog.hybrid import hybrid_shard_sizes
 from planner.catalog.launches import launch_format_of
 from planner.catalog.load import Catalog
 from planner.catalog.offers import (

@@ -76,10 +76,14 @@ def _hf_method_pairs(cfg: TrainConfig, *, sharding: bool) -> list[tuple[str, Any
                   ("--precompute_ref_log_probs", "True" if cfg.precompute_ref else None)]
     if sharding:
         if cfg.fsdp:
-            # TrainingArguments.fsdp's FSDPOption "hybrid_shard": HYBRID_SHARD over a node
+            # TrainingArguments.fsdp's FSDPOption "hybrid_shard": HYBRID_SHARD over a node, an
+            # FSDP1 strategy (transformers 5.24 _apply_legacy_fsdp_to_config raises it under
+            # the default fsdp_config version 2), so the config asks for version 1
             shard = "hybrid_shard" if cfg.dp_shard else "full_shard"
             fsdp = f"{shard} auto_wrap" + (" offload" if cfg.offload != "none" else "")
             pairs.append(("--fsdp", fsdp))
+            if cfg.dp_shard:
+                pairs.append(("--fsdp_config", '{"version": 1}'))
         elif cfg.zero_stage or cfg.offload != "none":
             pairs.append(("--deepspeed", f"ds_z{cfg.zero_stage}{_ds_offload_name(cfg)}"
                                          "_config.json"))
@@ -144,6 +148,10 @@ def export_torchrun(job: Job, out: _Out) -> ExportResult:
                       else _hf_script_args(job, out, sharding=True))
     if not megatron:
         _fsdp_offload_warning(job, out)
+        if cfg.fsdp and cfg.dp_shard:
+            out.note(f"--fsdp hybrid_shard: each node's {cfg.dp_shard} GPUs shard the states, the "
+                     f"{cfg.dp // cfg.dp_shard} nodes replicate them; it is FSDP1's strategy "
+                     "(fsdp_config version 1, which transformers marks deprecated)")
         if cfg.zero_stage or (cfg.offload != "none" and not cfg.fsdp):
             out.note(f"write the DeepSpeed config: planner export --format deepspeed --out "
                      f"ds_z{cfg.zero_stage}{_ds_offload_name(cfg)}_config.json PLAN.json")
@@ -224,6 +232,9 @@ def _accelerate_sharding(job: Job, out: _Out) -> dict[str, Any]:
     if cfg.fsdp:
         _fsdp_offload_warning(job, out)
         _checkpointing_warning(job, out, "fsdp_activation_checkpointing")
+        if cfg.dp_shard:
+            out.note(f"HYBRID_SHARD: the states are sharded over each node's {cfg.dp_shard} GPUs "
+                     f"and replicated over the {cfg.dp // cfg.dp_shard} nodes (as planned)")
         return {"distributed_type": "FSDP", "fsdp_config": {
             "fsdp_sharding_strategy": "HYBRID_SHARD" if cfg.dp_shard else "FULL_SHARD",
             "fsdp_offload_params": cfg.offload != "none",
@@ -234,6 +245,8 @@ def _accelerate_sharding(job: Job, out: _Out) -> dict[str, Any]:
             "fsdp_sync_module_states": True,
             "fsdp_use_orig_params": True,
             "fsdp_activation_checkpointing": cfg.checkpointing != "none",
+            # HYBRID_SHARD is FSDP1's ShardingStrategy; FSDP2 has none of that name
+            **({"fsdp_version": 1} if cfg.dp_shard else {}),
         }}
     if cfg.zero_stage or cfg.offload != "none":
         return {"distributed_type": "DEEPSPEED", "deepspeed_config": {
