@@ -160,3 +160,13 @@ def test_a_plan_over_hosts_without_it_names_the_framework_that_has_it():
     # one host: nothing to say
     small = plan(PlanRequest(model="7b", budget_usd=3000), CAT)
     assert not [n for n in small.notes if n.startswith("hybrid sharding")]
+
+
+def test_hybrid_sharding_of_an_rl_trainer_is_refused_not_mistimed():
+    from planner.catalog.request_checks import validate_config
+    from planner.errors import PlannerError
+
+    cfg = TrainConfig(workload="grpo", num_gpus=16, fsdp=True, dp_shard=8, prompt_len=256,
+                      response_len=256, seq_len=512)
+    with pytest.raises(PlannerError, match="hybrid sharding of an RL trainer is not modelled"):
+        validate_config(cfg, CAT.model("qwen2.5-7b").spec)

@@ -59,6 +59,9 @@ def dp_shard_error(cfg: TrainConfig) -> str | None:
     dp_shard divide dp."""
     if cfg.dp_shard is None:
         return None
+    if cfg.is_rl:  # rltime's forward passes and weight syncs gather over every trainer rank
+        return (f"--dp-shard {cfg.dp_shard} with --workload {cfg.workload}: hybrid sharding "
+                "of an RL trainer is not modelled; leave --dp-shard out")
     if cfg.dp % cfg.dp_shard:
         return (f"--dp-shard {cfg.dp_shard} must divide the data-parallel degree {cfg.dp} "
                 "(replicas x shard groups)")

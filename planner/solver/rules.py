@@ -207,7 +207,7 @@ def _host_usage(space: PlanSpace, plan: Plan, offer: Offer) -> Usage:
 
 
 GPUS_PER_HOST = Rule(
-    "gpus_per_host", "GPUs (tp)", describe=lambda req: "GPUs per host",
+    "gpus_per_host", "GPUs (tp or hybrid group)", describe=lambda req: "GPUs per host",
     relax=lambda req: "a platform with more GPU slots, or less tp",
     usage=_host_usage, encode=_encode_hosts,
     mask=lambda offer, need: (need.tp <= offer.gpus_per_host) & (
