@@ -282,8 +282,9 @@ PLAN_OPTIONS = [
                   "framework's; 16 where it states none]."),
     click.option("--optimizer", type=_choice(("auto", *OPTIMIZERS)), default="adamw",
                   show_default=True),
-    click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp")),
-                  default=None, help="Pin ZeRO stage / FSDP [default: solver picks]."),
+    click.option("--sharding", type=_choice(("none", "zero1", "zero2", "zero3", "fsdp", "hsdp")),
+                  default=None, help="Pin ZeRO stage / FSDP over every rank / hybrid FSDP "
+                                     "(shards within each host) [default: solver picks]."),
     click.option("--tp", type=INT, default=None),
     click.option("--pp", type=INT, default=None),
     click.option("--ep", type=INT, default=None,

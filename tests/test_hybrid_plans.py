@@ -170,3 +170,19 @@ def test_hybrid_sharding_of_an_rl_trainer_is_refused_not_mistimed():
                       response_len=256, seq_len=512)
     with pytest.raises(PlannerError, match="hybrid sharding of an RL trainer is not modelled"):
         validate_config(cfg, CAT.model("qwen2.5-7b").spec)
+
+
+def test_the_sharding_pin_chooses_full_or_hybrid():
+    from planner.errors import PlannerError
+
+    kw = dict(SMALL[0])
+    full = build_space(PlanRequest(**kw, sharding="fsdp"), CAT)
+    assert _shards(full) == {None}
+    hybrid = build_space(PlanRequest(**kw, sharding="hsdp"), CAT)
+    assert None not in _shards(hybrid) and all(s.fsdp for s in hybrid.strategies)
+    got = plan(PlanRequest(**kw, sharding="hsdp"), CAT).plan
+    assert got.config.dp_shard == got.num_gpus // got.num_hosts
+    assert differential(PlanRequest(**kw, sharding="hsdp"), CAT).agree
+    assert differential(PlanRequest(**kw, sharding="fsdp"), CAT).agree
+    with pytest.raises(PlannerError, match="--sharding hsdp: no hybrid shard group"):
+        plan(PlanRequest(model="7b", sharding="hsdp", budget_usd=100000), CAT)

@@ -7,6 +7,24 @@ from __future__ import annotations
 from planner.catalog.frameworks import HYBRID_SHARD_LAUNCHES, Profile, plan_shardings, resolve
 from planner.catalog.launches import launch_format_of
 from planner.catalog.load import Catalog
+from planner.catalog.plan_request import PlanRequest
+from planner.errors import PlannerError
+
+
+def plan_hybrid_shards(request: PlanRequest, profile: Profile, host_sizes: tuple[int, ...], *,
+                       cp: int) -> tuple[int, ...]:
+    """The hybrid shard groups a plan of ``request`` on ``profile`` searches (hybrid_shard_sizes
+    over the offers' host sizes; none with context parallel or for RL); --sharding hsdp with
+    none is bad input."""
+    found = () if cp > 1 or request.is_rl else hybrid_shard_sizes(
+        profile, host_sizes, max_gpus=request.num_gpus or request.max_gpus)
+    if request.sharding == "hsdp" and not found:
+        raise PlannerError(
+            f"--sharding hsdp: no hybrid shard group to plan on --framework {profile.id} (its "
+            f"launch must write one: {', '.join(HYBRID_SHARD_LAUNCHES)} with FSDP; two hosts "
+            "must fit in --max-gpus / --num-gpus; not with context parallel or RL); use "
+            "--sharding fsdp, or a framework whose launch writes it")
+    return found
 
 
 def hybrid_relatives(catalog: Catalog, profile: Profile, workload: str) -> list[Profile]:

@@ -236,7 +236,7 @@ class PlanRequest(_Request):
         return {**self._choice_domains(model=model, per_node=per_node, shardings=shardings,
                                        trainer_generates=trainer_generates, parallel=parallel,
                                        default_rank=default_rank),
-                "dp_shard": (None,) if self.is_rl else (None, *hybrid_shards),
+                "dp_shard": hybrid_domain(self.sharding, () if self.is_rl else hybrid_shards),
                 **self._layout_domains(model=model, per_node=per_node, parallel=parallel)}
 
     def _choice_domains(self, *, model: ModelSpec, per_node: int, shardings: tuple[str, ...],
@@ -280,6 +280,12 @@ class PlanRequest(_Request):
             "micro_batch_size": pinned_or(self.micro_batch_size, tuple(
                 m for m in MICRO_BATCHES if m <= self.global_batch_size)),
         }
+
+
+def hybrid_domain(sharding: str | None, hybrid_shards: tuple[int, ...]) -> tuple[int | None, ...]:
+    """The dp_shard domain: full sharding (None) and the hybrid groups; --sharding fsdp pins
+    full sharding, --sharding hsdp the hybrid groups."""
+    return {"fsdp": (None,), "hsdp": hybrid_shards}.get(sharding or "", (None, *hybrid_shards))
 
 
 def validate_plan_request(req: PlanRequest, model: ModelSpec) -> None:

@@ -59,12 +59,13 @@ LoraTarget = Literal["all-linear", "q", "k", "v", "o", "gate", "up", "down"]
 LORA_TARGETS: tuple[str, ...] = LoraTarget.__args__
 DEFAULT_LORA_TARGETS = ("all-linear",)
 
-Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
+Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 
-# What each sharding label is in TrainConfig's fields: (zero_stage, fsdp).
+# What each sharding label is in TrainConfig's fields: (zero_stage, fsdp); a plan pinned to
+# fsdp shards over every rank, to hsdp over one host's GPUs (TrainConfig.dp_shard).
 SHARDING_FIELDS: dict[str, tuple[int, bool]] = {
     "none": (0, False), "zero1": (1, False), "zero2": (2, False), "zero3": (3, False),
-    "fsdp": (0, True)}
+    "fsdp": (0, True), "hsdp": (0, True)}
 
 
 def zero_stage_of(sharding: str) -> int:

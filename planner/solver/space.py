@@ -34,7 +34,7 @@ from planner.catalog.frameworks import (
     unlaunchable,
     unsupported,
 )
-from planner.catalog.hybrid import hybrid_shard_sizes
+from planner.catalog.hybrid import plan_hybrid_shards
 from planner.catalog.launches import launch_format_of, written_for
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import PlanRequest, validate_plan_request
@@ -407,8 +407,7 @@ def _domains(request: PlanRequest, model: ModelSpec, profile: Profile, *, base: 
     as the engine's options when the trainer generates (validate_engine). The offers' hosts
     bound tp and are the hybrid shard groups (hybrid_shard_sizes; tp = pp = cp = 1)."""
     sizes = tuple(sorted({o.gpus_per_host for o in offers}))
-    hybrid = () if base.cp > 1 else hybrid_shard_sizes(
-        profile, sizes, max_gpus=request.num_gpus or request.max_gpus)
+    hybrid = plan_hybrid_shards(request, profile, sizes, cp=base.cp)
     parallel = launch_parallelism(profile)
     names = {"tp": "tensor", "pp": "pipeline", "ep": "expert"}
     for axis in ("tp", "pp", "ep"):

@@ -141,16 +141,17 @@ def _strategies(req: PlanRequest, profile: Profile) -> list[dict[str, object]]:
 
 
 def _with_hybrid(strategies: list[dict[str, object]], layout: tuple[int, ...], per_host: int,
-                 *, cp: int):
+                 *, cp: int, pinned: str | None):
     """Each strategy and, for FSDP over several hosts of two GPUs or more without tp, pp or cp,
     its hybrid variant: shards of one host's GPUs, replicated across the hosts (README:
     planner plan searches hybrid sharding where the framework's launch writes it; the others
-    are left out by unlaunchable)."""
+    are left out by unlaunchable). --sharding fsdp keeps full sharding only, hsdp the hybrid."""
     tp, pp, dp = layout[:3]
     hybrid = per_host >= 2 and tp * pp * cp == 1 and dp > per_host and dp % per_host == 0
     for fields in strategies:
-        yield fields
-        if hybrid and fields["fsdp"]:
+        if pinned != "hsdp":
+            yield fields
+        if hybrid and fields["fsdp"] and pinned != "fsdp":
             yield {**fields, "dp_shard": per_host}
 
 
@@ -210,7 +211,7 @@ def _best_of_layout(req, cat, model, gpu, host, layout, job, timed, best, framew
     n = tp * pp * dp
     profile = framework.profile
     for fields in _with_hybrid(_strategies(req, profile), layout, per_host,
-                               cp=req.fixed.get("cp", 1)):
+                               cp=req.fixed.get("cp", 1), pinned=req.sharding):
         cfg = TrainConfig(workload=req.workload, seq_len=req.seq_len, num_gpus=n, tp=tp, pp=pp,
                           micro_batch_size=mb, grad_accum=ga, framework=profile.id, **fields,
                           **req.fixed)
