@@ -64,7 +64,9 @@ def test_a_gpu_the_platform_does_not_take_is_left_out_with_the_reason():
     assert result.plan is not None and result.plan.gpu == "h100-sxm"
     res = plan(PlanRequest(model="0.5b", gpus=("rtx-4090",), platform="hgx-8gpu-sxm",
                            budget_usd=10**6), CAT)
-    assert res.plan is None
+    assert res.plan is None and res.status == "infeasible"
+    assert "hgx-8gpu-sxm takes consumer GPUs" in res.conflicts[0].detail
+    assert "--platform hgx-8gpu-sxm takes" in res.conflicts[0].fix
 
 
 @pytest.mark.parametrize("kw", [

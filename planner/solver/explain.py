@@ -336,8 +336,11 @@ def _plan_of(req: PlanRequest, change: dict[str, object], catalog: Catalog
 def conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Conflict]:
     """A minimal set of the request's rules that cannot hold together, each with its fix."""
     if not space.offers:
+        fix = (f"name GPUs that --platform {space.request.platform} takes (--gpus), or another "
+               "platform" if space.request.platform else
+               "allow GPU types with a price (--gpus), or add prices with --catalog")
         return [Conflict("gpus", "no GPU type can be offered: " + unoffered_text(space.unoffered),
-                         "allow GPU types with a price (--gpus), or add prices with --catalog")]
+                         fix)]
     enc = cost_stage(space)
     if enc is None:
         fixes = memory_fixes(space, catalog)
