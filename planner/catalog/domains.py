@@ -56,7 +56,7 @@ class Choice(NamedTuple):
     offload_idle: bool = False
     ep: int = 1  # expert parallel degree (MoE models on a framework that runs it)
     # hybrid sharding (HSDP): the states sharded over the GPUs of one host, replicated across
-    # hosts (TrainConfig.dp_shard; frameworks.hybrid_shard_sizes); None: over every rank
+    # hosts (TrainConfig.dp_shard; catalog.hybrid.plan_hybrid_shards); None: over every rank
     dp_shard: int | None = None
 
     @property

@@ -231,12 +231,12 @@ class PlanRequest(_Request):
         weights, colocated at the trainer's layout with nothing parked
         (request_checks.validate_engine); ``default_rank``: the framework's LoRA rank where
         the request names none; ``hybrid_shards``: the hybrid shard groups (one host's GPUs)
-        the framework's launch writes (frameworks.hybrid_shard_sizes), searched beside full
-        sharding for language-model training (an RL trainer shards over all its ranks)."""
+        the framework's launch writes (catalog.hybrid.plan_hybrid_shards: none for RL, whose
+        trainer shards over all its ranks), searched beside full sharding (hybrid_domain)."""
         return {**self._choice_domains(model=model, per_node=per_node, shardings=shardings,
                                        trainer_generates=trainer_generates, parallel=parallel,
                                        default_rank=default_rank),
-                "dp_shard": hybrid_domain(self.sharding, () if self.is_rl else hybrid_shards),
+                "dp_shard": hybrid_domain(self.sharding, hybrid_shards),
                 **self._layout_domains(model=model, per_node=per_node, parallel=parallel)}
 
     def _choice_domains(self, *, model: ModelSpec, per_node: int, shardings: tuple[str, ...],

@@ -144,8 +144,7 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
 def row_shards(space: PlanSpace, rows: Sequence[Row]) -> np.ndarray:
     """Each row's hybrid shard group (its strategy's dp_shard; 0: sharded over every rank)."""
     shard = np.array([s.dp_shard or 0 for s in space.strategies], dtype=np.int64)
-    return shard[np.array([r.strategy for r in rows], dtype=np.int64)] if len(rows) else \
-        np.zeros(0, dtype=np.int64)
+    return shard[np.array([r.strategy for r in rows], dtype=np.int64)]
 
 
 def offloads(space: PlanSpace, row: Row) -> int:
