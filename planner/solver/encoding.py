@@ -27,7 +27,7 @@ from itertools import combinations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from planner.solver.rows import Row
+from planner.solver.rows import Row, row_shards
 from planner.solver.rules import (
     BUDGET,
     GPU_MEMORY,
@@ -119,7 +119,7 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
         values = [getattr(r, name) for r in rows]
         v[name] = m.new_int_var(min(values), max(values), name)
         m.add(v[name] == enc.row_sum(values))
-    shards = row_shards(space, rows)  # the hybrid shard group (rules.GPUS_PER_HOST)
+    shards = row_shards(space.strategies, rows)  # the hybrid group (rules.GPUS_PER_HOST)
     v["dp_shard"] = m.new_int_var(int(shards.min(initial=0)), int(shards.max(initial=0)),
                                   "dp_shard")
     m.add(v["dp_shard"] == enc.row_sum(shards))
@@ -139,12 +139,6 @@ def build(space: PlanSpace, rows: Sequence[Row], offers: Sequence[int] | None = 
     _add_offer_bounds(enc, every_subset)
     _add_pins(enc)
     return enc
-
-
-def row_shards(space: PlanSpace, rows: Sequence[Row]) -> np.ndarray:
-    """Each row's hybrid shard group (its strategy's dp_shard; 0: sharded over every rank)."""
-    shard = np.array([s.dp_shard or 0 for s in space.strategies], dtype=np.int64)
-    return shard[np.array([r.strategy for r in rows], dtype=np.int64)]
 
 
 def offloads(space: PlanSpace, row: Row) -> int:
@@ -221,7 +215,7 @@ def _fit_checks(enc: Encoding) -> list[tuple[object, cp_model.IntVar, dict[str, 
         tp = np.array([r.tp for r in enc.rows])
         host = np.array([r.host_need_mib for r in enc.rows]).reshape(len(enc.rows), -1)
         sizes = host_sizes(enc.space)
-        shards = row_shards(enc.space, enc.rows)
+        shards = row_shards(enc.space.strategies, enc.rows)
         ones = np.ones(len(enc.rows), dtype=bool)
         enc.fit_checks = []
         for o, x in chosen(enc):

@@ -3,7 +3,10 @@ their needs that decides feasibility and cost (``pareto_rows``)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
 
 
 class Row(NamedTuple):
@@ -39,3 +42,13 @@ def pareto_rows(rows: list[Row]) -> list[Row]:
                 out.append(r)
                 best_host = r.host_need_mib
     return out
+
+
+def strategy_shards(strategies: Sequence[Any]) -> np.ndarray:
+    """Each strategy's hybrid shard group (domains.Choice.dp_shard; 0: over every rank)."""
+    return np.array([s.dp_shard or 0 for s in strategies], dtype=np.int64)
+
+
+def row_shards(strategies: Sequence[Any], rows: Sequence[Row]) -> np.ndarray:
+    """Each row's hybrid shard group (its strategy's; rules.Need.dp_shard)."""
+    return strategy_shards(strategies)[np.array([r.strategy for r in rows], dtype=np.int64)]

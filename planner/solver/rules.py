@@ -28,6 +28,7 @@ from planner.models.bands import request_margin
 from planner.models.memory import GIB, usable_capacity, usable_mib
 from planner.solver.hardware import Offer
 from planner.solver.result import Plan
+from planner.solver.rows import row_shards
 from planner.solver.space import PlanSpace, host_sizes
 
 
@@ -193,7 +194,7 @@ def _encode_hosts(enc: Encoding) -> None:
     hybrid shard group is one host's GPUs (frameworks.HYBRID_SHARD_LAUNCHES)."""
     m, v = enc.model, enc.var
     lit = enc.rule("gpus_per_host")
-    shards = {enc.space.strategies[r.strategy].dp_shard or 0 for r in enc.rows} - {0}
+    shards = set(row_shards(enc.space.strategies, enc.rows).tolist()) - {0}
     for o, x in chosen(enc):
         m.add(v["hosts"] * o.gpus_per_host >= v["num_gpus"]).only_enforce_if(x)
         m.add(v["tp"] <= o.gpus_per_host).only_enforce_if([lit, x])

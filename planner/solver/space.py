@@ -54,7 +54,7 @@ from planner.solver.hardware import (
     _offers,
     _timing_key,
 )
-from planner.solver.rows import Row, pareto_rows
+from planner.solver.rows import Row, pareto_rows, strategy_shards
 from planner.solver.steptime import Timing, engine_batch, engine_code
 from planner.solver.tables import (
     NO_ROLES,
@@ -467,7 +467,7 @@ def candidate_rows(space: PlanSpace) -> list[Row]:
     rtp = np.array([s.rollout_tp for s in space.strategies], dtype=np.int64)
     # ep divides dp x cp (request_checks.ep_error): the expert grid is carved from them
     eps = np.array([s.ep for s in space.strategies], dtype=np.int64)
-    shard, cp = np.array([s.dp_shard or 0 for s in space.strategies], dtype=np.int64), space.base.cp
+    shard, cp = strategy_shards(space.strategies), space.base.cp
     # every (strategy, dp, micro-batch) of one (tp, pp) at once, in the order rows are listed
     si = np.repeat(np.arange(len(space.strategies), dtype=np.int64), len(dps))
     dp, mb = np.tile(dps, len(space.strategies)), np.tile(mbs, len(space.strategies))

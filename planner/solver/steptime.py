@@ -33,7 +33,7 @@ from planner.models.throughput import (
 )
 from planner.models.workloads import roles
 from planner.solver.hardware import Offer
-from planner.solver.rows import Row
+from planner.solver.rows import Row, strategy_shards
 from planner.solver.tables import RoleModels
 
 
@@ -233,8 +233,7 @@ class RowArrays:
         self.strategy = st.astype(float)
         self.gpu_need = _column(rows, "gpu_need_mib").astype(float)
         self.tp = tp.astype(float)
-        self.dp_shard = np.array([s.dp_shard or 0 for s in space.strategies],
-                                 dtype=np.int64)[st]  # rules.Need.dp_shard
+        self.dp_shard = strategy_shards(space.strategies)[st]  # rules.Need.dp_shard
         self.grad_accum = ga.astype(float)
         self.host_need = np.array([r.host_need_mib for r in rows], dtype=float).reshape(
             n_rows, len(space.host_sizes))

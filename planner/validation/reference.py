@@ -28,7 +28,7 @@ from planner.catalog.frameworks import (
     unlaunchable,
     unsupported,
 )
-from planner.catalog.hybrid import hybrid_shard_sizes
+from planner.catalog.hybrid import plans_hybrid
 from planner.catalog.launches import launch_format_of
 from planner.catalog.load import Catalog
 from planner.catalog.offers import (
@@ -316,9 +316,9 @@ def random_request(rng, cat: Catalog, *, pin_rate: float = 0.3) -> PlanRequest:
 
 def hybrid_frameworks(cat: Catalog, model_id: str) -> list[str]:
     """The profiles whose SFT plans of ``model_id`` search hybrid sharding
-    (catalog.hybrid.hybrid_shard_sizes; they build the model, the planner writes their launch)."""
+    (catalog.hybrid.plans_hybrid; they build the model, the planner writes their launch)."""
     profiles = [resolve(cat, f) for f in sorted(cat.frameworks)]
-    return [p.id for p in profiles if hybrid_shard_sizes(p, (8,), max_gpus=16)
+    return [p.id for p in profiles if plans_hybrid(p)
             and launch_format_of(p, "sft") is not None and lacks_model(p, model_id) is None]
 
 
