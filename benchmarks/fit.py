@@ -23,6 +23,10 @@ What is fitted, in this order (each fit sees the earlier ones applied):
 3. decode (efficiency.DECODE_CASES): per serving stack, the median of implied_decode_efficiency.
 4. RL rollout (efficiency.RL_ROLLOUT_CASES, every engine's): the median of
    implied_rl_decode_efficiency over the cases whose implied value is at most 1.
+5. vLLM V0's host time per sequence and decoding step (decode.VLLM_V0_CASES, RL iterations
+   that ran V0): the median over those cases of the value at which the modelled generation
+   phase (generation, its tail and the weight sync) equals the logged one (extra.timing_gen_s),
+   with the fitted rollout share in place.
 
 Where no case is left for a constant (leave-one-source-out), it takes what a user would get
 without it, and ``Fit.fallbacks`` says so: a stack's fp8 class runs as its 16-bit class
@@ -30,8 +34,8 @@ without it, and ``Fit.fallbacks`` says so: a stack's fp8 class runs as its 16-bi
 (efficiency.STACK_BASE: its framework profile's base), else the default stack's
 (throughput_cases.DEFAULT_STACK, the factor of a framework without a measured efficiency),
 and a base without cases the median over every training case left; a serving stack
-the median over every decode case left; the RL rollout engine the serving vLLM factor; a memory
-constant its prior.
+the median over every decode case left; the RL rollout engine the serving vLLM factor; vLLM V0's
+host term 0 (V1's loop); a memory constant its prior.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import yaml
 
 from planner.catalog.load import Catalog, load_catalog
 from planner.models import calibration as cal
+from planner.models import decode as dec
 from planner.models import efficiency as eff
 from planner.models.fitted import FILE, fitted
 from planner.validation.throughput_cases import DEFAULT_STACK
@@ -59,6 +64,7 @@ from planner.validation.validate_throughput import (
     implied_rl_decode_efficiency,
     implied_utilisation,
     predict_throughput_case,
+    rl_estimate,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,8 +221,9 @@ def patched(changes: dict[Any, dict[str, Any]]) -> Iterator[None]:
 
 def applied(values: dict[str, Any]) -> Any:
     """Context in which the planner uses ``values`` (a fitted.yaml content)."""
-    return patched({eff: efficiency_values(values["efficiency"]),
-                    cal: dict(values["calibration"])})
+    e = values["efficiency"]
+    return patched({eff: efficiency_values(e), cal: dict(values["calibration"]),
+                    dec: {"VLLM_V0_HOST_S_PER_SEQ": e["vllm_v0_host_s_per_seq"]}})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,6 +381,31 @@ def fit_rl_rollout(cases: Cases, catalog: Catalog, exclude: frozenset[str],
     return round(statistics.median(implied), DIGITS), []
 
 
+# the modelled phases verl's timing_s/gen covers (it wakes the engine and syncs its weights too)
+GENERATION_PHASES = ("generation", "generation tail", "weight sync")
+
+
+def implied_v0_host_s_per_seq(case: dict[str, Any], catalog: Catalog) -> float:
+    """vLLM V0's host seconds per sequence and step at which a V0 case's modelled generation
+    phase equals its logged one (bisection; 0 when even none is too slow)."""
+    target = float(case["extra"]["timing_gen_s"])
+    lo, hi = 0.0, 2e-3
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        with patched({dec: {"VLLM_V0_HOST_S_PER_SEQ": mid}}):
+            phases = rl_estimate(case, catalog).phases
+        lo, hi = (mid, hi) if sum(phases.get(k, 0.0) for k in GENERATION_PHASES) < target \
+            else (lo, mid)
+    return round((lo + hi) / 2, 7)
+
+
+def fit_v0_host(cases: Cases, catalog: Catalog, exclude: frozenset[str]) -> tuple[float, list[str]]:
+    mine = [cases.throughput[i] for i in dec.VLLM_V0_CASES if i not in exclude]
+    if not mine:
+        return 0.0, ["vllm_v0_host_s_per_seq: 0 (V1's loop)"]
+    return round(statistics.median(implied_v0_host_s_per_seq(c, catalog) for c in mine), 7), []
+
+
 # ---------------------------------------------------------------------------------------------
 def fit_constants(cases: Cases, catalog: Catalog, *,
                   exclude: Iterable[str] = ()) -> Fit:
@@ -384,22 +416,26 @@ def fit_constants(cases: Cases, catalog: Catalog, *,
     memory, fb_mem = fit_memory(cases, catalog, out)
     decode, fb_dec = fit_decode(cases, catalog, out)
     # the rollout factor is fitted last; training predictions do not read it
-    base = {"decode_efficiency": decode, "rl_rollout_decode_efficiency": decode["vllm"]}
+    base = {"decode_efficiency": decode, "rl_rollout_decode_efficiency": decode["vllm"],
+            "vllm_v0_host_s_per_seq": 0.0}
     with patched({cal: memory}):
         overhead, stacks, fb_train = fit_training(cases, catalog, out, base)
         efficiency = {"step_overhead_s": overhead, "stack_utilisation": stacks, **base}
         with applied({"efficiency": efficiency, "calibration": memory}):
             rollout, fb_rl = fit_rl_rollout(cases, catalog, out, decode)
-    efficiency["rl_rollout_decode_efficiency"] = rollout
+        efficiency["rl_rollout_decode_efficiency"] = rollout
+        with applied({"efficiency": efficiency, "calibration": memory}):
+            v0, fb_v0 = fit_v0_host(cases, catalog, out)
+    efficiency["vllm_v0_host_s_per_seq"] = v0
     return Fit({"efficiency": efficiency, "calibration": memory},
-               tuple(fb_mem + fb_train + fb_dec + fb_rl))
+               tuple(fb_mem + fb_train + fb_dec + fb_rl + fb_v0))
 
 
 def fitted_ids() -> frozenset[str]:
     """Every case id some constant is fitted on."""
     ids = [i for t in (eff.STACK_CASES, eff.DECODE_CASES, cal.FITTED_CASES) for v in t.values()
            for i in v]
-    return frozenset(ids + list(eff.RL_ROLLOUT_CASES))
+    return frozenset(ids + list(eff.RL_ROLLOUT_CASES) + list(dec.VLLM_V0_CASES))
 
 
 def dump(values: dict[str, Any]) -> str:
@@ -424,6 +460,7 @@ def case_counts(cases: Cases) -> dict[str, int]:
     """Flat constant name -> how many cases set it."""
     out = {f"calibration.{k}": len(v) for k, v in cal.FITTED_CASES.items()}
     out["efficiency.rl_rollout_decode_efficiency"] = len(eff.RL_ROLLOUT_CASES)
+    out["efficiency.vllm_v0_host_s_per_seq"] = len(dec.VLLM_V0_CASES)
     out["efficiency.step_overhead_s"] = len({i for v in eff.STACK_CASES.values() for i in v})
     for s, v in eff.DECODE_CASES.items():
         out[f"efficiency.decode_efficiency.{s}"] = len(v)

@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fit import DEFAULT_DIR, load  # noqa: E402
+from fit import DEFAULT_DIR, GENERATION_PHASES, load  # noqa: E402
 
 from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
@@ -27,7 +27,7 @@ from planner.validation.validate_throughput import rl_estimate  # noqa: E402
 
 # logged phase time (extra key) -> the modelled phases it covers
 LOGGED_PHASES: dict[str, tuple[str, ...]] = {
-    "timing_gen_s": ("generation", "generation tail", "weight sync"),
+    "timing_gen_s": GENERATION_PHASES,
     "timing_update_actor_s": ("actor update",),
     "timing_update_critic_s": ("critic update",),
 }

@@ -129,6 +129,9 @@ WORKLOAD_OPTIONS = [
                  help="PPO critic (value) model [default: the policy's architecture]."),
     click.option("--reward-model", default=None,
                  help="Reward model [PPO default: the policy's architecture; GRPO: none]."),
+    click.option("--reward-function", is_flag=True,
+                 help="PPO: a function scores the responses (rule, verifier, remote service): "
+                      "no reward model."),
     click.option("--prompt-len", type=INT, default=None, help="RL prompt tokens."),
     click.option("--response-len", type=INT, default=None, help="RL response tokens."),
     click.option("--rollout-n", type=INT, default=None,
@@ -305,6 +308,8 @@ PLAN_OPTIONS = [
     click.option("--critic-model", default=None, help="PPO critic [default: policy's arch]."),
     click.option("--reward-model", default=None,
                   help="Reward model [PPO default: policy's arch; GRPO: none]."),
+    click.option("--reward-function", is_flag=True,
+                  help="PPO: a function scores the responses, no reward model."),
     click.option("--prompt-len", type=INT, default=None, help="RL prompt tokens."),
     click.option("--response-len", type=INT, default=None, help="RL response tokens."),
     click.option("--rollout-n", type=INT, default=None,

@@ -19,9 +19,9 @@ from planner.catalog.request import (
     LORA_RANKS,
     PEFT_METHODS,
     SHARDING_FIELDS,
-    split_role_names,
 )
 from planner.catalog.request_checks import choice_error
+from planner.catalog.role_gpus import split_role_names
 from planner.catalog.specs import ModelSpec, divisors
 
 # Default domains in preference order (a tie in cost and time goes to the earlier value):
@@ -101,10 +101,12 @@ def sharding_domain(labels: Iterable[str]) -> tuple[tuple[int, bool], ...]:
 
 
 def placement_domain(placements: Iterable[str], *, workload: str, reference: bool,
-                     has_reward: bool) -> tuple[tuple[str, Any], ...]:
+                     has_reward: bool, reward_function: bool = False
+                     ) -> tuple[tuple[str, Any], ...]:
     """(placement, role_gpus) pairs: split gives each role a group (one GPU here; the layout
     sizes the groups), the others no role groups."""
-    names = split_role_names(workload, reference=reference, has_reward=has_reward)
+    names = split_role_names(workload, reference=reference, has_reward=has_reward,
+                             reward_function=reward_function)
     return tuple((p, tuple((n, 1) for n in names) if p == "split" else None)
                  for p in placements)
 

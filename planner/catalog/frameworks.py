@@ -57,6 +57,10 @@ EP_LAUNCHES = ("torchrun", "torchtitan", "nemo", "megatron-bridge", "nemo-automo
 # parameters don't have the MiCS_CommGroups attached", huggingface/accelerate#3442): no ZeRO
 # launch writes a hybrid group.
 HYBRID_SHARD_LAUNCHES = ("accelerate", "torchrun", "torchtitan")
+# RL launch formats whose writer scores PPO with a function, no reward model (verl's reward
+# function with reward_model.enable False; OpenRLHF's --remote_rm_url, a reward function file
+# or server); the other PPO writers (DeepSpeed-Chat, LLaMA-Factory, ms-swift) load a reward model.
+REWARD_FUNCTION_LAUNCHES = ("verl", "openrlhf")
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,9 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
         out.append(f"RL placement {cfg.placement} (its {fmt} launch colocates)")
     if cfg.is_rl and cfg.offload_idle and fmt not in IDLE_OFFLOAD_LAUNCHES:
         out.append(f"offload of idle roles (its {fmt} launch keeps every role on the GPUs)")
+    if cfg.reward_function and cfg.workload == "ppo" and fmt not in REWARD_FUNCTION_LAUNCHES:
+        out.append(f"PPO scored by a reward function (its {fmt} launch scores with a reward "
+                   "model)")
     if cfg.dp_shard is not None and (fmt not in HYBRID_SHARD_LAUNCHES or not cfg.fsdp):
         out.append(f"hybrid sharding dp_shard {cfg.dp_shard} (its {fmt} launch writes "
                    "FSDP's hybrid sharding only)" if fmt in HYBRID_SHARD_LAUNCHES else
@@ -430,6 +437,7 @@ def apply(cfg: TrainConfig, profile: Profile) -> TrainConfig:
     if cfg.is_rl:
         fields["rollout_engine"] = default_engine(profile, cfg)
         fields["rollout_eager"] = bool(profile.value("rollout_enforce_eager"))
+        fields["rollout_max_seqs"] = profile.value("rollout_max_num_seqs")
     update = {k: v for k, v in fields.items() if k not in cfg.model_fields_set}
     return cfg.model_copy(update=update) if update else cfg
 

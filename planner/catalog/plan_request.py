@@ -48,6 +48,7 @@ from planner.catalog.request import (
 from planner.catalog.request_checks import (
     layout_error,
     model_parallel_error,
+    reward_conflict,
     tp_error,
     validate_workload,
 )
@@ -93,7 +94,8 @@ FIXED_FIELDS = ("precision", "pure_bf16", "paged_optimizer", "fused_optimizer", 
 # PlanRequest fields that are TrainConfig fields of the same name and meaning: every candidate
 # configuration has them as they are (PlanRequest.job_fields).
 JOB_FIELDS = ("workload", "seq_len", "prompt_len", "response_len", "rollout_n", "rollout_batch",
-              "gpu_memory_utilization", "reference", "precompute_ref", "mean_seq_len")
+              "gpu_memory_utilization", "reference", "precompute_ref", "mean_seq_len",
+              "reward_function")
 
 
 class PlanRequest(_Request):
@@ -173,6 +175,7 @@ class PlanRequest(_Request):
     )
     reference: bool = True
     precompute_ref: bool = False
+    reward_function: bool = False
     mean_seq_len: int | None = Field(default=None, gt=0)
     placement: Placement | None = Field(default=None, description="None: the solver picks")
     offload_idle: bool | None = Field(default=None, description="None: the solver picks")
@@ -255,7 +258,8 @@ class PlanRequest(_Request):
             "checkpointing": pinned_or(self.checkpointing, AUTO_CHECKPOINTINGS),
             ("placement", "role_gpus"): placement_domain(
                 placements, workload=self.workload, reference=self.reference,
-                has_reward=self.reward_model is not None),
+                has_reward=self.reward_model is not None,
+                reward_function=self.reward_function),
             "rollout_tp": pinned_or(self.rollout_tp, tensor_parallel_options(model, per_node))
             if rl else (1,),
             "offload_idle": pinned_or(self.offload_idle, (False, True)) if rl else (False,),
@@ -378,6 +382,8 @@ def _validate_plan_workload(req: PlanRequest, model: ModelSpec) -> None:
     if req.critic_model and req.workload != "ppo":
         raise PlannerError(f"--critic-model {req.critic_model} applies to --workload ppo only "
                            f"(got {req.workload})")
+    if req.reward_model and req.reward_function:
+        raise PlannerError(reward_conflict(req.reward_model))
     if req.reward_model and not req.is_rl:
         raise PlannerError(f"--reward-model {req.reward_model} applies to --workload ppo or "
                            f"grpo (got {req.workload})")

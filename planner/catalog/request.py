@@ -12,7 +12,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from planner.catalog.specs import GpuSpec, RolloutEngine
-from planner.errors import PlannerError
 from planner.inputs import FieldErrors, check_number
 
 Workload = Literal["pretrain", "sft", "rm", "dpo", "ppo", "grpo"]
@@ -243,12 +242,21 @@ class TrainConfig(_Request):
     rollout_eager: bool = Field(
         default=False, exclude=True, description="RL: the vLLM-style engine decodes without "
         "CUDA graphs (the framework's enforce_eager; set from its profile, not written out)")
+    rollout_max_seqs: int | None = Field(
+        default=None, gt=0, exclude=True, description="RL: the most sequences a vLLM-style "
+        "engine decodes at once (the framework's max_num_seqs); None: vLLM's default")
+    rollout_v0: bool = Field(
+        default=False, exclude=True, description="RL: the vLLM engine is its V0 engine (vLLM "
+        "before 0.8, or a V0 fallback): per-sequence host work between decoding steps")
     generate_micro_batch: int | None = Field(
         default=None, gt=0, description="hf-generate: sequences per generate call on one GPU; "
         "None = the GPU's whole share of the iteration (TRL generates its local generation "
         "batch in one call)"
     )
     reference: bool = Field(default=True, description="frozen reference model (KL / DPO)")
+    reward_function: bool = Field(
+        default=False, description="PPO: rewards from a function of the response (a rule, a "
+        "verifier or a remote service), no reward-model pass; GRPO's default")
     ema_copy: bool = Field(
         default=False, description="RL: an exponential-moving-average copy of the actor's "
         "16-bit weights stays on the GPUs, never run in the iteration (DeepSpeed-Chat --enable_ema)"
@@ -271,6 +279,10 @@ class TrainConfig(_Request):
         "passes when they drop padding (verl use_remove_padding, OpenRLHF packing); None = "
         "every sequence at prompt + response"
     )
+    role_seq_lens: tuple[tuple[str, int], ...] = Field(
+        default=(), exclude=True, description="RL: tokens per sequence of the named roles' passes "
+        "where they keep the padding the others drop (verl without use_remove_padding pads "
+        "prompts and responses to their maxima), e.g. (('critic', 1536),)")
     fp32_trained_weights: bool = Field(
         default=False, description="FSDP: the trained model's flat parameters, frozen base "
         "included, are fp32 (verl loads the actor in fp32 under mixed precision)"
@@ -445,40 +457,6 @@ class TrainConfig(_Request):
         if self.precision == "fp8" and gpu.fp8_dense_tflops is None:
             return "bf16" if gpu.supports_bf16 else "fp16"
         return self.precision
-
-
-SPLIT_ROLES = ("actor", "critic", "reference", "reward")
-
-
-def split_role_names(workload: str, *, reference: bool, has_reward: bool) -> tuple[str, ...]:
-    """Roles that get GPUs of their own with split placement (OpenRLHF without
-    --colocate_*): the actor, PPO's critic and reward model, GRPO's reward model when one is
-    given, and the reference (OpenRLHF loads it as a model of its own on its own GPUs, also
-    when the actor trains adapters)."""
-    names = ["actor"]
-    if workload == "ppo":
-        names.append("critic")
-    if reference:
-        names.append("reference")
-    if workload == "ppo" or has_reward:
-        names.append("reward")
-    return tuple(names)
-
-
-def fill_role_gpus(cfg: TrainConfig, *, has_reward: bool) -> TrainConfig:
-    """Split placement without --role-gpus: the roles and the engines take equal groups of
-    the GPUs (OpenRLHF's examples give every role and the vLLM engines the same count)."""
-    if not cfg.is_rl or cfg.placement != "split" or cfg.role_gpus is not None:
-        return cfg
-    names = split_role_names(cfg.workload, reference=cfg.reference, has_reward=has_reward)
-    groups = len(names) + 1
-    if cfg.num_gpus % groups:
-        raise PlannerError(
-            f"--placement split on {cfg.num_gpus} GPUs: the {len(names)} roles "
-            f"({', '.join(names)}) and the engines take equal groups, so --num-gpus must be a "
-            f"multiple of {groups}; or give --role-gpus")
-    g = cfg.num_gpus // groups
-    return cfg.model_copy(update={"role_gpus": tuple((n, g) for n in names)})
 
 
 def rollout_gpu_count(cfg: TrainConfig) -> int:

@@ -10,12 +10,11 @@ from planner.catalog.request import (
     DEFAULT_ROLLOUT_BATCH,
     DEFAULT_ROLLOUT_ENGINE,
     PEFT_METHODS,
-    SPLIT_ROLES,
     TRAINER_ENGINES,
     TrainConfig,
     rollout_gpu_count,
 )
-from planner.catalog.role_gpus import format_role_gpus
+from planner.catalog.role_gpus import SPLIT_ROLES, format_role_gpus
 from planner.catalog.specs import ModelSpec, tensor_parallel_options
 from planner.errors import PlannerError, did_you_mean
 
@@ -160,6 +159,9 @@ def choice_error(c: Any) -> str | None:
 
 def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
     """Checks of the preference/RL options (one line each, naming the bad value)."""
+    if cfg.reward_function and cfg.workload != "ppo":
+        raise PlannerError(f"--reward-function applies to --workload ppo (got {cfg.workload}; "
+                           "GRPO scores with a function unless --reward-model is given)")
     if not cfg.is_rl:
         _validate_not_rl(cfg)
         return
@@ -184,6 +186,12 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
         raise PlannerError(f"--rollout-tp {cfg.rollout_tp} must divide the attention and kv heads "
                            f"of {model.id}; allowed: {allowed}")
     _validate_placement(cfg)
+
+
+def reward_conflict(reward_model: str) -> str:
+    """The one line for a reward model and --reward-function together."""
+    return (f"--reward-model {reward_model} and --reward-function exclude each other: a function "
+            "scores the responses, or the reward model does")
 
 
 def _validate_not_rl(cfg: TrainConfig) -> None:

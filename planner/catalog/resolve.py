@@ -8,8 +8,9 @@ from typing import Any
 
 from planner.catalog.frameworks import FrameworkChoice, apply, choose
 from planner.catalog.load import Catalog, load_catalog
-from planner.catalog.request import TrainConfig, fill_role_gpus
-from planner.catalog.request_checks import validate_config, validate_engine
+from planner.catalog.request import TrainConfig
+from planner.catalog.request_checks import reward_conflict, validate_config, validate_engine
+from planner.catalog.role_gpus import fill_role_gpus
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec, gpus_per_host, hosts_for
 from planner.errors import PlannerError
 from planner.inputs import check_type
@@ -55,6 +56,8 @@ def role_models(cat: Catalog, cfg: TrainConfig, critic_model: str | None,
     if reward_model and cfg.workload not in ("ppo", "grpo"):
         raise PlannerError(f"--reward-model {reward_model} applies to --workload ppo or grpo "
                            f"(got {cfg.workload})")
+    if reward_model and cfg.reward_function:
+        raise PlannerError(reward_conflict(reward_model))
     critic = cat.model(critic_model).spec if critic_model else None
     reward = cat.model(reward_model).spec if reward_model else None
     return critic, reward

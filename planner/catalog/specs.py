@@ -401,12 +401,10 @@ class FrameworkFacts(_Frozen):
         default=None, description="dtype of a frozen adapter base's sharded parameters")
     idle_offload: Fact[bool] | None = Field(default=None, description="RL: offload moves a "
         "role's states to the host between phases (not ZeRO-style offload during compute)")
-    engine_outside_torch: Fact[bool] | None = Field(
-        default=None, description="RL: the colocated engine's memory pool is allocated outside "
-        "torch's caching allocator (vLLM sleep mode's CuMem allocator), unseen by its counters")
-    engine_sleep: Fact[bool] | None = Field(
-        default=None, description="RL colocated: the engine frees its memory while training "
-        "runs unless told otherwise (false: DeepSpeed-Chat without --release_inference_cache)")
+    engine_outside_torch: Fact[bool] | None = Field(default=None, description="RL: the engine's "
+        "pool is outside torch's allocator (vLLM sleep mode's CuMem), unseen by its counters")
+    engine_sleep: Fact[bool] | None = Field(default=None, description="RL colocated: the engine "
+        "frees its memory while training runs (false: DS-Chat w/o --release_inference_cache)")
     fsdp_no_sync: Fact[bool] | None = Field(default=None, description=(
         "FSDP with accumulation reduce-scatters only the last micro-batch (unsharded grads)"))
     fsdp_on_one_gpu: Fact[bool] | None = Field(default=None, description="FSDP also on one GPU")
@@ -440,6 +438,8 @@ class FrameworkFacts(_Frozen):
         "runs on when a run names them (a backend switch, e.g. LLaMA-Factory's use_unsloth)")
     rollout_enforce_eager: Fact[bool] | None = Field(default=None, description="RL: its vLLM "
         "engine runs enforce_eager (no CUDA graphs: each decoding step waits for the host)")
+    rollout_max_num_seqs: Fact[int] | None = Field(default=None, description="RL: the most "
+        "sequences its vLLM engine decodes at once (the max_num_seqs it passes; none: vLLM's)")
     offload_checkpoints: Fact[bool] | None = Field(default=None, description="full checkpointing"
         " keeps each layer's saved input in host RAM, reloaded for that layer's recomputation")
     fused_elementwise: Fact[bool] | None = Field(default=None, description="norms, rotary, "

@@ -11,6 +11,7 @@ from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
 from planner.errors import PlannerError
 from planner.models import efficiency as eff
 from planner.models import host_launches as hl
+from planner.models.fitted import fitted
 from planner.models.flops import attention_fwd_flops_per_layer, matmul_params, peak_tflops
 from planner.models.memory import GIB, kv_bytes_per_token
 from planner.models.network import Links, resolve_links, ring_factor
@@ -26,6 +27,20 @@ from planner.models.throughput import forward_flops_per_token
 # (vLLM's 0.40). One host measured: a slower host is slower still.
 EAGER_HOST_S_PER_LAYER = hl.EAGER_GPT2_DECODE_MS["deepspeed-hybrid"] * 1e-3 / (
     hl.GPT2_DECODE_TOKENS * hl.GPT2_LAYERS)
+# Host seconds per running sequence between two decoding steps of vLLM's V0 engine (vLLM before
+# 0.8, V1 the default from 0.8.0; ROCm builds and V0 fallbacks later): LLMEngine.step schedules,
+# builds the step's inputs and turns each sampled token into Python outputs sequence by
+# sequence, while the GPU waits (the async output processor that overlaps part of it needs CUDA
+# graphs: "Since, enforce-eager is enabled, async output processor cannot be used", the
+# warning such runs log). V1 moves scheduling and output processing off the step's critical
+# path (a separate engine-core process, persistent batch). Fitted by benchmarks/fit.py on the
+# generation phase times (extra.timing_gen_s) of VLLM_V0_CASES, RL iterations that ran V0: the
+# median of the implied values (fit.implied_v0_host_s_per_seq), with the other
+# constants in place (planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
+VLLM_V0_HOST_S_PER_SEQ: float = fitted()["efficiency"]["vllm_v0_host_s_per_seq"]
+VLLM_V0_CASES: tuple[str, ...] = (
+    "verl_amd_ppo_deepseek7b_8xMI300", "verl_amd_grpo_deepseek7b_8xMI300",
+    "playverl_ppo_qwen2.5_0.5b_8xH100")
 
 
 def eager_host_floor_s(model: ModelSpec) -> float:
@@ -77,10 +92,12 @@ def max_decode_batch(
 def _decode_step(
     model: ModelSpec, gpu: GpuSpec, *, tp: int, batch: int, context: float, weights: float,
     kv_bytes: float, bw_eff: float, peak_flops: float, links: Links, host_floor_s: float = 0.0,
+    host_per_seq_s: float = 0.0,
 ) -> tuple[float, str]:
     """One decoding step: max(bytes / (bandwidth x eff), FLOPs / achievable FLOP/s) + the TP
     all-reduces, and at least ``host_floor_s`` (an eager engine's host launching the step's
-    kernels ahead of the GPU: eager_host_floor_s).
+    kernels ahead of the GPU: eager_host_floor_s); then the host's work between steps while the
+    GPU waits, batch x ``host_per_seq_s`` (vLLM V0: VLLM_V0_HOST_S_PER_SEQ).
     Bytes = weights on the GPU + batch x context x KV per token / tp; FLOPs = batch x (2 N_active
     + attention over the context) / tp. With tp > 1, 2 all-reduces per layer of batch x h x 2 B
     at ALLREDUCE_LATENCY_S each plus their bytes."""
@@ -100,15 +117,18 @@ def _decode_step(
     if comm_t > max(mem_t, comp_t):
         bound = "communication"
     gpu_t = max(mem_t, comp_t) + comm_t
+    between = batch * host_per_seq_s
     if host_floor_s > gpu_t:
-        return host_floor_s, "host kernel launches"
-    return gpu_t, bound
+        return host_floor_s + between, "host kernel launches"
+    if between > gpu_t:
+        return gpu_t + between, "host between steps"
+    return gpu_t + between, bound
 
 
 def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: float, span: float,
                      segments: int, tp: int, batch: int, weights: float, kv_bytes: float,
-                     bw_eff: float, peak_flops: float, links: Links, host_floor_s: float = 0.0
-                     ) -> tuple[float, list[str], list[float]]:
+                     bw_eff: float, peak_flops: float, links: Links, host_floor_s: float = 0.0,
+                     host_per_seq_s: float = 0.0) -> tuple[float, list[str], list[float]]:
     """(seconds, bounds, step times) of decoding ``segments`` spans of ``span`` tokens each,
     every span at its midpoint context (midpoint rule); the rest as _decode_step takes them."""
     decode = 0.0
@@ -118,7 +138,7 @@ def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: float, span:
         ctx = prompt_len + (k + 0.5) * span
         t, b = _decode_step(model, gpu, tp=tp, batch=batch, context=ctx, weights=weights,
                             kv_bytes=kv_bytes, bw_eff=bw_eff, peak_flops=peak_flops, links=links,
-                            host_floor_s=host_floor_s)
+                            host_floor_s=host_floor_s, host_per_seq_s=host_per_seq_s)
         decode += t * span
         bounds.append(b)
         steps.append(t)
@@ -130,7 +150,7 @@ def estimate_decode(
     batch: int | None = None, precision: str = "bf16", weight_bits: int | None = None,
     kv_bits: int | None = None, stack: str = "vllm", memory_fraction: float = 0.9,
     platform: PlatformSpec | None = None, segments: int = 16, efficiency: float | None = None,
-    host_floor_s: float = 0.0, context_offset: float = 0.0,
+    host_floor_s: float = 0.0, context_offset: float = 0.0, host_per_seq_s: float = 0.0,
 ) -> DecodeEstimate:
     """Offline generation throughput of ``batch`` sequences (None: as many as fit).
 
@@ -141,6 +161,8 @@ def estimate_decode(
     says otherwise, the KV cache) in 8 bit. ``efficiency`` replaces the stack's calibrated
     roofline share (efficiency.DECODE_EFFICIENCY; used to calibrate it). ``host_floor_s``: the
     shortest decoding step an eager engine's host allows (eager_host_floor_s; 0 with CUDA graphs).
+    ``host_per_seq_s``: host seconds per running sequence between steps (vLLM V0's engine loop,
+    VLLM_V0_HOST_S_PER_SEQ; 0 otherwise).
     ``context_offset``: tokens added to every decoding step's context (the KV reads of responses
     of unequal length: rltime.length_context_offset); the prefill is not affected.
     """
@@ -164,9 +186,9 @@ def estimate_decode(
     prefill = batch * prompt_len * fwd / tp / (peak * 1e12 * c_eff)
     decode, bounds, steps = _decode_segments(
         model, gpu, prompt_len=prompt_len + context_offset, span=response_len / segments,
-        segments=segments,
-        tp=tp, batch=batch, weights=wbytes, kv_bytes=kvb, bw_eff=bw_eff,
-        peak_flops=peak * 1e12 * c_eff, links=links, host_floor_s=host_floor_s)
+        segments=segments, tp=tp, batch=batch, weights=wbytes, kv_bytes=kvb, bw_eff=bw_eff,
+        peak_flops=peak * 1e12 * c_eff, links=links, host_floor_s=host_floor_s,
+        host_per_seq_s=host_per_seq_s)
     total = prefill + decode
     out = batch * response_len / total
     return DecodeEstimate(

@@ -447,14 +447,16 @@ DECODE_CASES: dict[str, tuple[str, ...]] = {
 # implied values (validate_throughput.implied_rl_decode_efficiency, every other phase as
 # modelled) agree across engines and frameworks: NeMo-RL's vLLM GRPO steps 0.18-0.33 (median
 # 0.29), DeepSpeed-Chat's hybrid-engine PPO epochs 0.10-0.46 (median 0.30 with its 16-bit
-# log-probs; 0.32 before), verl's on MI300X 0.04 / 0.09 (2026-11-26); so one factor serves
-# every engine (the hybrid engine took the serving vLLM share before, assumed). They cannot be
+# log-probs; 0.32 before); so one factor serves every engine (the hybrid engine took the
+# serving vLLM share before, assumed). Runs on vLLM's V0 engine (decode.VLLM_V0_CASES) set its
+# per-sequence host term instead (verl's MI300X logs implied 0.04 / 0.09 here). They cannot be
 # told apart from slow phases elsewhere in the iteration (the sources give few per-phase
 # times), so this factor carries whatever an iteration loses outside the modelled physics.
-# Fitted on RL_ROLLOUT_CASES, every usable shared PPO/GRPO case, by benchmarks/fit.py: the
-# median of the implied values at most 1 (a case no engine speed can match, e.g. DS-Chat's
-# OPT-30B at the batch its memory allows, sets nothing), with the fitted trainer factors in
-# place (planner/models/fitted.yaml; leave-one-source-out in benchmarks/README.md).
+# Fitted on RL_ROLLOUT_CASES, every usable shared PPO/GRPO case not run on V0, by
+# benchmarks/fit.py: the median of the implied values at most 1 (a case no engine speed can
+# match, e.g. DS-Chat's OPT-30B at the batch its memory allows, sets nothing), with the fitted
+# trainer factors in place (planner/models/fitted.yaml; leave-one-source-out in
+# benchmarks/README.md).
 RL_ROLLOUT_DECODE_EFFICIENCY: float = _FITTED["rl_rollout_decode_efficiency"]
 RL_ROLLOUT_CASES: tuple[str, ...] = (
     "nemorl_v05_grpo_llama31_8b_16xH100_fp8_offpolicy", "nemorl_v05_grpo_llama31_8b_8xGB200",
@@ -465,7 +467,6 @@ RL_ROLLOUT_CASES: tuple[str, ...] = (
     "dschat_ppo_opt6.7b_8xA100-80", "dschat_ppo_opt13b_8xA100-80", "dschat_ppo_opt30b_8xA100-80",
     "dschat_ppo_opt66b_8xA100-80", "dschat_ppo_opt13b_64xA100-80", "dschat_ppo_opt66b_64xA100-80",
     "dschat_log_ppo_opt1.3b_critic350m_16xV100",
-    "verl_amd_ppo_deepseek7b_8xMI300", "verl_amd_grpo_deepseek7b_8xMI300",
 )
 # Hugging Face generate inside an RL iteration (the trainer's own model, hf-generate): each new
 # token is one forward pass over the whole batch, bound by reading the weights (and the KV

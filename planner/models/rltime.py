@@ -34,6 +34,7 @@ import numpy as np
 
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec, ModelSpec, PlatformSpec
+from planner.models import decode
 from planner.models import efficiency as eff
 from planner.models.decode import eager_host_floor_s, estimate_decode
 from planner.models.memory import GIB
@@ -190,13 +191,14 @@ def _step_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig,
 @lru_cache(maxsize=8192)
 def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, *, steps: int, tp: int,
                  platform: PlatformSpec | None, efficiency: float | None = None,
-                 precision: str = "bf16", host_floor_s: float = 0.0) -> float:
+                 precision: str = "bf16", host_floor_s: float = 0.0,
+                 host_per_seq_s: float = 0.0) -> float:
     """Decoding ``steps`` more tokens of one sequence from ``context`` tokens on: each step
     bandwidth bound on the engine's weights (/tp) and that sequence's KV cache, or by an eager
     engine's host (decode.estimate_decode at batch 1, no prefill)."""
     dec = estimate_decode(model, gpu, prompt_len=context, response_len=steps, tp=tp, batch=1,
                           platform=platform, efficiency=efficiency, precision=precision,
-                          host_floor_s=host_floor_s)
+                          host_floor_s=host_floor_s, host_per_seq_s=host_per_seq_s)
     return dec.decode_s
 
 
@@ -204,11 +206,12 @@ def tail_seconds(model: ModelSpec, gpu: GpuSpec, context: int, *, steps: int, tp
 def _wave_seconds(model: ModelSpec, gpu: GpuSpec, prompt_len: int, response_len: int, tp: int,
                   batch: int, platform: PlatformSpec | None,
                   efficiency: float | None = None, precision: str = "bf16",
-                  host_floor_s: float = 0.0, context_offset: float = 0.0) -> float:
+                  host_floor_s: float = 0.0, context_offset: float = 0.0,
+                  host_per_seq_s: float = 0.0) -> float:
     dec = estimate_decode(model, gpu, prompt_len=prompt_len, response_len=response_len, tp=tp,
                           batch=batch, platform=platform, efficiency=efficiency,
                           precision=precision, host_floor_s=host_floor_s,
-                          context_offset=context_offset)
+                          context_offset=context_offset, host_per_seq_s=host_per_seq_s)
     return dec.prefill_s + dec.decode_s
 
 
@@ -287,6 +290,13 @@ def rollout_host_floor_s(model: ModelSpec, cfg: TrainConfig) -> float:
     return 0.0
 
 
+def rollout_host_per_seq_s(cfg: TrainConfig) -> float:
+    """Host seconds per running sequence between the generator's decoding steps: vLLM's V0
+    engine loop (cfg.rollout_v0: decode.VLLM_V0_HOST_S_PER_SEQ); 0 for V1 and other engines."""
+    return decode.VLLM_V0_HOST_S_PER_SEQ if cfg.rollout_v0 and cfg.rollout_engine == "vllm" \
+        else 0.0
+
+
 class EngineSide(NamedTuple):
     """The phases of an iteration that only the engine layout sets (engine_side)."""
 
@@ -323,7 +333,7 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
         cfg.response_len or 1, max_response_len)
     wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
                          cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision,
-                         floor, offset)
+                         floor, offset, rollout_host_per_seq_s(cfg))
     links = resolve_links(gpu, platform=platform)
     weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
     spans = cfg.num_gpus > links.gpus_per_node
@@ -401,6 +411,9 @@ def generation_notes(model: ModelSpec, cfg: TrainConfig, eng: Engine, *, waves: 
                      f"{' (enforce_eager)' if cfg.rollout_eager else ''}: each decoding step "
                      f"takes at least {floor * 1e3:.1f} ms, the host launching {model.num_layers} "
                      "layers' kernels")
+    if rollout_host_per_seq_s(cfg):
+        notes.append(f"vLLM V0 engine: {rollout_host_per_seq_s(cfg) * 1e3:.3f} ms of host work per "
+                     "running sequence between decoding steps (scheduling, inputs, outputs)")
     if eng.concurrency < eng.sequences_per_engine:
         notes.append(f"each engine decodes {eng.sequences_per_engine} sequences in {waves} "
                      f"wave(s) of {max(1, eng.concurrency)}")
@@ -430,7 +443,7 @@ def estimate_rl_step(
         decode_efficiency = rollout_decode_efficiency(cfg)
     rs = roles(model, cfg, critic=critic, reward=reward)
     seqs = cfg.rollout_batch * cfg.samples_per_prompt
-    tokens = seqs * cfg.seq_len
+    tokens = seqs * (cfg.mean_seq_len or cfg.seq_len)  # real tokens: padding-free passes' mean
     if side is None:
         side = engine_side(model, gpu, cfg, platform=platform, decode_efficiency=decode_efficiency,
                            rollout_precision=rollout_precision, max_response_len=max_response_len)
@@ -443,7 +456,8 @@ def estimate_rl_step(
         phases["generation tail"] = tail_waves(cfg, waves) * tail_seconds(
             model, gpu, cfg.prompt_len + cfg.response_len, tp=cfg.rollout_tp, platform=platform,
             steps=max_response_len - cfg.response_len, efficiency=decode_efficiency,
-            precision=rollout_precision, host_floor_s=rollout_host_floor_s(model, cfg))
+            precision=rollout_precision, host_floor_s=rollout_host_floor_s(model, cfg),
+            host_per_seq_s=rollout_host_per_seq_s(cfg))
     phases.update(_role_phases(rs, gpu, cfg, sequences=seqs, stack=stack, links=links,
                                platform=platform))
     phases["weight sync"] = side.weight_sync_s

@@ -160,7 +160,8 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
     Each engine (rollout_tp GPUs) generates its share of rollout_batch x rollout_n sequences.
     With ``gpu_memory_utilization`` u the engine takes u x capacity and decodes as many
     sequences as its KV cache holds at full length; without it the engine is sized to decode
-    its whole share at once, capped at MAX_DECODE_BATCH (vLLM's max_num_seqs), and the plan
+    its whole share at once, capped at the framework's max_num_seqs (cfg.rollout_max_seqs, else
+    vLLM's default MAX_DECODE_BATCH), and the plan
     reports the u to set. The trainer's own generate (hf-generate) decodes
     ``generate_micro_batch`` sequences per call (default: the GPU's whole share, as TRL's one
     generate call over its local generation batch), with no cap. An engine on the actor's
@@ -178,9 +179,9 @@ def engine(model: ModelSpec, cfg: TrainConfig, capacity: float | None) -> Engine
     if cfg.gpu_memory_utilization is not None and capacity is not None:
         pool = cfg.gpu_memory_utilization * capacity
         kv = max(0.0, pool - weights - work)
-        conc = min(share, eff.MAX_DECODE_BATCH, int(kv // per_seq))
+        conc = min(share, cfg.rollout_max_seqs or eff.MAX_DECODE_BATCH, int(kv // per_seq))
         return Engine(weights, kv, work, conc, share, engines, False, cfg.engine_on_actor_weights)
     conc = min(share, cfg.logprob_batch * cfg.rollout_tp if cfg.engine_on_actor_weights
-               else eff.MAX_DECODE_BATCH)
+               else cfg.rollout_max_seqs or eff.MAX_DECODE_BATCH)
     return Engine(weights, conc * per_seq, work, conc, share, engines, False,
                   cfg.engine_on_actor_weights)

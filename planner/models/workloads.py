@@ -29,15 +29,11 @@ Reward and value heads output one number per token: no vocabulary logits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from planner.catalog.request import (
-    TrainConfig,
-    rollout_gpu_count,
-    split_role_names,
-)
-from planner.catalog.role_gpus import format_role_gpus
+from planner.catalog.request import TrainConfig, rollout_gpu_count
+from planner.catalog.role_gpus import format_role_gpus, split_role_names
 from planner.catalog.specs import GpuSpec, ModelSpec, gpus_per_host
 from planner.errors import PlannerError
 from planner.models import calibration as cal
@@ -183,18 +179,22 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
     if cfg.reference:
         out.append(Role("reference", model, fwd("reference"), False,
                         shares_base=peft and not split))
-    if cfg.workload == "ppo" or reward is not None:
+    if (cfg.workload == "ppo" and not cfg.reward_function) or reward is not None:
         out.append(Role("reward", value_model(reward or model), fwd("reward"), False, True))
     if cfg.ema_copy:
         # DeepSpeedExamples@3d83278 dschat/rlhf/rlhf_engine.py _init_ema: the actor's model in
         # the eval config the reference gets (ZeRO-3 with a ZeRO-3 actor, else unsharded),
         # updated by moving_average after each step (its traffic is not timed)
         out.append(Role("ema", model, _frozen_cfg(cfg, gpus("actor")), False, runs=False))
-    return tuple(out)
+    lens = dict(cfg.role_seq_lens)
+    # a role whose passes keep the padding the others drop sees its own tokens per sequence
+    return tuple(replace(r, cfg=r.cfg.model_copy(update={"seq_len": lens[r.name]}))
+                 if r.name in lens else r for r in out)
 
 
 def _rl_role_names(cfg: TrainConfig, has_reward: bool) -> tuple[str, ...]:
-    return split_role_names(cfg.workload, reference=cfg.reference, has_reward=has_reward)
+    return split_role_names(cfg.workload, reference=cfg.reference, has_reward=has_reward,
+                            reward_function=cfg.reward_function)
 
 
 def _trained_cfg(cfg: TrainConfig, gpus: int) -> TrainConfig:

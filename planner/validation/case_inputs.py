@@ -9,12 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.catalog.frameworks import (
-    Profile,
-    built_model,
-    config_fields,
-    resolve,
-)
+from planner.catalog.frameworks import Profile, built_model, config_fields, resolve
 from planner.catalog.load import Catalog
 from planner.catalog.request import TrainConfig, zero_stage_of
 from planner.catalog.request_checks import validate_config
@@ -131,17 +126,15 @@ def _double_quant(text: object) -> bool | None:
 def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict[str, Any]:
     """The TrainConfig fields a case takes from its framework's profile, with the case's own
     statements winning: extra.chunked_ce (false: the whole logits, no fused head), extra.loss_dtype
-    (16bit / fp32: the dtype its cross-entropy ran in),
-    extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size and the weight dtypes
+    (16bit / fp32), extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size, weight dtypes
     (extra.master_weights_dtype / frozen_base_weights_dtype), pure 16-bit training
     (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
     --precision bf16-true), QLoRA's unquantized parts (extra.qlora_unquantized_dtype), the
     attention implementation it ran (extra.attention: attention.KERNEL_NAMES, or eager: the
     probabilities materialised), its LoRA dropout (extra.lora_dropout), the NF4 recipe
-    (extra.weight_quant: _double_quant), whether its loop
-    holds the previous micro-batch's outputs (extra.holds_previous_outputs), torch.compile
-    (extra.compile, else the framework's compiled_workloads), fused norm kernels
-    (extra.norm_type, e.g. fused_rmsnorm) and the engine's extra.rollout_enforce_eager."""
+    (extra.weight_quant: _double_quant), whether its loop holds the previous micro-batch's
+    outputs (extra.holds_previous_outputs), torch.compile (extra.compile, else the framework's
+    compiled_workloads), fused norms (extra.norm_type) and the engine's (extra.rollout_*)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     sem.pop("lora_targets", None)  # the case's, else the framework's: _lora_defaults
     extra = case.get("extra") or {}
@@ -181,11 +174,14 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["fused_norms"] = True
     if extra.get("holds_previous_outputs") is not None:
         sem["holds_previous_outputs"] = bool(extra["holds_previous_outputs"])
-    # the rollout engine's enforce_eager as the case ran it (the framework's default at the
-    # release it ran, its additions say), else as the profile says
+    # the rollout engine's enforce_eager and max_num_seqs as the case ran them (the framework's
+    # defaults at the release it ran, its additions say), else as the profile says; its vLLM V0
     eager = extra.get("rollout_enforce_eager")
     sem["rollout_eager"] = bool(profile.value("rollout_enforce_eager") if eager is None
                                 else eager)
+    sem["rollout_max_seqs"] = extra.get("rollout_max_num_seqs") or profile.value(
+        "rollout_max_num_seqs")
+    sem["rollout_v0"] = bool(extra.get("rollout_vllm_v0"))
     return sem
 
 
@@ -414,6 +410,9 @@ def _rl_common(case: dict[str, Any], profile: Profile, *, assumed: list[str]) ->
         "paged_optimizer": bool(extra.get("paged_optimizer", False)),
         "optimizer_in_backward": bool(extra.get("optimizer_in_bwd", False)),
         "ema_copy": bool(extra.get("ema_copy", False)) and case.get("workload") in ("ppo", "grpo"),
+        # no KL term: no reference (verl); a PPO run scored by a function: no reward model
+        "reference": bool(extra.get("reference", True)),
+        "reward_function": bool(extra.get("reward_function")) and case.get("workload") == "ppo",
     }
     _set_method(case, profile, common)
     return common
@@ -472,8 +471,10 @@ def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile:
                or extra.get("train_batch_size"))
     if prompts and "rollout_batch" not in rl_opts:
         rl_opts["rollout_batch"] = int(prompts)
+    # passes that keep padding (verl use_remove_padding off) see extra.role_seq_lens {role: n}
+    padded = tuple(sorted((str(k), int(v)) for k, v in (extra.get("role_seq_lens") or {}).items()))
     cfg = TrainConfig(**common, **rl_opts, micro_batch_size=int(mb), offload=offload,
-                      seq_len=seq)
+                      seq_len=seq, role_seq_lens=padded)
     return cfg, critic, reward
 
 

@@ -198,6 +198,14 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         dp = max(1, gpus // (tp * pp))
         update["grad_accum"] = max(1, int(case["global_batch_size"]) // (cfg.micro_batch_size
                                                                            * dp))
+    mini = extra.get("ppo_mini_batch_size_prompts") or extra.get("ppo_mini_batch_size")
+    if mini and profile.value("batch_counts_prompts") and "grad_accum" not in update:
+        # verl: one optimizer step per mini-batch of prompts x n sequences, in micro-steps of at
+        # most the micro batch (the log-prob passes keep theirs)
+        per_rank = max(1, int(mini) * cfg.samples_per_prompt // max(1, cfg.dp))
+        micro = min(cfg.micro_batch_size, per_rank)
+        update.update(micro_batch_size=micro, grad_accum=-(-per_rank // micro),
+                      logprob_micro_batch=cfg.logprob_batch)
     # validated at tp = pp = 1 (the RL trainer is data parallel); the Megatron layout of the
     # update is set after, as training_estimate does for uneven pipelines
     cfg = cfg.model_copy(update={**update, "tp": tp, "pp": pp})

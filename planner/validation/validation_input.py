@@ -80,6 +80,13 @@ class _Extra(_Fields):
     offloaded_checkpointing: bool | None = None
     fsdp_cpu_offload: bool | None = None
     rollout_enforce_eager: bool | None = None  # the vLLM rollout ran without CUDA graphs
+    rollout_vllm_v0: bool | None = None  # the vLLM rollout ran vLLM's V0 engine
+    rollout_max_num_seqs: Count | None = None  # the engine's max_num_seqs as the run set it
+    timing_gen_s: Amount | None = None  # RL: the generation phase of the logged iteration
+    reference: bool | None = None  # RL: a reference model ran (False: no KL term)
+    reward_function: bool | None = None  # PPO: a function scored the responses, no reward model
+    # RL: tokens per sequence of roles whose passes kept padding (verl use_remove_padding off)
+    role_seq_lens: dict[str, Count] | None = None
     reward_model: Text | None = None
     critic_reward_model: Text | None = None
     weight_quant: Text | None = None

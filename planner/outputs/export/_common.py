@@ -222,8 +222,10 @@ def _model_path(model: str, spec: ModelSpec | None, given: str | None) -> str:
 
 
 def _has_reward_model(cfg: TrainConfig, phases: Mapping) -> bool:
-    """A reward model is one of the plan's roles: PPO, or a reward phase in its memory."""
-    return cfg.workload == "ppo" or any(str(k).startswith("reward") for k in phases)
+    """A reward model is one of the plan's roles: PPO's unless a function scores, or a reward
+    phase in its memory."""
+    return (cfg.workload == "ppo" and not cfg.reward_function) or \
+        any(str(k).startswith("reward") for k in phases)
 
 
 def _member(doc: Mapping, key: str, *, where: str = "plan ") -> Mapping:

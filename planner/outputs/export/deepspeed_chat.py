@@ -174,6 +174,9 @@ def _deepspeed_chat_ppo(job: Job, out: _Out) -> list[tuple[str, Any]]:
 def _deepspeed_chat_ppo_checks(job: Job, out: _Out) -> None:
     """What step3's main.py rejects or cannot place."""
     cfg = job.cfg
+    if cfg.reward_function:
+        out.refuse("a reward function (step3 scores with the step2 reward model, "
+                   "--critic_model_name_or_path)", "re-plan without --reward-function")
     if cfg.placement != "colocate":
         out.refuse(f"{cfg.placement} placement (step3 puts actor, critic, reference and reward "
                    "on the same GPUs)", "re-plan with --placement colocate")

@@ -201,6 +201,10 @@ def _llamafactory_ppo(job: Job, out: _Out) -> dict[str, Any]:
     if cfg.rollout_batch != cfg.global_batch_size:
         out.warn(f"LLaMA-Factory's PPO collects one optimizer batch ({cfg.global_batch_size} "
                  f"prompts) per update, not the plan's {cfg.rollout_batch}")
+    if cfg.reward_function:
+        out.refuse("a reward function (LLaMA-Factory's PPO scores with a reward model, or a "
+                   "reward API, reward_model_type api)", "re-plan without --reward-function, "
+                   "or use --format verl or openrlhf")
     out.note("PPO: set reward_model to a trained reward model (LLaMA-Factory stage rm)")
     return {"reward_model": "saves/reward_model", "reward_model_type":
             "lora" if cfg.is_peft else "full", "max_new_tokens": cfg.response_len,

@@ -201,6 +201,9 @@ def _ms_swift_ppo(job: Job, out: _Out) -> list[tuple[str, Any]]:
                    "openrlhf")
     if cfg.offload_idle:
         out.refuse("offload of idle roles in PPO", "re-plan with --no-offload-idle")
+    if cfg.reward_function:
+        out.refuse("a reward function (ms-swift's PPO, TRL's PPOTrainer, scores with a reward "
+                   "model)", "re-plan without --reward-function, or use --format verl or openrlhf")
     out.note("PPO: set --reward_model to a trained reward model (swift rlhf --rlhf_type rm)")
     return [("--reward_model", "$REWARD_MODEL"), ("--max_completion_length", cfg.response_len)]
 

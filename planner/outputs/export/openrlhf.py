@@ -295,6 +295,7 @@ def _openrlhf_rl(job: Job, out: _Out) -> tuple[list[tuple[str, Any]], tuple[str,
     else:
         flags += [("--remote_rm_url", "$REWARD_FUNC")]
         env.append("REWARD_FUNC")
-        out.note("GRPO reward: a rule-based reward function file or server (--remote_rm_url)")
+        out.note(f"{cfg.workload.upper()} reward: a rule-based reward function file or server "
+                 "(--remote_rm_url)")
     comments = ("Start a Ray cluster over the nodes first (ray start --head ...).",)
     return flags, tuple(env), comments

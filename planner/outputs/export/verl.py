@@ -234,9 +234,9 @@ def _verl_warnings(job: Job, out: _Out) -> None:
     if cfg.workload == "ppo":
         out.note("PPO critic initialised from the policy (the plan sized it with the policy's "
                  "architecture); change critic.model.path for another critic")
-    if cfg.workload == "grpo" and not job.reward_model:
-        out.note("GRPO reward: a rule-based reward function (reward.custom_reward_function."
-                 "path), no reward model")
+    if not job.reward_model:
+        out.note(f"{cfg.workload.upper()} reward: a rule-based reward function (reward."
+                 "custom_reward_function.path), no reward model")
     if cfg.pure_16bit or cfg.paged_optimizer or cfg.compiled or cfg.chunked_loss:
         out.warn("pure_bf16/paged optimizer/torch.compile/chunked loss are not verl options "
                  "(verl's own fused kernels and torch.compile defaults apply)")
