@@ -67,6 +67,10 @@ REQUESTS = [
     dict(model="0.5b", workload="grpo", framework="ms-swift", budget_usd=50000, num_gpus=8, **RL),
     # DeepSpeed-Chat's step 3 (hybrid engine: no memory fraction, no parked roles)
     dict(model="opt-1.3b", workload="ppo", framework="deepspeed-chat", budget_usd=4000, **RL),
+    # PPO scored by a reward function (verl without a reward model, OpenRLHF --remote_rm_url)
+    dict(model="1.5b", workload="ppo", budget_usd=100000, reward_function=True, **RL),
+    dict(model="1.5b", workload="ppo", framework="openrlhf", pricing="rent", steps=20,
+         budget_usd=1000, reward_function=True, **RL),
     # hybrid sharding over rented 8-GPU instances (Accelerate HYBRID_SHARD)
     dict(model="70b", framework="accelerate-fsdp", method="full", pricing="rent",
          objective="time", budget_usd=20000, tokens=2e9),
