@@ -16,6 +16,7 @@ overall, at p = 0.9.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections import defaultdict
@@ -133,15 +134,20 @@ def report(found: dict[str, list[Ratio]], shared: set[str] | None = None) -> lis
     return lines
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--write"]
-    folder = Path(args[0]) if args else DEFAULT_DIR
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--write", action="store_true", help="write planner/models/bands.yaml")
+    args = ap.parse_args(argv)
+    folder = args.folder
+    if not folder.is_dir():
+        ap.error(f"validation folder {folder} not found")
     start = time.perf_counter()
     cases, catalog = load(folder), load_catalog()
     found = ratios(loso(cases, catalog), cases, catalog)
     print("\n".join(report(found, shared_ids(folder))))
     bands = table(found)
-    if "--write" in sys.argv[1:]:
+    if args.write:
         BANDS_FILE.write_text("# written by benchmarks/bands.py --write: do not edit\n"
                               + yaml.safe_dump(bands, sort_keys=True), encoding="utf-8")
         print(f"wrote {BANDS_FILE}")

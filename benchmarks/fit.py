@@ -474,6 +474,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--write", action="store_true", help=f"write planner/models/{FILE}")
     args = ap.parse_args(argv)
+    if not args.folder.is_dir():
+        ap.error(f"validation folder {args.folder} not found")
     start = time.perf_counter()
     cases, catalog = load(args.folder), load_catalog()
     fit = fit_constants(cases, catalog)

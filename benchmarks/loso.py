@@ -15,6 +15,7 @@ would get without it (fit.py's fallbacks) and counts as such ("on fallback").
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -265,14 +266,19 @@ def per_case(report: dict[str, Any], shared: set[str]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--cases"]
-    folder = Path(args[0]) if args else DEFAULT_DIR
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--cases", action="store_true", help="also print every case's error")
+    args = ap.parse_args(argv)
+    folder = args.folder
+    if not folder.is_dir():
+        ap.error(f"validation folder {folder} not found")
     start = time.perf_counter()
     cases = load(folder)
     report = loso(cases, load_catalog(), log=lambda s: print(s, file=sys.stderr))
     print(table(report, cases, shared_ids(folder)))
-    if "--cases" in sys.argv[1:]:
+    if args.cases:
         print("\n" + per_case(report, shared_ids(folder)))
     print(f"\n{time.perf_counter() - start:.0f} s")
 

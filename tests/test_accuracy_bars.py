@@ -65,13 +65,20 @@ def test_training_throughput_p90(table):
 
 
 @pytest.mark.xfail(strict=True, reason="issue 18: DeepSpeed-Chat's OPT-30B row (no engine speed "
-                   "matches it at the batch its memory allows), its single-GPU rows (they imply "
-                   "a faster engine, 0.41-0.46 of the roofline, than its multi-GPU ones, "
-                   "0.10-0.33) and verl's MI300X generation set the PPO median (18.6 %) and "
-                   "p90 (51.2 %)")
+                   "matches it at the batch its memory allows) and its single-GPU rows (their "
+                   "LoRA run as method full: +41.6 and +33.2 %) set the PPO p90 on the shared "
+                   "rows (39.1 %; the median, 13.9 %, is met since vLLM V0's host loop is "
+                   "modelled: verl's MI300X rows -51.7 -> -28.7 %)")
 def test_ppo_step_time_bars(table):
     _, median, p90, _ = _row(table, "RL step time: ppo (usable)")
-    assert median <= 0.15 and p90 <= 0.35
+    assert median <= 0.15
+    assert p90 <= 0.35
+
+
+def test_ppo_step_time_median_met(table):
+    """The median bar alone, met since vLLM V0's per-sequence host loop is timed (the shared
+    verl MI300X rows ran V0) and PPO may be scored by a function (18.6 -> 13.9 %)."""
+    assert _row(table, "RL step time: ppo (usable)")[1] <= 0.15
 
 
 def test_grpo_step_time_bars_met(table):
