@@ -14,6 +14,7 @@ from planner.catalog.load import load_catalog
 from planner.catalog.offers import offer_id
 from planner.catalog.plan_request import PlanRequest
 from planner.catalog.request import TrainConfig
+from planner.errors import PlannerError
 from planner.outputs.export import export_plan
 from planner.solver.oracle import enumerate_best
 from planner.solver.rules import GPUS_PER_HOST, Need
@@ -41,10 +42,16 @@ def test_hybrid_is_searched_where_the_launch_writes_it_over_several_hosts():
     for r in hybrid:  # several hosts' worth of ranks, whole groups, no model parallel
         g = space.strategies[r.strategy].dp_shard
         assert r.tp == r.pp == 1 and r.dp > g and r.dp % g == 0
-    # DeepSpeed's ZeRO (the HF Trainer's default), an RL trainer, one host: none
+    # DeepSpeed's ZeRO (the HF Trainer's default), an RL trainer whose launch writes none
+    # (OpenRLHF), one host: none; verl's RL trainer (fsdp_size): one host's GPUs
     assert _shards(build_space(PlanRequest(model="qwen2.5-7b", max_gpus=32), CAT)) == {None}
-    assert _shards(build_space(PlanRequest(model="qwen2.5-7b", workload="grpo", max_gpus=32,
-                                           prompt_len=256, response_len=256), CAT)) == {None}
+    rl = dict(model="qwen2.5-7b", workload="grpo", max_gpus=32, prompt_len=256,
+              response_len=256, gpus=("h100-sxm",), pricing="rent")
+    assert _shards(build_space(PlanRequest(**rl, framework="openrlhf"), CAT)) == {None}
+    verl = build_space(PlanRequest(**rl, framework="verl"), CAT)
+    assert _shards(verl) - {None} == {o.gpus_per_host for o in verl.offers if
+                                      2 <= o.gpus_per_host <= 16}
+    assert all(s.placement == "colocate" for s in verl.strategies if s.dp_shard)
     one = build_space(PlanRequest(model="qwen2.5-7b", framework="accelerate-fsdp",
                                   gpus=("h100-sxm",), max_gpus=8), CAT)
     assert _shards(one) == {None}
@@ -162,14 +169,56 @@ def test_a_plan_over_hosts_without_it_names_the_framework_that_has_it():
     assert not [n for n in small.notes if n.startswith("hybrid sharding")]
 
 
-def test_hybrid_sharding_of_an_rl_trainer_is_refused_not_mistimed():
+def test_hybrid_sharding_of_an_rl_trainer_is_modelled_colocated():
+    """An RL trainer sharded within each host (verl's fsdp_size): its forward passes gather the
+    weights and its weight sync gathers them into the engines within a host, over NVLink,
+    where full sharding gathers over the network; each GPU holds a host's share of the
+    states. A hybrid RL trainer apart from its engines is not modelled: bad input."""
     from planner.catalog.request_checks import validate_config
     from planner.errors import PlannerError
+    from planner.models.rltime import estimate_rl_step
+    from planner.models.workloads import estimate_memory
 
-    cfg = TrainConfig(workload="grpo", num_gpus=16, fsdp=True, dp_shard=8, prompt_len=256,
-                      response_len=256, seq_len=512)
-    with pytest.raises(PlannerError, match="hybrid sharding of an RL trainer is not modelled"):
-        validate_config(cfg, CAT.model("qwen2.5-7b").spec)
+    model, gpu = CAT.model("qwen2.5-7b").spec, CAT.gpu("h100-sxm")
+    platform = CAT.platform("hgx-8gpu-sxm")
+    full = TrainConfig(workload="grpo", num_gpus=16, fsdp=True, prompt_len=256,
+                       response_len=256, seq_len=512, micro_batch_size=4, rollout_batch=128)
+    hsdp = full.model_copy(update={"dp_shard": 8})
+    validate_config(hsdp, model)
+    a, b = (estimate_rl_step(model, gpu, c, platform=platform, stack="hf") for c in (full, hsdp))
+    assert b.phases["actor forward"] < a.phases["actor forward"]
+    assert b.phases["weight sync"] < a.phases["weight sync"]
+    assert b.step_time_s < a.step_time_s
+    mem_full, mem_hsdp = (estimate_memory(model, gpu, c) for c in (full, hsdp))
+    assert mem_hsdp.device > mem_full.device  # a host's share, not a 16th
+    with pytest.raises(PlannerError, match="modelled colocated"):
+        validate_config(hsdp.model_copy(update={"placement": "separate", "rollout_gpus": 8}),
+                        model)
+
+
+RL_SMALL = dict(model="qwen2.5-1.5b", workload="grpo", method="full", framework="verl",
+                gpus=("rtx-4090", "l40s"), max_gpus=16, global_batch_size=16, prompt_len=256,
+                response_len=256, rollout_batch=16, pricing="rent", objective="time",
+                tokens=1e7, budget_usd=500.0)
+
+
+def test_solver_matches_enumeration_with_a_hybrid_rl_trainer():
+    space = build_space(PlanRequest(**RL_SMALL), CAT)
+    assert _shards(space) - {None}
+    best = enumerate_best(space)
+    assert_solver_matches_enumeration(solve_lexicographic(space, 30), best, RL_SMALL)
+
+
+def test_a_hybrid_rl_plan_exports_verls_fsdp_size():
+    got = plan(PlanRequest(**{**RL_SMALL, "sharding": "hsdp"}), CAT).plan
+    g = got.config.dp_shard
+    assert g == got.num_gpus // got.num_hosts
+    text = export_plan(got, "verl").text
+    for key in ("actor_rollout_ref.actor.fsdp_config.fsdp_size",
+                "actor_rollout_ref.ref.fsdp_config.fsdp_size"):
+        assert f"{key}={g}" in text
+    with pytest.raises(PlannerError, match="no hybrid shard group for RL"):
+        export_plan(got, "openrlhf")
 
 
 def test_the_sharding_pin_chooses_full_or_hybrid():

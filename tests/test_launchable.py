@@ -71,6 +71,10 @@ REQUESTS = [
     dict(model="1.5b", workload="ppo", budget_usd=100000, reward_function=True, **RL),
     dict(model="1.5b", workload="ppo", framework="openrlhf", pricing="rent", steps=20,
          budget_usd=1000, reward_function=True, **RL),
+    # an RL trainer sharded within each host (verl's fsdp_size: actor, reference, critic)
+    dict(model="1.5b", workload="ppo", framework="verl", gpus=("rtx-4090", "l40s"), max_gpus=16,
+         pricing="rent", objective="time", tokens=1e7, budget_usd=500, sharding="hsdp",
+         reward_function=True, **RL),
     # hybrid sharding over rented 8-GPU instances (Accelerate HYBRID_SHARD)
     dict(model="70b", framework="accelerate-fsdp", method="full", pricing="rent",
          objective="time", budget_usd=20000, tokens=2e9),

@@ -70,12 +70,13 @@ class Choice(NamedTuple):
         return placement_groups(self.placement, len(self.role_names))
 
     @property
-    def engine_layout(self) -> tuple[str, int, tuple[str, ...], bool]:
-        """What the rollout engine reads of a candidate: placement, rollout TP, the split roles
-        and whether the actor's weights are sharded (an engine on the actor's parameters
-        gathers them: rollout.engine_weight_bytes)."""
+    def engine_layout(self) -> tuple[str, int, tuple[str, ...], bool, int]:
+        """What the rollout engine reads of a candidate: placement, rollout TP, the split roles,
+        whether the actor's weights are sharded (an engine on the actor's parameters gathers
+        them: rollout.engine_weight_bytes) and the hybrid shard group (0: none; the weight
+        sync gathers within it: rltime.engine_side)."""
         return (self.placement, self.rollout_tp, self.role_names,
-                self.fsdp or self.zero_stage == 3)
+                self.fsdp or self.zero_stage == 3, self.dp_shard or 0)
 
 
 def placement_groups(placement: str, roles: int) -> int:

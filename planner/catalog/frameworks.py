@@ -57,6 +57,11 @@ EP_LAUNCHES = ("torchrun", "torchtitan", "nemo", "megatron-bridge", "nemo-automo
 # parameters don't have the MiCS_CommGroups attached", huggingface/accelerate#3442): no ZeRO
 # launch writes a hybrid group.
 HYBRID_SHARD_LAUNCHES = ("accelerate", "torchrun", "torchtitan")
+# RL launch formats whose writer shards the trainer's roles hybrid: verl's fsdp_config.fsdp_size
+# builds a (ddp, fsdp) device mesh of world / fsdp_size replicas, FSDP's HYBRID_SHARD over it
+# (volcengine/verl@b178a3c verl/workers/fsdp_workers.py create_device_mesh,
+# get_sharding_strategy); the inner (fsdp) dimension holds consecutive ranks, one host's GPUs.
+RL_HYBRID_SHARD_LAUNCHES = ("verl",)
 # RL launch formats whose writer scores PPO with a function, no reward model (verl's reward
 # function with reward_model.enable False; OpenRLHF's --remote_rm_url, a reward function file
 # or server); the other PPO writers (DeepSpeed-Chat, LLaMA-Factory, ms-swift) load a reward model.
@@ -135,11 +140,12 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
     if cfg.reward_function and cfg.workload == "ppo" and fmt not in REWARD_FUNCTION_LAUNCHES:
         out.append(f"PPO scored by a reward function (its {fmt} launch scores with a reward "
                    "model)")
-    if cfg.dp_shard is not None and (fmt not in HYBRID_SHARD_LAUNCHES or not cfg.fsdp):
+    writers = RL_HYBRID_SHARD_LAUNCHES if cfg.is_rl else HYBRID_SHARD_LAUNCHES
+    if cfg.dp_shard is not None and (fmt not in writers or not cfg.fsdp):
         out.append(f"hybrid sharding dp_shard {cfg.dp_shard} (its {fmt} launch writes "
-                   "FSDP's hybrid sharding only)" if fmt in HYBRID_SHARD_LAUNCHES else
+                   "FSDP's hybrid sharding only)" if fmt in writers else
                    f"hybrid sharding dp_shard {cfg.dp_shard} (its {fmt} launch does not "
-                   "write it)")
+                   f"write it{' for RL' if cfg.is_rl else ''})")
     return out
 
 

@@ -58,9 +58,10 @@ def dp_shard_error(cfg: TrainConfig) -> str | None:
     dp_shard divide dp."""
     if cfg.dp_shard is None:
         return None
-    if cfg.is_rl:  # rltime's forward passes and weight syncs gather over every trainer rank
-        return (f"--dp-shard {cfg.dp_shard} with --workload {cfg.workload}: hybrid sharding "
-                "of an RL trainer is not modelled; leave --dp-shard out")
+    if cfg.is_rl and cfg.placement != "colocate":  # rltime: the colocated trainer's roles
+        return (f"--dp-shard {cfg.dp_shard} with --placement {cfg.placement}: hybrid sharding "
+                "of an RL trainer is modelled colocated (verl's fsdp_size); leave --dp-shard out "
+                "or use --placement colocate")
     if cfg.dp % cfg.dp_shard:
         return (f"--dp-shard {cfg.dp_shard} must divide the data-parallel degree {cfg.dp} "
                 "(replicas x shard groups)")

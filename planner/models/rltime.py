@@ -126,7 +126,8 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
     token at the 16-bit matmul rate x the stack's utilisation. With ZeRO-3/FSDP every
     micro-step of ``batch`` sequences all-gathers the weight shards once ((d-1)/d x stored
     weights, network.dp_bytes_per_step without the backward half and the gradients), hidden
-    behind compute up to the stack's data-parallel overlap. Unfused elementwise ops add their
+    behind compute up to the stack's data-parallel overlap; with hybrid sharding (cfg.dp_shard)
+    within each shard group, over its links. Unfused elementwise ops add their
     forward traffic (throughput.elementwise_seconds); an eager stack takes at least its host's
     launches of each micro-step's forward kernels (throughput.host_launch_seconds)."""
     steps = math.ceil(tokens / gpus / ((batch or cfg.micro_batch_size) * cfg.seq_len))
@@ -138,9 +139,9 @@ def forward_seconds(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *, tokens:
     if links is None or gpus == 1 or not cfg.shards_weights:
         return compute
     sharded = cfg if cfg.num_gpus == gpus else cfg.model_copy(update={"num_gpus": gpus})
-    gathered = steps * ring_factor(gpus, "all-gather") * gathered_weight_bytes(model, sharded)
-    spans = gpus > links.gpus_per_node
-    raw = gathered / (links.collective_gbps(gpus, spans) * 1e9)
+    group = cfg.dp_shard or gpus  # the ranks one gather spans
+    gathered = steps * ring_factor(group, "all-gather") * gathered_weight_bytes(model, sharded)
+    raw = gathered / (links.collective_gbps(group, group > links.gpus_per_node) * 1e9)
     return compute + exposed(raw, eff.OVERLAP[stack]["dp"], compute)
 
 
@@ -336,7 +337,6 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
                          floor, offset, rollout_host_per_seq_s(cfg))
     links = resolve_links(gpu, platform=platform)
     weights16 = engine_weight_bytes(model, cfg) * cfg.rollout_tp
-    spans = cfg.num_gpus > links.gpus_per_node
     if cfg.generates_in_trainer:
         return EngineSide(eng, waves, waves * wave, 0.0, 0.0, 0.0)
     # a continuous-batching engine keeps ``conc`` sequences in flight until its share is done
@@ -344,7 +344,10 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     # waves
     busy = waves if on_trainer_model(cfg) else eng.sequences_per_engine / conc
     if cfg.placement == "colocate":
-        sync = weights16 / (links.collective_gbps(trainer_gpus(cfg), spans) * 1e9)
+        # the trainer's shards gathered into the engines' layout: within each shard group under
+        # hybrid sharding (every group holds a whole replica), else over every trainer rank
+        group = cfg.dp_shard or trainer_gpus(cfg)
+        sync = weights16 / (links.collective_gbps(group, group > links.gpus_per_node) * 1e9)
     else:
         sync = weights16 / (links.collective_gbps(cfg.num_gpus, True) * 1e9)
     sleep = 2 * eng.weights if weights_sleep_on_host(cfg) else 0.0

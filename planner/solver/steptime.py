@@ -341,7 +341,9 @@ class RowArrays:
         offer = space.offers[offer_idx]
         # as rltime.estimate_rl_step
         links = resolve_links(offer.gpu, platform=offer.links_platform)
-        gpus, inverse = np.unique(self.trainers, return_inverse=True)
+        # one gather spans the row's hybrid shard group, else every trainer rank
+        group = np.where(self.dp_shard > 0, self.dp_shard, self.trainers)
+        gpus, inverse = np.unique(group, return_inverse=True)
         per_byte = np.array([ring_factor(int(g), "all-gather") / (
             links.collective_gbps(int(g), g > links.gpus_per_node) * 1e9)
             for g in gpus.tolist()])[inverse.reshape(-1)]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from planner.catalog.frameworks import EP_LAUNCHES, HYBRID_SHARD_LAUNCHES
+from planner.catalog.frameworks import EP_LAUNCHES, HYBRID_SHARD_LAUNCHES, RL_HYBRID_SHARD_LAUNCHES
 from planner.catalog.load import load_catalog
 from planner.catalog.request import PRECISIONS, TrainConfig
 from planner.catalog.request_checks import validate_config
@@ -286,17 +286,18 @@ def _every_format(job: Job, out: _Out) -> None:
 
 
 def _hybrid_shard(job: Job, out: _Out) -> None:
-    """Hybrid sharding is written by the HYBRID_SHARD_LAUNCHES with FSDP; Accelerate's and the
-    HF Trainer's HYBRID_SHARD shard over one node's GPUs, so the plan's group must be that."""
+    """Hybrid sharding is written by the (RL_)HYBRID_SHARD_LAUNCHES with FSDP; Accelerate's and
+    the HF Trainer's HYBRID_SHARD shard over one node's GPUs, so the plan's group must be that."""
     cfg, fmt = job.cfg, out.fmt.split("@")[0]
     if cfg.dp_shard is None:
         return
-    if fmt not in HYBRID_SHARD_LAUNCHES or not cfg.fsdp:
+    writers = RL_HYBRID_SHARD_LAUNCHES if cfg.is_rl else HYBRID_SHARD_LAUNCHES
+    if fmt not in writers or not cfg.fsdp:
         out.refuse(f"hybrid sharding (dp_shard {cfg.dp_shard}{'' if cfg.fsdp else ' with ZeRO'}"
-                   ": this launch writes no hybrid shard group)",
-                   f"export FSDP plans with --format {' / '.join(HYBRID_SHARD_LAUNCHES)}, or "
-                   "re-plan without it")
-    elif fmt != "torchtitan" and cfg.dp_shard != job.per_node:
+                   f": this launch writes no hybrid shard group{' for RL' if cfg.is_rl else ''})",
+                   f"export FSDP plans with --format {' / '.join(writers)}, or re-plan "
+                   "without it")
+    elif fmt not in ("torchtitan", "verl") and cfg.dp_shard != job.per_node:
         out.refuse(f"a hybrid shard group of {cfg.dp_shard} GPUs on nodes of {job.per_node} "
                    "(FSDP's HYBRID_SHARD shards over one node's GPUs)",
                    "use --format torchtitan (data_parallel_shard_degree), or re-plan")

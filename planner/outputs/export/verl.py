@@ -132,6 +132,8 @@ def _verl_actor(job: Job, out: _Out) -> list[tuple[str, Any]]:
     if grpo and cfg.reference:
         o += [(f"{a}.kl_loss_coef", 0.001), (f"{a}.kl_loss_type", "low_var_kl")]
     o += [(f"{a}.fsdp_config.param_offload", idle), (f"{a}.fsdp_config.optimizer_offload", idle)]
+    if cfg.dp_shard:  # hybrid sharding: a (ddp, fsdp) mesh of world / fsdp_size replicas
+        o += [(f"{a}.fsdp_config.fsdp_size", cfg.dp_shard)]
     if cfg.optimizer != "adamw":
         o += [(f"{a}.optim.optimizer", "PagedAdamW8bit" if cfg.paged or
                cfg.optimizer == "paged-adamw-8bit" else "AdamW8bit"),
@@ -152,6 +154,8 @@ def _verl_rollout(job: Job, out: _Out) -> list[tuple[str, Any]]:
     idle = cfg.offload_idle
     o: list[tuple[str, Any]] = [
         ("actor_rollout_ref.ref.fsdp_config.param_offload", idle),
+        *([("actor_rollout_ref.ref.fsdp_config.fsdp_size", cfg.dp_shard)] if cfg.dp_shard
+          else []),
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", cfg.logprob_batch),
         (f"{r}.name", "vllm"),
         (f"{r}.tensor_model_parallel_size", cfg.rollout_tp),
@@ -213,6 +217,7 @@ def _verl_critic(job: Job) -> list[tuple[str, Any]]:
         ("critic.fsdp.param_offload", idle),  # verl 0.9: the critic's engine config
         ("critic.fsdp.optimizer_offload", idle),
         ("critic.model.lora_rank", cfg.rank if cfg.is_peft else 0),
+        *([("critic.fsdp.fsdp_size", cfg.dp_shard)] if cfg.dp_shard else []),
     ]
     if cfg.offload != "none":
         o += [("critic.strategy", "fsdp2"), ("critic.fsdp.offload_policy", True)]
