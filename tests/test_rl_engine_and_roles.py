@@ -156,3 +156,26 @@ def test_a_reward_function_plan_exports_where_the_launch_scores_with_a_function(
     assert any("reward function" in why for why in unlaunchable(profile, got.config))
     with pytest.raises(PlannerError, match="PPO scored by a reward function"):
         plan(PlanRequest(**req, framework="deepspeed-chat"), CAT)
+
+
+def test_a_case_names_its_vllm_engine_or_its_release():
+    """A case's vLLM V0 engine: stated (extra.rollout_vllm_v0) or read from a vLLM release
+    before 0.8.0 in its framework_version; a stated value wins."""
+    from planner.validation.case_releases import vllm_v0_of
+
+    assert vllm_v0_of({"framework_version": "verl 0.2, vLLM 0.6.3"})
+    assert not vllm_v0_of({"framework_version": "verl 0.4.0.dev, vLLM 0.8.3"})
+    assert not vllm_v0_of({"framework_version": "verl 0.3"})
+    assert vllm_v0_of({"framework_version": "vLLM 0.8.3",
+                       "extra": {"rollout_vllm_v0": True}})
+    assert not vllm_v0_of({"framework_version": "vllm==0.7.3",
+                           "extra": {"rollout_vllm_v0": False}})
+
+
+def test_role_seq_lens_name_roles_of_an_rl_job():
+    from planner.catalog.request_checks import validate_workload
+
+    with pytest.raises(PlannerError, match="role_seq_lens critc"):
+        validate_workload(ppo(role_seq_lens=(("critc", 1536),)), QWEN7)
+    with pytest.raises(PlannerError, match="role_seq_lens critic"):
+        validate_workload(TrainConfig(role_seq_lens=(("critic", 1536),)), QWEN7)

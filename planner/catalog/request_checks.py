@@ -163,6 +163,10 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
     if cfg.reward_function and cfg.workload != "ppo":
         raise PlannerError(f"--reward-function applies to --workload ppo (got {cfg.workload}; "
                            "GRPO scores with a function unless --reward-model is given)")
+    for name, _n in cfg.role_seq_lens:  # padded passes per role (validation cases)
+        if not cfg.is_rl or name not in SPLIT_ROLES:
+            raise PlannerError(f"role_seq_lens {name}: the roles of a PPO/GRPO job are "
+                               f"{', '.join(SPLIT_ROLES)}")
     if not cfg.is_rl:
         _validate_not_rl(cfg)
         return

@@ -20,6 +20,7 @@ from planner.validation.case_releases import (
     bnb_keeps_inputs,
     fused_optimizer_of,
     qlora_fp32_norms_of,
+    vllm_v0_of,
 )
 from planner.validation.validation_input import case_sharding
 
@@ -174,14 +175,13 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["fused_norms"] = True
     if extra.get("holds_previous_outputs") is not None:
         sem["holds_previous_outputs"] = bool(extra["holds_previous_outputs"])
-    # the rollout engine's enforce_eager and max_num_seqs as the case ran them (the framework's
-    # defaults at the release it ran, its additions say), else as the profile says; its vLLM V0
+    # the engine's enforce_eager, max_num_seqs (as the case ran them, else the profile's), V0
     eager = extra.get("rollout_enforce_eager")
     sem["rollout_eager"] = bool(profile.value("rollout_enforce_eager") if eager is None
                                 else eager)
     sem["rollout_max_seqs"] = extra.get("rollout_max_num_seqs") or profile.value(
         "rollout_max_num_seqs")
-    sem["rollout_v0"] = bool(extra.get("rollout_vllm_v0"))
+    sem["rollout_v0"] = vllm_v0_of(case)
     return sem
 
 

@@ -27,6 +27,22 @@ def _release(text: str, package: str) -> tuple[int, ...] | None:
     return release(found.group(1)) if found else None
 
 
+# vLLM's V1 engine is the default from 0.8.0 (vllm-project/vllm v0.8.0 release notes: "V1 engine
+# enabled by default"); earlier releases run V0 only (decode.VLLM_V0_HOST_S_PER_SEQ).
+VLLM_V1_DEFAULT = (0, 8, 0)
+
+
+def vllm_v0_of(case: dict[str, Any]) -> bool:
+    """The case's RL engine ran vLLM's V0: its extra.rollout_vllm_v0 where stated, else a vLLM
+    release before VLLM_V1_DEFAULT named in its framework_version ("verl 0.2, vLLM 0.6.3")."""
+    extra = case.get("extra") or {}
+    if extra.get("rollout_vllm_v0") is not None:
+        return bool(extra["rollout_vllm_v0"])
+    text = f"{case.get('framework_version') or ''} {extra.get('framework_version') or ''}"
+    named = _release(text, "vllm")
+    return named is not None and named < VLLM_V1_DEFAULT
+
+
 def before_since(case: dict[str, Any], since: str | None) -> bool:
     """The case names a release older than one that ``since`` names (the first releases a
     fact holds from, specs.Fact.since: "transformers 4.54.0, torch 2.8.0") in its
