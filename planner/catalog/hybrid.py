@@ -15,6 +15,7 @@ from planner.catalog.frameworks import (
 from planner.catalog.launches import launch_format_of
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import PlanRequest
+from planner.catalog.request import RL_WORKLOADS
 from planner.errors import PlannerError
 
 
@@ -39,7 +40,7 @@ def hybrid_relatives(catalog: Catalog, profile: Profile, workload: str) -> list[
     """The profiles built on ``profile`` (their base) whose plans of ``workload`` search hybrid
     sharding where ``profile``'s do not: the same training code under FSDP's HYBRID_SHARD
     (hf-trainer: accelerate-fsdp)."""
-    rl = workload in ("ppo", "grpo")
+    rl = workload in RL_WORKLOADS
     if plans_hybrid(profile, rl=rl):
         return []
     found = [resolve(catalog, fid) for fid, spec in sorted(catalog.frameworks.items())
