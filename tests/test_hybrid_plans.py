@@ -235,3 +235,24 @@ def test_the_sharding_pin_chooses_full_or_hybrid():
     assert differential(PlanRequest(**kw, sharding="fsdp"), CAT).agree
     with pytest.raises(PlannerError, match="--sharding hsdp: no hybrid shard group"):
         plan(PlanRequest(model="7b", sharding="hsdp", budget_usd=100000), CAT)
+
+
+@pytest.mark.parametrize("dp", [8, 16, 32])
+def test_rl_memory_tables_match_the_model_with_hybrid_sharding(dp):
+    """The solver's per-GPU need of a hybrid RL strategy (states a + b/dp read at the shard
+    group) equals the memory model's device peak at every dp of whole groups."""
+    import math
+
+    from planner.models.workloads import estimate_memory
+    from planner.solver.steptime import layout_config
+
+    space = build_space(PlanRequest(**{**RL_SMALL, "gpus": ("h100-sxm",), "max_gpus": 32,
+                                       "global_batch_size": 32}), CAT)
+    hybrid = [i for i, s in enumerate(space.strategies) if s.dp_shard]
+    assert hybrid
+    for si in hybrid:
+        cfg = layout_config(space, si, num_gpus=space.num_gpus(si, 1, 1, dp=dp), tp=1, pp=1,
+                            micro_batch=1, grad_accum=32 // dp)
+        need = space.gpu_need_mib(si, 1, 1, dp=dp, mb=1)
+        est = estimate_memory(space.model, CAT.gpu("h100-sxm"), cfg)
+        assert need == pytest.approx(math.ceil(est.device / 2**20), abs=40), si
