@@ -16,7 +16,6 @@ overall, at p = 0.9.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections import defaultdict
@@ -26,7 +25,7 @@ from typing import Any, NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml  # noqa: E402
-from fit import DEFAULT_DIR, load  # noqa: E402
+from fit import folder_args, load  # noqa: E402
 from loso import loso, shared_ids, source_key  # noqa: E402
 
 from planner.catalog.load import Catalog, load_catalog  # noqa: E402
@@ -135,13 +134,8 @@ def report(found: dict[str, list[Ratio]], shared: set[str] | None = None) -> lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
-    ap.add_argument("--write", action="store_true", help="write planner/models/bands.yaml")
-    args = ap.parse_args(argv)
+    args = folder_args(__doc__, "--write", "write planner/models/bands.yaml", argv)
     folder = args.folder
-    if not folder.is_dir():
-        ap.error(f"validation folder {folder} not found")
     start = time.perf_counter()
     cases, catalog = load(folder), load_catalog()
     found = ratios(loso(cases, catalog), cases, catalog)

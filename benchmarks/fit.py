@@ -469,13 +469,21 @@ def case_counts(cases: Cases) -> dict[str, int]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def folder_args(doc: str, flag: str, flag_help: str,
+                argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark scripts' arguments: an optional validation folder (default
+    DEFAULT_DIR, one line and exit 2 when it is missing) and one switch ``flag``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
-    ap.add_argument("--write", action="store_true", help=f"write planner/models/{FILE}")
+    ap.add_argument(flag, action="store_true", help=flag_help)
     args = ap.parse_args(argv)
     if not args.folder.is_dir():
         ap.error(f"validation folder {args.folder} not found")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = folder_args(__doc__, "--write", f"write planner/models/{FILE}", argv)
     start = time.perf_counter()
     cases, catalog = load(args.folder), load_catalog()
     fit = fit_constants(cases, catalog)

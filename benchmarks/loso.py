@@ -15,7 +15,6 @@ would get without it (fit.py's fallbacks) and counts as such ("on fallback").
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -27,7 +26,15 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fit import DEFAULT_DIR, Cases, Fit, applied, fit_constants, fitted_ids, load  # noqa: E402
+from fit import (  # noqa: E402
+    Cases,
+    Fit,
+    applied,
+    fit_constants,
+    fitted_ids,
+    folder_args,
+    load,
+)
 
 from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.validation.throughput_cases import stack_of  # noqa: E402
@@ -267,13 +274,8 @@ def per_case(report: dict[str, Any], shared: set[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
-    ap.add_argument("--cases", action="store_true", help="also print every case's error")
-    args = ap.parse_args(argv)
+    args = folder_args(__doc__, "--cases", "also print every case's error", argv)
     folder = args.folder
-    if not folder.is_dir():
-        ap.error(f"validation folder {folder} not found")
     start = time.perf_counter()
     cases = load(folder)
     report = loso(cases, load_catalog(), log=lambda s: print(s, file=sys.stderr))
