@@ -52,20 +52,22 @@ EP_LAUNCHES = ("torchrun", "torchtitan", "nemo", "megatron-bridge", "nemo-automo
 # intra-node group, pytorch/pytorch@00743e70 torch/distributed/fsdp/_init_utils.py);
 # torchtitan's data_parallel_shard_degree x data_parallel_replicate_degree mesh (v0.2.2
 # job_config.py Parallelism) keeps the shard dimension innermost, so a host's ranks.
-# DeepSpeed's counterpart, MiCS (zero_optimization.mics_shard_size), needs its parameters made
-# under deepspeed.zero.MiCS_Init, which the HF Trainer and Accelerate do not call ("Sharded
-# parameters don't have the MiCS_CommGroups attached", huggingface/accelerate#3442): no ZeRO
-# launch writes a hybrid group.
+# DeepSpeed's MiCS (zero_optimization.mics_shard_size) needs parameters made under deepspeed.zero.
+# MiCS_Init, which the HF Trainer and Accelerate do not call ("Sharded parameters don't have the
+# MiCS_CommGroups attached", huggingface/accelerate#3442): no ZeRO launch writes a hybrid group.
 HYBRID_SHARD_LAUNCHES = ("accelerate", "torchrun", "torchtitan")
-# RL launch formats whose writer shards the trainer's roles hybrid: verl's fsdp_config.fsdp_size
-# builds a (ddp, fsdp) device mesh of world / fsdp_size replicas, FSDP's HYBRID_SHARD over it
-# (volcengine/verl@b178a3c verl/workers/fsdp_workers.py create_device_mesh,
-# get_sharding_strategy); the inner (fsdp) dimension holds consecutive ranks, one host's GPUs.
+# RL launch formats whose writer shards the trainer hybrid: verl's fsdp_config.fsdp_size makes a
+# (ddp, fsdp) mesh, FSDP HYBRID_SHARD over it, the fsdp dimension one host's consecutive ranks
+# (volcengine/verl@b178a3c verl/workers/fsdp_workers.py create_device_mesh, get_sharding_strategy).
 RL_HYBRID_SHARD_LAUNCHES = ("verl",)
-# RL launch formats whose writer scores PPO with a function, no reward model (verl's reward
-# function with reward_model.enable False; OpenRLHF's --remote_rm_url, a reward function file
-# or server); the other PPO writers (DeepSpeed-Chat, LLaMA-Factory, ms-swift) load a reward model.
+# RL launch formats whose writer scores PPO with a function, no reward model (verl: reward_model.
+# enable False; OpenRLHF: --remote_rm_url); DeepSpeed-Chat, LLaMA-Factory, ms-swift load one.
 REWARD_FUNCTION_LAUNCHES = ("verl", "openrlhf")
+
+
+def hybrid_shard_writers(rl: bool) -> tuple[str, ...]:
+    """The launch formats whose writer expresses hybrid sharding (of an RL trainer: ``rl``)."""
+    return RL_HYBRID_SHARD_LAUNCHES if rl else HYBRID_SHARD_LAUNCHES
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ def unlaunchable(profile: Profile, cfg: TrainConfig) -> list[str]:
     if cfg.reward_function and cfg.workload == "ppo" and fmt not in REWARD_FUNCTION_LAUNCHES:
         out.append(f"PPO scored by a reward function (its {fmt} launch scores with a reward "
                    "model)")
-    writers = RL_HYBRID_SHARD_LAUNCHES if cfg.is_rl else HYBRID_SHARD_LAUNCHES
+    writers = hybrid_shard_writers(cfg.is_rl)
     if cfg.dp_shard is not None and (fmt not in writers or not cfg.fsdp):
         out.append(f"hybrid sharding dp_shard {cfg.dp_shard} (its {fmt} launch writes "
                    "FSDP's hybrid sharding only)" if fmt in writers else

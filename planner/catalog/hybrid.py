@@ -5,13 +5,7 @@ RL_HYBRID_SHARD_LAUNCHES)."""
 
 from __future__ import annotations
 
-from planner.catalog.frameworks import (
-    HYBRID_SHARD_LAUNCHES,
-    RL_HYBRID_SHARD_LAUNCHES,
-    Profile,
-    plan_shardings,
-    resolve,
-)
+from planner.catalog.frameworks import Profile, hybrid_shard_writers, plan_shardings, resolve
 from planner.catalog.launches import launch_format_of
 from planner.catalog.load import Catalog
 from planner.catalog.plan_request import PlanRequest
@@ -27,7 +21,7 @@ def plan_hybrid_shards(request: PlanRequest, profile: Profile, host_sizes: tuple
     found = () if cp > 1 else hybrid_shard_sizes(
         profile, host_sizes, max_gpus=request.num_gpus or request.max_gpus, rl=request.is_rl)
     if request.sharding == "hsdp" and not found:
-        writers = RL_HYBRID_SHARD_LAUNCHES if request.is_rl else HYBRID_SHARD_LAUNCHES
+        writers = hybrid_shard_writers(request.is_rl)
         raise PlannerError(
             f"--sharding hsdp: no hybrid shard group to plan on --framework {profile.id} (its "
             f"launch must write one{' for RL' if request.is_rl else ''}: {', '.join(writers)} "
@@ -53,8 +47,8 @@ def plans_hybrid(profile: Profile, *, rl: bool = False) -> bool:
     """Plans on ``profile`` search hybrid sharding: its launch writes FSDP's hybrid sharding
     (HYBRID_SHARD_LAUNCHES; ``rl``, an RL trainer's: RL_HYBRID_SHARD_LAUNCHES) and its plans
     shard with FSDP."""
-    writers = RL_HYBRID_SHARD_LAUNCHES if rl else HYBRID_SHARD_LAUNCHES
-    return profile.value("launch_format") in writers and "fsdp" in plan_shardings(profile)
+    return profile.value("launch_format") in hybrid_shard_writers(rl) and \
+        "fsdp" in plan_shardings(profile)
 
 
 def hybrid_shard_sizes(profile: Profile, host_sizes: tuple[int, ...], *,

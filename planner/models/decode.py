@@ -120,9 +120,7 @@ def _decode_step(
     between = batch * host_per_seq_s
     if host_floor_s > gpu_t:
         return host_floor_s + between, "host kernel launches"
-    if between > gpu_t:
-        return gpu_t + between, "host between steps"
-    return gpu_t + between, bound
+    return gpu_t + between, "host between steps" if between > gpu_t else bound
 
 
 def _decode_segments(model: ModelSpec, gpu: GpuSpec, *, prompt_len: float, span: float,

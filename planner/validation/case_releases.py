@@ -35,20 +35,24 @@ VLLM_V1_DEFAULT = (0, 8, 0)
 def vllm_v0_of(case: dict[str, Any]) -> bool:
     """The case's RL engine ran vLLM's V0: its extra.rollout_vllm_v0 where stated, else a vLLM
     release before VLLM_V1_DEFAULT named in its framework_version ("verl 0.2, vLLM 0.6.3")."""
-    extra = case.get("extra") or {}
-    if extra.get("rollout_vllm_v0") is not None:
-        return bool(extra["rollout_vllm_v0"])
-    text = f"{case.get('framework_version') or ''} {extra.get('framework_version') or ''}"
-    named = _release(text, "vllm")
+    stated = (case.get("extra") or {}).get("rollout_vllm_v0")
+    if stated is not None:
+        return bool(stated)
+    named = _release(_version_text(case), "vllm")
     return named is not None and named < VLLM_V1_DEFAULT
+
+
+def _version_text(case: dict[str, Any]) -> str:
+    """The releases a case names: its framework_version and extra.framework_version."""
+    extra = case.get("extra") or {}
+    return f"{case.get('framework_version') or ''} {extra.get('framework_version') or ''}"
 
 
 def before_since(case: dict[str, Any], since: str | None) -> bool:
     """The case names a release older than one that ``since`` names (the first releases a
     fact holds from, specs.Fact.since: "transformers 4.54.0, torch 2.8.0") in its
     framework_version or extra.framework_version."""
-    extra = case.get("extra") or {}
-    text = f"{case.get('framework_version') or ''} {extra.get('framework_version') or ''}"
+    text = _version_text(case)
     named = [(_release(text, pkg), first) for pkg, first in since_bounds(since)]
     return any(rel is not None and rel < first for rel, first in named)
 

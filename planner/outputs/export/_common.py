@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from planner.catalog.frameworks import EP_LAUNCHES, HYBRID_SHARD_LAUNCHES, RL_HYBRID_SHARD_LAUNCHES
+from planner.catalog.frameworks import EP_LAUNCHES, hybrid_shard_writers
 from planner.catalog.load import load_catalog
 from planner.catalog.request import PRECISIONS, TrainConfig
 from planner.catalog.request_checks import validate_config
@@ -286,12 +286,12 @@ def _every_format(job: Job, out: _Out) -> None:
 
 
 def _hybrid_shard(job: Job, out: _Out) -> None:
-    """Hybrid sharding is written by the (RL_)HYBRID_SHARD_LAUNCHES with FSDP; Accelerate's and
+    """Hybrid sharding is written by frameworks.hybrid_shard_writers with FSDP; Accelerate's and
     the HF Trainer's HYBRID_SHARD shard over one node's GPUs, so the plan's group must be that."""
     cfg, fmt = job.cfg, out.fmt.split("@")[0]
     if cfg.dp_shard is None:
         return
-    writers = RL_HYBRID_SHARD_LAUNCHES if cfg.is_rl else HYBRID_SHARD_LAUNCHES
+    writers = hybrid_shard_writers(cfg.is_rl)
     if fmt not in writers or not cfg.fsdp:
         out.refuse(f"hybrid sharding (dp_shard {cfg.dp_shard}{'' if cfg.fsdp else ' with ZeRO'}"
                    f": this launch writes no hybrid shard group{' for RL' if cfg.is_rl else ''})",
