@@ -469,13 +469,15 @@ def case_counts(cases: Cases) -> dict[str, int]:
     return out
 
 
-def folder_args(doc: str, flag: str, flag_help: str,
+def folder_args(doc: str, flag: str | None, flag_help: str = "",
                 argv: list[str] | None = None) -> argparse.Namespace:
     """The benchmark scripts' arguments: an optional validation folder (default
-    DEFAULT_DIR, one line and exit 2 when it is missing) and one switch ``flag``."""
+    DEFAULT_DIR, one line and exit 2 when it is missing) and one switch ``flag`` (none
+    when None)."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
-    ap.add_argument(flag, action="store_true", help=flag_help)
+    if flag:
+        ap.add_argument(flag, action="store_true", help=flag_help)
     args = ap.parse_args(argv)
     if not args.folder.is_dir():
         ap.error(f"validation folder {args.folder} not found")

@@ -3,8 +3,8 @@ case logs (issue 18: which phase of an RL iteration the model gets wrong).
 
     PYTHONPATH=. python benchmarks/rl_phases.py [VALIDATION_DIR]
 
-For every usable PPO/GRPO case, prints the measured and predicted iteration and each modelled
-phase; where the case logs phase times (extra.timing_gen_s, timing_update_actor_s,
+For every usable PPO/GRPO case, prints the measured and predicted value of its metric (step
+time, tokens/s, time to train), the predicted iteration and each modelled phase; where the case logs phase times (extra.timing_gen_s, timing_update_actor_s,
 timing_update_critic_s: verl's timing_s/gen, timing_s/update_actor, timing_s/update_critic),
 the logged time beside the phases it covers (gen: generation + generation tail; verl times the
 engine's wake-up and weight sync inside gen as well, so the weight sync joins it) and their ratio.
@@ -19,11 +19,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fit import DEFAULT_DIR, GENERATION_PHASES, load  # noqa: E402
+from fit import GENERATION_PHASES, folder_args, load  # noqa: E402
 
 from planner.catalog.load import Catalog, load_catalog  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
-from planner.validation.validate_throughput import rl_estimate  # noqa: E402
+from planner.validation.validate_throughput import rl_estimate, rl_metric  # noqa: E402
 
 # logged phase time (extra key) -> the modelled phases it covers
 LOGGED_PHASES: dict[str, tuple[str, ...]] = {
@@ -38,8 +38,10 @@ def phase_rows(case: dict[str, Any], catalog: Catalog) -> list[tuple[str, float,
     logged phase against the sum of the phases it covers (LOGGED_PHASES)."""
     est = rl_estimate(case, catalog)
     extra = case.get("extra") or {}
-    rows: list[tuple[str, float, float | None]] = [("iteration", est.step_time_s,
-                                                    float(case["value"]))]
+    rows: list[tuple[str, float, float | None]] = [
+        (case["metric"], rl_metric(case, est), float(case["value"]))]
+    if case["metric"] != "step_time_s":
+        rows.append(("step_time_s", est.step_time_s, None))
     rows += [(k, v, None) for k, v in est.phases.items()]
     for key, covered in LOGGED_PHASES.items():
         if extra.get(key) is not None:
@@ -48,13 +50,13 @@ def phase_rows(case: dict[str, Any], catalog: Catalog) -> list[tuple[str, float,
     return rows
 
 
-def main(argv: list[str]) -> None:
-    """Print phase_rows of every usable PPO/GRPO step-time case."""
-    cases = load(Path(argv[0]) if argv else DEFAULT_DIR)
+def main(argv: list[str] | None = None) -> None:
+    """Print phase_rows of every usable PPO/GRPO case."""
+    args = folder_args(__doc__, None, argv=argv)
+    cases = load(args.folder)
     catalog = load_catalog()
     for cid, case in cases.throughput.items():
-        if case.get("workload") not in ("ppo", "grpo") or not case.get("usable_for_accuracy") \
-                or case.get("metric") != "step_time_s":
+        if case.get("workload") not in ("ppo", "grpo") or not case.get("usable_for_accuracy"):
             continue
         try:
             rows = phase_rows(case, catalog)
@@ -69,4 +71,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -261,7 +261,7 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
                             rollout_precision="fp8" if fp8_gen else "bf16")
 
 
-def _rl_metric(case: dict[str, Any], est: Any) -> float:
+def rl_metric(case: dict[str, Any], est: Any) -> float:
     metric = case["metric"]
     if metric == "step_time_s":
         return est.step_time_s
@@ -284,7 +284,7 @@ def implied_rl_decode_efficiency(case: dict[str, Any], catalog: Catalog) -> floa
     lo, hi = 0.02, 4.0
     for _ in range(40):
         mid = (lo * hi) ** 0.5
-        value = _rl_metric(case, rl_estimate(case, catalog, decode_efficiency=mid))
+        value = rl_metric(case, rl_estimate(case, catalog, decode_efficiency=mid))
         too_slow = value < target if rate else value > target
         lo, hi = (mid, hi) if too_slow else (lo, mid)
     return (lo * hi) ** 0.5
@@ -315,7 +315,7 @@ def _rl_value(case: dict[str, Any], catalog: Catalog) -> tuple[float, str]:
     if workload in ("rm", "dpo"):
         return _preference_value(case, catalog)
     est = rl_estimate(case, catalog)
-    return _rl_metric(case, est), est.limited_by
+    return rl_metric(case, est), est.limited_by
 
 
 def implied_utilisation(
