@@ -4,10 +4,11 @@ case logs (issue 18: which phase of an RL iteration the model gets wrong).
     PYTHONPATH=. python benchmarks/rl_phases.py [VALIDATION_DIR]
 
 For every usable PPO/GRPO case, prints the measured and predicted value of its metric (step
-time, tokens/s, time to train), the predicted iteration and each modelled phase; where the case logs phase times (extra.timing_gen_s, timing_update_actor_s,
-timing_update_critic_s: verl's timing_s/gen, timing_s/update_actor, timing_s/update_critic),
-the logged time beside the phases it covers (gen: generation + generation tail; verl times the
-engine's wake-up and weight sync inside gen as well, so the weight sync joins it) and their ratio.
+time, tokens/s, time to train), the predicted iteration and each modelled phase; where the
+case logs phase times (extra.timing_gen_s, timing_update_actor_s, timing_update_critic_s:
+verl's timing_s/gen, timing_s/update_actor, timing_s/update_critic), the logged time beside the
+phases it covers (gen: generation + generation tail; verl times the engine's wake-up and
+weight sync inside gen as well, so the weight sync joins it) and their ratio.
 In-sample: the fitted constants as planner/models/fitted.yaml holds them.
 """
 

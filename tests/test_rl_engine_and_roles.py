@@ -179,3 +179,15 @@ def test_role_seq_lens_name_roles_of_an_rl_job():
         validate_workload(ppo(role_seq_lens=(("critc", 1536),)), QWEN7)
     with pytest.raises(PlannerError, match="role_seq_lens critic"):
         validate_workload(TrainConfig(role_seq_lens=(("critic", 1536),)), QWEN7)
+
+
+def test_an_engine_larger_than_the_gpu_asks_for_no_utilisation_above_one(capsys):
+    """check of a job whose rollout engine alone needs more than the GPU: the phase table says
+    no gpu_memory_utilization fits, never a setting above 1."""
+    rc, out, _err = _run(capsys, "check", "--model", "qwen2.5-32b", "--gpu", "a100-80gb-sxm",
+                         "--num-gpus", "8", "--workload", "grpo", "--framework", "verl",
+                         "--prompt-len", "1024", "--response-len", "2048")
+    assert rc == 1
+    line = next(x for x in out.splitlines() if x.startswith("rollout engine:"))
+    assert float(line.split()[2]) > 1
+    assert "no gpu_memory_utilization fits" in line and ">=" not in line

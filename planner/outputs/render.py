@@ -230,7 +230,9 @@ def _phase_lines(doc: dict[str, Any]) -> list[str]:
         sized = doc["config"].get("rollout_engine") in ACTOR_WEIGHT_ENGINES
         out.append(f"rollout engine: {u:.2f} of GPU memory"
                    + (" (as set)" if set_u is not None else " (sized to the batch)" if sized
-                      else f" -> set gpu_memory_utilization >= {math.ceil(u * 100) / 100:.2f}"))
+                      else " (more than the GPU holds: no gpu_memory_utilization fits)"
+                      if u > 1 else
+                      f" -> set gpu_memory_utilization >= {math.ceil(u * 100) / 100:.2f}"))
     return out
 
 
