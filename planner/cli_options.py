@@ -37,6 +37,9 @@ MARGIN_HELP = ("Fraction of GPU memory kept free, on top of the memory band's up
                "--confidence: usable = capacity x (1 - margin) / headroom.")
 
 
+MEAN_RESPONSE_HELP = ("RL: mean tokens a response runs to (generation stops at end-of-sequence; "
+                      "--response-len is the longest, decoded alone at the end) [default: "
+                      "every response at --response-len].")
 CONFIDENCE_HELP = ("Plan against the upper edge of the memory band at this confidence: "
                    "'fits' means the measured peak of jobs like it stayed within the GPU in "
                    "this share of leave-one-source-out cases; 0: point estimates.")
@@ -154,6 +157,8 @@ WORKLOAD_OPTIONS = [
                  help="KL coefficient; 0 drops the reference model."),
     click.option("--mean-seq-len", type=INT, default=None,
                  help="RL: mean real tokens per sequence of padding-free trainer passes."),
+    click.option("--mean-response-len", type=INT, default=None,
+                 help=MEAN_RESPONSE_HELP),
     click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
     click.option("--placement", type=_choice(PLACEMENTS), default="colocate", show_default=True,
                  help="RL: engines share the GPUs (verl), have their own (separate), or "
@@ -326,6 +331,7 @@ PLAN_OPTIONS = [
     click.option("--kl", type=FLOAT, default=None, help="KL coefficient; 0 drops the reference."),
     click.option("--mean-seq-len", type=INT, default=None,
                   help="RL: mean real tokens per sequence of padding-free trainer passes."),
+    click.option("--mean-response-len", type=INT, default=None, help=MEAN_RESPONSE_HELP),
     click.option("--precompute-ref", is_flag=True, help="DPO: reference log-probs precomputed."),
     click.option("--placement", type=_choice(PLACEMENTS), default=None,
                   help="RL placement [default: solver picks]."),

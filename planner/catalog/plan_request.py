@@ -95,7 +95,7 @@ FIXED_FIELDS = ("precision", "pure_bf16", "paged_optimizer", "fused_optimizer", 
 # configuration has them as they are (PlanRequest.job_fields).
 JOB_FIELDS = ("workload", "seq_len", "prompt_len", "response_len", "rollout_n", "rollout_batch",
               "gpu_memory_utilization", "reference", "precompute_ref", "mean_seq_len",
-              "reward_function")
+              "mean_response_len", "reward_function")
 
 
 class PlanRequest(_Request):
@@ -177,6 +177,7 @@ class PlanRequest(_Request):
     precompute_ref: bool = False
     reward_function: bool = False
     mean_seq_len: int | None = Field(default=None, gt=0)
+    mean_response_len: int | None = Field(default=None, gt=0)
     placement: Placement | None = Field(default=None, description="None: the solver picks")
     offload_idle: bool | None = Field(default=None, description="None: the solver picks")
     # --- TrainConfig fields the user fixes and the planner does not search ---------------------
@@ -205,6 +206,12 @@ class PlanRequest(_Request):
     def is_rl(self) -> bool:
         """True for an RL workload (RL_WORKLOADS)."""
         return self.workload in RL_WORKLOADS
+
+    @property
+    def tokens_per_sequence(self) -> int:
+        """The tokens of a sequence the job counts: the real ones (mean_seq_len) where the RL
+        passes drop padding, else seq_len (rltime.estimate_rl_step counts the same)."""
+        return self.mean_seq_len or self.seq_len
 
     @property
     def sequences_per_step(self) -> int:

@@ -274,6 +274,10 @@ class TrainConfig(_Request):
         default=False, description="RL: states of idle roles move to host RAM between phases "
         "(verl param/optimizer offload)"
     )
+    mean_response_len: int | None = Field(
+        default=None, gt=0, description="RL: mean tokens a response runs to when generation "
+        "stops at end-of-sequence; responses stop at response_len, and the longest decode alone "
+        "at the end (the generation tail); None = every response at response_len")
     mean_seq_len: int | None = Field(
         default=None, gt=0, description="RL: average real tokens per sequence in the trainer's "
         "passes when they drop padding (verl use_remove_padding, OpenRLHF packing); None = "
@@ -434,6 +438,14 @@ class TrainConfig(_Request):
     def samples_per_prompt(self) -> int:
         """Responses sampled per prompt; the workload's default when none is set."""
         return self.rollout_n or DEFAULT_ROLLOUT_N.get(self.workload, 1)
+
+    @property
+    def decoded_lengths(self) -> tuple[int, int | None]:
+        """RL: (mean tokens each response is decoded to, the cap the longest run up to when
+        that mean is below it, else None)."""
+        if self.mean_response_len:
+            return self.mean_response_len, self.response_len
+        return self.response_len or 1, None
 
     @property
     def logprob_batch(self) -> int:

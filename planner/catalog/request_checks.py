@@ -177,6 +177,9 @@ def validate_workload(cfg: TrainConfig, model: ModelSpec) -> None:
     if cfg.prompt_len is None or cfg.response_len is None:
         raise PlannerError(f"--workload {cfg.workload} needs --prompt-len and --response-len "
                            "(they replace --seq-len)")
+    if cfg.mean_response_len is not None and cfg.mean_response_len > cfg.response_len:
+        raise PlannerError(f"--mean-response-len {cfg.mean_response_len} exceeds "
+                           f"--response-len {cfg.response_len} (the longest a response runs)")
     if cfg.seq_len != cfg.prompt_len + cfg.response_len:
         raise PlannerError(f"--seq-len {cfg.seq_len} must equal prompt + response "
                            f"({cfg.prompt_len} + {cfg.response_len}) for {cfg.workload}")
@@ -203,7 +206,7 @@ def _validate_not_rl(cfg: TrainConfig) -> None:
     """A workload other than PPO/GRPO: no RL option is set (and --precompute-ref only for
     DPO)."""
     rl_only = {"--prompt-len": cfg.prompt_len, "--response-len": cfg.response_len,
-               "--mean-seq-len": cfg.mean_seq_len,
+               "--mean-seq-len": cfg.mean_seq_len, "--mean-response-len": cfg.mean_response_len,
                "--rollout-n": cfg.rollout_n, "--gpu-memory-utilization": cfg.gpu_memory_utilization,
                "--generate-micro-batch": cfg.generate_micro_batch,
                "--rollout-engine": (cfg.rollout_engine

@@ -6,7 +6,8 @@ all sequences, and moves the new weights into the engine:
 
 * generation: each engine (rollout_tp GPUs) decodes its share in waves of ``concurrency``
   sequences; one wave is throughput.estimate_decode (prefill + bandwidth-bound decoding, vLLM
-  efficiency). Every response is taken at response_len (the long tail sets the wave's end);
+  efficiency). Responses are decoded to their mean (cfg.decoded_lengths); a cap above it adds
+  the generation tail;
 * forward passes: 2 N FLOPs per token plus attention, on the trainer GPUs at the stack's
   achievable matmul rate;
 * updates: throughput.estimate_throughput of the role's SFT-shaped config, one optimizer step
@@ -328,11 +329,12 @@ def engine_side(model: ModelSpec, gpu: GpuSpec, cfg: TrainConfig, *,
     conc = max(1, eng.concurrency)
     waves = math.ceil(eng.sequences_per_engine / conc)
     floor = rollout_host_floor_s(model, cfg)
+    mean, cap = cfg.decoded_lengths
     # responses of unequal length (a cap above the mean) read more KV per decoded token in a
-    # continuous-batching engine; the trainer's own generate keeps whole batches (tail_waves)
+    # continuous-batching engine; the trainer's generate keeps whole batches (tail_waves)
     offset = 0.0 if on_trainer_model(cfg) else length_context_offset(
-        cfg.response_len or 1, max_response_len)
-    wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, cfg.response_len or 1,
+        mean, max_response_len or cap)
+    wave = _wave_seconds(model, gpu, cfg.prompt_len or 1, mean,
                          cfg.rollout_tp, conc, platform, decode_efficiency, rollout_precision,
                          floor, offset, rollout_host_per_seq_s(cfg))
     links = resolve_links(gpu, platform=platform)
@@ -431,10 +433,9 @@ def estimate_rl_step(
 ) -> RLStepEstimate:
     """Seconds per PPO/GRPO iteration of ``cfg`` on ``cfg.num_gpus`` GPUs of type ``gpu``.
 
-    ``max_response_len``: when cfg.response_len is the mean response and the responses run up
-    to a longer cap (free-length generation, e.g. NeMo-RL's max_total_sequence_length), the
-    wave ends only with its longest response: after the mean length the last sequences decode
-    alone, each step reading the whole weights (generation tail, tail_seconds; tail_waves).
+    ``max_response_len``: the cap responses run up to above their mean (free-length generation,
+    e.g. NeMo-RL's max_total_sequence_length; default cfg.decoded_lengths): the wave ends with
+    its longest response, the last decoding alone (generation tail, tail_seconds; tail_waves).
     ``decode_efficiency``: the engine's share of the decode roofline; default
     efficiency.RL_ROLLOUT_DECODE_EFFICIENCY (a vLLM engine inside an RL iteration, set by the
     NeMo-RL cases; offline serving reaches more, efficiency.DECODE_EFFICIENCY).
@@ -455,10 +456,11 @@ def estimate_rl_step(
     conc = max(1, eng.concurrency)
     phases = {"generation": side.generation_s}
     links = resolve_links(gpu, platform=platform)
-    if max_response_len and cfg.response_len and max_response_len > cfg.response_len:
+    mean, cap = cfg.decoded_lengths[0], max_response_len or cfg.decoded_lengths[1]
+    if cap and cfg.response_len and cap > mean:
         phases["generation tail"] = tail_waves(cfg, waves) * tail_seconds(
-            model, gpu, cfg.prompt_len + cfg.response_len, tp=cfg.rollout_tp, platform=platform,
-            steps=max_response_len - cfg.response_len, efficiency=decode_efficiency,
+            model, gpu, cfg.prompt_len + mean, tp=cfg.rollout_tp, platform=platform,
+            steps=cap - mean, efficiency=decode_efficiency,
             precision=rollout_precision, host_floor_s=rollout_host_floor_s(model, cfg),
             host_per_seq_s=rollout_host_per_seq_s(cfg))
     phases.update(_role_phases(rs, gpu, cfg, sequences=seqs, stack=stack, links=links,

@@ -130,6 +130,7 @@ def _base(cfg: TrainConfig, **update: object) -> TrainConfig:
         "workload": "sft", "prompt_len": None, "response_len": None, "rollout_n": None,
         "gpu_memory_utilization": None, "rollout_gpus": None, "placement": "colocate",
         "rollout_tp": 1, "precompute_ref": False, "mean_seq_len": None,
+        "mean_response_len": None,
         "seq_len": cfg.mean_seq_len or cfg.seq_len,
         "loss_alive_with_recompute": cfg.loss_alive_with_recompute or cfg.is_rl,
     }

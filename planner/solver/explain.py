@@ -288,7 +288,10 @@ def memory_relaxations(req: PlanRequest) -> list[tuple[str, dict[str, object]]]:
         dropped.append(("allow every GPU type (drop --gpus)", {"gpus": ()}))
     if req.is_rl and req.response_len and req.response_len > 1:
         r = req.response_len // 2
-        dropped.append((f"--response-len {r}", {"response_len": r, "seq_len": None}))
+        change: dict[str, object] = {"response_len": r, "seq_len": None}
+        if req.mean_response_len and req.mean_response_len > r:  # the mean stays below the cap
+            change["mean_response_len"] = r
+        dropped.append((f"--response-len {r}", change))
     elif not req.is_rl and req.seq_len > 256:
         dropped.append((f"--seq-len {req.seq_len // 2}", {"seq_len": req.seq_len // 2}))
     return kept + dropped
@@ -410,7 +413,7 @@ def timed_conflicts(space: PlanSpace, catalog: Catalog | None = None) -> list[Co
               "min_tokens_per_s": req.min_tokens_per_s}
     out = []
     steps = job_steps(space)
-    tokens_step = req.sequences_per_step * req.seq_len
+    tokens_step = req.sequences_per_step * req.tokens_per_sequence
     for name, value in limits.items():
         if value is None:
             continue

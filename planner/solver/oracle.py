@@ -47,7 +47,7 @@ def enumerate_best(space: PlanSpace) -> Candidate | None:
     max_gpus = req.num_gpus or req.max_gpus
     rent = req.pricing == "rent"
     steps = job_steps(space)
-    tokens_step = req.sequences_per_step * req.seq_len
+    tokens_step = req.sequences_per_step * req.tokens_per_sequence
     best: Candidate | None = None
     for oi, offer in enumerate(space.offers):
         for si in range(len(space.strategies)):

@@ -32,13 +32,14 @@ def request_job(req: PlanRequest) -> Job:
     """The job in tokens; --steps counts optimizer steps (RL: iterations) of
     sequences_per_step sequences."""
     return define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
-                      steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
+                      steps=req.steps, global_batch=req.sequences_per_step,
+                      seq_len=req.tokens_per_sequence)
 
 
 def job_steps(space: PlanSpace) -> float:
     """Optimizer steps of the job: its tokens over global batch x sequence length."""
     req = space.request
-    return request_job(req).tokens / (req.sequences_per_step * req.seq_len)
+    return request_job(req).tokens / (req.sequences_per_step * req.tokens_per_sequence)
 
 
 def needs_timing(req: PlanRequest) -> bool:
@@ -169,7 +170,8 @@ class _Goal:
         if self.deadline is not None:
             ok = ok & (job_hours_at(t_us, self.steps) <= self.deadline)
         if self.min_rate is not None:
-            ok = ok & (req.sequences_per_step * req.seq_len / (t_us / 1e6) >= self.min_rate)
+            ok = ok & (req.sequences_per_step * req.tokens_per_sequence / (t_us / 1e6)
+                       >= self.min_rate)
         if req.pricing == "rent" and self.budget is not None:
             usd = self.space.offers[oi].rental_usd(num_gpus, job_hours_at(t_us, self.steps))
             ok = ok & (1000 * usd <= self.budget * 1000)

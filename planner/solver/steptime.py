@@ -241,7 +241,7 @@ class RowArrays:
         bubble = _per_value(rows, pp * (MAX_GLOBAL_BATCH + 1) + ga,
                             lambda r: pipeline_bubble_fraction(r.pp, r.grad_accum))
         req = space.request
-        tokens = req.sequences_per_step * (space.base.mean_seq_len or req.seq_len)
+        tokens = req.sequences_per_step * req.tokens_per_sequence
         flops = _per_value(rows, st, space.timing.strategy_flops).reshape(n_rows, 4)
         share = tokens / trainers
         self.lin = share * flops[:, 0] * (1 + bubble)
@@ -384,4 +384,5 @@ def _generation_bytes(space: TimedSpace, row: Row) -> float:
     # an engine on the actor's weights reads the actor's 16-bit weights (no copy of its own)
     read = policy_bytes_per_engine_gpu(space.model, space.strategies[row.strategy].rollout_tp) \
         if space.base.engine_on_actor_weights else eng.weights
-    return waves * (space.base.response_len or 0) * read
+    # the mean response (a cap above it adds the generation tail: still a lower bound)
+    return waves * space.base.decoded_lengths[0] * read

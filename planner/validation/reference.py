@@ -188,7 +188,8 @@ def reference_optimum(req: PlanRequest, cat: Catalog) -> Found | None:
         raise PlannerError(f"the reference enumerates SFT and pre-training, not {req.workload}")
     model = cat.model(req.model).spec
     job = define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
-                     steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
+                     steps=req.steps, global_batch=req.sequences_per_step,
+                     seq_len=req.tokens_per_sequence)
     timed = (req.objective == "time" or req.pricing == "rent" or req.max_hours is not None
              or req.min_tokens_per_s is not None)
     framework = for_request(cat, req)  # the plan's framework: its layouts, semantics, speed
@@ -375,7 +376,8 @@ def differential(req: PlanRequest, cat: Catalog) -> Verdict:
                        f"planner {p.num_gpus} x {p.gpu} {p.config.method}; reference "
                        f"{ref.config.num_gpus} x {ref.gpu} on {ref.platform} {ref.config.method}")
     job = define_job(tokens=req.tokens, epochs=req.epochs, dataset_tokens=req.dataset_tokens,
-                     steps=req.steps, global_batch=req.sequences_per_step, seq_len=req.seq_len)
+                     steps=req.steps, global_batch=req.sequences_per_step,
+                     seq_len=req.tokens_per_sequence)
     stack = req.stack if "stack" in req.model_fields_set else None  # deprecated override
     rented = p.cost.rental.offers[0] if p.cost.rental else None
     doc = check(model=req.model, gpu=p.gpu, config=p.config, catalog=cat, stack=stack,

@@ -262,6 +262,8 @@ def rl_estimate(case: dict[str, Any], catalog: Catalog, *,
 
 
 def rl_metric(case: dict[str, Any], est: Any) -> float:
+    """The value of an RL case's metric (step time, tokens/s per GPU, minutes to train its
+    extra.total_tokens) that rltime estimate ``est`` predicts."""
     metric = case["metric"]
     if metric == "step_time_s":
         return est.step_time_s
