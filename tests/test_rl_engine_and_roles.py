@@ -191,3 +191,26 @@ def test_an_engine_larger_than_the_gpu_asks_for_no_utilisation_above_one(capsys)
     line = next(x for x in out.splitlines() if x.startswith("rollout engine:"))
     assert float(line.split()[2]) > 1
     assert "no gpu_memory_utilization fits" in line and ">=" not in line
+
+
+@pytest.mark.parametrize("workload", ["grpo", "dpo"])
+def test_openrlhf_keeps_a_reference_of_its_own_under_lora(workload):
+    """OpenRLHF loads its reference as a model of its own whatever the LoRA rank (profile fact
+    separate_lora_reference); verl and TRL take the policy's base with the adapters off."""
+    from planner.catalog.frameworks import config_fields
+    from planner.models.workloads import estimate_memory
+
+    rl = dict(prompt_len=100, response_len=200, rollout_batch=64) if workload == "grpo" \
+        else dict(seq_len=1024)
+    base = dict(workload=workload, method="lora", zero_stage=3, num_gpus=8, micro_batch_size=2,
+                **rl)
+    weights = {}
+    for fid in ("openrlhf", "verl", "trl"):
+        sem = config_fields(resolve(CAT, fid), workload=workload, sharded=True)
+        cfg = TrainConfig(**base, separate_lora_reference=bool(
+            sem.get("separate_lora_reference")))
+        ref = next(r for r in roles(QWEN7, cfg) if r.name == "reference")
+        weights[fid] = (ref.shares_base, estimate_memory(QWEN7, H100, cfg).terms.get(
+            "reference weights", 0.0))
+    assert weights["openrlhf"][0] is False and weights["openrlhf"][1] > 1.5 * GIB
+    assert weights["verl"] == weights["trl"] == (True, 0.0)

@@ -234,7 +234,7 @@ def config_fields(profile: Profile, *, workload: str, sharded: bool) -> dict[str
     for key in ("fused_optimizer", "shard_embeddings", "fsdp_no_sync", "offload_checkpoints",
                 "fused_lora_kernels", "lora_dropout_shared_qkv", "holds_previous_outputs",
                 "nf4_double_quant", "fused_elementwise", "moe_fp32_scores",
-                "python_launched_fusion"):
+                "python_launched_fusion", "separate_lora_reference"):
         if profile.value(key) is not None:
             out[key] = bool(profile.value(key))
     return out

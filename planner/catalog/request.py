@@ -274,6 +274,8 @@ class TrainConfig(_Request):
         default=False, description="RL: states of idle roles move to host RAM between phases "
         "(verl param/optimizer offload)"
     )
+    separate_lora_reference: bool = Field(default=False, description="LoRA RL/DPO: the "
+        "reference is a model of its own (OpenRLHF), not the base with the adapters off")
     mean_response_len: int | None = Field(
         default=None, gt=0, description="RL: mean tokens a response runs to when generation "
         "stops at end-of-sequence; responses stop at response_len, and the longest decode alone "

@@ -395,14 +395,15 @@ class FrameworkFacts(_Frozen):
         "(and through them its autograd graph) referenced until the next forward returns")
     logprobs: Fact[Literal["fp32", "16bit"]] | None = Field(
         default=None, description="dtype of forward-only log-prob passes (DPO reference, RL)")
-    master_weights: Fact[Literal["fp32", "none"]] | None = Field(
-        default=None, description="none: pure 16-bit weights and optimizer states")
+    master_weights: Fact[Literal["fp32", "none"]] | None = None  # none: pure 16-bit
     frozen_base_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(
         default=None, description="dtype of a frozen adapter base's sharded parameters")
     idle_offload: Fact[bool] | None = Field(default=None, description="RL: offload moves a "
         "role's states to the host between phases (not ZeRO-style offload during compute)")
     engine_outside_torch: Fact[bool] | None = Field(default=None, description="RL: the engine's "
         "pool is outside torch's allocator (vLLM sleep mode's CuMem), unseen by its counters")
+    separate_lora_reference: Fact[bool] | None = Field(default=None, description="LoRA RL/DPO:"
+        " the reference is a model of its own, not the base with the adapters off")
     engine_sleep: Fact[bool] | None = Field(default=None, description="RL colocated: the engine "
         "frees its memory while training runs (false: DS-Chat w/o --release_inference_cache)")
     fsdp_no_sync: Fact[bool] | None = Field(default=None, description=(
@@ -417,8 +418,7 @@ class FrameworkFacts(_Frozen):
         default=None, description="the LoRA dropout its launches set when the job states none")
     lora_dropout_shared_qkv: Fact[bool] | None = Field(
         default=None, description="one LoRA dropout for the fused q, k, v adapters' input")
-    fp8_generation: Fact[bool] | None = Field(
-        default=None, description="FP8 training recipes also generate in FP8")
+    fp8_generation: Fact[bool] | None = None  # FP8 training recipes also generate in FP8
     # speed
     efficiency: Fact[str] | None = Field(
         default=None, description="the calibrated efficiency (efficiency.STACK_UTILISATION key)")
@@ -426,8 +426,7 @@ class FrameworkFacts(_Frozen):
         "dtype its sharded data parallelism reduces gradients in (FSDP2 reduce_dtype)")
     # RL engine and batch semantics (read by validate_throughput.rl_inputs and the RL time model)
     rollout_memory_utilization: Fact[Annotated[float, Field(gt=0, le=1)]] | None = Field(
-        default=None, description="RL: the gpu_memory_utilization its rollout "
-        "engine's config sets when the job states none")
+        default=None, description="RL: the gpu_memory_utilization its engine's config sets")
     off_policy_placement: Fact[PlacementKind] | None = Field(
         default=None, description="RL: where an off-policy (asynchronous) run generates: "
         "separate, engines on GPUs of their own pipelined with training")
@@ -472,8 +471,7 @@ class FrameworkFacts(_Frozen):
     unties_embeddings: Fact[bool] | None = Field(
         default=None, description="the input embedding and the LM head are two weights even "
         "where the checkpoint ties them (the head is a copy of the embedding)")
-    quantizes_head: Fact[bool] | None = Field(
-        default=None, description="QLoRA: the LM head is quantized with the layers' linears")
+    quantizes_head: Fact[bool] | None = None  # QLoRA: the LM head is quantized too
     qlora_unquantized_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(default=None,
         description="QLoRA: its unquantized embeddings and head (fp32: PEFT's kbit prep)")
     qlora_norm_dtype: Fact[Literal["16bit", "fp32"]] | None = Field(default=None,

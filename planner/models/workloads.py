@@ -162,7 +162,7 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
         out = [Role("policy", model, _base(cfg, micro_batch_size=mb), True)]
         if cfg.reference and not cfg.precompute_ref:
             out.append(Role("reference", model, _frozen_cfg(cfg, n, micro_batch_size=mb), False,
-                            shares_base=peft))
+                            shares_base=peft and not cfg.separate_lora_reference))
         return tuple(out)
     split = cfg.placement == "split"
     if split:
@@ -179,7 +179,7 @@ def roles(model: ModelSpec, cfg: TrainConfig, *, critic: ModelSpec | None = None
                         True, True))
     if cfg.reference:
         out.append(Role("reference", model, fwd("reference"), False,
-                        shares_base=peft and not split))
+                        shares_base=peft and not split and not cfg.separate_lora_reference))
     if (cfg.workload == "ppo" and not cfg.reward_function) or reward is not None:
         out.append(Role("reward", value_model(reward or model), fwd("reward"), False, True))
     if cfg.ema_copy:
