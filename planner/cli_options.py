@@ -302,7 +302,9 @@ PLAN_OPTIONS = [
                   show_default=True),
     click.option("--micro-batch", "micro_batch_size", type=INT, default=None),
     click.option("--grad-accum", type=INT, default=None),
-    click.option("--global-batch", "global_batch_size", type=INT, default=64, show_default=True),
+    click.option("--global-batch", "global_batch_size", type=INT, default=None,
+                  help="Sequences per optimizer step [default: 64; RL on a framework whose "
+                       "mini-batch counts prompts (verl): whole groups of --rollout-n]."),
     click.option("--seq-len", type=INT, default=None,
                   help="Tokens per sequence [default: 2048; RL: prompt + response]."),
     click.option("--memory-margin", type=FLOAT, default=CLI_MEMORY_MARGIN,

@@ -74,3 +74,26 @@ def test_rented_rl_plans_pass_their_analytic_recheck(extra):
     assert req.tokens_per_sequence == 300
     result = plan(req, CAT)
     assert result.status == "optimal"
+
+
+def test_a_verl_grpo_plan_steps_on_whole_prompt_groups():
+    """verl counts its mini-batch in prompts (profile fact batch_counts_prompts): a default
+    optimizer step is whole groups of n samples (16 prompts x 5 = 80 sequences), which its
+    export writes as is; a --global-batch the user sets stays, and the export says how it
+    rounds it; OpenRLHF counts sequences and keeps 64."""
+    from planner.outputs.export import export_plan
+
+    job = dict(model="qwen2.5-0.5b", workload="grpo", prompt_len=256, response_len=256,
+               budget_usd=20000, pricing="rent")
+    got = plan(PlanRequest(**job), CAT).plan
+    assert got.config.global_batch_size == 80
+    out = export_plan(got, "verl")
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=16" in out.text and not out.warnings
+    pinned = plan(PlanRequest(**job, global_batch_size=64), CAT).plan
+    assert pinned.config.global_batch_size == 64
+    assert any("not a whole number of 5-sample prompt groups" in w
+               for w in export_plan(pinned, "verl").warnings)
+    other = plan(PlanRequest(**job, framework="openrlhf"), CAT).plan
+    assert other.config.global_batch_size == 64
+    assert PlanRequest(**job, rollout_n=12, rollout_batch=100).prompt_group_step() == {
+        "global_batch_size": 48}  # 8 prompts do not divide 100; 4 do

@@ -213,6 +213,21 @@ class PlanRequest(_Request):
         passes drop padding, else seq_len (rltime.estimate_rl_step counts the same)."""
         return self.mean_seq_len or self.seq_len
 
+    def prompt_group_step(self) -> dict[str, int]:
+        """For a framework whose RL mini-batch counts prompts (profile fact batch_counts_prompts:
+        verl's ppo_mini_batch_size x rollout.n sequences per optimizer step): the default
+        optimizer step (DEFAULT_GLOBAL_BATCH sequences, the user's --global-batch unset) as
+        whole groups of n samples, the fewest power-of-two prompts whose groups hold that many,
+        halved until they divide the iteration's prompts. Empty where nothing changes."""
+        n = self.rollout_n or DEFAULT_ROLLOUT_N.get(self.workload, 1)
+        if not self.is_rl or n == 1 or "global_batch_size" in self.model_fields_set:
+            return {}
+        prompts = 1 << max(0, (-(-DEFAULT_GLOBAL_BATCH // n) - 1).bit_length())
+        while prompts > 1 and self.rollout_batch % prompts:
+            prompts //= 2
+        return {} if prompts * n == self.global_batch_size else {
+            "global_batch_size": prompts * n}
+
     @property
     def sequences_per_step(self) -> int:
         """Sequences behind one step of the job: an RL iteration's rollout_batch x n samples,

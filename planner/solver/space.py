@@ -330,7 +330,8 @@ def build_space(request: PlanRequest, catalog: Catalog) -> PlanSpace:
     request = request.model_copy(update={
         "stack": framework.stack, "framework": framework.profile.id,
         # owned hardware costs nothing to get: the plan is the fastest
-        **({"objective": "time"} if request.pricing == "owned" else {})})
+        **({"objective": "time"} if request.pricing == "owned" else {}),
+        **(request.prompt_group_step() if framework.profile.value("batch_counts_prompts") else {})})
     roles = RoleModels(
         critic=catalog.model(request.critic_model).spec if request.critic_model else None,
         reward=catalog.model(request.reward_model).spec if request.reward_model else None,
