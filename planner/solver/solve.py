@@ -186,7 +186,8 @@ def _offload_note(request: PlanRequest, catalog: Catalog, space: PlanSpace, best
     terms = getattr(t, "terms", None) or getattr(t, "phases", {})  # RL: the iteration's phases
     share = sum(v for k, v in terms.items() if "offload" in k or k == "cpu_optimizer") / \
         t.step_time_s
-    on_gpu = plan(request.model_copy(update={"offload": "none"}), catalog).plan
+    # the optimum without offload: its explanations are not shown, so not computed
+    on_gpu = _best_plan(request.model_copy(update={"offload": "none"}), catalog)
     if on_gpu is None:
         other = "no plan keeps the states on the GPU within the request"
     else:
