@@ -219,7 +219,7 @@ class PlanRequest(_Request):
         optimizer step (DEFAULT_GLOBAL_BATCH sequences, the user's --global-batch unset) as
         whole groups of n samples, the fewest power-of-two prompts whose groups hold that many,
         halved until they divide the iteration's prompts. Empty where nothing changes."""
-        n = self.rollout_n or DEFAULT_ROLLOUT_N.get(self.workload, 1)
+        n = self.samples_per_prompt
         if not self.is_rl or n == 1 or "global_batch_size" in self.model_fields_set:
             return {}
         prompts = 1 << max(0, (-(-DEFAULT_GLOBAL_BATCH // n) - 1).bit_length())
@@ -229,12 +229,17 @@ class PlanRequest(_Request):
             "global_batch_size": prompts * n}
 
     @property
+    def samples_per_prompt(self) -> int:
+        """Responses sampled per prompt; the workload's default when none is set (as
+        TrainConfig.samples_per_prompt)."""
+        return self.rollout_n or DEFAULT_ROLLOUT_N.get(self.workload, 1)
+
+    @property
     def sequences_per_step(self) -> int:
         """Sequences behind one step of the job: an RL iteration's rollout_batch x n samples,
         a pairwise step's 2 x global batch, else the global batch."""
         if self.is_rl:
-            n = self.rollout_n or DEFAULT_ROLLOUT_N[self.workload]
-            return self.rollout_batch * n
+            return self.rollout_batch * self.samples_per_prompt
         return self.global_batch_size * (2 if self.workload in PAIRWISE_WORKLOADS else 1)
 
     def job_fields(self) -> dict[str, Any]:
