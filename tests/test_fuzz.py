@@ -18,6 +18,7 @@ FUZZ_LOG=DIR set, each property writes its count of inputs, exit codes and slowe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -25,6 +26,7 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,12 +212,14 @@ def file_bytes(draw, seed: Any, kind: str) -> tuple[bytes, list[str]]:
     return _dump(doc, kind), touched
 
 
-def _tmp_file(name: str, data: bytes) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="fuzz-"))
-    path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return path
+@contextlib.contextmanager
+def _tmp_file(name: str, data: bytes) -> Iterator[Path]:
+    """``data`` as a file ``name`` in a folder of its own, removed afterwards (the slow tier
+    runs >= 10,000 inputs)."""
+    with tempfile.TemporaryDirectory(prefix="fuzz-") as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        yield path
 
 
 # ---- seeds ------------------------------------------------------------------------------------
@@ -341,9 +345,9 @@ def _config_json(draw):
 @strategy(_config_json())
 def config_json_prop(args, *, name: str) -> None:
     data, touched, extra = args
-    path = _tmp_file("config.json", data)
-    argv = ["check", "--model", str(path), "--gpu", "h100-sxm", *extra]
-    run_checked(argv, name=name, named=[str(path), path.stem, *touched, *extra])
+    with _tmp_file("config.json", data) as path:
+        argv = ["check", "--model", str(path), "--gpu", "h100-sxm", *extra]
+        run_checked(argv, name=name, named=[str(path), path.stem, *touched, *extra])
 
 
 test_config_json, test_config_json_slow = config_json_prop
@@ -367,14 +371,15 @@ def _overlay(draw):
 @strategy(_overlay())
 def catalog_prop(args, *, name: str) -> None:
     files, command = args
-    folder = Path(tempfile.mkdtemp(prefix="fuzz-overlay-"))
-    touched: list[str] = []
-    for rel, (data, keys) in files.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(data)
-        touched += keys
-    argv = [*command, "--catalog", str(folder)]
-    run_checked(argv, name=name, named=[str(folder), *touched, *command])
+    with tempfile.TemporaryDirectory(prefix="fuzz-overlay-") as tmp:
+        folder = Path(tmp)
+        touched: list[str] = []
+        for rel, (data, keys) in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes(data)
+            touched += keys
+        argv = [*command, "--catalog", str(folder)]
+        run_checked(argv, name=name, named=[str(folder), *touched, *command])
 
 
 test_catalog_overlay, test_catalog_overlay_slow = catalog_prop
@@ -448,9 +453,9 @@ def _cases(draw):
 @strategy(_cases())
 def validate_prop(args, *, name: str) -> None:
     data, touched, extra = args
-    path = _tmp_file("cases.yaml", data)
-    argv = ["validate", str(path), *extra]
-    run_checked(argv, name=name, named=[str(path), *touched])
+    with _tmp_file("cases.yaml", data) as path:
+        argv = ["validate", str(path), *extra]
+        run_checked(argv, name=name, named=[str(path), *touched])
 
 
 test_validate, test_validate_slow = validate_prop
@@ -472,9 +477,9 @@ def _plan_file(draw):
 @strategy(_plan_file())
 def export_prop(args, *, name: str) -> None:
     data, touched, fmt = args
-    path = _tmp_file("plan.json", data)
-    argv = ["export", "--format", fmt, str(path)]
-    run_checked(argv, name=name, named=[str(path), fmt, *touched, "plan"])
+    with _tmp_file("plan.json", data) as path:
+        argv = ["export", "--format", fmt, str(path)]
+        run_checked(argv, name=name, named=[str(path), fmt, *touched, "plan"])
 
 
 test_export, test_export_slow = export_prop
@@ -491,9 +496,9 @@ def _pareto_file(draw):
 @strategy(_pareto_file())
 def pareto_export_prop(args, *, name: str) -> None:
     data, touched, point, fmt = args
-    path = _tmp_file("front.json", data)
-    argv = ["export", "--format", fmt, "--point", point, str(path)]
-    run_checked(argv, name=name, named=[str(path), point, "--point", *touched, "plan"])
+    with _tmp_file("front.json", data) as path:
+        argv = ["export", "--format", fmt, "--point", point, str(path)]
+        run_checked(argv, name=name, named=[str(path), point, "--point", *touched, "plan"])
 
 
 test_pareto_export, test_pareto_export_slow = pareto_export_prop

@@ -47,7 +47,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.integration
-PIP=(python -m pip install --quiet --disable-pip-version-check)
+PIP=(python -m pip install --quiet --disable-pip-version-check --no-cache-dir)
+# pip builds each --target install in a temporary folder first (llamafactory-0.9.5 and
+# ms-swift-4.5.2 are 120-160 MB): that folder is on the project's disk, not in /tmp, which may be
+# a small separate file system (a CI run failed there with "No space left on device").
+mkdir -p "$DEST/.tmp"
+export TMPDIR="$PWD/$DEST/.tmp"
+trap 'rm -rf "$TMPDIR"' EXIT
 
 # torch first (DeepSpeed builds against it): the CPU wheel where the machine has one, else PyPI's.
 "${PIP[@]}" 'torch==2.13.0+cpu' 2>/dev/null || "${PIP[@]}" 'torch==2.13.0'
