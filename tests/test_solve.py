@@ -255,6 +255,25 @@ def test_design_card_keeps_weights_on_the_gpu_and_says_what_offload_would_give(c
     assert offloaded["time_hours"] == pytest.approx(faster, abs=0.05)
 
 
+def test_offload_note_names_the_plan_that_offload_none_gets():
+    """A plan that offloads says what keeping the states on the GPU gives: that plan, solved on
+    the request's own space restricted to strategies without offload (no second space), is the
+    plan of the same request with --offload none, which builds its own."""
+    import re
+
+    request = PlanRequest(model="70b", budget_usd=20000)
+    result = plan(request, CAT)
+    assert result.plan.config.offload != "none"
+    note = next(n for n in result.notes if n.startswith("offload "))
+    kept = plan(request.model_copy(update={"offload": "none"}), CAT).plan
+    assert kept.config.offload == "none"
+    found = re.search(r"keeping them on the GPU the best plan is (\d+) x (\S+) \((\w+), "
+                      r"checkpointing (\w+), micro-batch (\d+)\), \$([\d,]+), ([\d.,]+) h", note)
+    assert found.groups() == (
+        str(kept.num_gpus), kept.gpu, kept.config.method, kept.config.checkpointing,
+        str(kept.config.micro_batch_size), f"{kept.cost_usd:,.0f}", f"{kept.time_hours:,.1f}")
+
+
 @pytest.mark.parametrize("framework", ["hf-trainer", "deepspeed"])
 def test_step_time_bound_takes_the_stacks_own_overhead(framework):
     """The solver's per-step constant is the analytic model's (efficiency.step_overhead: the

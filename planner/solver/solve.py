@@ -86,7 +86,7 @@ def _explained(request: PlanRequest, catalog: Catalog, found: _Solved | PlanResu
     if solved.status != "optimal":
         notes.append("time limit reached: best plan found, not proven optimal")
     if result.config.offload != "none" and request.offload == "auto":
-        notes.append(_offload_note(request, catalog, space, result))
+        notes.append(_offload_note(request, space, result))
     elif request.offload == "auto" and not needs_timing(request):
         notes += _offload_declined_note(space, result)
     if result.config.dp_shard:
@@ -177,8 +177,7 @@ def offload_basis(space: PlanSpace, other: Plan) -> str:
             f"GB/s of host memory per GPU; checked, not fitted, on {'; '.join(cases)}")
 
 
-def _offload_note(request: PlanRequest, catalog: Catalog, space: PlanSpace, best: Plan
-                  ) -> str:
+def _offload_note(request: PlanRequest, space: PlanSpace, best: Plan) -> str:
     """Why a plan offloads: what the offload costs in its step, the rates it was timed at and
     the published runs that check them (offload_basis), and the best plan that keeps the
     states on the GPU."""
@@ -186,8 +185,11 @@ def _offload_note(request: PlanRequest, catalog: Catalog, space: PlanSpace, best
     terms = getattr(t, "terms", None) or getattr(t, "phases", {})  # RL: the iteration's phases
     share = sum(v for k, v in terms.items() if "offload" in k or k == "cpu_optimizer") / \
         t.step_time_s
-    # the optimum without offload: its explanations are not shown, so not computed
-    on_gpu = _best_plan(request.model_copy(update={"offload": "none"}), catalog)
+    # the optimum of the same request with --offload none: its explanations are not shown, so
+    # not computed, and its space is this one's strategies that keep the states on the GPU
+    solved = _or_none(lambda: solve_lexicographic(space, request.time_limit_s,
+                                                  offloads={"none"}))
+    on_gpu = None if solved is None else _checked(space, solved)
     if on_gpu is None:
         other = "no plan keeps the states on the GPU within the request"
     else:

@@ -226,23 +226,28 @@ def solve_timed(space: PlanSpace, time_limit: float, allowed: list[int], *, rows
 
 def solve_lexicographic(
     space: PlanSpace, time_limit: float, *, methods: set[str] | None = None,
-    offers: set[int] | None = None, offload_first: bool = True,
+    offloads: set[str] | None = None, offers: set[int] | None = None,
+    offload_first: bool = True,
 ) -> Solved | None:
     """Cost first on the Pareto-minimal rows (enough to decide cost), then the tie-break chain
-    on every row and offer that can reach that cost. ``methods`` / ``offers`` restrict the
-    space (for alternatives); ``offload_first``: tie_break_stages. None = infeasible; a stage
-    stopped by the time limit returns the best plan so far with status 'feasible'."""
+    on every row and offer that can reach that cost. ``methods`` / ``offloads`` / ``offers``
+    restrict the space (alternatives, the offload note): the optimum of the same request with
+    those pins, without building its space again; ``offload_first``: tie_break_stages. None =
+    infeasible; a stage stopped by the time limit returns the best plan so far with status
+    'feasible'."""
     rows, front = space.rows, space.front
     allowed = sorted(offers) if offers is not None else list(range(len(space.offers)))
+    strategies = None if methods is None and offloads is None else frozenset(
+        i for i, s in enumerate(space.strategies)
+        if (methods is None or s.method in methods)
+        and (offloads is None or s.offload in offloads))
     if needs_timing(space.request):
-        strategies = None if methods is None else frozenset(
-            i for i, s in enumerate(space.strategies) if s.method in methods)
         if not rows or not allowed or strategies == frozenset():
             return None
         return solve_timed(space, time_limit, allowed, rows=rows, strategies=strategies,
                            offload_first=offload_first)
-    if methods is not None:
-        rows = [r for r in rows if space.strategies[r.strategy].method in methods]
+    if strategies is not None:
+        rows = [r for r in rows if r.strategy in strategies]
         front = pareto_rows([r for r in rows if space.allows(r)])
     if not rows or not front or not allowed:  # no row of these methods keeps the pins
         return None
