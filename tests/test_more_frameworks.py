@@ -30,6 +30,10 @@ NEW = {
     "xtuner": "hf-deepspeed", "oumi": "trl", "alignment-handbook": "trl",
     "nemo-aligner": "nemo", "pytorch-lightning": "pytorch-fsdp",
     "h2o-llmstudio": "hf-trainer",
+    # issue 18: forks and recipes built on a profiled framework, each read at its own commit
+    "easyr1": "verl", "simplerl-reason": "verl", "openrlhf-m": "openrlhf",
+    "open-reasoner-zero": "openrlhf", "safe-rlhf": "deepspeed", "trlx": "hf-deepspeed",
+    "megatron-llama": "megatron-lm", "longlora": "hf-deepspeed",
 }
 
 
@@ -103,6 +107,23 @@ FACTS = [
     ("h2o-llmstudio", "sharding", ("none", "ddp", "zero2", "zero3")),
     ("pytorch-lightning", "sharding",
      ("none", "ddp", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")),
+    ("easyr1", "rollout_memory_utilization", 0.6),
+    ("easyr1", "sharding", ("fsdp1",)),
+    ("easyr1", "frozen_base_dtype", "16bit"),
+    ("simplerl-reason", "rollout_enforce_eager", True),
+    ("simplerl-reason", "engine_outside_torch", False),  # vLLM 0.6.3: no sleep mode
+    ("openrlhf-m", "rollout_memory_utilization", 0.9),
+    ("openrlhf-m", "parallelism", ("cp",)),
+    ("open-reasoner-zero", "rollout_enforce_eager", True),
+    ("open-reasoner-zero", "logprobs", "16bit"),
+    ("safe-rlhf", "rollout_engines", ("hf-generate",)),
+    ("safe-rlhf", "methods", ("full",)),
+    ("trlx", "checkpointing", ("none",)),
+    ("trlx", "methods", ("full", "lora", "freeze")),
+    ("megatron-llama", "loss", "16bit"),
+    ("megatron-llama", "parallelism", ("tp", "pp")),
+    ("longlora", "lora_targets", ("q", "k", "v", "o")),
+    ("longlora", "attention", "sdpa-expanded-kv"),
 ]
 
 
@@ -146,6 +167,16 @@ LAYOUTS = [
     ("nemo-aligner", ["--num-gpus", "8", "--tp", "2"]),
     ("pytorch-lightning", ["--num-gpus", "8", "--zero", "2"]),
     ("h2o-llmstudio", ["--method", "qlora", "--num-gpus", "2"]),
+    ("easyr1", ["--workload", "grpo", "--num-gpus", "8", "--fsdp", *RL]),
+    ("simplerl-reason", ["--workload", "grpo", "--num-gpus", "8", "--fsdp", *RL]),
+    ("openrlhf-m", ["--workload", "grpo", "--num-gpus", "8", "--zero", "3", *RL]),
+    ("open-reasoner-zero", ["--workload", "ppo", "--num-gpus", "8", "--zero", "3", *RL]),
+    ("safe-rlhf", ["--workload", "ppo", "--num-gpus", "8", "--zero", "3", *RL]),
+    # trlx has no activation checkpointing (check's default is full)
+    ("trlx", ["--workload", "ppo", "--num-gpus", "8", "--zero", "2", "--checkpointing", "none",
+              "--reward-function", *RL]),
+    ("megatron-llama", ["--workload", "pretrain", "--num-gpus", "8", "--tp", "2", "--pp", "2"]),
+    ("longlora", ["--method", "lora", "--num-gpus", "8", "--zero", "2"]),
 ]
 
 
@@ -169,6 +200,10 @@ def test_check_runs_a_typical_layout_of_each_new_profile(capsys, fid, args):
     ("nanotron", TrainConfig(method="lora"), "method lora"),
     ("slime", TrainConfig(workload="grpo", rollout_engine="vllm"), "rollout engine vllm"),
     ("gpt-neox", TrainConfig(num_gpus=8, fsdp=True), "sharding fsdp"),
+    ("easyr1", TrainConfig(workload="sft"), "workload sft"),
+    ("simplerl-reason", TrainConfig(workload="grpo", method="lora"), "method lora"),
+    ("safe-rlhf", TrainConfig(method="lora"), "method lora"),
+    ("megatron-llama", TrainConfig(workload="sft"), "workload sft"),
 ])
 def test_new_profiles_refuse_what_their_framework_cannot_run(fid, config, missing):
     assert any(missing in m for m in unsupported(resolve(CAT, fid), config))
@@ -215,6 +250,15 @@ def test_rule_2_a_trailing_version_is_stripped_and_kept(slug, fid, version):
     ("fsdp2", "pytorch-fsdp"), ("DDP", "pytorch-fsdp"), ("torchrun", "pytorch-fsdp"),
     ("nemo2", "nemo"), ("NeMo 2.0", "nemo"), ("mcore", "megatron-lm"),
     ("huggingface-trainer", "hf-trainer"),
+    # forks and recipes (issue 18), as their READMEs and repositories spell them
+    ("EasyR1", "easyr1"), ("hiyouga/EasyR1", "easyr1"), ("SimpleRL-Zoo", "simplerl-reason"),
+    ("hkust-nlp/simpleRL-reason", "simplerl-reason"), ("OpenRLHF-M", "openrlhf-m"),
+    ("OpenRLHF/OpenRLHF-M", "openrlhf-m"), ("ORZ", "open-reasoner-zero"),
+    ("Open-Reasoner-Zero", "open-reasoner-zero"), ("Safe-RLHF", "safe-rlhf"),
+    ("PKU-Alignment/safe-rlhf", "safe-rlhf"), ("beaver", "safe-rlhf"), ("trlX", "trlx"),
+    ("CarperAI/trlx", "trlx"), ("Megatron-LLaMA", "megatron-llama"),
+    ("alibaba/Megatron-LLaMA", "megatron-llama"), ("LongLoRA", "longlora"),
+    ("dvlab-research/LongLoRA", "longlora"), ("HybridFlow", "verl"),
 ])
 def test_aliases_added_for_common_names_and_repositories(slug, fid):
     assert CAT.framework(slug).id == fid
