@@ -301,6 +301,9 @@ class TrainConfig(_Request):
         default=False, description="full checkpointing keeps each layer's saved input in host "
         "RAM, reloading it for the layer's recomputation (Unsloth's offloaded checkpointing)"
     )
+    offload_activations: bool = Field(default=False, description="every tensor the forward "
+        "saves waits in host RAM, reloaded a layer ahead of backward (torchtune's activation "
+        "offloading): the layers' inputs under full checkpointing, all they save without")
     fused_elementwise: bool = Field(
         default=False, description="the framework's model code runs norms, rotary, the MLP "
         "activation and residual adds as fused kernels without torch.compile (TransformerEngine, "

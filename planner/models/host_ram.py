@@ -6,7 +6,13 @@ from __future__ import annotations
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import ModelSpec
 from planner.models import calibration as cal
-from planner.models.memory import GIB, _layer_input_bytes
+from planner.models.loss_buffers import tokens_per_gpu
+from planner.models.memory import (
+    GIB,
+    _layer_input_bytes,
+    layer_activation_bytes_per_token,
+    offloads_saved,
+)
 from planner.models.states import (
     _weight_shards,
     optimizer_state_bytes_per_param,
@@ -47,12 +53,14 @@ def host_ram_bytes(model: ModelSpec, cfg: TrainConfig, gpus_per_node: int) -> fl
 
 
 def offloaded_checkpoint_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
-    """Checkpointed layer inputs an offloaded checkpointing (cfg.offload_checkpoints) keeps in
-    host RAM for one GPU: every layer's 16-bit input of the micro-batch (memory.activation_bytes
-    keeps only the reloaded ones on the GPU); 0 otherwise."""
-    if not (cfg.offload_checkpoints and cfg.checkpointing == "full"):
+    """Activations offloaded to host RAM (memory.offloads_saved) for one GPU: every layer's
+    16-bit input of the micro-batch under full checkpointing, every layer's saved tensors
+    without it (memory.activation_bytes keeps only the reloaded ones on the GPU); 0 otherwise."""
+    if not offloads_saved(cfg):
         return 0.0
-    return stage_layers(model, cfg) * _layer_input_bytes(model, cfg)
+    per_layer = _layer_input_bytes(model, cfg) if cfg.checkpointing == "full" else \
+        layer_activation_bytes_per_token(model, cfg) * tokens_per_gpu(cfg)
+    return stage_layers(model, cfg) * per_layer
 
 
 def _stored_weight_bytes(model: ModelSpec, cfg: TrainConfig) -> float:

@@ -265,29 +265,32 @@ def activation_bytes(model: ModelSpec, cfg: TrainConfig) -> float:
         if op_sac:
             per_layer += op_sac_bytes_per_token(model, cfg) * tokens
         wrapped = layers * (recomputed_share(cfg) if cfg.checkpointing == "full" else 1.0)
-        kept = _kept_layers(model, cfg, wrapped) * per_layer * in_flight
+        on_gpu = min(wrapped, OFFLOADED_INPUTS_ON_GPU) if offloads_saved(cfg) else wrapped
+        kept = on_gpu * per_layer * in_flight
         rest = (layers - wrapped) * layer_activation_bytes_per_token(model, cfg) * tokens
         return kept + rest * in_flight + backward_working_set_bytes_per_token(model, cfg) * tokens
     saved = layer_activation_bytes_per_token(model, cfg)
     if cfg.checkpointing == "selective" and not cfg.flash_attention:
         saved -= eager_softmax_bytes_per_token(model, cfg)
+    if offloads_saved(cfg) and layers > OFFLOADED_INPUTS_ON_GPU:  # one of them back-propagated
+        working = backward_working_set_bytes_per_token(model, cfg)
+        return ((OFFLOADED_INPUTS_ON_GPU - 1) * saved + working) * tokens * in_flight
     return layers * saved * tokens * in_flight
 
 
-# Layer inputs an offloaded checkpointing keeps on the GPU: the one reloaded for the layer being
-# recomputed and the next one copied in behind it (unslothai/unsloth-zoo@ce232d6
-# unsloth_zoo/gradient_checkpointing.py: Unsloth_Offloaded_Gradient_Checkpointer saves
-# hidden_states.to("cpu", non_blocking=True) and reloads it in backward; the buffered variant
-# double-buffers the reloads, DOUBLE_BUFFER_HEADROOM).
+# Layers whose saved tensors the GPU holds when they are offloaded (offloads_saved): the one
+# reloaded for its backward and the next one copied in behind it (unslothai/unsloth-zoo@ce232d6
+# unsloth_zoo/gradient_checkpointing.py Unsloth_Offloaded_Gradient_Checkpointer; double-buffered
+# reloads: DOUBLE_BUFFER_HEADROOM; pytorch/torchtune@30b8519e8 training/_activation_offloading.py
+# OffloadActivations: every saved tensor over 1 KiB, the layers' inputs under full checkpointing,
+# all they save without it).
 OFFLOADED_INPUTS_ON_GPU = 2
 
 
-def _kept_layers(model: ModelSpec, cfg: TrainConfig, layers: int) -> int:
-    """Layers whose checkpointed input is on the GPU at the start of backward: all of the
-    stage's, or with offloaded checkpoints (full checkpointing) the reloaded ones."""
-    if cfg.offload_checkpoints and cfg.checkpointing == "full":
-        return min(layers, OFFLOADED_INPUTS_ON_GPU)
-    return layers
+def offloads_saved(cfg: TrainConfig) -> bool:
+    """The layers' saved tensors wait in host RAM (Unsloth's and torchtune's offloading)."""
+    return (cfg.checkpointing == "full" and (cfg.offload_checkpoints or cfg.offload_activations)
+            ) or (cfg.checkpointing == "none" and cfg.offload_activations)
 
 
 def eager_softmax_bytes_per_token(model: ModelSpec, cfg: TrainConfig) -> float:

@@ -54,10 +54,9 @@ def _grad_accum(case: dict[str, Any]) -> int:
     return int(found.group(1)) if found else 1
 
 
-def _chunked_loss(case: dict[str, Any], default: bool) -> bool:
-    """The case's explicit extra.chunked_ce, else its framework profile's default."""
-    extra = case.get("extra") or {}
-    return bool(extra["chunked_ce"]) if "chunked_ce" in extra else default
+# A case's offloaded activations: the project's key (Unsloth's) and ../shared/validation's.
+OFFLOAD_KEYS = {"offloaded_checkpointing": "offload_checkpoints",
+                "activation_offload": "offload_activations"}
 
 
 def _fp32_weights(case: dict[str, Any]) -> bool:
@@ -125,28 +124,29 @@ def _double_quant(text: object) -> bool | None:
 
 
 def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict[str, Any]:
-    """The TrainConfig fields a case takes from its framework's profile, with the case's own
-    statements winning: extra.chunked_ce (false: the whole logits, no fused head), extra.loss_dtype
-    (16bit / fp32), extra.offloaded_checkpointing, extra.fused_lm_head_chunk_size, weight dtypes
-    (extra.master_weights_dtype / frozen_base_weights_dtype), pure 16-bit training
-    (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as LitGPT's
-    --precision bf16-true), QLoRA's unquantized parts (extra.qlora_unquantized_dtype), the
-    attention implementation it ran (extra.attention: attention.KERNEL_NAMES, or eager: the
-    probabilities materialised), its LoRA dropout (extra.lora_dropout), the NF4 recipe
-    (extra.weight_quant: _double_quant), whether its loop holds the previous micro-batch's
-    outputs (extra.holds_previous_outputs), torch.compile (extra.compile, else the framework's
+    """The TrainConfig fields a case takes from its framework's profile, the case's own
+    statements winning: extra.chunked_ce (false: whole logits, no fused head), extra.loss_dtype
+    (16bit / fp32), extra.offloaded_checkpointing, extra.activation_offload, extra.fused_lm_head_
+    chunk_size, weight dtypes (extra.master_weights_dtype / frozen_base_weights_dtype), pure
+    16-bit training (extra.pure_bf16: bf16 weights and optimizer states, no fp32 master, as
+    LitGPT's --precision bf16-true), QLoRA's unquantized parts (extra.qlora_unquantized_dtype),
+    the attention it ran (extra.attention: attention.KERNEL_NAMES, or eager: the probabilities
+    materialised), its LoRA dropout (extra.lora_dropout), the NF4 recipe (extra.weight_quant:
+    _double_quant), whether its loop holds the previous micro-batch's outputs
+    (extra.holds_previous_outputs), torch.compile (extra.compile, else the framework's
     compiled_workloads), fused norms (extra.norm_type) and the engine's (extra.rollout_*)."""
     sem = config_fields(profile, workload=str(case.get("workload")), sharded=sharded)
     sem.pop("lora_targets", None)  # the case's, else the framework's: _lora_defaults
     extra = case.get("extra") or {}
-    sem["chunked_loss"] = _chunked_loss(case, bool(sem.get("chunked_loss", False)))
+    sem["chunked_loss"] = bool(extra.get("chunked_ce", sem.get("chunked_loss", False)))
     sem["fused_optimizer"] = fused_optimizer_of(case, profile)
     if extra.get("loss_dtype") in ("16bit", "fp32"):  # the dtype the case's loss ran in
         sem["loss_in_fp32"] = extra["loss_dtype"] == "fp32"
     if "chunked_ce" in extra and not extra["chunked_ce"]:
         sem["lm_head_vocab_chunk"] = sem["loss_token_chunk_gib"] = None
-    if extra.get("offloaded_checkpointing") is not None:
-        sem["offload_checkpoints"] = bool(extra["offloaded_checkpointing"])
+    for key, field in OFFLOAD_KEYS.items():
+        if extra.get(key) is not None:
+            sem[field] = bool(extra[key])
     if _vocab_chunk(case):
         sem["lm_head_vocab_chunk"] = _vocab_chunk(case)
     if extra.get("master_weights_dtype") or extra.get("frozen_base_weights_dtype"):
