@@ -301,6 +301,8 @@ class TrainConfig(_Request):
         default=False, description="full checkpointing keeps each layer's saved input in host "
         "RAM, reloading it for the layer's recomputation (Unsloth's offloaded checkpointing)"
     )
+    peft_trains_embeddings: bool = Field(default=False, description="LoRA-family: the token "
+        "embedding and the LM head train beside the adapters, as PEFT modules_to_save copies")
     offload_activations: bool = Field(default=False, description="every tensor the forward "
         "saves waits in host RAM, reloaded a layer ahead of backward (torchtune's activation "
         "offloading): the layers' inputs under full checkpointing, all they save without")

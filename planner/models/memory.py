@@ -50,6 +50,7 @@ from planner.models.states import (
     stage_layers,
     weight_bytes,
 )
+from planner.models.trained_copies import trained_copy_bytes
 
 GIB = cal.GIB
 TRANSIENT_TERMS = ("activations", "logits_and_loss", "optimizer_step", "held_outputs",
@@ -442,22 +443,22 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
     ends; the end binds where gradients do not persist and the step needs no large temporaries
     (fused or pure-bf16 optimizers: torchtune-llama3.2-3b-full-packed-ac). A loop that holds
     its outputs adds the end of the forward before them (activation_phase_terms)."""
-    states = {
+    copies = trained_copy_bytes(model, cfg, precision)
+    states = {k: v + copies.get(k, 0.0) for k, v in {
         "weights": weight_bytes(model, cfg, precision),
         "adapters": adapter_bytes(model, cfg),
         "master_weights": master_weight_bytes(model, cfg, precision),
         "optimizer_states": optimizer_state_bytes(model, cfg),
-        "comm_buffers": comm_buffer_bytes(model, cfg, precision),
-    }
-    grads = gradient_bytes(model, cfg, precision)
+        "comm_buffers": comm_buffer_bytes(model, cfg, precision)}.items()}
+    grads = gradient_bytes(model, cfg, precision) + copies.get("gradients", 0.0)
     gathered = gathered_bytes(model, cfg, precision)
     # Gradients exist during forward when they accumulate over micro-batches, or when ZeRO-2/3
     # keep their persistent gradient partition buffers. FSDP keeps none: each unit's sharded
     # gradient is allocated by its post-backward hook, and zero_grad(set_to_none=True), torch's
-    # default that the loops call after the step, frees it before the next forward
-    # (pytorch/pytorch@cf30153c torch/distributed/fsdp/_runtime_utils.py _accumulate_sharded_grad,
-    # _flat_param.py FlatParamHandle._reset_flat_param_grad_info_if_needed;
-    # huggingface/transformers@000945a9 src/transformers/trainer.py: model.zero_grad()).
+    # default that the loops call after the step, frees it before the next forward (pytorch/
+    # pytorch@cf30153c torch/distributed/fsdp/_runtime_utils.py _accumulate_sharded_grad, _flat_
+    # param.py FlatParamHandle._reset_flat_param_grad_info_if_needed; huggingface/transformers@
+    # 000945a9 src/transformers/trainer.py: model.zero_grad()).
     keeps_grads = cfg.grad_accum > 1 or cfg.zero_stage >= 2
     acts = activation_phase_terms(model, cfg)
     forward = {**states, "gradients": grads if keeps_grads else 0.0, "gathered_params": gathered}
@@ -466,7 +467,8 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
         BWD_END_PHASE: {**states, "gradients": grads, "gathered_params": gathered,
                         **acts[BWD_END_PHASE]},
         STEP_PHASE: {**states, "gradients": grads,
-                     "optimizer_step": optimizer_step_bytes(model, cfg), **acts[STEP_PHASE]},
+                     "optimizer_step": optimizer_step_bytes(model, cfg)
+                     + copies.get("optimizer_step", 0.0), **acts[STEP_PHASE]},
     }
     for name in [n for n in acts if n not in out]:  # held_outputs.forward_end_phases
         out[name] = {**forward, **acts[name],
@@ -475,8 +477,7 @@ def phase_terms(model: ModelSpec, cfg: TrainConfig, precision: str) -> dict[str,
 
 
 def reserved_weight(term: str) -> float:
-    """How much one allocated byte of ``term`` adds to reserved memory: transient tensors also
-    leave allocator cache behind (FRAGMENTATION_FRACTION)."""
+    """Reserved per allocated byte of ``term``: transients leave cache (FRAGMENTATION_FRACTION)."""
     return 1.0 + (cal.FRAGMENTATION_FRACTION if term in TRANSIENT_TERMS else 0.0)
 
 

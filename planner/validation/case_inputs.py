@@ -54,9 +54,9 @@ def _grad_accum(case: dict[str, Any]) -> int:
     return int(found.group(1)) if found else 1
 
 
-# A case's offloaded activations: the project's key (Unsloth's) and ../shared/validation's.
-OFFLOAD_KEYS = {"offloaded_checkpointing": "offload_checkpoints",
-                "activation_offload": "offload_activations"}
+# A case's yes/no statements, extra key -> TrainConfig field (activation_offload: the shared key)
+CASE_FLAGS = {"offloaded_checkpointing": "offload_checkpoints", "activation_offload":
+              "offload_activations", "trainable_embeddings": "peft_trains_embeddings"}
 
 
 def _fp32_weights(case: dict[str, Any]) -> bool:
@@ -144,7 +144,7 @@ def _semantics(case: dict[str, Any], profile: Profile, *, sharded: bool) -> dict
         sem["loss_in_fp32"] = extra["loss_dtype"] == "fp32"
     if "chunked_ce" in extra and not extra["chunked_ce"]:
         sem["lm_head_vocab_chunk"] = sem["loss_token_chunk_gib"] = None
-    for key, field in OFFLOAD_KEYS.items():
+    for key, field in CASE_FLAGS.items():
         if extra.get(key) is not None:
             sem[field] = bool(extra[key])
     if _vocab_chunk(case):
