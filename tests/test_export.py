@@ -438,6 +438,26 @@ def test_offloaded_8bit_adam_is_refused(sft):
             export_plan(p, fmt)
 
 
+def test_case_only_settings_are_refused_where_no_launch_writes_them(sft):
+    """A saved plan edited to carry what only validation cases state: LoRA training the
+    embedding and head too (PEFT modules_to_save) in no format, activation offloading in every
+    format but torchtune's (enable_activation_offloading, which needs checkpointing)."""
+    emb = variant(sft, method="lora", lora_rank=8, peft_trains_embeddings=True)
+    off = variant(sft, checkpointing="full", offload_activations=True)
+    for fmt in FORMATS:
+        with pytest.raises(PlannerError, match="peft_trains_embeddings: no launch writer"):
+            export_plan(emb, fmt)
+        if fmt != "torchtune":
+            with pytest.raises(PlannerError, match="cannot express activation offloading"):
+                export_plan(off, fmt)
+    tune = dict(zero_stage=0, fsdp=sft.num_gpus > 1, offload_activations=True)
+    doc = yaml.safe_load(export_plan(variant(sft, checkpointing="full", **tune),
+                                     "torchtune").text)
+    assert doc["enable_activation_offloading"] and doc["enable_activation_checkpointing"]
+    with pytest.raises(PlannerError, match="require enable_activation_checkpointing"):
+        export_plan(variant(sft, checkpointing="none", **tune), "torchtune")
+
+
 def test_partial_checkpointing_and_unwritten_hybrid_sharding_are_refused(sft):
     # TrainConfig inputs of check/validate that no writer expresses: never a silent FULL_SHARD
     p = variant(sft, checkpointing="full", checkpoint_fraction=0.5)

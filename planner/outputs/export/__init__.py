@@ -131,7 +131,23 @@ def export_plan(plan: Any, fmt: str, *, model_path: str | None = None,
     job = job_of(plan, model_path=model_path, catalog=catalog)
     out = _Out(key, TARGETS[key])
     _every_format(job, out)
+    _case_settings(job, out)
     return EXPORTERS[key](job, out)
+
+
+def _case_settings(job: Job, out: _Out) -> None:
+    """Settings of check and validation inputs that plans never choose: refused where no
+    launch writer expresses them."""
+    cfg = job.cfg
+    if cfg.checkpoint_fraction < 1:
+        out.refuse(f"checkpointing on part of the layers (checkpoint_fraction "
+                   f"{cfg.checkpoint_fraction:g}: no launch writer expresses it yet)",
+                   "re-plan without it")
+    if cfg.peft_trains_embeddings and cfg.is_peft:
+        out.refuse("LoRA training the embedding and head too (peft_trains_embeddings: no "
+                   "launch writer expresses it yet)", "re-plan without it")
+    if cfg.offload_activations and out.fmt != "torchtune":  # torchtune's own switch
+        out.refuse("activation offloading (offload_activations)", "export --format torchtune")
 
 
 def check_format(fmt: str) -> str:

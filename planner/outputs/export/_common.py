@@ -274,10 +274,6 @@ def _every_format(job: Job, out: _Out) -> None:
                    "degree)", f"re-plan on a framework whose launch writes it ("
                    f"{', '.join(EP_LAUNCHES)}), or check with --ep 1")
     _hybrid_shard(job, out)
-    if cfg.checkpoint_fraction < 1:  # an input of check/validate
-        out.refuse(f"checkpointing on part of the layers (checkpoint_fraction "
-                   f"{cfg.checkpoint_fraction:g}: no launch writer expresses it yet)",
-                   "re-plan without it")
     if job.num_gpus % job.num_hosts:  # launchers start the same process count on every node
         out.refuse(f"{job.num_gpus} GPUs on {job.num_hosts} nodes (launchers start "
                    f"{job.per_node} processes on every node: {job.per_node * job.num_hosts} "

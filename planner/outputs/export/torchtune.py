@@ -221,9 +221,14 @@ def _training(job: Job, out: _Out, distributed: bool) -> dict[str, Any]:
         "compile": cfg.compiled, "device": "cuda",
         "dtype": "fp32" if job.precision == "fp32" else "bf16",
         "enable_activation_checkpointing": cfg.checkpointing != "none",
-        # the checkpointed layers' saved inputs in host RAM (recipes: needs checkpointing on)
-        "enable_activation_offloading": cfg.offload_checkpoints and cfg.checkpointing != "none",
+        # the saved activations in host RAM (torchtune's OffloadActivations); Unsloth-style
+        # offloaded checkpoints are the same tensors under checkpointing
+        "enable_activation_offloading": cfg.offload_activations or (
+            cfg.offload_checkpoints and cfg.checkpointing != "none"),
     }
+    if cfg.offload_activations and cfg.checkpointing == "none":  # the recipes raise
+        out.refuse("activation offloading without checkpointing (torchtune 0.6.1's recipes "
+                   "require enable_activation_checkpointing)", "re-plan with --checkpointing full")
     if cfg.workload == "dpo":
         doc["loss"] = {"_component_": "torchtune.rlhf.loss.DPOLoss", "beta": 0.1}
     if job.precision == "fp8":
