@@ -251,8 +251,9 @@ def workload_options(command):
 
 
 # check's (and so tune's) layout inputs plan does not search: the expert-parallel degree
-# (TrainConfig.ep), hybrid sharding (dp_shard) and checkpointing on part of the layers
-# (checkpoint_fraction). One decorator: cli.py applies it as @PARALLEL_OPTIONS.
+# (TrainConfig.ep), hybrid sharding (dp_shard), checkpointing on part of the layers
+# (checkpoint_fraction), LoRA's trained embedding copies and activation offloading. One
+# decorator: cli.py applies it as @PARALLEL_OPTIONS.
 _PARALLEL_OPTIONS = (
     click.option("--ep", type=INT, default=1, show_default=True,
                  help="Expert parallel: routed experts split over this many GPUs (MoE models "
@@ -266,11 +267,19 @@ _PARALLEL_OPTIONS = (
                  help="With --checkpointing full: the share of the layers checkpointed, evenly "
                       "spaced (fms-fsdp selective_checkpointing, Megatron "
                       "--recompute-num-layers / layers)."),
+    click.option("--train-embeddings", "peft_trains_embeddings", is_flag=True,
+                 help="LoRA-family: the token embedding and the LM head train too, as PEFT "
+                      "modules_to_save copies (new special tokens, a chat template on a base "
+                      "model)."),
+    click.option("--offload-activations", "offload_activations", is_flag=True,
+                 help="Saved activations wait in host RAM, reloaded ahead of backward "
+                      "(torchtune's enable_activation_offloading; with --checkpointing full "
+                      "or none)."),
 )
 
 
 def PARALLEL_OPTIONS(command):  # noqa: N802 (used as a decorator like the click options)
-    """``command`` with --ep, --dp-shard and --checkpoint-fraction attached."""
+    """``command`` with the options of _PARALLEL_OPTIONS attached."""
     for option in reversed(_PARALLEL_OPTIONS):
         command = option(command)
     return command

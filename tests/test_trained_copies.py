@@ -70,3 +70,30 @@ def test_qwen_readme_lora_emb_row():
     added = with_copies.predicted_gib - without.predicted_gib
     assert added == pytest.approx((48.5 - 36.6) * 1e9 / 2**30, rel=0.2)
     assert abs(with_copies.rel_err) < 0.05 < abs(without.rel_err)
+
+
+def test_check_flags_for_the_embedding_copies_and_activation_offloading(capsys):
+    """`check --train-embeddings` adds the copies' weights and optimizer states (no persistent
+    gradients at one micro-step per optimizer step); `--offload-activations` keeps two layers'
+    inputs; both refuse what they cannot mean in one line, exit 2."""
+    import json
+
+    from tests.test_cli import run
+
+    args = ["check", "--model", "qwen-7b", "--gpu", "a100-80gb-sxm", "--method", "lora",
+            "--seq-len", "8192", "--micro-batch", "1", "--json"]
+
+    def gib(*extra):
+        code, out, err = run(capsys, *args, *extra)
+        assert code == 0, err
+        return json.loads(out)["memory"]["per_gpu_gib"]
+
+    copies = trained_copy_bytes(QWEN, lora(peft_trains_embeddings=True), "bf16")
+    added = (copies["adapters"] + copies["optimizer_states"]) / 2**30
+    assert gib("--train-embeddings") - gib() == pytest.approx(added, abs=0.01)
+    assert gib("--offload-activations") < gib()
+    for extra, needle in ((["--method", "full", "--train-embeddings"], "--train-embeddings"),
+                          (["--checkpointing", "selective", "--offload-activations"],
+                           "--offload-activations needs --checkpointing full or none")):
+        code, _, err = run(capsys, *args, *extra)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

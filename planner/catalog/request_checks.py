@@ -43,10 +43,17 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
 
 def partial_checkpointing_error(cfg: TrainConfig) -> str | None:
     """A share of the layers (checkpoint_fraction) is checkpointed only under full
-    checkpointing."""
+    checkpointing; activations are offloaded with full checkpointing or none; embedding copies
+    train beside adapters."""
     if cfg.checkpoint_fraction < 1 and cfg.checkpointing != "full":
         return (f"--checkpoint-fraction {cfg.checkpoint_fraction:g} needs --checkpointing full "
                 f"(got {cfg.checkpointing}): it is the share of the layers checkpointed")
+    if cfg.offload_activations and cfg.checkpointing not in ("full", "none"):
+        return (f"--offload-activations needs --checkpointing full or none (got "
+                f"{cfg.checkpointing}): it moves the layers' saved tensors to host RAM")
+    if cfg.peft_trains_embeddings and not cfg.is_peft:
+        return (f"--train-embeddings trains copies of the embedding and head beside adapters: "
+                f"give --method lora, qlora or dora (--method {cfg.method} trains them already)")
     return None
 
 
