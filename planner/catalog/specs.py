@@ -419,6 +419,8 @@ class FrameworkFacts(_Frozen):
     lora_dropout_shared_qkv: Fact[bool] | None = Field(
         default=None, description="one LoRA dropout for the fused q, k, v adapters' input")
     fp8_generation: Fact[bool] | None = None  # FP8 training recipes also generate in FP8
+    generation_batches: Fact[int] | None = None  # per-device batches one RL step generates
+    per_device_batch: Fact[int] | None = None  # its RL loop's default per-device batch
     # speed
     efficiency: Fact[str] | None = Field(
         default=None, description="the calibrated efficiency (efficiency.STACK_UTILISATION key)")

@@ -269,10 +269,9 @@ RL_CASE_WORKLOADS = ("rm", "dpo", "ppo", "grpo")
 # (its config.json: 32 layers, hidden 4096, 8 kv heads, vocab 32000).
 ROLE_ARCHITECTURE = {"weqweasdas/RM-Mistral-7B": "mistralai/Mistral-7B-Instruct-v0.2"}
 
-def _generated_prompts(case: dict[str, Any], per_device: int) -> int:
-    """Prompts an iteration generates under extra.generation_batches: that many batches of
-    ``per_device`` prompts on every GPU, at most the case's global_batch_size."""
-    prompts = per_device * case["num_gpus"] * int(case["extra"]["generation_batches"])
+def _generated_prompts(case: dict[str, Any], per_device: int, batches: int) -> int:
+    """Prompts an iteration generates: ``batches`` x ``per_device`` per GPU, at most the GBS."""
+    prompts = per_device * case["num_gpus"] * batches
     cap = case.get("global_batch_size")
     return min(int(cap), prompts) if cap else prompts
 
@@ -324,8 +323,8 @@ def rl_case(case: dict[str, Any], catalog: Catalog, *, for_time: bool = False) -
       rank's micro-batch split over sp GPUs is mapped to micro_batch / sp sequences per GPU
       (the same tokens per GPU; the all-to-all buffers are not modelled). Dynamic batching
       (ppo_max_token_len_per_gpu) becomes that many tokens per micro-step.
-    * extra.generation_batches (DeepSpeed-Chat's --generation_batches): an iteration generates
-      that many batches of the per-device batch on every GPU, at most global_batch_size
+    * extra.generation_batches (DeepSpeed-Chat's --generation_batches, else the profile's): an
+      iteration generates that many per-device batches on every GPU, at most global_batch_size
       prompts; extra.critic_reward_model names the critic and reward model together.
     * A framework whose engine keeps its memory through training by default (the profile's
       engine_sleep false: DeepSpeed-Chat without --release_inference_cache) runs so.
@@ -448,16 +447,17 @@ def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile:
         mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)
         assumed.append(f"dynamic batching: {mb} sequences per micro-step")
     mb = mb or extra.get("script_micro_batch")
-    if mb and extra.get("generation_batches"):
-        rl_opts["rollout_batch"] = _generated_prompts(case, int(mb))
+    if mb is None:  # the framework's default per-device batch, else 1
+        mb = profile.value("per_device_batch") or 1
+        assumed.append(f"micro-batch {mb} (not stated: {profile.id}'s default, else 1)")
+    batches = extra.get("generation_batches") or profile.value("generation_batches")
+    if mb and batches:
+        rl_opts["rollout_batch"] = _generated_prompts(case, int(mb), int(batches))
     if profile.value("engine_sleep") is False:
         # the run kept the engine's memory through training (the framework's default)
         rl_opts["engine_sleep"] = False
     if extra.get("critic_reward_model"):
         critic = reward = _role_model(extra["critic_reward_model"], catalog)
-    if mb is None:
-        mb = 1
-        assumed.append("micro-batch 1 (not stated)")
     if sp > 1:
         assumed.append(f"Ulysses SP {sp}: {mb} sequences per DP rank -> "
                        f"{math.ceil(mb / sp)} per GPU")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from planner.catalog.frameworks import Profile, default_engine
+from planner.catalog.frameworks import Profile, default_engine, plan_shardings
 from planner.catalog.load import Catalog
 from planner.catalog.request import TrainConfig
 from planner.catalog.specs import GpuSpec
@@ -182,8 +182,16 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         extra["train_batch_size"] = int(extra["rollouts_per_step"])
     mem = {**case, "rl": rl, "extra": extra, "method": case.get("method")}
     rc = rl_case(mem, catalog, for_time=True)
-    if extra.get("largest_fitting_batch") and not case.get("micro_batch_size"):
+    inferred: tuple[str, ...] = ()
+    if not case.get("sharding") and not case.get("micro_batch_size"):
+        mem, rc, inferred = least_fitting_sharding(mem, rc, profile, catalog=catalog)
+    # a published time with no per-device batch (none stated, no token budget, no script's) ran
+    # the largest that fits, as benchmarks are tuned: micro-batch 1 would decode one sequence
+    # at a time where an engine on the trainer's weights generates in its batch
+    unstated = not any(extra.get(k) for k in ("ppo_max_token_len_per_gpu", "script_micro_batch"))
+    if (extra.get("largest_fitting_batch") or unstated) and not case.get("micro_batch_size"):
         rc = largest_fitting_batch(mem, rc, catalog)
+    rc = replace(rc, assumptions=rc.assumptions + inferred)
     cfg = rc.cfg
     tp, pp = case.get("tp") or 1, case.get("pp") or 1
     # enforce_eager came with the case's semantics (case_inputs._semantics)
@@ -210,6 +218,30 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
     # update is set after, as training_estimate does for uneven pipelines
     cfg = cfg.model_copy(update={**update, "tp": tp, "pp": pp})
     return rc, cfg, catalog.gpu(case["gpu"])
+
+
+def least_fitting_sharding(case: dict[str, Any], rc: Any, profile: Profile, *,
+                           catalog: Catalog) -> tuple[dict[str, Any], Any, tuple[str, ...]]:
+    """A time case that states neither its sharding nor its batch ran, so its states fit: the
+    least sharded of its framework's shardings in which one sequence per GPU fits the memory
+    model (a published run shards no more than it must), with the assumption said; the case
+    as it is where it already fits unsharded or where none fits."""
+    gpu = catalog.gpu(case["gpu"])
+    if case.get("gpu_memory_gib"):
+        gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
+    for label in plan_shardings(profile):  # least sharded first
+        if label != "none" and case["num_gpus"] < 2:
+            continue
+        r = rl_case({**case, "sharding": label, "micro_batch_size": 1}, catalog, for_time=True)
+        if estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
+                           reward=r.reward).fits():
+            if label == "none":
+                return case, rc, ()
+            out = {**case, "sharding": label}
+            return out, rl_case(out, catalog, for_time=True), (
+                f"sharding {label}: the least of {profile.id}'s in which the run fits "
+                "(not stated)",)
+    return case, rc, ()
 
 
 def largest_fitting_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> Any:
