@@ -5,8 +5,9 @@ not seen arrives raw, so the raw figures say how the readers' defaults and infer
 
     PYTHONPATH=. python benchmarks/raw.py [VALIDATION_DIR]   # default: validation/
 
-Prints median / p90 |error| of memory peaks and throughput, with and without the additions,
-then every case whose raw error differs, worst first. In-sample constants (no refit).
+Prints median / p90 |error| of memory peaks and throughput and the fits/OOM verdicts right,
+with and without the additions, then every usable case whose raw error differs, worst first.
+In-sample constants (no refit).
 """
 
 from __future__ import annotations
@@ -52,6 +53,29 @@ def errors(folder: Path, catalog: Catalog, *, raw: bool) -> dict[str, tuple[str,
         validate.case_additions = saved
 
 
+def verdicts(folder: Path, catalog: Catalog, *, raw: bool) -> dict[str, tuple[int, int]]:
+    """(right, cases) of the published fits/OOM statements of the shared memory file that get a
+    verdict (a capacity; usable or not, as loso.py's confusion counts them), RL and preference
+    workloads apart from the rest."""
+    additions = validate.case_additions()
+    if raw:
+        additions = additions.model_copy(update={"cases": {}})
+    saved, validate.case_additions = validate.case_additions, lambda: additions
+    try:
+        out = {"RL/preference": [0, 0], "SFT-family": [0, 0]}
+        for case in validate.load_cases(folder / SHARED_FILES[0]):
+            r = validate.predict_case(case, catalog)
+            if r.kind not in ("fits", "oom") or r.predicted_fits is None:
+                continue
+            group = out["RL/preference" if r.workload in validate.RL_CASE_WORKLOADS
+                        else "SFT-family"]
+            group[0] += r.predicted_fits == (r.kind != "oom")
+            group[1] += 1
+        return {k: (v[0], v[1]) for k, v in out.items()}
+    finally:
+        validate.case_additions = saved
+
+
 def pct(err: float | None) -> str:
     """A signed error in percent ("-": not predicted)."""
     return "-" if err is None else f"{err * 100:+.1f} %"
@@ -74,6 +98,11 @@ def main(argv: list[str] | None = None) -> None:
         pick = [k for k, v in added.items() if v[0] == name]
         print(f"| {name} | {summary([abs(added[k][1]) for k in pick if added[k][1] is not None])}"
               f" | {summary([abs(raw[k][1]) for k in pick if raw[k][1] is not None])} |")
+    with_v, raw_v = verdicts(args.folder, catalog, raw=False), verdicts(args.folder, catalog,
+                                                                         raw=True)
+    for group in with_v:
+        print(f"| fits/OOM verdicts right, {group} | {with_v[group][0]} / {with_v[group][1]} | "
+              f"{raw_v[group][0]} / {raw_v[group][1]} |")
     print("\n| case | framework | with additions | raw |\n|---|---|---|---|")
     worst = sorted(added, key=lambda k: -abs(raw[k][1] if raw[k][1] is not None else 1e9))
     for k in worst:

@@ -447,9 +447,9 @@ def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile:
         mb = max(1, int(extra["ppo_max_token_len_per_gpu"]) // seq)
         assumed.append(f"dynamic batching: {mb} sequences per micro-step")
     mb = mb or extra.get("script_micro_batch")
-    if mb is None:  # the framework's default per-device batch, else 1
-        mb = profile.value("per_device_batch") or 1
-        assumed.append(f"micro-batch {mb} (not stated: {profile.id}'s default, else 1)")
+    if mb is None:
+        mb = 1
+        assumed.append("micro-batch 1 (not stated)")
     batches = extra.get("generation_batches") or profile.value("generation_batches")
     if mb and batches:
         rl_opts["rollout_batch"] = _generated_prompts(case, int(mb), int(batches))

@@ -180,15 +180,19 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
         # only the product prompts x samples enters the model
         rl["rollout_n"] = 1
         extra["train_batch_size"] = int(extra["rollouts_per_step"])
+    # a published time with no per-device batch (none stated, no token budget, no script's) ran
+    # the largest that fits, as benchmarks are tuned: micro-batch 1 would decode one sequence
+    # at a time where an engine on the trainer's weights generates in its batch; where none
+    # fits, the framework's default per-device batch (profile fact per_device_batch) stands
+    unstated = not case.get("micro_batch_size") and not any(
+        extra.get(k) for k in ("ppo_max_token_len_per_gpu", "script_micro_batch"))
+    if unstated and profile.value("per_device_batch"):
+        extra["script_micro_batch"] = profile.value("per_device_batch")
     mem = {**case, "rl": rl, "extra": extra, "method": case.get("method")}
     rc = rl_case(mem, catalog, for_time=True)
     inferred: tuple[str, ...] = ()
     if not case.get("sharding") and not case.get("micro_batch_size"):
         mem, rc, inferred = least_fitting_sharding(mem, rc, profile, catalog=catalog)
-    # a published time with no per-device batch (none stated, no token budget, no script's) ran
-    # the largest that fits, as benchmarks are tuned: micro-batch 1 would decode one sequence
-    # at a time where an engine on the trainer's weights generates in its batch
-    unstated = not any(extra.get(k) for k in ("ppo_max_token_len_per_gpu", "script_micro_batch"))
     if (extra.get("largest_fitting_batch") or unstated) and not case.get("micro_batch_size"):
         rc = largest_fitting_batch(mem, rc, catalog)
     rc = replace(rc, assumptions=rc.assumptions + inferred)
@@ -268,8 +272,8 @@ def largest_fitting_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> An
     batch = largest_true(fits, 1, max(1, cap))
     if batch is None:
         return replace(rc, assumptions=rc.assumptions + (
-            f"no per-device batch fits the memory model: the script's "
-            f"{rc.cfg.micro_batch_size}",))
+            f"no per-device batch fits the memory model: {rc.cfg.micro_batch_size}, the "
+            "script's or the framework's default",))
     best = at(batch)
     return replace(best, assumptions=best.assumptions + (
         f"per-device batch {batch}: the largest that fits (the case's batch rule), at most "
