@@ -48,3 +48,12 @@ def test_stated_settings_are_kept(cid):
     rc, cfg, _ = rl_inputs(case, CAT)
     assert cfg.micro_batch_size == 2 and cfg.zero_stage == 2
     assert not any("not stated" in a or "fits" in a for a in rc.assumptions)
+
+
+def test_a_sharding_the_cases_offload_rules_out_is_skipped():
+    """An offloaded optimizer needs ZeRO: the unsharded candidate is skipped, not an error (the
+    case stated its offload but not its sharding)."""
+    case = {**RAW["dschat_ppo_opt13b_8xA100-80"], "offload": "optimizer"}
+    rc, cfg, _ = rl_inputs(case, CAT)
+    assert cfg.zero_stage >= 1 and cfg.offload == "optimizer"
+    assert any(a.startswith("sharding zero") for a in rc.assumptions)

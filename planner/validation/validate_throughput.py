@@ -189,10 +189,10 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
     if unstated and profile.value("per_device_batch"):
         extra["script_micro_batch"] = profile.value("per_device_batch")
     mem = {**case, "rl": rl, "extra": extra, "method": case.get("method")}
-    rc = rl_case(mem, catalog, for_time=True)
     inferred: tuple[str, ...] = ()
     if not case.get("sharding") and not case.get("micro_batch_size"):
-        mem, rc, inferred = least_fitting_sharding(mem, rc, profile, catalog=catalog)
+        mem, inferred = least_fitting_sharding(mem, profile, catalog=catalog)
+    rc = rl_case(mem, catalog, for_time=True)
     if (extra.get("largest_fitting_batch") or unstated) and not case.get("micro_batch_size"):
         rc = largest_fitting_batch(mem, rc, catalog)
     rc = replace(rc, assumptions=rc.assumptions + inferred)
@@ -224,28 +224,31 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
     return rc, cfg, catalog.gpu(case["gpu"])
 
 
-def least_fitting_sharding(case: dict[str, Any], rc: Any, profile: Profile, *,
-                           catalog: Catalog) -> tuple[dict[str, Any], Any, tuple[str, ...]]:
+def least_fitting_sharding(case: dict[str, Any], profile: Profile, *, catalog: Catalog
+                           ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """A time case that states neither its sharding nor its batch ran, so its states fit: the
-    least sharded of its framework's shardings in which one sequence per GPU fits the memory
-    model (a published run shards no more than it must), with the assumption said; the case
-    as it is where it already fits unsharded or where none fits."""
+    case with the least sharded of its framework's shardings in which one sequence per GPU
+    fits the memory model (a published run shards no more than it must; one its other
+    settings rule out, e.g. an offload needing ZeRO, is skipped), and the assumption said;
+    the case as it is where it fits unsharded or nowhere."""
     gpu = catalog.gpu(case["gpu"])
     if case.get("gpu_memory_gib"):
         gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
     for label in plan_shardings(profile):  # least sharded first
         if label != "none" and case["num_gpus"] < 2:
             continue
-        r = rl_case({**case, "sharding": label, "micro_batch_size": 1}, catalog, for_time=True)
-        if estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
-                           reward=r.reward).fits():
-            if label == "none":
-                return case, rc, ()
-            out = {**case, "sharding": label}
-            return out, rl_case(out, catalog, for_time=True), (
-                f"sharding {label}: the least of {profile.id}'s in which the run fits "
-                "(not stated)",)
-    return case, rc, ()
+        try:  # a sharding the case's other settings rule out is no candidate
+            r = rl_case({**case, "sharding": label, "micro_batch_size": 1}, catalog,
+                        for_time=True)
+            fits = estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
+                                   reward=r.reward).fits()
+        except PlannerError:
+            continue
+        if fits:
+            note = f"sharding {label}: the least of {profile.id}'s in which the run fits " \
+                "(not stated)"
+            return (case, ()) if label == "none" else ({**case, "sharding": label}, (note,))
+    return case, ()
 
 
 def largest_fitting_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> Any:
