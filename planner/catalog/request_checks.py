@@ -35,14 +35,15 @@ def validate_config(cfg: TrainConfig, model: ModelSpec) -> None:
         )
     if cfg.seq_len % cfg.cp:
         raise PlannerError(f"--seq-len {cfg.seq_len} must be a multiple of cp {cfg.cp}")
-    error = ep_error(cfg, model) or dp_shard_error(cfg) or partial_checkpointing_error(cfg)
+    error = ep_error(cfg, model) or dp_shard_error(cfg) or check_only_setting_error(cfg)
     if error:
         raise PlannerError(error)
     validate_workload(cfg, model)
 
 
-def partial_checkpointing_error(cfg: TrainConfig) -> str | None:
-    """A share of the layers (checkpoint_fraction) is checkpointed only under full
+def check_only_setting_error(cfg: TrainConfig) -> str | None:
+    """The layout inputs of check and tune that plans never choose, each where it means
+    something: a share of the layers (checkpoint_fraction) is checkpointed only under full
     checkpointing; activations are offloaded with full checkpointing or none; embedding copies
     train beside adapters."""
     if cfg.checkpoint_fraction < 1 and cfg.checkpointing != "full":

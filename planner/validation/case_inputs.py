@@ -451,7 +451,7 @@ def _rl_config(case: dict[str, Any], catalog: Catalog, spec: ModelSpec, profile:
         mb = 1
         assumed.append("micro-batch 1 (not stated)")
     batches = extra.get("generation_batches") or profile.value("generation_batches")
-    if mb and batches:
+    if batches:
         rl_opts["rollout_batch"] = _generated_prompts(case, int(mb), int(batches))
     if profile.value("engine_sleep") is False:
         # the run kept the engine's memory through training (the framework's default)

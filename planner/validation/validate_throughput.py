@@ -224,6 +224,16 @@ def rl_inputs(case: dict[str, Any], catalog: Catalog) -> tuple[Any, TrainConfig,
     return rc, cfg, catalog.gpu(case["gpu"])
 
 
+def _fits(case: dict[str, Any], catalog: Catalog) -> bool:
+    """The time case's RL job fits its GPU (the case's capacity where stated) in the memory
+    model: what the run having run implies (least_fitting_sharding, largest_fitting_batch)."""
+    gpu = catalog.gpu(case["gpu"])
+    if case.get("gpu_memory_gib"):
+        gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
+    r = rl_case(case, catalog, for_time=True)
+    return estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic, reward=r.reward).fits()
+
+
 def least_fitting_sharding(case: dict[str, Any], profile: Profile, *, catalog: Catalog
                            ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """A time case that states neither its sharding nor its batch ran, so its states fit: the
@@ -231,17 +241,11 @@ def least_fitting_sharding(case: dict[str, Any], profile: Profile, *, catalog: C
     fits the memory model (a published run shards no more than it must; one its other
     settings rule out, e.g. an offload needing ZeRO, is skipped), and the assumption said;
     the case as it is where it fits unsharded or nowhere."""
-    gpu = catalog.gpu(case["gpu"])
-    if case.get("gpu_memory_gib"):
-        gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
     for label in plan_shardings(profile):  # least sharded first
         if label != "none" and case["num_gpus"] < 2:
             continue
         try:  # a sharding the case's other settings rule out is no candidate
-            r = rl_case({**case, "sharding": label, "micro_batch_size": 1}, catalog,
-                        for_time=True)
-            fits = estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
-                                   reward=r.reward).fits()
+            fits = _fits({**case, "sharding": label, "micro_batch_size": 1}, catalog)
         except PlannerError:
             continue
         if fits:
@@ -259,25 +263,14 @@ def largest_fitting_batch(case: dict[str, Any], rc: Any, catalog: Catalog) -> An
     (rl_case), and the assumption says so."""
     from planner.fixes import largest_true  # validation only: off the CLI's start-up path
 
-    gpu = catalog.gpu(case["gpu"])
-    if case.get("gpu_memory_gib"):
-        gpu = gpu.model_copy(update={"memory_gib": case["gpu_memory_gib"]})
     cap = int(case.get("global_batch_size") or 1) // case["num_gpus"]
-
-    def at(batch: int) -> Any:
-        return rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)
-
-    def fits(batch: int) -> bool:
-        r = at(batch)
-        return estimate_memory(r.resolved.spec, gpu, r.cfg, critic=r.critic,
-                               reward=r.reward).fits()
-
-    batch = largest_true(fits, 1, max(1, cap))
+    batch = largest_true(lambda b: _fits({**case, "micro_batch_size": b}, catalog), 1,
+                         max(1, cap))
     if batch is None:
         return replace(rc, assumptions=rc.assumptions + (
             f"no per-device batch fits the memory model: {rc.cfg.micro_batch_size}, the "
             "script's or the framework's default",))
-    best = at(batch)
+    best = rl_case({**case, "micro_batch_size": batch}, catalog, for_time=True)
     return replace(best, assumptions=best.assumptions + (
         f"per-device batch {batch}: the largest that fits (the case's batch rule), at most "
         f"{case.get('global_batch_size')} per iteration",))
